@@ -1,0 +1,167 @@
+"""Shared vocabulary of rvt-bench: samples, targets, predictions and the errors every layer raises.
+
+This module imports nothing of ours; everything else imports it. Records are plain dataclasses
+that round-trip through JSON (``to_dict`` / ``from_dict``), so every run file is readable without
+this code. Masks are COCO RLE dicts ``{"size": [H, W], "counts": str}`` (ASCII counts, never bytes).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+Modality = Literal["image", "video"]
+Task = Literal["segmentation", "grounding", "vqa", "summarization"]
+TASKS: tuple[str, ...] = ("segmentation", "grounding", "vqa", "summarization")
+
+RLE = dict[str, Any]
+"""COCO RLE: {"size": [H, W], "counts": str}; decode with bench.masks.decode."""
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class RvtBenchError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class DatasetFormatError(RvtBenchError):
+    """A dataset file is missing or malformed; the message names the file and what was expected."""
+
+
+class AdapterError(RvtBenchError):
+    """A model adapter could not produce a prediction for a sample (recorded, the run goes on)."""
+
+
+class ParseError(AdapterError):
+    """Model output that does not follow its protocol (missing tags, bad JSON, unknown ids)."""
+
+
+class SandboxError(AdapterError):
+    """Model-written code failed, timed out or hit a resource limit in the sandbox."""
+
+
+class JudgeError(RvtBenchError):
+    """An LLM judge call failed or returned an unparsable verdict."""
+
+
+class RunStoreError(RvtBenchError):
+    """A run directory is inconsistent (e.g. its config changed under the same run name)."""
+
+
+# --- records --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """Ground truth of one sample, per frame (an image is one frame).
+
+    masks:   per frame, an RLE of the target (union of all target objects) or None = no object there.
+    ignore:  per frame, an RLE of pixels excluded from scoring (LISA's label 255) or None.
+    boxes:   per frame, a list of [x1, y1, x2, y2] float boxes in pixels (continuous coordinates).
+    answers: reference texts for vqa / summarization.
+    """
+
+    masks: list[RLE | None] | None = None
+    ignore: list[RLE | None] | None = None
+    boxes: list[list[list[float]]] | None = None
+    answers: list[str] | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Target":
+        return cls(**(d or {}))
+
+
+@dataclass
+class InstanceAnnotation:
+    """One annotated object of a sample's frames, used by `oracle` perception to build a twin.
+
+    id:     the dataset's own object id (ReVOS anno_id, a LabelMe shape index, ...).
+    label:  category name, "" when the dataset has none.
+    masks:  per frame, an RLE or None when the object is not visible in that frame.
+    depth:  per frame, mean metric depth in metres (larger = farther) where the dataset knows it,
+            else None.
+    """
+
+    id: str
+    label: str
+    masks: list[RLE | None]
+    depth: list[float | None] | None = None
+
+
+@dataclass
+class Sample:
+    """One query to answer: a frame sequence (T=1 for an image), a text query and its target.
+
+    frames:    image paths in temporal order; load with bench.frames.read_frame -> (H, W, 3) uint8 RGB.
+    frame_ids: the dataset's own frame names, same length as frames.
+    task:      "segmentation" | "grounding" | "vqa" | "summarization".
+    meta:      what the protocol groups by: level, category, type_id, is_sentence, source ids...
+    annotations: every annotated object in the frames (not only the target), for oracle perception;
+               None when the dataset has no such annotations.
+    """
+
+    id: str
+    dataset: str
+    split: str
+    modality: Modality
+    frames: list[str]
+    frame_ids: list[str]
+    query: str
+    task: Task
+    target: Target
+    meta: dict[str, Any] = field(default_factory=dict)
+    annotations: list[InstanceAnnotation] | None = None
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.frames)
+
+
+@dataclass
+class Prediction:
+    """What an adapter answered for one sample; one JSON line of predictions.jsonl.
+
+    task:    the task the model declared (DT-R1's <task>), or None when it declared none.
+    masks:   per frame RLE (None = empty) for segmentation; same length as the sample's frames.
+    boxes:   per frame list of [x1, y1, x2, y2] boxes in pixels, for grounding.
+    text:    answer text for vqa / summarization.
+    trace:   full raw model output (e.g. the DT-R1 rollout), for debugging failures.
+    timings: seconds per stage, e.g. {"policy": 3.2, "twin": 0.4, "sandbox": 0.1}.
+    error:   None, or {"kind": ..., "message": ...} when the sample failed; scored as empty.
+    """
+
+    sample_id: str
+    task: str | None = None
+    masks: list[RLE | None] | None = None
+    boxes: list[list[list[float]]] | None = None
+    text: str | None = None
+    trace: Any = None
+    timings: dict[str, float] = field(default_factory=dict)
+    error: dict[str, str] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def failure(cls, sample_id: str, kind: str, message: str, **kw: Any) -> "Prediction":
+        """A failed sample: scored as an empty prediction, counted and listed in metrics.json."""
+        return cls(sample_id=sample_id, error={"kind": kind, "message": message}, **kw)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Prediction":
+        """Validate and build; raises RunStoreError on an unknown schema version or missing id."""
+        if not isinstance(d, dict) or "sample_id" not in d:
+            raise RunStoreError(f"prediction record without sample_id: {str(d)[:200]}")
+        version = d.get("schema_version", SCHEMA_VERSION)
+        if version != SCHEMA_VERSION:
+            raise RunStoreError(
+                f"prediction {d['sample_id']!r} has schema_version {version}, expected {SCHEMA_VERSION}"
+            )
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
