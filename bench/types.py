@@ -23,31 +23,48 @@ RLE = dict[str, Any]
 
 
 class RvtBenchError(Exception):
-    """Base class of every error this project raises on purpose."""
+    """Base class of every error this project raises on purpose.
+
+    `kind` is what a failed sample records as its error kind in predictions.jsonl.
+    """
+
+    kind = "error"
 
 
 class DatasetFormatError(RvtBenchError):
     """A dataset file is missing or malformed; the message names the file and what was expected."""
 
+    kind = "data"
+
 
 class AdapterError(RvtBenchError):
     """A model adapter could not produce a prediction for a sample (recorded, the run goes on)."""
+
+    kind = "adapter"
 
 
 class ParseError(AdapterError):
     """Model output that does not follow its protocol (missing tags, bad JSON, unknown ids)."""
 
+    kind = "parse"
+
 
 class SandboxError(AdapterError):
     """Model-written code failed, timed out or hit a resource limit in the sandbox."""
+
+    kind = "sandbox"
 
 
 class JudgeError(RvtBenchError):
     """An LLM judge call failed or returned an unparsable verdict."""
 
+    kind = "judge"
+
 
 class RunStoreError(RvtBenchError):
     """A run directory is inconsistent (e.g. its config changed under the same run name)."""
+
+    kind = "store"
 
 
 # --- records --------------------------------------------------------------------------------------

@@ -1,0 +1,71 @@
+"""What a run is: its fingerprint (which names its directory) and its manifest (what produced it)."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Keys of the dataset config that say where the data lies, not what is evaluated: moving a copy of
+# ReVOS must not change the run.
+_NON_SEMANTIC_DATASET_KEYS = {"root"}
+
+_VERSIONED_PACKAGES = (
+    "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
+    "hydra-core", "llama_cpp_python", "pandas", "sam2",
+)
+
+
+def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The part of a resolved run config that decides the numbers: dataset (+split, options,
+    protocol) without its root, and the model with its policy and perception as resolved."""
+    dataset = {k: v for k, v in cfg["dataset"].items() if k not in _NON_SEMANTIC_DATASET_KEYS}
+    return {"dataset": dataset, "model": cfg["model"]}
+
+
+def fingerprint(cfg: dict[str, Any], length: int = 10) -> str:
+    """Short stable hash (hex) of `semantic_config(cfg)`: same config -> same run directory -> resume."""
+    blob = json.dumps(semantic_config(cfg), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
+
+
+def git_sha() -> str:
+    """HEAD of the checkout that runs, with '+dirty' when it has uncommitted changes; 'unknown' outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for name in _VERSIONED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def manifest(cfg: dict[str, Any], fp: str) -> dict[str, Any]:
+    """manifest.json body: git sha, package versions, fingerprint, host, start time (UTC)."""
+    return {
+        "fingerprint": fp,
+        "git_sha": git_sha(),
+        "packages": package_versions(),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "argv": sys.argv,
+    }

@@ -1,0 +1,231 @@
+"""The evaluation loop: resolve a run directory, predict what is not done yet, score, publish.
+
+A sample that fails (adapter exception, unparsable model output, bad frame) becomes a Prediction with
+`error` set, is scored as an empty prediction and listed in metrics.json; the run goes on.
+Predictions are appended and fsynced one by one, so a killed run loses at most the sample in flight
+and a restart skips every finished sample (design.md section 3).
+"""
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from bench import manifest as manifest_mod
+from bench.store import (PredictionLog, prediction_files, predictions_filename, read_predictions,
+                         write_json_atomic, write_jsonl_atomic)
+from bench.types import Prediction, RunStoreError, RvtBenchError, Sample
+from leaderboards import publish
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    metrics: dict[str, Any] | None  # None while shards are still missing
+    predicted: int                  # samples predicted by this invocation (0 on a finished resume)
+    leaderboard: Path | None
+
+
+def run(cfg: DictConfig) -> RunResult:
+    """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml)."""
+    resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    fp = manifest_mod.fingerprint(resolved)
+    dataset_name, model_name = resolved["dataset"]["name"], resolved["model"]["name"]
+    run_name = cfg.run.name or fp
+    run_dir = Path(cfg.run.root) / dataset_name / model_name / run_name
+    _claim_run_dir(run_dir, cfg, fp)
+
+    samples = _load_samples(cfg)
+    protocol = instantiate(cfg.dataset.protocol)
+    shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
+    if not 0 <= shard < num_shards:
+        raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
+    mine = samples[shard::num_shards]  # deterministic partition by dataset order
+
+    done = read_predictions(prediction_files(run_dir))
+    todo = [s for s in mine if s.id not in done]
+    predicted = 0
+    if todo and not cfg.run.merge:
+        log.info("%d of %d samples to predict (%d already done) -> %s", len(todo), len(mine), len(mine) - len(todo), run_dir)
+        predicted = _predict(cfg, todo, run_dir / predictions_filename(shard, num_shards))
+        done = read_predictions(prediction_files(run_dir))
+    elif not todo:
+        log.info("all %d samples of this shard already predicted in %s: no model work", len(mine), run_dir)
+
+    missing = [s.id for s in samples if s.id not in done]
+    if missing:
+        log.warning("%d samples have no prediction yet (other shards?); scoring waits for run.merge=true "
+                    "once all shards are done", len(missing))
+        return RunResult(run_dir, None, predicted, None)
+
+    metrics = _score(samples, done, protocol, run_dir, resolved, run_name, fp)
+    board = None
+    if cfg.leaderboard.publish and cfg.run.limit is None:
+        board = publish.upsert(cfg.leaderboard.dir, dataset_name, _leaderboard_row(resolved, metrics, run_dir, protocol))
+    elif cfg.run.limit is not None:
+        log.warning("run.limit=%s: a partial run is not published to the leaderboard", cfg.run.limit)
+    return RunResult(run_dir, metrics, predicted, board)
+
+
+def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
+    """Write config.yaml and manifest.json; refuse a run name that already holds another config."""
+    cfg_path = run_dir / "config.yaml"
+    if cfg_path.exists():
+        previous = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
+        old_fp = (previous or {}).get("_fingerprint")
+        if old_fp != fp:
+            raise RunStoreError(
+                f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
+                f"choose another run.name or remove that directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    body = OmegaConf.to_container(cfg, resolve=True)
+    body["_fingerprint"] = fp
+    tmp = cfg_path.with_name(".config.yaml.tmp")
+    OmegaConf.save(OmegaConf.create(body), tmp)
+    tmp.replace(cfg_path)
+    write_json_atomic(run_dir / "manifest.json", manifest_mod.manifest(body, fp))
+
+
+def _load_samples(cfg: DictConfig) -> list[Sample]:
+    kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
+    dataset = instantiate(kwargs, _convert_="all")
+    samples = list(dataset)
+    seen: set[str] = set()
+    for s in samples:
+        if s.id in seen:
+            raise RunStoreError(f"dataset {cfg.dataset.name!r} yields sample id {s.id!r} twice; ids must be unique")
+        seen.add(s.id)
+    if cfg.run.limit is not None:
+        samples = samples[: int(cfg.run.limit)]
+    if not samples:
+        raise RunStoreError(f"dataset {cfg.dataset.name!r} (split {cfg.dataset.get('split')!r}) has no samples")
+    return samples
+
+
+def _predict(cfg: DictConfig, todo: list[Sample], path: Path) -> int:
+    adapter = instantiate(cfg.model, _convert_="all")
+    out = PredictionLog(path)
+    failures = 0
+    bar = tqdm(todo, desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
+    try:
+        for sample in bar:
+            pred = _predict_one(adapter, sample, bool(cfg.run.fail_fast))
+            failures += pred.error is not None
+            out.append(pred)
+            bar.set_postfix(failed=failures)
+    finally:
+        out.close()
+        adapter.close()
+    return len(todo)
+
+
+def _predict_one(adapter: Any, sample: Sample, fail_fast: bool) -> Prediction:
+    start = time.perf_counter()
+    try:
+        pred = adapter.predict(sample)
+        if pred.sample_id != sample.id:
+            raise RvtBenchError(f"adapter answered sample {pred.sample_id!r} when asked for {sample.id!r}")
+    except RvtBenchError as exc:
+        if fail_fast:
+            raise
+        log.info("sample %s failed (%s): %s", sample.id, exc.kind, exc)
+        pred = Prediction.failure(sample.id, exc.kind, str(exc), trace=getattr(exc, "trace", None))
+    except Exception as exc:  # an adapter bug must not end a long run; it is recorded with its traceback
+        if fail_fast:
+            raise
+        log.exception("sample %s crashed the adapter", sample.id)
+        pred = Prediction.failure(sample.id, "exception", f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
+    pred.timings["total"] = round(time.perf_counter() - start, 4)
+    return pred
+
+
+def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, run_dir: Path,
+           resolved: dict[str, Any], run_name: str, fp: str) -> dict[str, Any]:
+    records = []
+    for sample in tqdm(samples, desc="scoring", unit="sample", dynamic_ncols=True, leave=False):
+        pred = preds[sample.id]
+        try:
+            records.append(protocol.score(sample, pred))
+        except RvtBenchError as exc:  # e.g. a prediction with the wrong number of frames: scored as empty
+            failed = Prediction.failure(sample.id, exc.kind, f"unscorable prediction: {exc}")
+            preds[sample.id] = failed
+            records.append(protocol.score(sample, failed))
+    write_jsonl_atomic(run_dir / "scores.jsonl", records)
+    failures = [{"sample_id": p.sample_id, **p.error} for p in (preds[s.id] for s in samples) if p.error]
+    n_parse = sum(1 for f in failures if f["kind"] == "parse")
+    metrics = {
+        "dataset": resolved["dataset"]["name"],
+        "split": resolved["dataset"].get("split"),
+        "model": resolved["model"]["name"],
+        "run_name": run_name,
+        "fingerprint": fp,
+        "protocol": protocol.name,
+        **protocol.aggregate(records),
+        "n": len(samples),
+        "failures": len(failures),
+        "failures_by_kind": _count_by(failures, "kind"),
+        "parse_rate": 1.0 - n_parse / len(samples),
+        "failed_samples": failures,
+    }
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    return metrics
+
+
+def _count_by(rows: list[dict], key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r[key]] = out.get(r[key], 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: Path, protocol: Any) -> dict[str, Any]:
+    model = resolved["model"]
+    row: dict[str, Any] = {
+        "run_name": metrics["run_name"],
+        "fingerprint": metrics["fingerprint"],
+        "dataset": metrics["dataset"],
+        "split": metrics["split"],
+        "model": metrics["model"],
+        "policy": (model.get("policy") or {}).get("name", "") if isinstance(model.get("policy"), dict) else "",
+        "perception": (model.get("perception") or {}).get("name", "") if isinstance(model.get("perception"), dict) else "",
+    }
+    for key in protocol.headline:
+        row[key] = metrics["metrics"].get(key)
+    row.update(n=metrics["n"], failures=metrics["failures"], parse_rate=metrics["parse_rate"],
+               git_sha=manifest_mod.git_sha(), run_dir=str(run_dir),
+               overrides=" ".join(resolved.get("_overrides", []) or []))
+    return row
+
+
+def format_summary(result: RunResult, protocol_headline: list[str] | None = None) -> str:
+    """Human-readable metrics table for the terminal (metrics as percentages, 2 decimals)."""
+    m = result.metrics
+    if m is None:
+        return "scoring skipped: predictions missing (shards still running?)"
+    lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  "
+             f"n={m['n']} failures={m['failures']} parse_rate={m['parse_rate']:.2f}"]
+    width = max((len(k) for k in m["metrics"]), default=8)
+    for key, value in m["metrics"].items():
+        lines.append(f"  {key:<{width}}  {_pct(value)}")
+    for group, rows in (m.get("breakdown") or {}).items():
+        for name, vals in rows.items():
+            if isinstance(vals, dict):
+                shown = "  ".join(f"{k}={_pct(v)}" for k, v in vals.items() if isinstance(v, (int, float)) and k != "n")
+                n = vals.get("n")
+                lines.append(f"  {group}={name}{f' (n={n})' if n is not None else ''}: {shown}")
+    return "\n".join(lines)
+
+
+def _pct(value: Any) -> str:
+    if isinstance(value, float):
+        return "nan" if value != value else f"{100 * value:6.2f}"
+    return str(value)

@@ -1,0 +1,123 @@
+"""Run directory files: append-only predictions with resume, and atomically written derived files.
+
+Layout of one run directory (design.md section 3):
+    config.yaml, manifest.json       what ran, written at start
+    predictions[.shardIofN].jsonl    one Prediction per line, appended and fsynced per sample
+    scores.jsonl, metrics.json       derived by scoring; rewritten atomically (write + rename)
+A predictions file is never rewritten in place. The only repair is cutting a torn last line (a
+record cut short by a kill), which is then redone.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from bench.types import Prediction, RunStoreError
+
+log = logging.getLogger(__name__)
+
+PREDICTIONS_GLOB = "predictions*.jsonl"
+
+
+def predictions_filename(shard: int, num_shards: int) -> str:
+    """predictions.jsonl, or predictions.shard{I}of{N}.jsonl when the run is sharded."""
+    return "predictions.jsonl" if num_shards == 1 else f"predictions.shard{shard}of{num_shards}.jsonl"
+
+
+class PredictionLog:
+    """Append-only predictions.jsonl of one run (or one shard of it).
+
+    Opening it cuts a torn last line (no trailing newline or invalid JSON) so that the next record
+    starts on a clean line; complete records are never touched.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_tail()
+        self._fh = None
+
+    def _repair_tail(self) -> None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as fh:
+            data = fh.read()
+            keep = data.rfind(b"\n") + 1  # start of the last (possibly torn) line
+            tail = data[keep:]
+            if tail:  # no newline after the last record: it was being written when the run died
+                log.warning("%s: discarding a torn last line (%d bytes); that sample will be redone", self.path, len(tail))
+                fh.truncate(keep)
+
+    def append(self, pred: Prediction) -> None:
+        """Write one record and make it durable before returning (flush + fsync)."""
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh.write(json.dumps(pred.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def read_predictions(paths: Iterable[str | Path]) -> dict[str, Prediction]:
+    """Finished predictions by sample id, from one or several (shard) files.
+
+    A line that is not valid JSON is skipped with a warning only when it is the last line of its file
+    (torn write); anywhere else it raises RunStoreError naming the file and line. When an id appears
+    twice, the first record wins (later ones can only come from a concurrent writer) and a warning says so.
+    """
+    out: dict[str, Prediction] = {}
+    for path in sorted(Path(p) for p in paths):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if lineno == len(lines):
+                    log.warning("%s:%d: torn last line ignored", path, lineno)
+                    continue
+                raise RunStoreError(f"{path}:{lineno}: not a JSON prediction record ({exc})") from exc
+            pred = Prediction.from_dict(record)
+            if pred.sample_id in out:
+                log.warning("%s:%d: duplicate prediction for %r ignored", path, lineno, pred.sample_id)
+                continue
+            out[pred.sample_id] = pred
+    return out
+
+
+def prediction_files(run_dir: str | Path) -> list[Path]:
+    return sorted(Path(run_dir).glob(PREDICTIONS_GLOB))
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    """Write JSON via a temporary file and rename, so a reader never sees a half-written file."""
+    _write_atomic(Path(path), json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> None:
+    _write_atomic(Path(path), "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,57 @@
+"""Leaderboard CSVs: one file per benchmark (`<dir>/<dataset>.csv`), one row per run, keyed by the
+run's fingerprint so re-publishing a run replaces its row instead of adding one."""
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+KEY = "fingerprint"
+# Identity columns first, then metrics in the order the row gives them.
+LEADING = ["run_name", KEY, "dataset", "split", "model", "policy", "perception"]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Exclusive lock beside the CSV: sweep points and shards may publish at the same moment."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(path.suffix + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def upsert(board_dir: str | Path, dataset: str, row: dict[str, Any]) -> Path:
+    """Insert `row` into `<board_dir>/<dataset>.csv`, replacing the row with the same fingerprint.
+
+    row: flat dict of scalars; must contain "fingerprint". Rows are kept sorted by run_name then
+    fingerprint so the file diffs cleanly. Returns the CSV path. Raises ValueError without a fingerprint.
+    """
+    if not row.get(KEY):
+        raise ValueError("a leaderboard row needs a 'fingerprint'")
+    path = Path(board_dir) / f"{dataset}.csv"
+    with _locked(path):
+        board = pd.read_csv(path, dtype={KEY: str}) if path.exists() and path.stat().st_size else pd.DataFrame()
+        if not board.empty:
+            board = board[board[KEY] != row[KEY]]
+        board = pd.concat([board, pd.DataFrame([row])], ignore_index=True)
+        cols = [c for c in LEADING if c in board.columns] + [c for c in board.columns if c not in LEADING]
+        board = board[cols].sort_values(["run_name", KEY], kind="stable")
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        board.to_csv(tmp, index=False, float_format="%.6f")
+        os.replace(tmp, path)
+    return path
+
+
+def render(board_dir: str | Path, dataset: str) -> str:
+    """The leaderboard as a plain-text table (empty string when it does not exist yet)."""
+    path = Path(board_dir) / f"{dataset}.csv"
+    if not path.exists():
+        return ""
+    return pd.read_csv(path, dtype={KEY: str}).to_string(index=False)

@@ -1,0 +1,104 @@
+"""Small stand-ins for a dataset, a protocol and an adapter, used to test the runner's mechanics
+(resume, failures, sharding, publishing) without models. Real datasets, protocols and adapters have
+their own tests."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench import masks
+from bench.types import AdapterError, ParseError, Prediction, Sample, Target
+
+
+class FakeDataset:
+    """n one-frame 8x8 samples; sample k's target is a k-pixel-wide band."""
+
+    name = "fake"
+
+    def __init__(self, n: int = 6, split: str = "val"):
+        self.items = []
+        for k in range(n):
+            gt = np.zeros((8, 8), bool)
+            gt[:, : k + 1] = True
+            self.items.append(Sample(id=f"s{k:02d}", dataset="fake", split=split, modality="image",
+                                     frames=[f"/nonexistent/{k}.jpg"], frame_ids=[str(k)], query=f"q{k}",
+                                     task="segmentation", target=Target(masks=[masks.encode(gt)]),
+                                     meta={"level": 1 + k % 2}))
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+
+class MeanIoUProtocol:
+    """Plain IoU of the single frame, averaged; enough to check the runner's plumbing."""
+
+    name = "fake-iou"
+    headline = ["IoU"]
+
+    def score(self, sample, pred):
+        gt = masks.decode(sample.target.masks[0])
+        pm = masks.decode(pred.masks[0]) if pred.masks and pred.masks[0] else np.zeros_like(gt)
+        if pm.shape != gt.shape:
+            raise AdapterError(f"{sample.id}: prediction {pm.shape} vs frame {gt.shape}")
+        union = (gt | pm).sum()
+        return {"sample_id": sample.id, "failed": pred.error is not None, "IoU": float((gt & pm).sum() / union) if union else 1.0}
+
+    def aggregate(self, records):
+        return {"metrics": {"IoU": float(np.mean([r["IoU"] for r in records]))}, "n": len(records)}
+
+
+class FakeAdapter:
+    """Answers the GT for ids not listed; raises for `fail`, crashes for `crash`, emits a wrong-size
+    mask for `bad_size`. Appends every id it is asked about to `calls_file` (to count model work)."""
+
+    def __init__(self, name="fake", calls_file=None, fail=(), crash=(), bad_size=(), sleep_s=0.0, dataset=None):
+        self.name, self.calls_file = name, calls_file
+        self.fail, self.crash, self.bad_size, self.sleep_s = set(fail), set(crash), set(bad_size), sleep_s
+
+    def predict(self, sample: Sample) -> Prediction:
+        if self.calls_file:
+            with open(self.calls_file, "a") as fh:
+                fh.write(sample.id + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        time.sleep(self.sleep_s)
+        if sample.id in self.fail:
+            raise ParseError(f"{sample.id}: no <answer> tag")
+        if sample.id in self.crash:
+            raise ZeroDivisionError("adapter bug")
+        if sample.id in self.bad_size:
+            return Prediction(sample.id, task="segmentation", masks=[masks.encode(np.ones((4, 4), bool))])
+        return Prediction(sample.id, task="segmentation", masks=list(sample.target.masks))
+
+    def close(self):
+        pass
+
+
+def make_cfg(tmp: Path, **model_kw):
+    """A run config equal in shape to conf/config.yaml, with the fakes above."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({
+        "dataset": {"name": "fake", "_target_": "tests.fakes.FakeDataset", "n": 6, "split": "val",
+                    "protocol": {"_target_": "tests.fakes.MeanIoUProtocol"}},
+        "model": {"name": "fake", "_target_": "tests.fakes.FakeAdapter", "calls_file": str(tmp / "calls.txt"), **model_kw},
+        "run": {"root": str(tmp / "runs"), "name": None, "shard": 0, "num_shards": 1, "merge": False,
+                "limit": None, "fail_fast": False},
+        "leaderboard": {"dir": str(tmp / "boards"), "publish": True},
+    })
+
+
+def calls(tmp: Path) -> list[str]:
+    path = tmp / "calls.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+def dump(obj) -> str:
+    return json.dumps(obj, sort_keys=True)

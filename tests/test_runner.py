@@ -1,0 +1,137 @@
+"""The runner's promises (design.md section 3): failures are recorded and the run goes on, a re-run
+does no model work and gives the same metrics.json, a killed run resumes without redoing or losing
+samples, shards merge, and the leaderboard gets one row per run."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from bench.runner import run
+from bench.store import read_jsonl
+from bench.types import RunStoreError
+from tests.fakes import calls, make_cfg
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_failures_are_recorded_and_the_run_goes_on(tmp_path):
+    cfg = make_cfg(tmp_path, fail=["s01"], crash=["s02"], bad_size=["s03"])
+    result = run(cfg)
+    m = result.metrics
+    assert m["n"] == 6 and m["failures"] == 3
+    assert m["failures_by_kind"] == {"adapter": 1, "exception": 1, "parse": 1}
+    assert m["parse_rate"] == pytest.approx(5 / 6)
+    # failed samples score as empty predictions: IoU 0 for those three, 1 for the others
+    assert m["metrics"]["IoU"] == pytest.approx(3 / 6)
+    crashed = next(f for f in m["failed_samples"] if f["sample_id"] == "s02")
+    assert crashed["message"] == "ZeroDivisionError: adapter bug"
+    preds = list(read_jsonl(result.run_dir / "predictions.jsonl"))
+    assert "Traceback" in next(p for p in preds if p["sample_id"] == "s02")["trace"]
+
+
+def test_rerun_does_no_model_work_and_gives_identical_metrics(tmp_path):
+    cfg = make_cfg(tmp_path, fail=["s04"])
+    first = run(cfg)
+    body = (first.run_dir / "metrics.json").read_text()
+    assert len(calls(tmp_path)) == 6
+    second = run(cfg)
+    assert second.predicted == 0 and len(calls(tmp_path)) == 6
+    assert (second.run_dir / "metrics.json").read_text() == body
+
+
+def test_run_name_defaults_to_fingerprint_and_changes_with_semantic_config(tmp_path):
+    a = run(make_cfg(tmp_path)).run_dir
+    b = run(make_cfg(tmp_path, fail=["s00"])).run_dir
+    assert a != b and a.parent == b.parent
+    board = pd.read_csv(tmp_path / "boards" / "fake.csv", dtype={"fingerprint": str})
+    assert sorted(board["run_name"]) == sorted([a.name, b.name])
+
+
+def test_rerun_upserts_the_same_leaderboard_row(tmp_path):
+    cfg = make_cfg(tmp_path)
+    run(cfg)
+    run(cfg)
+    board = pd.read_csv(tmp_path / "boards" / "fake.csv")
+    assert len(board) == 1 and board["IoU"][0] == pytest.approx(1.0)
+
+
+def test_explicit_run_name_refuses_another_config(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.run.name = "mine"
+    run(cfg)
+    other = make_cfg(tmp_path, fail=["s00"])
+    other.run.name = "mine"
+    with pytest.raises(RunStoreError, match="another configuration"):
+        run(other)
+
+
+def test_torn_last_line_is_redone(tmp_path):
+    cfg = make_cfg(tmp_path)
+    result = run(cfg)
+    pred_file = result.run_dir / "predictions.jsonl"
+    lines = pred_file.read_text().splitlines(keepends=True)
+    pred_file.write_text("".join(lines[:4]) + lines[4][: len(lines[4]) // 2])  # killed mid-write of s04
+    (tmp_path / "calls.txt").unlink()
+    result = run(cfg)
+    assert calls(tmp_path) == ["s04", "s05"]
+    ids = [r["sample_id"] for r in read_jsonl(pred_file)]
+    assert sorted(ids) == [f"s{k:02d}" for k in range(6)]
+    assert result.metrics["metrics"]["IoU"] == pytest.approx(1.0)
+
+
+def test_sigkill_mid_run_then_resume_scores_every_sample_once(tmp_path):
+    cfg = make_cfg(tmp_path, sleep_s=0.4)
+    cfg.dataset.n = 8
+    cfg_path = tmp_path / "cfg.yaml"
+    OmegaConf.save(cfg, cfg_path)
+    code = ("import sys; from omegaconf import OmegaConf; from bench.runner import run; "
+            "run(OmegaConf.load(sys.argv[1]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(cfg_path)], cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while len(calls(tmp_path)) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = calls(tmp_path)
+    assert 3 <= len(before) < 8
+    result = run(OmegaConf.load(cfg_path))
+    scored = [r["sample_id"] for r in read_jsonl(result.run_dir / "scores.jsonl")]
+    assert sorted(scored) == [f"s{k:02d}" for k in range(8)]
+    predicted = [r["sample_id"] for r in read_jsonl(result.run_dir / "predictions.jsonl")]
+    assert len(predicted) == len(set(predicted)) == 8
+    # only the sample in flight at the kill may be predicted twice
+    assert len(calls(tmp_path)) - 8 <= 1
+
+
+def test_shards_predict_disjoint_parts_and_merge(tmp_path):
+    for shard in (0, 1, 2):
+        cfg = make_cfg(tmp_path)
+        cfg.run.shard, cfg.run.num_shards = shard, 3
+        result = run(cfg)
+    assert sorted(calls(tmp_path)) == [f"s{k:02d}" for k in range(6)]
+    assert result.metrics is not None and result.metrics["n"] == 6  # the last shard saw the union
+    files = sorted(p.name for p in result.run_dir.glob("predictions*.jsonl"))
+    assert files == [f"predictions.shard{i}of3.jsonl" for i in range(3)]
+
+
+def test_shard_alone_waits_for_merge(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.run.shard, cfg.run.num_shards = 0, 2
+    result = run(cfg)
+    assert result.metrics is None and not (result.run_dir / "metrics.json").exists()
+
+
+def test_limit_runs_a_prefix_and_does_not_publish(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.run.limit = 2
+    result = run(cfg)
+    assert result.metrics["n"] == 2 and result.leaderboard is None
+    assert not (tmp_path / "boards" / "fake.csv").exists()

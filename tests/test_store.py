@@ -1,0 +1,45 @@
+import json
+
+import pytest
+
+from bench.store import PredictionLog, read_predictions
+from bench.types import Prediction, RunStoreError
+
+
+def test_append_then_read_round_trips(tmp_path):
+    log = PredictionLog(tmp_path / "p.jsonl")
+    log.append(Prediction("a", task="vqa", text="x", timings={"total": 1.5}))
+    log.append(Prediction.failure("b", "parse", "no <answer>"))
+    log.close()
+    got = read_predictions([tmp_path / "p.jsonl"])
+    assert got["a"].text == "x" and got["a"].timings == {"total": 1.5}
+    assert got["b"].error == {"kind": "parse", "message": "no <answer>"}
+
+
+def test_opening_cuts_only_a_torn_tail(tmp_path):
+    path = tmp_path / "p.jsonl"
+    whole = json.dumps(Prediction("a").to_dict()) + "\n"
+    path.write_text(whole + '{"sample_id": "b", "ta')
+    PredictionLog(path).close()
+    assert path.read_text() == whole
+
+
+def test_garbage_in_the_middle_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text("not json\n" + json.dumps(Prediction("a").to_dict()) + "\n")
+    with pytest.raises(RunStoreError, match="p.jsonl:1"):
+        read_predictions([path])
+
+
+def test_unknown_schema_version_is_refused(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({**Prediction("a").to_dict(), "schema_version": 99}) + "\n")
+    with pytest.raises(RunStoreError, match="schema_version 99"):
+        read_predictions([path])
+
+
+def test_duplicate_ids_keep_the_first(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(Prediction("a", text="first").to_dict()) + "\n"
+                    + json.dumps(Prediction("a", text="second").to_dict()) + "\n")
+    assert read_predictions([path])["a"].text == "first"
