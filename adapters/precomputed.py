@@ -1,0 +1,166 @@
+"""`precomputed`: evaluate predictions produced elsewhere, read from official submission layouts.
+
+Layouts (``layout`` in conf/model/precomputed.yaml)::
+
+    revos      <root>/<video>/<exp_id>/<frame id>.png   ReVOS / MeViS submissions, as read by VISA
+                                                        tools/eval_revos.py; <video> may be nested
+                                                        ("UVO/all/<id>"). Sample meta: video, exp_id;
+                                                        frame ids = sample.frame_ids.
+    reasonseg  <root>/<image stem>.png                  Sample meta: name.
+    llmseg40k  <root>/<image stem>_<qa index>.png       Sample meta: image, qa_index.
+    jsonl      <root> = a run directory holding predictions*.jsonl, or one .jsonl file: our own
+               Prediction records (bench.store), matched by sample id.
+    auto       jsonl when <root> is a .jsonl file or holds predictions*.jsonl; otherwise PNGs, the
+               layout chosen per sample from its meta: video + exp_id -> revos, image + qa_index ->
+               llmseg40k, name -> reasonseg (so a mixed set such as the demo works too).
+
+The adapter never looks at the dataset's name, only at the sample's meta and frame ids.
+A PNG mask is foreground wherever any channel is nonzero (bench.masks.read_png_mask).
+
+Failures (raised as AdapterError, recorded by the runner for that sample, the run goes on):
+- a missing PNG: the message names the expected path. For a video, one missing frame PNG fails the
+  whole expression, as in VISA eval_revos.py, where ``cv2.imread`` of a missing frame returns None and
+  the expression's exception handler records J = F = 0. Difference: our runner scores a failed
+  sample as an empty prediction (design.md), which equals VISA's 0 except on frames whose ground
+  truth is empty too, where J = F = 1 (e.g. ReVOS type_id 2, which the protocol excludes anyway).
+- a PNG (or a jsonl RLE) whose [H, W] differs from its frame's EXIF-oriented size: the message names
+  both sizes (VISA would fail the expression on such a PNG as well).
+- a sample whose id has no record in the jsonl file(s), or whose meta lacks the keys its layout needs.
+PNGs are read one sample at a time, so memory stays at one expression's masks.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from adapters.base import Adapter
+from bench import masks
+from bench.frames import frame_size
+from bench.store import prediction_files, read_predictions
+from bench.types import AdapterError, DatasetFormatError, Prediction, Sample
+
+LAYOUTS = ("auto", "revos", "reasonseg", "llmseg40k", "jsonl")
+# sample meta keys each PNG layout maps a sample to its file(s) with; also auto's order of preference
+META_KEYS = {"revos": ("video", "exp_id"), "llmseg40k": ("image", "qa_index"), "reasonseg": ("name",)}
+
+
+class PrecomputedAdapter(Adapter):
+    """Predictions read from files under ``root`` in one of the layouts of the module docstring.
+
+    root:   directory of PNG masks or of a run's predictions*.jsonl, or one .jsonl file.
+    layout: "auto" | "revos" | "reasonseg" | "llmseg40k" | "jsonl".
+    name:   model name for run directories and leaderboards.
+
+    predict(sample) -> Prediction with task "segmentation" and ``masks`` = one RLE per frame (ASCII
+    counts, [H, W] = the frame's size) for PNG layouts; for jsonl, the stored record (a stored failure
+    stays a failure). Raises AdapterError as listed in the module docstring.
+    Construction raises AdapterError when ``root`` does not exist, ``layout`` is unknown, or
+    layout "jsonl" finds no predictions file.
+    """
+
+    def __init__(self, root: str | Path, layout: str = "auto", name: str = "precomputed") -> None:
+        self.name = name
+        self.root = Path(root)
+        if layout not in LAYOUTS:
+            raise AdapterError(f"precomputed: layout must be one of {list(LAYOUTS)}, got {layout!r}")
+        if not self.root.exists():
+            raise AdapterError(f"precomputed: model.root {self.root} does not exist (expected a directory of predictions)")
+        self._jsonl_files = [self.root] if self.root.is_file() else prediction_files(self.root)
+        if layout == "auto":
+            layout = "jsonl" if self._jsonl_files and (self.root.is_dir() or self.root.suffix == ".jsonl") else "auto"
+        if layout == "jsonl" and not self._jsonl_files:
+            raise AdapterError(f"precomputed: layout jsonl but {self.root} holds no predictions*.jsonl")
+        if layout != "jsonl" and not self.root.is_dir():
+            raise AdapterError(f"precomputed: layout {layout} expects {self.root} to be a directory of PNG masks")
+        self.layout = layout
+        self._predictions: dict[str, Prediction] | None = None
+
+    def fingerprint(self) -> dict:
+        return {"name": self.name, "root": str(self.root.resolve()), "layout": self.layout}
+
+    def predict(self, sample: Sample) -> Prediction:
+        if self.layout == "jsonl":
+            return self._from_jsonl(sample)
+        layout = self.layout if self.layout != "auto" else _layout_for(sample)
+        return self._from_pngs(sample, layout)
+
+    # --- PNG layouts ---------------------------------------------------------------------------
+
+    def _from_pngs(self, sample: Sample, layout: str) -> Prediction:
+        if sample.task != "segmentation":
+            raise AdapterError(f"sample {sample.id}: PNG layouts hold masks only; cannot answer task {sample.task!r}")
+        paths = png_paths(self.root, layout, sample)
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise AdapterError(
+                f"sample {sample.id}: prediction PNG {missing[0]} does not exist"
+                + (f" ({len(missing)} of {len(paths)} frame PNGs missing)" if len(paths) > 1 else "")
+            )
+        rles = []
+        for path, frame in zip(paths, sample.frames):
+            try:
+                mask = masks.read_png_mask(path)
+            except DatasetFormatError as exc:
+                raise AdapterError(f"sample {sample.id}: {exc}") from exc
+            _check_size(sample, frame, tuple(mask.shape), str(path))
+            rles.append(masks.encode(mask))
+        source = paths[0].parent if layout == "revos" else paths[0]
+        return Prediction(sample_id=sample.id, task="segmentation", masks=rles, trace={"layout": layout, "source": str(source)})
+
+    # --- jsonl ---------------------------------------------------------------------------------
+
+    def _from_jsonl(self, sample: Sample) -> Prediction:
+        if self._predictions is None:
+            self._predictions = read_predictions(self._jsonl_files)
+        stored = self._predictions.get(sample.id)
+        if stored is None:
+            raise AdapterError(
+                f"sample {sample.id}: no prediction with this sample_id in {', '.join(str(p) for p in self._jsonl_files)}"
+            )
+        if stored.error is None and stored.masks is not None:
+            if len(stored.masks) != sample.num_frames:
+                raise AdapterError(
+                    f"sample {sample.id}: stored prediction has {len(stored.masks)} masks, the sample has {sample.num_frames} frames"
+                )
+            for rle, frame in zip(stored.masks, sample.frames):
+                if rle is not None:
+                    _check_size(sample, frame, tuple(int(v) for v in rle["size"]), "stored RLE")
+        # a copy, so that the runner's timing of this call does not alter the cached record
+        return replace(stored, timings=dict(stored.timings))
+
+
+def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
+    """The PNG file(s) holding ``sample``'s prediction under ``root`` in ``layout``, one per frame.
+
+    Raises AdapterError naming the missing meta keys when the sample's meta lacks what the layout needs.
+    """
+    if layout not in META_KEYS:
+        raise AdapterError(f"precomputed: no PNG layout {layout!r}; expected one of {list(META_KEYS)}")
+    missing = [k for k in META_KEYS[layout] if k not in sample.meta]
+    if missing:
+        raise AdapterError(f"sample {sample.id}: layout {layout} needs sample meta keys {missing}, meta has {sorted(sample.meta)}")
+    meta = sample.meta
+    if layout == "revos":
+        expression_dir = root / str(meta["video"]) / str(meta["exp_id"])
+        return [expression_dir / f"{frame_id}.png" for frame_id in sample.frame_ids]
+    if layout == "llmseg40k":
+        return [root / f"{meta['image']}_{meta['qa_index']}.png"]
+    return [root / f"{meta['name']}.png"]
+
+
+def _layout_for(sample: Sample) -> str:
+    for layout, keys in META_KEYS.items():
+        if all(k in sample.meta for k in keys):
+            return layout
+    raise AdapterError(
+        f"sample {sample.id}: cannot choose a PNG layout from its meta {sorted(sample.meta)}; expected "
+        + " or ".join(f"{list(keys)} ({layout})" for layout, keys in META_KEYS.items())
+    )
+
+
+def _check_size(sample: Sample, frame: str, size: tuple[int, ...], what: str) -> None:
+    expected = frame_size(frame)
+    if size != expected:
+        raise AdapterError(
+            f"sample {sample.id}: prediction {what} has size [H, W] = {list(size)} but frame {frame} is {list(expected)}"
+        )

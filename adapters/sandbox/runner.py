@@ -1,0 +1,151 @@
+"""Run model-written code (DT-R1's ``<execute>`` blocks) in a separate, resource-limited process.
+
+The code never runs in the harness process. Each call starts ``python -I adapters/sandbox/child.py``
+in a fresh temporary working directory with a clean environment (no secrets such as
+OPENAI_API_KEY), in its own process group, under ``resource.setrlimit`` limits on CPU time, address
+space, file size and core dumps (and no new processes once the child has imported its libraries),
+and kills the whole group at the wall-clock timeout. As in the DT-R1 paper (arXiv 2511.12365),
+stdout comes back truncated and an error comes back as its last traceback line only.
+Not yet done: network isolation and a read-only filesystem view.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.twin.schema import Twin
+from bench.types import SandboxError
+
+CHILD = Path(__file__).with_name("child.py")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MAX_FILE_BYTES = 64 * 2**20
+"""Largest file (stdout included: it is a file) the code may write; bounds a print flood."""
+TRUNCATION_MARK = "\n...[output truncated]"
+# Single-threaded numeric libraries: thread pools reserve address space (RLIMIT_AS) and threads
+# cannot be created once RLIMIT_NPROC is 0.
+_CLEAN_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+@dataclass
+class SandboxResult:
+    """ok: the code ran to the end. output: its stdout (at most max_output_chars characters, a
+    truncation mark included) or, when ok is False, the error's last line only. error: None, or the
+    same one line (an exception's "Type: message", or why the process was stopped).
+    duration_s: wall-clock seconds of the process, start-up included."""
+
+    ok: bool
+    output: str
+    error: str | None
+    duration_s: float
+
+
+def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 2048,
+             max_output_chars: int = 2000) -> SandboxResult:
+    """Run ``code`` in a sandbox process that sees ``twin`` (dict: twin.to_llm_dict() unabridged),
+    ``masks`` (instance id -> (T, H, W) bool numpy array, decoded lazily), ``np``, ``cv2``, ``math``
+    and ``json``.
+
+    timeout_s: wall-clock limit in seconds for the whole process (interpreter start-up and library
+    imports included, ~0.5 s); the process group is killed with SIGKILL at the limit, and CPU time is
+    capped at ceil(timeout_s) + 1 s. memory_mb: address-space limit in MiB (an allocation beyond it
+    raises MemoryError in the code). Failures of the code are results (ok=False), not exceptions;
+    raises SandboxError only when the sandbox itself cannot start.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="rvt-sandbox-"))
+    try:
+        (workdir / "twin.json").write_text(json.dumps(twin.to_llm_dict()))
+        rles = {str(inst.id): {str(t): twin.masks[fr.mask] for t, fr in inst.frames.items()}
+                for inst in twin.instances}
+        (workdir / "masks.json").write_text(json.dumps(rles))
+        (workdir / "code.py").write_text(code)
+        cpu_s = math.ceil(timeout_s) + 1
+        limits = [
+            (resource.RLIMIT_CPU, (cpu_s, cpu_s + 1)),
+            (resource.RLIMIT_AS, (memory_mb * 2**20, memory_mb * 2**20)),
+            (resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES)),
+            (resource.RLIMIT_CORE, (0, 0)),
+        ]
+        env = dict(_CLEAN_ENV, HOME=str(workdir), TMPDIR=str(workdir))
+        start = time.monotonic()
+        with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", str(CHILD), str(workdir), str(REPO_ROOT)],
+                    cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True, preexec_fn=lambda: _set_limits(limits),
+                )
+            except OSError as exc:
+                raise SandboxError(f"could not start the sandbox process: {exc}") from exc
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            _kill_group(proc)  # also after a normal exit: a forked grandchild must not outlive the call
+        duration = time.monotonic() - start
+        error = _error_line(workdir, proc.returncode, timed_out, timeout_s, memory_mb)
+        if error is not None:
+            return SandboxResult(ok=False, output=error, error=error, duration_s=duration)
+        return SandboxResult(ok=True, output=_read_output(workdir / "stdout.txt", max_output_chars),
+                             error=None, duration_s=duration)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _set_limits(limits: list[tuple[int, tuple[int, int]]]) -> None:
+    for which, value in limits:
+        resource.setrlimit(which, value)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _error_line(workdir: Path, returncode: int, timed_out: bool, timeout_s: float, memory_mb: int) -> str | None:
+    """The one line the policy sees for a failed run, or None when the code ran to the end."""
+    if timed_out:
+        return f"TimeoutError: code ran longer than {timeout_s:g} s and was killed"
+    if returncode == 0:
+        return None
+    error_file = workdir / "error.txt"
+    if error_file.exists():
+        lines = error_file.read_text(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"SandboxError: process exited with status {returncode}"
+    if returncode < 0:
+        sig = signal.Signals(-returncode)
+        why = {signal.SIGXCPU: "CPU time limit", signal.SIGXFSZ: f"file size limit ({MAX_FILE_BYTES} bytes)",
+               signal.SIGKILL: f"killed (memory limit {memory_mb} MiB?)"}.get(sig, "killed")
+        return f"SandboxError: process stopped by {sig.name} ({why})"
+    stderr = (workdir / "stderr.txt").read_text(errors="replace").strip().splitlines()
+    return stderr[-1] if stderr else f"SandboxError: process exited with status {returncode}"
+
+
+def _read_output(path: Path, max_chars: int) -> str:
+    # Read a bounded prefix only: the file may be up to MAX_FILE_BYTES.
+    with open(path, "rb") as f:
+        text = f.read(4 * (max_chars + 1)).decode("utf-8", errors="replace")
+    if len(text) <= max_chars:
+        return text
+    keep = max(max_chars - len(TRUNCATION_MARK), 0)
+    return text[:keep] + TRUNCATION_MARK

@@ -1,0 +1,77 @@
+"""The perception backend interface: one method per tool of adapters.twin.registry.TOOLS.
+
+A backend (``oracle`` now; SAM2 / DepthAnything V2 / OWLv2 / Qwen2.5-VL models later) fills the
+twin field its tool ``provides``, in place, reading what earlier tools of the plan left in the twin
+(instances from SAM2, ``twin.artifacts`` such as depth maps). adapters.twin.builder.build_twin calls
+``run`` in the plan's topological order. Trajectory is pure geometry over SAM2's centroids and is
+implemented here once for every backend.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable
+
+from adapters.twin import geometry
+from adapters.twin.registry import TOOLS
+from adapters.twin.schema import Trajectory, Twin
+from bench.types import AdapterError, Sample
+
+
+class Perception(ABC):
+    """Base class of perception backends. Subclasses set ``name`` and implement the tool methods."""
+
+    name: str = "perception"
+
+    def fingerprint(self) -> dict:
+        """What identifies this backend's outputs (name, model ids, params), for run names and caches."""
+        return {"name": self.name}
+
+    def run(self, tool: str, sample: Sample, twin: Twin) -> None:
+        """Run one plan node on ``sample``, filling ``twin`` in place.
+
+        Raises AdapterError for a tool name outside the registry (the plan was validated, so this is
+        a programming error upstream) and whatever the tool method raises.
+        """
+        methods: dict[str, Callable[[Sample, Twin], None]] = {
+            "SAM2": self.sam2,
+            "DepthAnything2": self.depth_anything2,
+            "OWLv2": self.owlv2,
+            "Qwen2.5-VL": self.qwen25vl,
+            "DepthStats": self.depth_stats,
+            "SemanticAnalysis": self.semantic_analysis,
+            "Trajectory": self.trajectory,
+        }
+        if tool not in methods or tool not in TOOLS:
+            raise AdapterError(f"sample {sample.id}: perception {self.name!r} has no tool {tool!r}")
+        methods[tool](sample, twin)
+        twin.tools.append(tool)
+
+    @abstractmethod
+    def sam2(self, sample: Sample, twin: Twin) -> None:
+        """Create ``twin.instances`` (ids 1..N) with per-frame bbox/centroid/area/mask and ``twin.masks``."""
+
+    @abstractmethod
+    def depth_anything2(self, sample: Sample, twin: Twin) -> None:
+        """Estimate depth for the frames and leave it in ``twin.artifacts["depth"]`` for DepthStats."""
+
+    @abstractmethod
+    def owlv2(self, sample: Sample, twin: Twin) -> None:
+        """Set ``label`` and ``score`` of each instance (open-vocabulary detection)."""
+
+    @abstractmethod
+    def qwen25vl(self, sample: Sample, twin: Twin) -> None:
+        """Set ``video.summary``, each frame's ``caption`` and each instance's ``caption``."""
+
+    @abstractmethod
+    def depth_stats(self, sample: Sample, twin: Twin) -> None:
+        """Set each instance's ``depth`` (mean, std in metres, larger = farther)."""
+
+    @abstractmethod
+    def semantic_analysis(self, sample: Sample, twin: Twin) -> None:
+        """Set each instance's ``label``."""
+
+    def trajectory(self, sample: Sample, twin: Twin) -> None:
+        """Set each instance's ``trajectory`` from its per-frame centroids (adapters.twin.geometry)."""
+        for inst in twin.instances:
+            motion = geometry.trajectory({t: fr.centroid for t, fr in inst.frames.items()})
+            inst.trajectory = None if motion is None else Trajectory(**motion)

@@ -1,0 +1,114 @@
+"""The sandbox (adapters/sandbox/runner.py): model code runs in a limited child process and comes
+back as stdout, or as its error's last line (DT-R1 paper, arXiv 2511.12365)."""
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from adapters.sandbox.runner import TRUNCATION_MARK, run_code
+from adapters.twin.builder import build_twin
+from adapters.twin.oracle import OraclePerception
+from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
+
+
+@pytest.fixture(scope="module")
+def twin():
+    return build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception())
+
+
+def test_prints_come_back(twin):
+    result = run_code('print(1 + 2)\nprint("done")', twin)
+    assert (result.ok, result.output, result.error) == (True, "3\ndone\n", None)
+    assert result.duration_s > 0
+
+
+def test_code_sees_twin_and_masks(twin):
+    code = (
+        "print(sorted(masks))\n"
+        "print(int(masks[1].sum()), masks[2].shape, masks['2'].dtype)\n"
+        "print(twin['instances'][0]['label'], twin['video']['size'])\n"
+        "print(np.__name__, cv2.__name__, round(math.pi, 2), json.dumps({'a': 1}))\n"
+    )
+    result = run_code(code, twin)
+    assert result.ok, result.output
+    # dog: 6 px in frames 0 and 1; masks are (T, H, W) = (3, 6, 8)
+    assert result.output == "[1, 2]\n12 (3, 6, 8) bool\ndog [6, 8]\nnumpy cv2 3.14 {\"a\": 1}\n"
+
+
+def test_exception_returns_the_last_line_only(twin):
+    result = run_code('print("before")\ndef f():\n    return 1 / 0\nf()', twin)
+    assert (result.ok, result.output, result.error) == (False, "ZeroDivisionError: division by zero",
+                                                        "ZeroDivisionError: division by zero")
+
+
+def test_unknown_mask_id_is_a_one_line_key_error(twin):
+    result = run_code("masks[99]", twin)
+    assert not result.ok and result.output.startswith("KeyError:") and "\n" not in result.output
+    assert "99" in result.output
+
+
+def test_syntax_error_is_reported(twin):
+    result = run_code("for x in\n", twin)
+    assert not result.ok and result.output.startswith("SyntaxError:")
+
+
+@pytest.mark.parametrize("code, ok, output", [
+    ("import sys\nsys.exit(3)", False, "SystemExit: 3"),
+    ("print('bye')\nexit()", True, "bye\n"),
+])
+def test_exit_status_decides_success(twin, code, ok, output):
+    result = run_code(code, twin)
+    assert (result.ok, result.output) == (ok, output)
+
+
+def test_infinite_loop_is_killed_at_the_timeout(twin):
+    start = time.monotonic()
+    result = run_code("while True:\n    pass", twin, timeout_s=1.0)
+    assert not result.ok and result.output.startswith("TimeoutError")
+    assert 1.0 <= result.duration_s < 3.0 and time.monotonic() - start < 5.0
+
+
+def test_timeout_kills_forked_children_too(twin, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("as a normal user RLIMIT_NPROC = 0 forbids the fork (tested below)")
+    pid_file = tmp_path / "pid"
+    code = (f"import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(60)\n"
+            f"open({str(pid_file)!r}, 'w').write(str(pid))\nwhile True:\n    pass")
+    assert not run_code(code, twin, timeout_s=1.5).ok
+    pid = int(pid_file.read_text())
+    time.sleep(0.2)
+    status = Path(f"/proc/{pid}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="RLIMIT_NPROC is not enforced for root")
+def test_new_processes_are_refused(twin):
+    result = run_code("import os\nos.fork()", twin)
+    assert not result.ok and "BlockingIOError" in result.output
+
+
+@pytest.mark.parametrize("code", ["x = bytearray(4 * 1024 ** 3)", "x = np.ones((1 << 30,), dtype=np.float64)"])
+def test_memory_bomb_hits_the_limit(twin, code):
+    result = run_code(code, twin, memory_mb=1024)
+    assert not result.ok and "MemoryError" in result.output and "\n" not in result.output
+
+
+def test_environment_has_no_secrets(twin, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    result = run_code("import os\nprint('OPENAI_API_KEY' in os.environ)\nprint(dict(os.environ))", twin)
+    assert result.ok and result.output.startswith("False\n")
+    assert "sk-must-not-leak" not in result.output
+
+
+def test_output_is_truncated(twin):
+    result = run_code("print('x' * 5000)", twin, max_output_chars=100)
+    assert result.ok and len(result.output) == 100
+    assert result.output == "x" * (100 - len(TRUNCATION_MARK)) + TRUNCATION_MARK
+
+
+def test_runs_in_a_temporary_directory_that_is_removed(twin):
+    result = run_code("import os\nprint(os.getcwd())", twin)
+    workdir = Path(result.output.strip())
+    assert result.ok and workdir != Path.cwd() and workdir.name.startswith("rvt-sandbox-")
+    assert not workdir.exists()
