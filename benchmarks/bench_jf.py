@@ -1,0 +1,71 @@
+"""Per-frame cost of J and F: metrics.masks against davis2017-evaluation's own functions.
+
+Usage: python benchmarks/bench_jf.py --davis-metrics /path/to/davis2017/metrics.py [--repeat 20]
+(the reference file is loaded from a checkout of davisvideochallenge/davis2017-evaluation
+@ ac7c43f; it is not part of this repository). Prints milliseconds per frame for each frame size and
+case, and checks that both give the same J and F.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from metrics.masks import f_measure, jaccard
+
+SIZES = [(480, 854), (720, 1280), (1080, 1920)]
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("davis2017_metrics", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cases(h: int, w: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    yy, xx = np.mgrid[:h, :w]
+
+    def disk(cy, cx, r):
+        return (yy - cy) ** 2 + (xx - cx) ** 2 <= r * r
+
+    big = min(h, w) / 3
+    return {
+        "large object": (disk(h / 2, w / 2, big), disk(h / 2 + 5, w / 2 + 9, big * 0.95)),
+        "small object": (disk(h / 5, w / 5, 20), disk(h / 5 + 4, w / 5 - 2, 22)),
+        "empty prediction": (disk(h / 2, w / 3, big / 2), np.zeros((h, w), bool)),
+    }
+
+
+def _ms(fn, repeat: int) -> float:
+    fn()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    return (time.perf_counter() - start) / repeat * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--davis-metrics", required=True, help="path to davis2017/metrics.py")
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    ref = _load(args.davis_metrics)
+    print(f"{'frame':>10} {'case':>17} {'J ours':>8} {'J davis':>8} {'F ours':>8} {'F davis':>8}  (ms/frame)")
+    for h, w in SIZES:
+        for name, (gt, pred) in _cases(h, w).items():
+            assert jaccard(gt, pred) == float(ref.db_eval_iou(gt, pred))
+            assert f_measure(gt, pred) == float(ref.f_measure(pred, gt))
+            row = [_ms(lambda: jaccard(gt, pred), args.repeat), _ms(lambda: ref.db_eval_iou(gt, pred), args.repeat),
+                   _ms(lambda: f_measure(gt, pred), args.repeat), _ms(lambda: ref.f_measure(pred, gt), args.repeat)]
+            print(f"{h}x{w:<5} {name:>17} " + " ".join(f"{v:8.2f}" for v in row))
+
+
+if __name__ == "__main__":
+    main()

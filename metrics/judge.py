@@ -1,0 +1,392 @@
+"""LLM-as-judge: score free-text answers with an LLM behind any OpenAI-compatible chat endpoint.
+
+One judge for the whole project (conf/judge/openai.yaml; conf/judge/none.yaml = no judge, and then
+`make_judge` returns None and callers print NOT_CONFIGURED, never falling back to string matching).
+
+Verdict format (what the prompt asks for and the parser accepts): a JSON object
+    {"score": <number in [0, 1]>, "reason": "<one sentence>"}
+anywhere in the reply (surrounding text and ``` fences are tolerated; the first JSON object that
+has a "score" key is used). 1 = correct, 0 = incorrect, values between = partially correct as the
+template defines. A reply without such an object, or with a score that is not a number in [0, 1],
+is *unscored*: score NaN, a reason saying why, error "parse: ...". A call that still fails after
+the retries (HTTP 429 / 5xx, timeout, connection error; or at once on other HTTP errors) is
+unscored too, error "request: ...". Unscored verdicts are excluded from means and counted
+(`judge_summary`), never turned into 0 or 1.
+
+Prompt templates are versioned (TEMPLATES, keyed by (id, version)); a template changes only by
+adding a new version. The template id@version is in every Verdict and in the cache key.
+
+Cache: one JSON file per key under cache_dir/<key[:2]>/<key>.json, key = sha256 of (judge model,
+template id, template version, question, references, prediction). It stores the raw reply, which
+is parsed on read, so re-scoring costs no request and parser fixes apply to cached replies.
+Failed requests are not cached. Files are written to a temporary name and os.replace()d, so two
+processes writing the same key leave one complete file (both hold the same content).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from tqdm.auto import tqdm
+
+from bench.types import JudgeError
+
+log = logging.getLogger(__name__)
+
+NOT_CONFIGURED = "judge: not configured"
+
+
+# --- prompt templates -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A versioned judge prompt; `user` is formatted with question, references, prediction."""
+
+    id: str
+    version: int
+    system: str
+    user: str
+
+    @property
+    def tag(self) -> str:
+        return f"{self.id}@v{self.version}"
+
+    def messages(self, item: "JudgeItem") -> list[dict[str, str]]:
+        refs = "\n".join(f"- {r}" for r in item.references) or "- (none)"
+        user = self.user.format(question=item.question, references=refs, prediction=item.prediction)
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+
+_ANSWER_CORRECTNESS_V1 = PromptTemplate(
+    id="answer_correctness",
+    version=1,
+    system=(
+        "You are a strict grader of answers about images and videos. Compare the candidate answer "
+        "with the reference answers and judge whether it is correct. Reply with only a JSON object "
+        '{"score": S, "reason": "<one sentence>"} where S is 1 if the candidate answer is correct, '
+        "0 if it is wrong, and a number between 0 and 1 if it is partially correct."
+    ),
+    user="Question: {question}\nReference answers:\n{references}\nCandidate answer: {prediction}",
+)
+
+TEMPLATES: dict[tuple[str, int], PromptTemplate] = {
+    (t.id, t.version): t for t in (_ANSWER_CORRECTNESS_V1,)
+}
+
+
+def get_template(template_id: str, version: int) -> PromptTemplate:
+    """The template (id, version); raises JudgeError listing the known ones when absent."""
+    try:
+        return TEMPLATES[(template_id, int(version))]
+    except (KeyError, ValueError, TypeError):
+        known = ", ".join(t.tag for t in TEMPLATES.values())
+        raise JudgeError(f"unknown judge template {template_id}@v{version}; known: {known}") from None
+
+
+# --- records ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One answer to grade: the sample id (for messages), question, reference answers, prediction."""
+
+    sample_id: str
+    question: str
+    references: Sequence[str]
+    prediction: str
+
+
+@dataclass
+class Verdict:
+    """A judge's verdict on one JudgeItem.
+
+    score:    in [0, 1], or NaN when unscored (unparsable reply or failed request).
+    reason:   the judge's reason, or why the item is unscored.
+    cached:   True when the reply came from the on-disk cache (no request made).
+    error:    None, or "parse: ..." / "request: ..." for an unscored verdict.
+    template: template id@version; model: the judge model; raw: the judge's reply text (None when
+              no reply came back).
+    """
+
+    score: float
+    reason: str
+    cached: bool = False
+    error: str | None = None
+    template: str = ""
+    model: str = ""
+    raw: str | None = field(default=None, repr=False)
+
+    @property
+    def scored(self) -> bool:
+        return not math.isnan(self.score)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["score"] = None if math.isnan(self.score) else self.score  # JSON has no NaN
+        return d
+
+
+# --- verdict parsing --------------------------------------------------------------------------------
+
+
+def parse_verdict(reply: str | None) -> tuple[float, str, str | None]:
+    """Parse a judge reply into (score, reason, error); see the module docstring for the format.
+
+    Returns (score in [0, 1], reason, None) or (NaN, why it is unscored, "parse: ...").
+    """
+    if not reply or not reply.strip():
+        return math.nan, "the judge returned an empty reply", "parse: empty reply"
+    decoder = json.JSONDecoder()
+    start = reply.find("{")
+    while start != -1:
+        try:
+            obj, _ = decoder.raw_decode(reply, start)
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict) and "score" in obj:
+            score, reason = obj["score"], obj.get("reason", "")
+            # bool is an int in Python; "true" is not a score
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
+                why = f"verdict score {score!r} is not a number in [0, 1]"
+                return math.nan, why, f"parse: {why}"
+            return float(score), str(reason), None
+        start = reply.find("{", start + 1)
+    excerpt = reply.strip().replace("\n", " ")[:200]
+    return math.nan, f'no JSON {{"score": ..., "reason": ...}} in the judge reply: {excerpt!r}', "parse: no JSON verdict"
+
+
+# --- cache ------------------------------------------------------------------------------------------
+
+
+def cache_key(model: str, template: PromptTemplate, item: JudgeItem) -> str:
+    """sha256 hex of (judge model, template id, version, question, references, prediction)."""
+    payload = json.dumps(
+        [model, template.id, template.version, item.question, list(item.references), item.prediction],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class JudgeCache:
+    """Directory of JSON replies keyed by `cache_key`; safe for concurrent writers (atomic replace)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The stored record, or None when absent or unreadable (then it is redone and rewritten)."""
+        path = self.path(key)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("judge cache: ignoring unreadable %s (%s)", path, exc)
+            return None
+        return record if isinstance(record, dict) and "reply" in record else None
+
+    def put(self, key: str, record: Mapping[str, Any]) -> None:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(record, f, ensure_ascii=False)
+            # readers see either no file or a complete one; with two writers the last one wins
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+# --- the judge --------------------------------------------------------------------------------------
+
+
+class Judge:
+    """LLM judge over an OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, llama.cpp...).
+
+    model, base_url:   the judge model name and the endpoint (e.g. "http://localhost:8000/v1").
+    api_key:           None = the OPENAI_API_KEY environment variable; servers without auth accept
+                       any string, e.g. "EMPTY". Raises JudgeError when neither is set.
+    template, template_version: a PromptTemplate in TEMPLATES.
+    timeout_s:         per-request timeout in seconds.
+    max_retries:       retries after the first attempt on HTTP 429, 5xx, timeouts and connection
+                       errors (the openai client's own retries are off so this loop is the only one).
+    backoff_s, backoff_max_s: wait backoff_s * 2**attempt seconds before retry attempt+1, capped.
+    max_concurrency:   requests in flight at most (threads of score_many).
+    cache_dir:         None = ~/.cache/rvt-bench/judge; "" disables the cache.
+    temperature, max_tokens: sampling settings sent with every request.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        template: str = "answer_correctness",
+        template_version: int = 1,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        max_concurrency: int = 8,
+        cache_dir: str | os.PathLike | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+    ):
+        import openai  # imported here: only a configured judge needs the client
+
+        if not model or model == "???":
+            raise JudgeError("judge: `model` is required (e.g. judge.model=gpt-4o-mini)")
+        if max_concurrency < 1 or max_retries < 0:
+            raise JudgeError(f"judge: need max_concurrency >= 1 and max_retries >= 0, got {max_concurrency}, {max_retries}")
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            raise JudgeError(
+                f"judge at {base_url}: no API key; set OPENAI_API_KEY or judge.api_key "
+                '(any string, e.g. "EMPTY", for a server without auth)'
+            )
+        self.model = model
+        self.base_url = base_url
+        self.template = get_template(template, template_version)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.max_concurrency = int(max_concurrency)
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        if cache_dir is None:
+            cache_dir = Path.home() / ".cache" / "rvt-bench" / "judge"
+        self.cache = JudgeCache(cache_dir) if str(cache_dir) else None
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+
+    def __str__(self) -> str:
+        return f"judge: {self.model} at {self.base_url}, template {self.template.tag}"
+
+    def _verdict(self, reply: str, cached: bool) -> Verdict:
+        score, reason, error = parse_verdict(reply)
+        return Verdict(score, reason, cached, error, self.template.tag, self.model, reply)
+
+    def _failed(self, error: str) -> Verdict:
+        return Verdict(math.nan, error, False, f"request: {error}", self.template.tag, self.model, None)
+
+    def _request(self, item: JudgeItem) -> str | None:
+        """The reply text (None if the response has no content).
+
+        Raises JudgeError naming the sample, the last error and the number of attempts when a
+        retryable error persists past max_retries or another API error occurs.
+        """
+        openai = self._openai
+        retryable = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)  # timeouts too
+        for attempt in range(1, self.max_retries + 2):
+            try:
+                resp = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=self.template.messages(item),
+                    temperature=self.temperature,
+                    max_tokens=self.max_tokens,
+                )
+            except openai.APIError as exc:
+                status = getattr(exc, "status_code", None)
+                what = f"HTTP {status}" if status is not None else type(exc).__name__
+                if not isinstance(exc, retryable) or attempt > self.max_retries:
+                    raise JudgeError(
+                        f"sample {item.sample_id}: {what} after {attempt} attempt(s) at {self.base_url}: {str(exc)[:200]}"
+                    ) from exc
+                wait = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
+                log.info("judge: sample %s attempt %d: %s; retrying in %.3g s", item.sample_id, attempt, what, wait)
+                time.sleep(wait)
+                continue
+            try:
+                return resp.choices[0].message.content
+            except (AttributeError, IndexError, TypeError) as exc:
+                raise JudgeError(f"sample {item.sample_id}: malformed chat-completion response from {self.base_url}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def score(self, item: JudgeItem) -> Verdict:
+        """Verdict on one item: from the cache when present, else one request (with retries)."""
+        key = cache_key(self.model, self.template, item)
+        if self.cache is not None:
+            record = self.cache.get(key)
+            if record is not None:
+                return self._verdict(record["reply"], cached=True)
+        try:
+            reply = self._request(item)
+        except JudgeError as exc:
+            return self._failed(str(exc))
+        if self.cache is not None and reply is not None:
+            self.cache.put(key, {
+                "model": self.model, "template": self.template.tag, "question": item.question,
+                "references": list(item.references), "prediction": item.prediction, "reply": reply,
+            })
+        return self._verdict(reply, cached=False)
+
+    def score_many(self, items: Sequence[JudgeItem]) -> list[Verdict]:
+        """Verdicts for items, in order, with at most max_concurrency requests in flight."""
+        items = list(items)
+        verdicts: list[Verdict | None] = [None] * len(items)
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool, tqdm(
+            total=len(items), desc="judge", leave=False
+        ) as bar:
+            futures = {pool.submit(self.score, item): i for i, item in enumerate(items)}
+            for future, i in futures.items():
+                verdicts[i] = future.result()
+                bar.update(1)
+        return verdicts  # type: ignore[return-value]
+
+
+def make_judge(cfg: Mapping[str, Any] | None) -> Judge | None:
+    """The judge a `judge` config group entry describes, or None for conf/judge/none.yaml.
+
+    cfg: a mapping with `_target_` (null = no judge) and the target's keyword arguments. Callers
+    that get None print NOT_CONFIGURED and leave judge metrics out.
+    """
+    if cfg is None or cfg.get("_target_") is None:
+        return None
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        return instantiate(cfg)
+    except MissingMandatoryValue as exc:
+        raise JudgeError(f"judge config: a required value is missing ({exc}); e.g. set judge.model") from exc
+    except InstantiationException as exc:
+        if isinstance(exc.__cause__, JudgeError):
+            raise exc.__cause__ from None
+        raise JudgeError(f"judge config: cannot build {cfg.get('_target_')}: {exc}") from exc
+
+
+def judge_summary(verdicts: Sequence[Verdict], max_failure_rate: float = 0.02) -> dict:
+    """Aggregate verdicts: mean score over scored ones, with failures counted.
+
+    Returns {"mean": float (NaN if nothing scored), "n": all verdicts, "n_failed": unscored ones,
+    "failure_rate": n_failed / n, "publishable": bool, "reason": str | None}; publishable is False
+    (with the reason) when there is no verdict or failure_rate > max_failure_rate.
+    """
+    n = len(verdicts)
+    scores = [v.score for v in verdicts if v.scored]
+    n_failed = n - len(scores)
+    failure_rate = n_failed / n if n else math.nan
+    mean = math.fsum(scores) / len(scores) if scores else math.nan
+    reason = None
+    if n == 0:
+        reason = "no judge verdicts"
+    elif failure_rate > max_failure_rate:
+        reason = f"judge failure rate {failure_rate:.3f} ({n_failed}/{n}) exceeds max_failure_rate {max_failure_rate}"
+    return {"mean": mean, "n": n, "n_failed": n_failed, "failure_rate": failure_rate,
+            "publishable": reason is None, "reason": reason}

@@ -1,0 +1,230 @@
+"""Per-frame mask metrics: DAVIS J and F, LISA intersection/union and gIoU / cIoU.
+
+Every function takes 2-D (H, W) masks (bool, or integers where nonzero = foreground), is pure, and
+reproduces a named reference bit for bit; tests/test_metrics_masks.py holds each one to numbers
+printed by the reference code (tests/data/parity/README.md names the commits).
+
+References:
+- davis2017-evaluation `davis2017/metrics.py` (commit ac7c43fca936f9722837b7fbd337d284ba37004b):
+  `db_eval_iou`, `f_measure`, `_seg2bmap`. VISA `tools/metrics.py` (ReVOS) is identical.
+- LISA (commit 3cb2d4301f1af4691bd4f3938335ef06e76f155a): `utils/utils.py::intersectionAndUnionGPU`,
+  `AverageMeter.all_reduce`, and `train_ds.py::validate`.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Iterable, Literal, Sequence
+
+import cv2
+import numpy as np
+
+Mode = Literal["reference", "textbook"]
+
+DAVIS_BOUND_TH = 0.008
+
+
+def _check_pair(gt: np.ndarray, pred: np.ndarray, fn: str) -> tuple[np.ndarray, np.ndarray]:
+    gt, pred = np.asarray(gt), np.asarray(pred)
+    if gt.ndim != 2 or gt.shape != pred.shape:
+        raise ValueError(f"{fn}: expected two (H, W) masks of the same shape, got {gt.shape} and {pred.shape}")
+    return gt.astype(bool, copy=False), pred.astype(bool, copy=False)
+
+
+# --- DAVIS J and F ----------------------------------------------------------------------------------
+
+
+def jaccard(gt: np.ndarray, pred: np.ndarray) -> float:
+    """Region similarity J (Jaccard index) of one frame, as davis2017 `db_eval_iou` on a 2-D frame.
+
+    gt, pred: (H, W) masks, bool or integer (nonzero = foreground).
+    Returns |gt & pred| / |gt | pred| as a float64 in [0, 1], and 1.0 when the union is empty
+    (both masks empty: a correct "no object" answer). Raises ValueError on mismatched shapes.
+    """
+    gt, pred = _check_pair(gt, pred, "jaccard")
+    union = int(np.count_nonzero(gt | pred))
+    if union == 0:
+        return 1.0
+    return int(np.count_nonzero(gt & pred)) / union
+
+
+def boundary_map(seg: np.ndarray) -> np.ndarray:
+    """1-px boundary map of a mask, as davis2017 `_seg2bmap` (at full resolution).
+
+    seg: (H, W) mask. Returns (H, W) bool: a pixel is boundary where it differs from its east,
+    south or south-east neighbour; the last row compares only with the east neighbour, the last
+    column only with the south one, and the bottom-right pixel is never boundary. So a full-frame
+    mask (and any mask on a 1x1 frame) has an empty boundary, and a 1-px object's boundary is the
+    2x2 block at its upper-left.
+    """
+    seg = np.asarray(seg).astype(bool, copy=False)
+    e = np.zeros_like(seg)
+    s = np.zeros_like(seg)
+    se = np.zeros_like(seg)
+    e[:, :-1] = seg[:, 1:]
+    s[:-1, :] = seg[1:, :]
+    se[:-1, :-1] = seg[1:, 1:]
+    b = (seg ^ e) | (seg ^ s) | (seg ^ se)
+    b[-1, :] = seg[-1, :] ^ e[-1, :]
+    b[:, -1] = seg[:, -1] ^ s[:, -1]
+    b[-1, -1] = False
+    return b
+
+
+@lru_cache(maxsize=64)
+def disk_kernel(radius: float) -> np.ndarray:
+    """Disk structuring element, equal to `skimage.morphology.disk(radius).astype(np.uint8)`.
+
+    (2r+1, 2r+1) uint8 with 1 where x**2 + y**2 <= radius**2 on the grid np.arange(-r, r + 1);
+    built once per radius (skimage's formula, without importing skimage on every call). Read-only.
+    """
+    grid = np.arange(-radius, radius + 1)
+    x, y = np.meshgrid(grid, grid)
+    kernel = (x**2 + y**2 <= radius**2).astype(np.uint8)
+    kernel.setflags(write=False)
+    return kernel
+
+
+def bound_pixels(height: int, width: int, bound_th: float = DAVIS_BOUND_TH) -> float:
+    """Boundary tolerance in pixels: bound_th itself when >= 1, else ceil(bound_th * hypot(H, W))
+    (davis2017: 8 px at 480x854, 12 px at 720x1280, 18 px at 1080x1920)."""
+    if bound_th >= 1:
+        return bound_th
+    return float(np.ceil(bound_th * np.linalg.norm((height, width))))
+
+
+def f_measure(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH) -> float:
+    """Contour accuracy F of one frame, as davis2017 `f_measure(pred, gt, None, bound_th)`.
+
+    gt, pred: (H, W) masks, bool or integer (nonzero = foreground).
+    bound_th: tolerance, a fraction of the frame diagonal (< 1) or pixels (>= 1); see bound_pixels.
+    Boundaries come from `boundary_map`; a boundary pixel matches when the other mask's boundary
+    lies within the disk of radius bound_pix (cv2.dilate with the disk, as the reference; no
+    thinning). Precision/recall special cases, as the reference: pred boundary empty and GT not ->
+    P=1, R=0; GT boundary empty and pred not -> P=0, R=1; both empty -> F = 1.0; P + R = 0 -> 0.0.
+    Returns F = 2PR / (P + R), a float64 in [0, 1]. Raises ValueError on mismatched shapes.
+    """
+    gt, pred = _check_pair(gt, pred, "f_measure")
+    fg_boundary = boundary_map(pred)
+    gt_boundary = boundary_map(gt)
+    n_fg = int(np.count_nonzero(fg_boundary))
+    n_gt = int(np.count_nonzero(gt_boundary))
+
+    if n_fg == 0 and n_gt > 0:
+        precision, recall = 1.0, 0.0
+    elif n_fg > 0 and n_gt == 0:
+        precision, recall = 0.0, 1.0
+    elif n_fg == 0 and n_gt == 0:
+        precision, recall = 1.0, 1.0
+    else:
+        # Dilated values are only read at boundary pixels, and every boundary pixel lies inside the
+        # union box of both boundaries, so dilating that box alone gives the same counts as
+        # dilating the full frame (cv2.dilate treats outside-the-image as background).
+        rows = np.flatnonzero(fg_boundary.any(axis=1) | gt_boundary.any(axis=1))
+        cols = np.flatnonzero(fg_boundary.any(axis=0) | gt_boundary.any(axis=0))
+        box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+        fg_b = fg_boundary[box].view(np.uint8)
+        gt_b = gt_boundary[box].view(np.uint8)
+        kernel = disk_kernel(bound_pixels(*gt.shape, bound_th))
+        fg_dil = cv2.dilate(fg_b, kernel)
+        gt_dil = cv2.dilate(gt_b, kernel)
+        precision = int(np.count_nonzero(fg_b & gt_dil)) / float(n_fg)
+        recall = int(np.count_nonzero(gt_b & fg_dil)) / float(n_gt)
+
+    if precision + recall == 0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)
+
+
+# --- LISA gIoU / cIoU -------------------------------------------------------------------------------
+
+
+def lisa_intersection_union(
+    pred: np.ndarray, gt: np.ndarray, ignore: np.ndarray | None = None
+) -> tuple[int, int, int]:
+    """Foreground (class 1) counts of LISA `intersectionAndUnionGPU(pred, label_map, 2, 255)`.
+
+    pred, gt: (H, W) masks; ignore: (H, W) mask of LISA's 255 pixels, or None. The label map is
+    0 background, 1 where gt, 255 where ignore (255 wins where both are set). Ignore pixels are
+    removed from both masks, as the reference sets `output[target == 255] = 255`.
+    Returns (intersection, union, target) pixel counts as Python ints.
+    Raises ValueError on mismatched shapes.
+    """
+    gt, pred = _check_pair(gt, pred, "lisa_intersection_union")
+    if ignore is not None:
+        _, ignore = _check_pair(gt, ignore, "lisa_intersection_union (ignore)")
+        keep = ~ignore
+        gt, pred = gt & keep, pred & keep
+    inter = int(np.count_nonzero(gt & pred))
+    target = int(np.count_nonzero(gt))
+    union = int(np.count_nonzero(pred)) + target - inter
+    return inter, union, target
+
+
+_F32_EPS_IOU = np.float32(1e-5)
+
+
+def lisa_sample_iou(intersection: int, union: int) -> float:
+    """Per-sample gIoU term of LISA `train_ds.py::validate` (one mask per sample).
+
+    float32 arithmetic, as on the GPU: I / (U + 1e-5), plus 1.0 when U == 0 ("no-object target").
+    So a perfect 1-px match scores 1/(1+1e-5) = 0.99999 and an empty/empty sample exactly 1.0.
+    Returns the float32 value widened to float (exact).
+    """
+    term = np.float32(intersection) / (np.float32(union) + _F32_EPS_IOU)
+    if union == 0:
+        term = term + np.float32(1.0)
+    return float(term)
+
+
+def sample_iou(intersection: int, union: int) -> float:
+    """Textbook per-sample IoU in float64: I / U, and 1.0 when U == 0."""
+    return 1.0 if union == 0 else intersection / union
+
+
+def giou(terms: Sequence[float], mode: Mode = "reference") -> float:
+    """gIoU: the mean of per-sample terms.
+
+    terms: per-sample values in a fixed order (callers sort by sample id), `lisa_sample_iou` for
+    mode="reference", `sample_iou` for mode="textbook".
+    reference: LISA's `AverageMeter` after `all_reduce`: a float32 running sum in the given order,
+      divided in float32 by float32(N + 1e-5) (N + 1e-5, not N, as the original). Matches LISA's
+      printed gIoU bit for bit; differs from the textbook mean by ~1e-6 on real sets.
+    textbook: math.fsum(terms) / N in float64.
+    Raises ValueError when terms is empty or mode is unknown.
+    """
+    if len(terms) == 0:
+        raise ValueError("giou: no samples to aggregate")
+    if mode == "reference":
+        total = np.float32(0.0)
+        for t in terms:
+            total = np.float32(total + np.float32(t))
+        return float(total / np.float32(len(terms) + 1e-5))
+    if mode == "textbook":
+        return math.fsum(terms) / len(terms)
+    raise ValueError(f"giou: mode must be 'reference' or 'textbook', got {mode!r}")
+
+
+def ciou(intersections: Iterable[int], unions: Iterable[int], mode: Mode = "reference") -> float:
+    """cIoU: cumulative intersection over cumulative union.
+
+    intersections, unions: per-sample pixel counts (e.g. from lisa_intersection_union), same order.
+    reference: LISA `validate`: float32 running sums in the given order (they round once past
+      2**24 pixels), then sum_I / (sum_U + 1e-10) in float32.
+    textbook: exact integer sums, sum_I / sum_U in float64.
+    Both return 0.0 when the total union is 0 (the reference's I / 1e-10 with I = 0).
+    Raises ValueError when the lists are empty or of different lengths, or mode is unknown.
+    """
+    inters, unions = list(intersections), list(unions)
+    if len(inters) == 0 or len(inters) != len(unions):
+        raise ValueError(f"ciou: need equal, non-empty lists, got {len(inters)} and {len(unions)} entries")
+    if mode == "reference":
+        sum_i, sum_u = np.float32(0.0), np.float32(0.0)
+        for i, u in zip(inters, unions):
+            sum_i = np.float32(sum_i + np.float32(i))
+            sum_u = np.float32(sum_u + np.float32(u))
+        return float(sum_i / (sum_u + np.float32(1e-10)))
+    if mode == "textbook":
+        total_u = sum(int(u) for u in unions)
+        return 0.0 if total_u == 0 else sum(int(i) for i in inters) / total_u
+    raise ValueError(f"ciou: mode must be 'reference' or 'textbook', got {mode!r}")

@@ -1,0 +1,8 @@
+"""Per-benchmark scoring protocols (see base.Protocol). Hydra builds them from the dataset config:
+`protocol: {_target_: metrics.protocols.revos.ReVOSProtocol}`; nothing is chosen by dataset name."""
+from metrics.protocols.base import Protocol
+from metrics.protocols.composite import CompositeProtocol
+from metrics.protocols.reasonseg import ReasonSegProtocol
+from metrics.protocols.revos import ReVOSProtocol
+
+__all__ = ["Protocol", "CompositeProtocol", "ReasonSegProtocol", "ReVOSProtocol"]

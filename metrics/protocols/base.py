@@ -1,0 +1,126 @@
+"""The protocol interface: how one benchmark scores a sample and aggregates the scores.
+
+A protocol is built by Hydra from the dataset config (`protocol: {_target_: ...}`), so constructors
+take only simple keyword options. The runner calls `score(sample, pred)` once per sample (one
+record of scores.jsonl) and `aggregate(records)` once (the body of metrics.json).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from bench.masks import decode
+from bench.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
+
+# Modes every protocol accepts: "reference" reproduces the reference script's arithmetic (for
+# comparability with published numbers), "textbook" the plain float64 definition.
+MODES = ("reference", "textbook")
+
+
+class Protocol:
+    """Per-benchmark scoring. Subclasses set `name`, `headline` and implement score / aggregate.
+
+    name:     short id, e.g. "revos", "reasonseg".
+    headline: metric keys of `aggregate(...)["metrics"]` for the leaderboard row, best first.
+    """
+
+    name: str = ""
+    headline: list[str] = []
+
+    def score(self, sample: Sample, pred: Prediction) -> dict:
+        """One JSON-serialisable scores.jsonl record for `pred` on `sample`.
+
+        Always has "sample_id", "modality", "task", "failed" (pred.error is not None), "error_kind"
+        (pred.error["kind"] or None) and "meta" (the sample.meta keys the protocol groups by), plus
+        the metric values and the raw counts aggregation needs. A failed prediction is scored as an
+        empty one. Raises AdapterError when pred.masks has a different number of frames than the
+        sample, or a mask of a different size than the GT.
+        """
+        raise NotImplementedError
+
+    def aggregate(self, records: list[dict]) -> dict:
+        """metrics.json body: {"metrics": {key: float}, "breakdown": {meta key: {value: {...}}}, "n": int}.
+
+        Deterministic given the records: they are sorted by sample_id before any order-dependent
+        arithmetic.
+        """
+        raise NotImplementedError
+
+
+def check_mode(mode: str, protocol: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"{protocol} protocol: mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def record_header(sample: Sample, pred: Prediction, meta_keys: Iterable[str]) -> dict[str, Any]:
+    """The fields every record starts with (see Protocol.score)."""
+    return {
+        "sample_id": sample.id,
+        "modality": sample.modality,
+        "task": sample.task,
+        "failed": pred.error is not None,
+        "error_kind": pred.error.get("kind") if pred.error else None,
+        "meta": {k: sample.meta[k] for k in meta_keys if k in sample.meta},
+    }
+
+
+def predicted_masks(sample: Sample, pred: Prediction) -> list[RLE | None]:
+    """pred.masks checked against the sample's frame count; all-None when the prediction has none
+    (a failed or non-segmentation answer scores as empty). Raises AdapterError on a length mismatch."""
+    n = sample.num_frames
+    if pred.masks is None:
+        return [None] * n
+    if len(pred.masks) != n:
+        raise AdapterError(
+            f"sample {sample.id!r}: prediction has {len(pred.masks)} masks, the sample has {n} frames"
+        )
+    return list(pred.masks)
+
+
+def decode_pair(sample: Sample, frame: int, gt: RLE | None, pred: RLE | None) -> tuple[np.ndarray, np.ndarray]:
+    """Decode one frame's GT and predicted RLE (None = empty) to (H, W) bool arrays of one size.
+
+    The size comes from whichever RLE is present; call only when at least one is. Raises AdapterError
+    for a malformed predicted RLE or one whose size differs from the GT's, DatasetFormatError for a
+    malformed GT RLE; both messages name the sample and frame.
+    """
+    gt_mask = _decode(sample, frame, gt, "ground-truth", DatasetFormatError)
+    pred_mask = _decode(sample, frame, pred, "predicted", AdapterError)
+    if gt_mask is not None and pred_mask is not None and pred_mask.shape != gt_mask.shape:
+        raise AdapterError(
+            f"sample {sample.id!r} frame {frame}: predicted mask is {list(pred_mask.shape)} (H, W), "
+            f"the ground truth is {list(gt_mask.shape)}"
+        )
+    shape = gt_mask.shape if gt_mask is not None else pred_mask.shape
+    empty = np.zeros(shape, dtype=bool)
+    return (gt_mask if gt_mask is not None else empty), (pred_mask if pred_mask is not None else empty)
+
+
+def _decode(sample: Sample, frame: int, rle: RLE | None, what: str, error: type[Exception]) -> np.ndarray | None:
+    if rle is None:
+        return None
+    try:
+        mask = decode(rle)
+    except (DatasetFormatError, AttributeError, TypeError) as exc:  # bad counts, or not a dict at all
+        raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
+    if mask.ndim != 2:
+        raise error(f"sample {sample.id!r} frame {frame}: {what} mask decodes to shape {mask.shape}, expected (H, W)")
+    return mask
+
+
+def group_key(value: Any) -> str:
+    """Breakdown keys are strings (JSON object keys): 1 -> "1", True -> "true"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def group_by(records: list[dict], key: str) -> dict[str, list[dict]]:
+    """Records grouped by record["meta"][key] (records without it are left out), keys sorted."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        if key in r.get("meta", {}):
+            groups.setdefault(group_key(r["meta"][key]), []).append(r)
+    return dict(sorted(groups.items()))
