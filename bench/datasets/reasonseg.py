@@ -1,0 +1,128 @@
+"""ReasonSeg (LISA, Lai et al. CVPR 2024): reasoning segmentation of single images.
+
+On-disk format (LISA's release, read by LISA ``utils/data_processing.py::get_mask_from_json``)::
+
+    <root>/<split>/<name>.jpg
+    <root>/<split>/<name>.json      LabelMe-style: {"text": [str, ...], "is_sentence": bool,
+                                    "shapes": [{"label", "labels", "points": [[x, y], ...],
+                                                "shape_type", "image_name", "group_id", "group_ids",
+                                                "flags"}, ...]}
+
+Ground truth follows LISA exactly (``bench.masks.rasterize_labelme``): label "flag" skipped, a label
+containing "ignore" is 255 (excluded from gIoU/cIoU), every other shape is target (1). LISA's
+validation uses the first text only, so one Sample per image with ``query = text[0]``.
+
+Demo extensions (absent from the real release; read only when present):
+- top-level ``"level"`` (int) and ``"category"`` (str) keys in ``<name>.json`` go to ``Sample.meta``;
+- ``<root>/<split>/instances/<name>.json`` = ``{"instances": [{"id", "label", "points"}]}``: every
+  object of the image (targets and distractors) as a polygon, read into ``Sample.annotations`` for
+  oracle perception.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bench import masks
+from bench.datasets.base import Dataset, read_json, require_dir, require_keys
+from bench.frames import frame_size
+from bench.types import DatasetFormatError, InstanceAnnotation, Sample, Target
+
+PUBLISHED = "https://github.com/dvlab-research/LISA#dataset (ReasonSeg)"
+LAYOUT = "  <split>/<name>.jpg and <split>/<name>.json (LabelMe JSON with 'text', 'is_sentence', 'shapes')"
+JSON_ENCODINGS = ("utf-8", "cp1252")  # LISA's fallback order
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+DEMO_META_KEYS = ("level", "category")
+
+
+class ReasonSegDataset(Dataset):
+    """ReasonSeg split as a sequence of image Samples, sorted by image name.
+
+    root:  the ``ReasonSeg`` directory (holding ``train/``, ``val/``, ``test/``).
+    split: sub-directory to read ("val", "test", "train").
+
+    Each Sample: id = image stem, modality "image", task "segmentation", one frame;
+    ``target.masks = [RLE of label 1]`` and ``target.ignore = [RLE of label 255, or None when the
+    image has no ignore shape]``, at the EXIF-oriented image size;
+    ``meta = {"name", "is_sentence"}`` (+ "level", "category" when the JSON has them);
+    ``annotations`` from the optional instances sidecar, else None.
+    Raises DatasetFormatError when the split directory, an image or a JSON is missing or malformed.
+    """
+
+    name = "reasonseg"
+
+    def __init__(self, root: str | Path, split: str = "val") -> None:
+        super().__init__()
+        self.root = Path(root)
+        self.split = split
+        split_dir = require_dir(
+            self.root / split, dataset=self.name, layout=f"{self.root}/\n{LAYOUT}", published=PUBLISHED
+        )
+        json_paths = sorted(split_dir.glob("*.json"))
+        if not json_paths:
+            raise DatasetFormatError(
+                f"{self.name}: {split_dir} holds no <name>.json annotation; expected layout:\n{LAYOUT}\n"
+                f"The data is published at {PUBLISHED}"
+            )
+        self._samples = [self._load(p) for p in json_paths]
+
+    def _load(self, json_path: Path) -> Sample:
+        stem = json_path.stem
+        image_path = _image_for(json_path)
+        anno = read_json(json_path, JSON_ENCODINGS)
+        require_keys(anno, ("text", "is_sentence", "shapes"), str(json_path))
+        texts = anno["text"]
+        if isinstance(texts, str):
+            texts = [texts]
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise DatasetFormatError(f"{json_path}: 'text' must be a non-empty list of str, got {anno['text']!r}")
+        height, width = frame_size(image_path)
+        try:
+            label_map = masks.rasterize_labelme(anno["shapes"], height, width)
+        except DatasetFormatError as exc:
+            raise DatasetFormatError(f"{json_path}: {exc}") from exc
+        ignore = label_map == masks.IGNORE_VALUE
+        meta = {"name": stem, "is_sentence": bool(anno["is_sentence"])}
+        meta.update({k: anno[k] for k in DEMO_META_KEYS if k in anno})
+        return Sample(
+            id=stem,
+            dataset=self.name,
+            split=self.split,
+            modality="image",
+            frames=[str(image_path)],
+            frame_ids=[stem],
+            query=texts[0],
+            task="segmentation",
+            target=Target(
+                masks=[masks.encode(label_map == 1)],
+                ignore=[masks.encode(ignore) if ignore.any() else None],
+            ),
+            meta=meta,
+            annotations=_read_instances(json_path.parent / "instances" / f"{stem}.json", height, width),
+        )
+
+
+def _image_for(json_path: Path) -> Path:
+    for suffix in IMAGE_SUFFIXES:
+        candidate = json_path.with_suffix(suffix)
+        if candidate.is_file():
+            return candidate
+    raise DatasetFormatError(f"{json_path}: no image beside it (looked for {json_path.stem}{{{','.join(IMAGE_SUFFIXES)}}})")
+
+
+def _read_instances(path: Path, height: int, width: int) -> list[InstanceAnnotation] | None:
+    """The demo's instances sidecar as one-frame InstanceAnnotations, or None when absent."""
+    if not path.is_file():
+        return None
+    data = read_json(path)
+    require_keys(data, ("instances",), str(path))
+    out = []
+    for k, inst in enumerate(data["instances"]):
+        require_keys(inst, ("id", "label", "points"), f"{path} instance {k}")
+        try:
+            mask = masks.rasterize_polygon(inst["points"], height, width)
+        except (TypeError, ValueError) as exc:
+            raise DatasetFormatError(f"{path} instance {k}: points must be [[x, y], ...]: {exc}") from exc
+        out.append(InstanceAnnotation(id=str(inst["id"]), label=str(inst["label"]), masks=[masks.encode(np.asarray(mask))]))
+    return out

@@ -1,0 +1,52 @@
+"""Frame io: the one place where image files become arrays.
+
+Every frame in rvt-bench is read here as RGB uint8 with its EXIF orientation applied, the way
+LISA reads ReasonSeg images (``cv2.imread`` applies EXIF orientation by default) but without
+OpenCV's BGR order. Annotations (LabelMe polygons, RLE masks) are in these oriented coordinates.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from bench.types import DatasetFormatError
+
+# EXIF Orientation values 5-8 are transposed (rotated by 90 or 270 degrees): width and height swap.
+_EXIF_ORIENTATION = 0x0112
+_TRANSPOSING_ORIENTATIONS = {5, 6, 7, 8}
+
+
+def read_frame(path: str | Path) -> np.ndarray:
+    """Read one image file as an (H, W, 3) uint8 RGB array, EXIF orientation applied.
+
+    Grayscale, palette, 16-bit and RGBA images are converted to RGB (alpha dropped, not composited).
+    Raises DatasetFormatError naming the path when the file is missing, unreadable or corrupt.
+    """
+    try:
+        with Image.open(path) as im:
+            im = ImageOps.exif_transpose(im)
+            return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+    except FileNotFoundError as exc:
+        raise DatasetFormatError(f"frame {path} does not exist") from exc
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise DatasetFormatError(f"frame {path} is not a readable image: {exc}") from exc
+
+
+def frame_size(path: str | Path) -> tuple[int, int]:
+    """(H, W) in pixels of an image file after EXIF orientation, read from the header only.
+
+    Raises DatasetFormatError naming the path when the file is missing or not an image.
+    """
+    try:
+        with Image.open(path) as im:
+            width, height = im.size
+            orientation = im.getexif().get(_EXIF_ORIENTATION, 1)
+    except FileNotFoundError as exc:
+        raise DatasetFormatError(f"frame {path} does not exist") from exc
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise DatasetFormatError(f"frame {path} is not a readable image: {exc}") from exc
+    if orientation in _TRANSPOSING_ORIENTATIONS:
+        return width, height
+    return height, width

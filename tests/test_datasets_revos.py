@@ -1,0 +1,194 @@
+"""ReVOS loader on a fixture in VISA's on-disk format (see bench/datasets/revos.py for the layout).
+
+Ground truth as VISA tools/eval_revos.py builds it: for frame i, the sum (= union) of
+mask_dict[anno_id][i] over the expression's anno_ids, a null entry meaning no mask.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from bench import masks
+from bench.datasets.revos import ReVOSDataset
+from bench.types import DatasetFormatError
+
+H, W = 6, 8
+NESTED = "UVO/all/vid1"  # ReVOS nests some videos (UVO, BURST...) under sub-directories
+FRAMES = ["00010", "00000", "00005"]  # deliberately unsorted: the meta's order is the temporal order
+
+
+def box(y0, y1, x0, x1) -> np.ndarray:
+    m = np.zeros((H, W), dtype=bool)
+    m[y0:y1, x0:x1] = True
+    return m
+
+
+# anno 5: frames 0 and 1; anno 7: frames 1 and 2 (overlapping anno 5 in frame 1); anno 9: vidB
+ANNO = {
+    "5": [box(0, 2, 0, 3), box(1, 3, 1, 4), None],
+    "7": [None, box(2, 5, 3, 6), box(4, 6, 6, 8)],
+    "9": [box(0, 6, 0, 1), box(0, 6, 7, 8)],
+}
+
+
+def write_revos(root: Path, *, sidecar: bool = True) -> None:
+    videos = {
+        NESTED: {"vid_id": 0, "height": H, "width": W, "frames": FRAMES, "expressions": {
+            "0": {"exp": "the ball", "obj_id": [0], "anno_id": [5], "type_id": 0},
+            "1": {"exp": "the things that touch", "obj_id": [0, 1], "anno_id": [5, 7], "type_id": 1,
+                  "level": 2, "category": "spatial"},
+            "2": {"exp": "the unicorn", "obj_id": [], "anno_id": [], "type_id": 2},
+        }},
+        "vidB": {"vid_id": 1, "height": H, "width": W, "frames": ["00000", "00001"], "expressions": {
+            "0": {"exp": "the pole", "obj_id": [0], "anno_id": [9], "type_id": 0},
+        }},
+    }
+    for video, info in videos.items():
+        d = root / "JPEGImages" / video
+        d.mkdir(parents=True)
+        for f in info["frames"]:
+            Image.fromarray(np.zeros((H, W, 3), dtype=np.uint8)).save(d / f"{f}.jpg")
+    (root / "meta_expressions_valid_.json").write_text(json.dumps({"videos": videos}))
+    mask_dict = {a: [None if m is None else masks.encode(m) for m in track] for a, track in ANNO.items()}
+    (root / "mask_dict.json").write_text(json.dumps(mask_dict))
+    fg = {NESTED: {"masks_rle": [masks.encode(box(0, 1, 0, 1))] * 3, "foreground_ratio": [1 / 48] * 3}}
+    (root / "mask_dict_foreground.json").write_text(json.dumps(fg))
+    if sidecar:
+        side = {NESTED: [{"anno_id": 5, "label": "ball", "depth": [1.5, 2.0, None]},
+                         {"anno_id": 7, "label": "hand", "depth": None},
+                         {"anno_id": 11, "label": "unused chair", "depth": None}]}
+        (root / "instances.json").write_text(json.dumps(side))
+        mask_dict["11"] = [None, None, None]
+        (root / "mask_dict.json").write_text(json.dumps(mask_dict))
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    write_revos(tmp_path)
+    return tmp_path
+
+
+def decoded(sample) -> list:
+    return [None if m is None else masks.decode(m) for m in sample.target.masks]
+
+
+def test_one_sample_per_expression_in_meta_order(root):
+    ds = ReVOSDataset(root, split="valid")
+    assert [s.id for s in ds] == [f"{NESTED}/0", f"{NESTED}/1", f"{NESTED}/2", "vidB/0"]
+    s = ds[0]
+    assert (s.dataset, s.split, s.modality, s.task, s.query) == ("revos", "valid", "video", "segmentation", "the ball")
+
+
+def test_frames_keep_the_meta_order_and_nested_path(root):
+    s = ReVOSDataset(root)[0]
+    assert s.frame_ids == FRAMES
+    assert s.frames == [str(root / "JPEGImages" / "UVO" / "all" / "vid1" / f"{f}.jpg") for f in FRAMES]
+    assert all(Path(f).is_file() for f in s.frames)
+
+
+def test_single_anno_target_with_null_frame(root):
+    got = decoded(ReVOSDataset(root)[0])
+    np.testing.assert_array_equal(got[0], ANNO["5"][0])
+    np.testing.assert_array_equal(got[1], ANNO["5"][1])
+    assert got[2] is None
+
+
+def test_multi_anno_target_is_the_per_frame_union(root):
+    got = decoded(ReVOSDataset(root)[1])
+    np.testing.assert_array_equal(got[0], ANNO["5"][0])                    # anno 7 null here
+    np.testing.assert_array_equal(got[1], ANNO["5"][1] | ANNO["7"][1])
+    np.testing.assert_array_equal(got[2], ANNO["7"][2])                    # anno 5 null here
+    assert int(got[1].sum()) == 6 + 9 - 1                                  # the boxes share pixel (2, 3)
+
+
+def test_no_target_expression_has_no_mask_in_any_frame(root):
+    s = ReVOSDataset(root)[2]
+    assert s.meta["type_id"] == 2 and s.meta["type"] == "no_target"
+    assert s.target.masks == [None, None, None]
+
+
+def test_meta_carries_ids_and_extra_expression_keys(root):
+    s = ReVOSDataset(root)[1]
+    assert s.meta == {"type_id": 1, "type": "reasoning", "video": NESTED, "exp_id": "1", "obj_id": [0, 1],
+                      "anno_id": [5, 7], "level": 2, "category": "spatial"}
+
+
+def test_annotations_cover_the_video_and_are_shared(root):
+    ds = ReVOSDataset(root)
+    first, second, third, other = ds
+    assert first.annotations is second.annotations is third.annotations
+    assert [(a.id, a.label) for a in first.annotations] == [("5", "ball"), ("7", "hand"), ("11", "unused chair")]
+    assert first.annotations[0].depth == [1.5, 2.0, None]
+    assert first.annotations[1].depth is None
+    np.testing.assert_array_equal(masks.decode(first.annotations[1].masks[1]), ANNO["7"][1])
+    assert first.annotations[1].masks[0] is None
+    assert [(a.id, a.label) for a in other.annotations] == [("9", "")]   # no sidecar entry: empty label
+
+
+def test_foreground_reads_visa_mask_dict_foreground(root):
+    fg = ReVOSDataset(root).foreground(NESTED)
+    assert len(fg) == 3 and masks.area(fg[0]) == 1
+    with pytest.raises(DatasetFormatError, match="vidB"):
+        ReVOSDataset(root).foreground("vidB")
+
+
+def test_missing_root_says_what_was_expected(tmp_path):
+    with pytest.raises(DatasetFormatError) as err:
+        ReVOSDataset(tmp_path / "ReVOS")
+    message = str(err.value)
+    assert str(tmp_path / "ReVOS") in message
+    assert "JPEGImages/<video>/<frame>.jpg" in message and "mask_dict.json" in message
+    assert "cilinyan" in message
+
+
+def test_missing_meta_for_split_names_the_file(root):
+    with pytest.raises(DatasetFormatError, match="meta_expressions_train_.json"):
+        ReVOSDataset(root, split="train")
+
+
+def test_missing_mask_dict_names_the_file(root):
+    (root / "mask_dict.json").unlink()
+    with pytest.raises(DatasetFormatError, match="mask_dict.json"):
+        ReVOSDataset(root)
+
+
+def test_anno_track_of_wrong_length_is_an_error(root):
+    mask_dict = json.loads((root / "mask_dict.json").read_text())
+    mask_dict["9"] = mask_dict["9"][:1]
+    (root / "mask_dict.json").write_text(json.dumps(mask_dict))
+    with pytest.raises(DatasetFormatError, match=r"anno_id 9 \(video 'vidB'\).*2 per-frame"):
+        ReVOSDataset(root)
+
+
+def test_unknown_anno_id_is_an_error(root):
+    mask_dict = json.loads((root / "mask_dict.json").read_text())
+    del mask_dict["7"]
+    (root / "mask_dict.json").write_text(json.dumps(mask_dict))
+    with pytest.raises(DatasetFormatError, match="anno_id 7"):
+        ReVOSDataset(root)
+
+
+def test_missing_video_directory_is_an_error(root):
+    for f in FRAMES:
+        (root / "JPEGImages" / NESTED / f"{f}.jpg").unlink()
+    (root / "JPEGImages" / NESTED).rmdir()
+    with pytest.raises(DatasetFormatError, match="UVO/all/vid1"):
+        ReVOSDataset(root)
+
+
+def test_expression_without_type_id_names_it(root):
+    meta = json.loads((root / "meta_expressions_valid_.json").read_text())
+    del meta["videos"]["vidB"]["expressions"]["0"]["type_id"]
+    (root / "meta_expressions_valid_.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetFormatError, match=r"vidB.*expression '0'.*type_id"):
+        ReVOSDataset(root)
+
+
+def test_without_sidecar_labels_are_empty(tmp_path):
+    write_revos(tmp_path, sidecar=False)
+    s = ReVOSDataset(tmp_path)[0]
+    assert [(a.id, a.label, a.depth) for a in s.annotations] == [("5", "", None), ("7", "", None)]

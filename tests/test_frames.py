@@ -1,0 +1,103 @@
+"""bench.frames: RGB uint8, EXIF orientation applied (as cv2.imread does for LISA), clear errors."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+from bench.frames import frame_size, read_frame
+from bench.types import DatasetFormatError
+
+EXIF_ORIENTATION = 0x0112
+
+
+def _quadrants(height: int = 20, width: int = 40) -> np.ndarray:
+    """Left half red, right half blue: easy to follow through rotations, survives JPEG."""
+    arr = np.zeros((height, width, 3), dtype=np.uint8)
+    arr[:, : width // 2] = (255, 0, 0)
+    arr[:, width // 2 :] = (0, 0, 255)
+    return arr
+
+
+def _save_jpeg(path, arr: np.ndarray, orientation: int | None = None) -> None:
+    exif = Image.Exif()
+    if orientation is not None:
+        exif[EXIF_ORIENTATION] = orientation
+    Image.fromarray(arr).save(path, format="JPEG", quality=95, exif=exif.tobytes())
+
+
+def test_png_is_read_exactly_as_rgb(tmp_path):
+    arr = np.random.default_rng(0).integers(0, 256, (7, 5, 3), dtype=np.uint8)
+    Image.fromarray(arr).save(tmp_path / "a.png")
+    out = read_frame(tmp_path / "a.png")
+    assert out.dtype == np.uint8 and out.shape == (7, 5, 3)
+    np.testing.assert_array_equal(out, arr)
+
+
+def test_grayscale_becomes_three_equal_channels(tmp_path):
+    gray = np.arange(12, dtype=np.uint8).reshape(3, 4) * 20
+    Image.fromarray(gray).save(tmp_path / "g.png")
+    out = read_frame(tmp_path / "g.png")
+    assert out.shape == (3, 4, 3)
+    for c in range(3):
+        np.testing.assert_array_equal(out[..., c], gray)
+
+
+def test_rgba_drops_alpha(tmp_path):
+    rgba = np.zeros((2, 3, 4), dtype=np.uint8)
+    rgba[..., :3] = (10, 20, 30)
+    rgba[..., 3] = 0  # fully transparent: colour is kept, not composited on a background
+    Image.fromarray(rgba, mode="RGBA").save(tmp_path / "t.png")
+    out = read_frame(tmp_path / "t.png")
+    assert out.shape == (2, 3, 3)
+    assert (out == np.array([10, 20, 30], dtype=np.uint8)).all()
+
+
+@pytest.mark.parametrize(
+    "orientation, rotate_k",
+    [(1, 0), (3, 2), (6, -1), (8, 1)],  # EXIF: 6 = display rotated 90 deg clockwise, 8 = counter-clockwise
+)
+def test_exif_orientation_is_applied(tmp_path, orientation, rotate_k):
+    stored = _quadrants()
+    path = tmp_path / f"o{orientation}.jpg"
+    _save_jpeg(path, stored, orientation)
+    expected = np.rot90(stored, k=rotate_k)
+    out = read_frame(path)
+    assert out.shape == expected.shape
+    assert np.abs(out.astype(int) - expected.astype(int)).mean() < 8  # JPEG noise only
+    assert frame_size(path) == expected.shape[:2]
+
+
+@pytest.mark.parametrize("orientation", [1, 3, 6, 8])
+def test_matches_cv2_imread_which_lisa_uses(tmp_path, orientation):
+    path = tmp_path / "x.jpg"
+    _save_jpeg(path, _quadrants(), orientation)
+    reference = cv2.imread(str(path), cv2.IMREAD_COLOR)[..., ::-1]  # cv2 applies EXIF orientation by default
+    out = read_frame(path)
+    assert out.shape == reference.shape
+    assert np.abs(out.astype(int) - reference.astype(int)).max() <= 2  # decoder rounding only
+
+
+def test_missing_file_names_the_path(tmp_path):
+    with pytest.raises(DatasetFormatError, match="nope.jpg"):
+        read_frame(tmp_path / "nope.jpg")
+    with pytest.raises(DatasetFormatError, match="nope.jpg"):
+        frame_size(tmp_path / "nope.jpg")
+
+
+def test_corrupt_file_names_the_path(tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"this is not a JPEG")
+    with pytest.raises(DatasetFormatError, match="bad.jpg"):
+        read_frame(bad)
+    with pytest.raises(DatasetFormatError, match="bad.jpg"):
+        frame_size(bad)
+
+
+def test_truncated_jpeg_is_a_dataset_error(tmp_path):
+    path = tmp_path / "cut.jpg"
+    _save_jpeg(path, _quadrants(64, 64))
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(DatasetFormatError, match="cut.jpg"):
+        read_frame(path)
