@@ -20,7 +20,7 @@ Cache: one JSON file per key under cache_dir/<key[:2]>/<key>.json, key = sha256 
 template id, template version, question, references, prediction). It stores the raw reply, which
 is parsed on read, so re-scoring costs no request and parser fixes apply to cached replies.
 Failed requests are not cached. Files are written to a temporary name and os.replace()d, so two
-processes writing the same key leave one complete file (both hold the same content).
+processes writing the same key leave one complete file (the last writer's).
 """
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ class JudgeCache:
         except (OSError, ValueError) as exc:
             log.warning("judge cache: ignoring unreadable %s (%s)", path, exc)
             return None
-        return record if isinstance(record, dict) and "reply" in record else None
+        return record if isinstance(record, dict) and isinstance(record.get("reply"), str) else None
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
         path = self.path(key)
@@ -229,6 +229,8 @@ class Judge:
     max_concurrency:   requests in flight at most (threads of score_many).
     cache_dir:         None = ~/.cache/rvt-bench/judge; "" disables the cache.
     temperature, max_tokens: sampling settings sent with every request.
+    Raises JudgeError on a missing model or API key, an unknown template or bad limits. Network
+    errors never raise: they become unscored Verdicts.
     """
 
     def __init__(
@@ -369,6 +371,11 @@ def make_judge(cfg: Mapping[str, Any] | None) -> Judge | None:
         if isinstance(exc.__cause__, JudgeError):
             raise exc.__cause__ from None
         raise JudgeError(f"judge config: cannot build {cfg.get('_target_')}: {exc}") from exc
+
+
+def judge_banner(judge: Judge | None) -> str:
+    """The line a run prints about its judge: NOT_CONFIGURED, or model, endpoint and template."""
+    return NOT_CONFIGURED if judge is None else str(judge)
 
 
 def judge_summary(verdicts: Sequence[Verdict], max_failure_rate: float = 0.02) -> dict:

@@ -92,6 +92,13 @@ def _check_inputs(
     return hyps
 
 
+def _one_line(text: str) -> str:
+    """Join a text's lines with spaces. PTBTokenizer feeds Java one line per text and replaces only
+    "\\n"; a "\\r", "\\u2028" or other line break inside a text would split it into two lines and
+    shift every later text onto the wrong sample id. Tokens are unchanged (spaces separate them)."""
+    return " ".join(text.splitlines())
+
+
 def caption_scores(
     predictions: Iterable[tuple[Hashable, str]],
     references: Mapping[Hashable, Sequence[str]],
@@ -105,7 +112,8 @@ def caption_scores(
     metrics:     a subset of METRICS ("BLEU", "METEOR", "ROUGE-L", "CIDEr").
     Returns {"corpus": {name: float}, "per_sample": {id: {name: float}}, "n": int}, names among
     "BLEU-1".."BLEU-4", "METEOR", "ROUGE-L", "CIDEr"; corpus values as module docstring (BLEU
-    pooled, CIDEr on its native scale). Samples are passed to pycocoevalcap in prediction order.
+    pooled, CIDEr on its native scale). Samples are passed to pycocoevalcap in prediction order;
+    line breaks inside a text become spaces (see `_one_line`).
     Raises ValueError on a duplicate / missing id or a sample without references, and
     JavaMissingError when Java is unavailable.
     """
@@ -118,8 +126,8 @@ def caption_scores(
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
     tokenizer = PTBTokenizer()
-    res = tokenizer.tokenize({sid: [{"caption": text}] for sid, text in hyps.items()})
-    gts = tokenizer.tokenize({sid: [{"caption": r} for r in references[sid]] for sid in hyps})
+    res = tokenizer.tokenize({sid: [{"caption": _one_line(text)}] for sid, text in hyps.items()})
+    gts = tokenizer.tokenize({sid: [{"caption": _one_line(r)} for r in references[sid]] for sid in hyps})
     ids = list(gts.keys())
     corpus: dict[str, float] = {}
     per_sample: dict[Hashable, dict[str, float]] = {sid: {} for sid in ids}
