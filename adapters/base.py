@@ -1,0 +1,33 @@
+"""The protocol every model adapter implements; the runner sees models only through it.
+
+An adapter answers one `Sample` at a time and must not know which benchmark it runs on except
+through `sample.task` and `sample.modality` (design.md section 1; style.md "Avoid").
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from bench.types import Prediction, Sample
+
+
+class Adapter(ABC):
+    """A model behind one interface. Instantiated by the runner with `hydra.utils.instantiate(cfg.model)`.
+
+    Heavy resources (weights, servers) load lazily on the first `predict`, so a resumed run with
+    nothing left to do never loads a model.
+    """
+
+    name: str
+
+    @abstractmethod
+    def fingerprint(self) -> dict:
+        """The semantic configuration that determines predictions (model id, weights, policy,
+        perception, budgets), JSON-serialisable; the run directory name is derived from it."""
+
+    @abstractmethod
+    def predict(self, sample: Sample) -> Prediction:
+        """Answer one sample. Raises bench.types.AdapterError (or a subclass such as ParseError,
+        whose `kind` the runner records) when no prediction can be made; the run goes on."""
+
+    def close(self) -> None:
+        """Release models, processes and files; the default has nothing to release."""

@@ -1,0 +1,115 @@
+"""DT-R1 behind the Adapter protocol: rollout (adapters.dtr1.rollout) + answer parsing.
+
+The adapter knows the benchmark only through `sample.task` and `sample.modality` (in the prompt).
+Instantiated by Hydra from conf/model/dtr1.yaml, with `policy` and `perception` already built
+from conf/policy/*.yaml and conf/perception/*.yaml.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from adapters.base import Adapter
+from adapters.dtr1 import prompt as prompts
+from adapters.dtr1.answer import parse_answer, parse_task
+from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout
+from adapters.policy.base import Policy
+from bench.types import AdapterError, Prediction, Sample
+
+SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars")
+
+
+class DTR1Adapter(Adapter):
+    """DT-R1: a policy plans vision tools, reads the twin, runs code, answers.
+
+    policy:      an adapters.policy.base.Policy.
+    perception:  an adapters.twin.perception.Perception backend (e.g. OraclePerception).
+    max_rounds:  most <execute> rounds (paper: m <= 10).
+    max_new_tokens / max_total_tokens: per generation call / per rollout token budgets.
+    twin_max_chars: character budget of the twin JSON the policy reads.
+    sandbox:     keyword limits for adapters.sandbox.runner.run_code (timeout_s, memory_mb,
+                 max_output_chars).
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        perception: Any,
+        name: str = "dtr1",
+        max_rounds: int = 10,
+        max_new_tokens: int = 1024,
+        max_total_tokens: int = 4096,
+        twin_max_chars: int = 8000,
+        sandbox: Mapping[str, Any] | None = None,
+    ):
+        self.name = name
+        self.policy = policy
+        self.perception = perception
+        self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars))
+        self.sandbox = dict(sandbox or {})
+        unknown = set(self.sandbox) - set(SANDBOX_KEYS)
+        if unknown:
+            raise AdapterError(f"dtr1 sandbox config: unknown keys {sorted(unknown)}; expected {list(SANDBOX_KEYS)}")
+
+    def fingerprint(self) -> dict:
+        from adapters.twin.registry import describe_tools
+
+        return {
+            "adapter": "dtr1",
+            "name": self.name,
+            "policy": self.policy.fingerprint(),
+            "perception": self.perception.fingerprint(),
+            "limits": vars(self.limits).copy(),
+            "sandbox": dict(self.sandbox),
+            "prompt": {"version": prompts.PROMPT_VERSION,
+                       "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds)},
+        }
+
+    def predict(self, sample: Sample) -> Prediction:
+        """Roll out on `sample` and parse the answer into masks (segmentation), pixel boxes
+        (grounding) or text (vqa, summarization).
+
+        Prediction.task is the task the model declared (None when it declared none; the answer is
+        then read as `sample.task`); trace = {"rollout": the assistant turn, "events": [...],
+        "n_tokens": int}; timings = seconds {"policy", "twin", "sandbox"}.
+        Raises ParseError (kind "parse": missing/invalid plan with the DAGError reason, unclosed tag
+        within the token budget, bad answer) and AdapterError / SandboxError from perception or the
+        sandbox, each with `.trace`, `.events`, `.timings` of the partial rollout attached.
+        """
+        from adapters.twin.registry import describe_tools
+
+        rollout = run_rollout(self.policy, prompts.messages(sample, describe_tools(), self.limits.max_rounds),
+                              self._env(sample), self.limits)
+        try:
+            declared = parse_task(rollout.task)
+            answer = parse_answer(declared or sample.task, rollout.answer, rollout.twin)
+        except AdapterError as exc:
+            exc.trace, exc.events, exc.timings = rollout.trace, rollout.events, rollout.timings
+            raise
+        return Prediction(
+            sample_id=sample.id,
+            task=declared,
+            masks=answer.masks,
+            boxes=answer.boxes,
+            text=answer.text,
+            trace=_trace(rollout),
+            timings=dict(rollout.timings),
+        )
+
+    def close(self) -> None:
+        self.policy.close()
+
+    def _env(self, sample: Sample) -> RolloutEnv:
+        """The real harness: DAG validation, twin builder over self.perception, sandbox."""
+        from adapters.sandbox.runner import run_code
+        from adapters.twin.builder import build_twin
+        from adapters.twin.dag import parse_dag, validate_dag
+
+        return RolloutEnv(
+            plan=lambda text: validate_dag(parse_dag(text)),
+            build_twin=lambda order: build_twin(sample, order, self.perception),
+            execute=lambda code, twin: run_code(code, twin, **self.sandbox),
+        )
+
+
+def _trace(rollout: Rollout) -> dict:
+    return {"rollout": rollout.trace, "events": rollout.events, "n_tokens": rollout.n_tokens}

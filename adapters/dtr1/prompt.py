@@ -1,0 +1,71 @@
+"""The DT-R1 system prompt and per-sample user message.
+
+The system prompt states the rollout protocol (adapters.dtr1.protocol), the tools a plan may
+use (adapters.twin.registry.describe_tools) and one short worked rollout, condensed from the DT-R1
+paper's example (arXiv 2511.12365: the puppy lifting a paw on a checkered blanket before it
+barks). The user message carries only what the sample declares: query, modality, frame count, task.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from bench.types import Sample
+
+PROMPT_VERSION = 1
+
+_PROTOCOL = """You answer questions about an image or a video by planning vision tools, reading a digital twin of the scene and running Python on it.
+Write exactly this, in one reply:
+1. <think>your reasoning about the query</think>
+2. <dt_plan>a JSON DAG {"Tool": ["dependency", ...], ...} of the tools you need</dt_plan>
+   Then stop: the system runs the tools and inserts <dt_rep>the twin as JSON</dt_rep>.
+   The twin has "video" (summary, size [H, W], fps, num_frames), "frames" (index, timestamp, caption)
+   and "instances" (id, label, score, "track" {frame index: [x1, y1, x2, y2, cx, cy, area]} in pixels,
+   depth mean/std in metres (larger = farther), trajectory, caption). null = the tool was not planned.
+3. Optionally, up to {max_rounds} times: <think>...</think> <execute>Python code</execute>
+   Then stop: the system runs the code and inserts <results>its printed output</results>.
+   The code sees `twin` (the full twin as a dict), `masks` (dict id -> (T, H, W) bool array), `np`, `cv2`, `math`, `json`. Print what you need.
+4. <task>segmentation|grounding|vqa|summarization</task> <answer>...</answer>
+   segmentation: {"instances": [ids of the twin instances that answer the query]}
+   grounding: {"boxes": {"<frame index>": [[x1, y1, x2, y2], ...]}} normalized to [0, 1]
+   vqa or summarization: the answer as text.
+
+Tools (a tool must list what it requires as its dependencies):
+{tools}"""
+
+_EXAMPLE = """Example.
+Query: segment the part of the puppy that it lifts into the air while standing on the checkered blanket, before standing still and barking.
+<think>Temporal order: standing, then lifting a limb, then barking. I need the puppy's parts tracked over frames, their depth and their labels, then the part whose height changes most before the barking.</think>
+<dt_plan>{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}</dt_plan>
+<dt_rep>{"video":{"size":[480,854],"num_frames":3},"instances":[{"id":1,"label":"puppy front-left paw","track":{"0":[300,380,340,420,320,400,1500],"1":[300,340,340,380,320,360,1480],"2":[300,339,340,379,320,359,1490]},"depth":{"mean":1.2,"std":0.1}},{"id":2,"label":"puppy front-right paw","track":{"0":[360,380,400,420,380,400,1510],"1":[360,377,400,417,380,397,1500],"2":[360,376,400,416,380,396,1505]},"depth":{"mean":1.2,"std":0.1}},{"id":3,"label":"blanket","track":{"0":[0,300,854,480,427,390,150000]},"depth":{"mean":1.4,"std":0.3}}]}</dt_rep>
+<think>Measure how far each paw rises (centroid y, index 5 of a track entry, decreases) across frames.</think>
+<execute>for inst in twin["instances"][:2]:
+    cy = [v[5] for v in inst["track"].values()]
+    print(inst["id"], max(cy) - min(cy))</execute>
+<results>1 41
+2 4</results>
+<think>Instance 1, the front-left paw, rises most before the barking.</think>
+<task>segmentation</task> <answer>{"instances": [1]}</answer>"""
+
+
+def system_prompt(tools: str, max_rounds: int) -> str:
+    """The system message: protocol, tool list `tools` (one line per tool) and the worked example."""
+    return _PROTOCOL.replace("{tools}", tools).replace("{max_rounds}", str(max_rounds)) + "\n\n" + _EXAMPLE
+
+
+def user_message(sample: Sample) -> str:
+    """The user message for `sample`: its modality, frame count, declared task and query."""
+    what = "an image" if sample.modality == "image" else f"a video of {sample.num_frames} frames"
+    return f"Input: {what}.\nTask: {sample.task}.\nQuery: {sample.query}"
+
+
+def messages(sample: Sample, tools: str, max_rounds: int) -> list[dict]:
+    """The chat messages of a rollout: [system, user]; the rollout is the assistant's turn."""
+    return [
+        {"role": "system", "content": system_prompt(tools, max_rounds)},
+        {"role": "user", "content": user_message(sample)},
+    ]
+
+
+def prompt_digest(tools: str, max_rounds: int) -> str:
+    """Short sha256 of the system prompt, for the adapter fingerprint (a prompt change is a new run)."""
+    return hashlib.sha256(system_prompt(tools, max_rounds).encode()).hexdigest()[:12]

@@ -1,0 +1,67 @@
+"""The interface of a DT-R1 policy backend: an LLM that continues a rollout until a stop string.
+
+Backends (embedded GGUF, transformers, OpenAI-compatible servers) differ only in how they load
+and decode; the rollout loop (adapters.dtr1.rollout) sees nothing but this interface.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+StopReason = Literal["stop", "length", "eos"]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One continuation.
+
+    text:        the generated text, up to but excluding the matched stop string (OpenAI semantics).
+    stop_reason: "stop" (a stop string was generated), "length" (max_new_tokens reached or the
+                 context window is full), "eos" (the model ended its turn).
+    matched_stop: the stop string that ended generation when stop_reason == "stop", else None.
+    n_tokens:    number of tokens generated (including those of the matched stop string).
+    """
+
+    text: str
+    stop_reason: StopReason
+    matched_stop: str | None
+    n_tokens: int
+
+
+class Policy(ABC):
+    """An LLM that continues a prompt. Models load lazily on the first `generate`."""
+
+    name: str
+
+    @abstractmethod
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+        """Greedy continuation of `prompt` (already chat-rendered, see `render`) until one of the
+        `stop` strings appears (the earliest in the text wins), the model emits end-of-turn, or
+        `max_new_tokens` tokens were generated."""
+
+    @abstractmethod
+    def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
+        """The prompt for `generate`: `messages` ([{"role": "system"|"user"|"assistant",
+        "content": str}, ...]) through the model's chat template with the generation prompt, then
+        the assistant's partial turn `assistant_prefix` appended verbatim."""
+
+    @abstractmethod
+    def fingerprint(self) -> dict:
+        """Semantic configuration (model id, weights digest, runtime, decoding), JSON-serialisable."""
+
+    def close(self) -> None:
+        """Release the model; the default has nothing to release."""
+
+
+def split_at_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
+    """(text before the earliest stop string, that stop string) or (text, None) when none occurs.
+    Ties at the same position go to the longer stop string."""
+    best: tuple[int, int, str] | None = None
+    for s in stop:
+        i = text.find(s)
+        if s and i >= 0 and (best is None or (i, -len(s)) < (best[0], best[1])):
+            best = (i, -len(s), s)
+    if best is None:
+        return text, None
+    return text[: best[0]], best[2]

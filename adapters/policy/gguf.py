@@ -1,0 +1,206 @@
+"""Embedded offline policy: a small GGUF model from an installed package, run on the CPU.
+
+Two runtimes, chosen by `runtime`:
+- "llama_cpp" (default): llama-cpp-python, `Llama(model_path, n_ctx, n_threads, seed)`; greedy
+  decoding through the low-level `Llama.generate` token loop so that the stop string that matched,
+  end-of-turn and the length limit are told apart exactly (create_completion reports all three
+  as finish_reason "stop"/"length" and trims the stop string away).
+- "transformers": `AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)` (dequantised to
+  float32), greedy `generate` with `stop_strings=`.
+Both render prompts with the GGUF's chat template (adapters.policy.chat), so a prompt is the same
+string in both; only tokenisation and arithmetic differ.
+
+Models load on the first `generate` (or `render`, which needs the GGUF's metadata), never at
+construction: a resumed run with nothing left to do loads nothing.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from adapters.policy.base import Generation, Policy, split_at_stop
+from adapters.policy.chat import render_chat
+from adapters.policy.gguf_files import get_model, resolve_gguf
+from bench.types import AdapterError
+
+log = logging.getLogger(__name__)
+
+RUNTIMES = ("llama_cpp", "transformers")
+
+
+class GGUFPolicy(Policy):
+    """A GGUF model of adapters.policy.gguf_files.MODELS behind the Policy interface.
+
+    model:         registry key ("smollm2", "gemma3_270m").
+    runtime:       "llama_cpp" | "transformers".
+    n_ctx:         context window in tokens (prompt + generation); a longer prompt raises AdapterError.
+    n_threads:     CPU threads (llama_cpp; transformers uses torch's setting when None).
+    seed:          RNG seed (decoding is greedy; the seed only matters to runtime internals).
+    chat_template: None = the GGUF's `tokenizer.chat_template`; else a Jinja2 template or a name
+                   from adapters.policy.chat.NAMED_TEMPLATES, required when the GGUF has none.
+    cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
+    """
+
+    def __init__(
+        self,
+        model: str = "smollm2",
+        runtime: str = "llama_cpp",
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 0,
+        chat_template: str | None = None,
+        cache_dir: str | None = None,
+    ):
+        if runtime not in RUNTIMES:
+            raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
+        self.spec = get_model(model)
+        self.name = f"gguf:{model}"
+        self.runtime = runtime
+        self.n_ctx = int(n_ctx)
+        self.n_threads = n_threads
+        self.seed = int(seed)
+        self.chat_template = chat_template
+        self.cache_dir = cache_dir
+        self._path: Path | None = None
+        self._meta: dict[str, str] | None = None
+        self._backend: _LlamaCpp | _Transformers | None = None
+
+    # --- Policy interface --------------------------------------------------------------------------
+
+    def fingerprint(self) -> dict:
+        return {
+            "policy": "gguf",
+            "model": self.spec.key,
+            "model_id": self.spec.model_id,
+            "weights_sha256": self.spec.sha256,
+            "runtime": self.runtime,
+            "n_ctx": self.n_ctx,
+            "decoding": "greedy",
+            "chat_template": self.chat_template or "gguf",
+        }
+
+    def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
+        template = self.chat_template or self.metadata().get("tokenizer.chat_template")
+        if not template:
+            raise AdapterError(
+                f"{self.spec.filename} has no tokenizer.chat_template; set chat_template in the policy config"
+            )
+        return render_chat(template, messages, assistant_prefix)
+
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+        if max_new_tokens < 1:
+            raise AdapterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        return self._load().generate(prompt, list(stop), int(max_new_tokens))
+
+    def close(self) -> None:
+        self._backend = None
+
+    # --- loading -----------------------------------------------------------------------------------
+
+    def model_path(self) -> Path:
+        if self._path is None:
+            self._path = resolve_gguf(self.spec.key, self.cache_dir)
+        return self._path
+
+    def metadata(self) -> dict[str, str]:
+        """GGUF key/value metadata (strings), read with a vocabulary-only llama.cpp load (~0.1 s)."""
+        if self._meta is None:
+            from llama_cpp import Llama
+
+            vocab = Llama(model_path=str(self.model_path()), vocab_only=True, verbose=False)
+            self._meta = dict(vocab.metadata)
+            vocab.close()
+        return self._meta
+
+    def _load(self) -> "_LlamaCpp | _Transformers":
+        if self._backend is None:
+            path = self.model_path()
+            log.info("loading %s with %s", path, self.runtime)
+            if self.runtime == "llama_cpp":
+                self._backend = _LlamaCpp(path, self.n_ctx, self.n_threads, self.seed)
+            else:
+                self._backend = _Transformers(path, self.n_ctx, self.n_threads, self.seed, self.metadata())
+        return self._backend
+
+
+def _fit_budget(n_prompt: int, max_new_tokens: int, n_ctx: int) -> int:
+    room = n_ctx - n_prompt
+    if room < 1:
+        raise AdapterError(f"prompt of {n_prompt} tokens does not fit the context window n_ctx={n_ctx}")
+    return min(max_new_tokens, room)
+
+
+class _LlamaCpp:
+    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, seed: int):
+        from llama_cpp import Llama
+
+        self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
+        self.n_ctx = n_ctx
+
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+        import llama_cpp
+
+        llm = self.llm
+        # add_bos=True defers to the GGUF's add_bos_token; special=True parses the template's
+        # control tokens (<|im_start|>, <start_of_turn>) as tokens, as create_completion does.
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        budget = _fit_budget(len(tokens), max_new_tokens, self.n_ctx)
+        out: list[int] = []
+        text, matched, reason = "", None, "length"
+        # temp=0 selects llama.cpp's greedy sampler; reset=True keeps the KV cache of a shared
+        # prefix, so each rollout continuation only evaluates the newly inserted text.
+        for token in llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                reason = "eos"
+                break
+            out.append(token)
+            text = llm.detokenize(out, prev_tokens=tokens).decode("utf-8", errors="ignore")
+            head, matched = split_at_stop(text, stop)
+            if matched is not None:
+                text, reason = head, "stop"
+                break
+            if len(out) >= budget:
+                break
+        return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out))
+
+
+class _Transformers:
+    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, seed: int, meta: dict[str, str]):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if n_threads:
+            torch.set_num_threads(int(n_threads))
+        torch.manual_seed(seed)
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        self.model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+        self.model.eval()
+        self.n_ctx = n_ctx
+        self.add_bos = meta.get("tokenizer.ggml.add_bos_token", "false") == "true"
+        self.bos_id = int(meta["tokenizer.ggml.bos_token_id"]) if "tokenizer.ggml.bos_token_id" in meta else None
+        eos = self.model.generation_config.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
+        self.eos_ids.discard(None)
+
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+        torch = self.torch
+        # Same token sequence as llama.cpp: no tokenizer-added specials, BOS iff the GGUF says so.
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if self.add_bos and self.bos_id is not None:
+            ids = [self.bos_id] + ids
+        budget = _fit_budget(len(ids), max_new_tokens, self.n_ctx)
+        kwargs: dict[str, Any] = {"stop_strings": stop, "tokenizer": self.tokenizer} if stop else {}
+        with torch.no_grad():
+            seq = self.model.generate(
+                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=budget, do_sample=False, pad_token_id=next(iter(self.eos_ids), 0), **kwargs,
+            )[0, len(ids):].tolist()
+        ended = bool(seq) and seq[-1] in self.eos_ids
+        body = seq[:-1] if ended else seq
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        head, matched = split_at_stop(text, stop)
+        if matched is not None:
+            return Generation(head, "stop", matched, len(seq))
+        return Generation(text, "eos" if ended else "length", None, len(seq))

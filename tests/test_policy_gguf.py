@@ -1,0 +1,93 @@
+"""The embedded GGUF policy: registry, chat rendering, and the real SmolLM2 through llama.cpp."""
+import pytest
+
+from adapters.policy.base import split_at_stop
+from adapters.policy.chat import render_chat
+from adapters.policy.gguf import GGUFPolicy
+from adapters.policy.gguf_files import MODELS, file_sha256, resolve_gguf
+from bench.types import AdapterError
+
+MESSAGES = [{"role": "system", "content": "You plan vision tools."}, {"role": "user", "content": "Find the dog."}]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    policy = GGUFPolicy(model="smollm2", runtime="llama_cpp", n_ctx=512, n_threads=2)
+    yield policy
+    policy.close()
+
+
+def test_split_at_stop_earliest_wins():
+    assert split_at_stop("a</execute>b</answer>", ["</answer>", "</execute>"]) == ("a", "</execute>")
+    assert split_at_stop("no tags", ["</answer>"]) == ("no tags", None)
+
+
+def test_split_at_stop_tie_goes_to_the_longer_stop():
+    assert split_at_stop("x</answer>", ["</a", "</answer>"]) == ("x", "</answer>")
+
+
+def test_construction_and_fingerprint_load_nothing():
+    policy = GGUFPolicy(model="smollm2")
+    fp = policy.fingerprint()
+    assert fp["weights_sha256"] == MODELS["smollm2"].sha256 and fp["runtime"] == "llama_cpp"
+    assert policy._path is None and policy._backend is None
+
+
+def test_unknown_model_and_runtime_are_adapter_errors():
+    with pytest.raises(AdapterError, match="known"):
+        GGUFPolicy(model="gpt-5")
+    with pytest.raises(AdapterError, match="runtime"):
+        GGUFPolicy(model="smollm2", runtime="onnx")
+
+
+def test_smollm2_file_matches_its_registry_digest():
+    assert file_sha256(resolve_gguf("smollm2")) == MODELS["smollm2"].sha256
+
+
+def test_render_uses_the_gguf_template_and_appends_the_assistant_prefix(smollm2):
+    prompt = smollm2.render(MESSAGES, "<think>dogs")
+    # SmolLM2's own ChatML template (tokenizer.chat_template in the GGUF)
+    assert prompt == (
+        "<|im_start|>system\nYou plan vision tools.<|im_end|>\n"
+        "<|im_start|>user\nFind the dog.<|im_end|>\n"
+        "<|im_start|>assistant\n<think>dogs"
+    )
+    assert smollm2._backend is None  # rendering reads metadata only
+
+
+def test_gemma3_template_folds_the_system_prompt_into_the_first_user_turn():
+    prompt = render_chat("gemma3", MESSAGES, "<think>")
+    assert prompt == (
+        "<start_of_turn>user\nYou plan vision tools.\n\nFind the dog.<end_of_turn>\n"
+        "<start_of_turn>model\n<think>"
+    )
+
+
+def test_smollm2_generates_until_a_stop_string(smollm2):
+    prompt = smollm2.render([{"role": "user", "content": "Count from 1 to 10."}], "1, 2, 3,")
+    gen = smollm2.generate(prompt, [" 6"], 20)
+    assert gen.stop_reason == "stop" and gen.matched_stop == " 6"
+    assert " 6" not in gen.text and gen.text.startswith(" 4")
+    assert 0 < gen.n_tokens <= 20
+
+
+def test_smollm2_stops_at_max_new_tokens(smollm2):
+    prompt = smollm2.render([{"role": "user", "content": "Write a long story."}], "Once upon a time")
+    gen = smollm2.generate(prompt, ["</answer>"], 3)
+    assert (gen.stop_reason, gen.matched_stop, gen.n_tokens) == ("length", None, 3)
+
+
+def test_prompt_longer_than_the_context_is_an_adapter_error(smollm2):
+    with pytest.raises(AdapterError, match="n_ctx"):
+        smollm2.generate("word " * 2000, ["</answer>"], 4)
+
+
+def test_gemma3_is_assembled_into_the_cache_and_verified(tmp_path):
+    path = resolve_gguf("gemma3_270m", tmp_path)
+    assert path.parent == tmp_path and file_sha256(path) == MODELS["gemma3_270m"].sha256
+
+
+def test_corrupt_cached_gemma3_is_refused(tmp_path):
+    (tmp_path / MODELS["gemma3_270m"].filename).write_bytes(b"not a gguf")
+    with pytest.raises(AdapterError, match="sha256"):
+        resolve_gguf("gemma3_270m", tmp_path)
