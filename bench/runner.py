@@ -195,8 +195,8 @@ def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir:
         "dataset": metrics["dataset"],
         "split": metrics["split"],
         "model": metrics["model"],
-        "policy": (model.get("policy") or {}).get("name", "") if isinstance(model.get("policy"), dict) else "",
-        "perception": (model.get("perception") or {}).get("name", "") if isinstance(model.get("perception"), dict) else "",
+        "policy": _component_name(model.get("policy")),
+        "perception": _component_name(model.get("perception")),
     }
     for key in protocol.headline:
         row[key] = metrics["metrics"].get(key)
@@ -204,6 +204,15 @@ def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir:
                git_sha=manifest_mod.git_sha(), run_dir=str(run_dir),
                overrides=" ".join(resolved.get("_overrides", []) or []))
     return row
+
+
+def _component_name(node: Any) -> str:
+    """Short name of a configured component for the leaderboard: its `name`, `model`, or class."""
+    if not isinstance(node, dict):
+        return ""
+    name = node.get("name") or node.get("model") or str(node.get("_target_", "")).rsplit(".", 1)[-1]
+    runtime = node.get("runtime")
+    return f"{name}:{runtime}" if runtime else str(name)
 
 
 def format_summary(result: RunResult, protocol_headline: list[str] | None = None) -> str:

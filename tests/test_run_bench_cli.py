@@ -1,0 +1,96 @@
+"""The command line a user types: `python run_bench.py ...` through Hydra, with the real embedded
+tiny policy (SmolLM2 GGUF shipped in a pip package; nothing downloaded). Small datasets (two demo
+images copied into a ReasonSeg-format root) keep it to seconds per run."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = ["coffee_cup", "chelsea_nose"]
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reasonseg")
+    for split_dir in ("val", "val/instances"):
+        (root / split_dir).mkdir(parents=True, exist_ok=True)
+    for name in SMALL:
+        for suffix in (".jpg", ".json"):
+            shutil.copy(REPO / "demo/reasonseg/val" / f"{name}{suffix}", root / "val")
+        shutil.copy(REPO / "demo/reasonseg/val/instances" / f"{name}.json", root / "val/instances")
+    return root
+
+
+def bench(*args, cwd=REPO):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def run_dir_of(proc) -> Path:
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("run directory: "), last
+    return Path(last.removeprefix("run directory: "))
+
+
+def test_run_then_rerun_does_no_model_work(small_root, tmp_path):
+    args = ["+dataset=reasonseg", f"dataset.root={small_root}", "dataset.split=val", "+model=dtr1",
+            "model.max_total_tokens=192", "model.max_new_tokens=96",
+            f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}"]
+    first = bench(*args)
+    run_dir = run_dir_of(first)
+    for name in ("config.yaml", "manifest.json", "predictions.jsonl", "scores.jsonl", "metrics.json"):
+        assert (run_dir / name).exists(), name
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["n"] == 2 and 0.0 <= metrics["parse_rate"] <= 1.0
+    assert "gIoU" in first.stdout
+    body = (run_dir / "metrics.json").read_text()
+    preds = (run_dir / "predictions.jsonl").read_text()
+
+    second = bench(*args)
+    assert run_dir_of(second) == run_dir
+    assert "no model work" in second.stdout + second.stderr
+    assert (run_dir / "metrics.json").read_text() == body
+    assert (run_dir / "predictions.jsonl").read_text() == preds
+    board = pd.read_csv(tmp_path / "boards" / "reasonseg.csv")
+    assert len(board) == 1 and board["policy"][0] == "smollm2:llama_cpp"
+
+
+def test_multirun_over_two_settings_writes_two_rows(small_root, tmp_path):
+    bench("-m", "+dataset=reasonseg", f"dataset.root={small_root}", "+model=dtr1",
+          "model.max_new_tokens=96", "model.max_total_tokens=96,128",
+          f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}")
+    board = pd.read_csv(tmp_path / "boards" / "reasonseg.csv", dtype={"fingerprint": str})
+    assert len(board) == 2 and board["fingerprint"].nunique() == 2
+
+
+def test_run_name_and_roots_are_honoured(small_root, tmp_path):
+    proc = bench("+dataset=reasonseg", f"dataset.root={small_root}", "+model=dtr1", "run.name=first-try",
+                 "model.max_total_tokens=64", f"run.root={tmp_path / 'r'}", f"leaderboard.dir={tmp_path / 'b'}")
+    assert run_dir_of(proc) == tmp_path / "r" / "reasonseg" / "dtr1" / "first-try"
+    assert (tmp_path / "b" / "reasonseg.csv").exists()
+
+
+@pytest.mark.parametrize("args, expect", [
+    ([], ["name: demo", "_target_: adapters.dtr1.adapter.DTR1Adapter"]),
+    (["+dataset=revos", "+model=dtr1", "dataset.root=/data/ReVOS", "dataset.split=valid"],
+     ["name: revos", "root: /data/ReVOS", "split: valid"]),
+])
+def test_config_composes(args, expect):
+    out = bench(*args, "--cfg", "job").stdout
+    for line in expect:
+        assert line in out
+
+
+def test_missing_dataset_root_says_what_to_fix(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "+dataset=revos", f"dataset.root={tmp_path / 'nope'}",
+                           f"run.root={tmp_path / 'runs'}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "DatasetFormatError" in proc.stderr and "nope" in proc.stderr and "JPEGImages" in proc.stderr
+    assert "Traceback" not in proc.stderr
