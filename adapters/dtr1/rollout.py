@@ -8,16 +8,18 @@ acts and appends its insertion, and the policy continues from the whole turn so 
 An error in the model's code is not a failure: its last line goes back in <results> and the rollout
 continues (as in the paper). A missing or invalid plan, a missing closing tag within the token
 budget, or more than `max_rounds` code blocks is a ProtocolError / DAGError (kind "parse"); the
-partial trace, events and timings are attached to the exception as `.trace`, `.events`, `.timings`.
+partial trace, events, timings and segments are attached to the exception as `.trace`, `.events`,
+`.timings`, `.segments`. `run_rollouts` steps the rollouts of several samples together so a policy
+that batches (hf, openai) gets one request per unfinished sample at each step.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Generator, Protocol
 
 from adapters.dtr1 import protocol as P
-from adapters.policy.base import Policy
+from adapters.policy.base import Generation, Policy, Request
 from bench.types import AdapterError
 
 
@@ -59,13 +61,19 @@ class RolloutLimits:
 class Rollout:
     """A finished rollout.
 
-    trace:   the whole assistant turn, harness insertions included.
+    trace:   the whole assistant turn, harness insertions included (starts with policy.prefill).
     events:  one dict per step: {"stage": "plan"|"twin"|"execute"|"answer", ...}.
-    timings: seconds per stage: {"policy", "twin", "sandbox"}.
+    timings: seconds per stage: {"policy", "twin", "sandbox"} (in a batch, "policy" is the wall time
+             of the batched calls this rollout took part in).
     twin:    the twin built from the plan.
     task:    contents of <task> (unparsed) or None when absent.
     answer:  contents of <answer> (unparsed).
     n_tokens: tokens the policy generated.
+    segments: the trace in pieces, "".join(seg["text"]) == trace; each a dict {"kind", "text",
+             "token_ids", "ended"} with kind "prefill" (the template's pre-filled text), "policy"
+             (generated text with its closing tag; token_ids and ended = the Generation's
+             token_ids and stop_reason) or "env" (an inserted <dt_rep> / <results> block with its
+             surrounding newlines). Training masks the "env" pieces out of the loss.
     """
 
     trace: str
@@ -75,6 +83,7 @@ class Rollout:
     task: str | None
     answer: str
     n_tokens: int
+    segments: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -83,6 +92,16 @@ class _State:
     events: list[dict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=lambda: {"policy": 0.0, "twin": 0.0, "sandbox": 0.0})
     n_tokens: int = 0
+    segments: list[dict] = field(default_factory=list)
+
+    def add(self, kind: str, text: str, token_ids: tuple[int, ...] | None = None, ended: str | None = None) -> None:
+        self.trace += text
+        self.segments.append({"kind": kind, "text": text, "token_ids": token_ids, "ended": ended})
+
+
+# A rollout is a generator: it yields the next policy request and receives its Generation, so one
+# driver can step many rollouts together and batch their requests (run_rollouts).
+_Steps = Generator[Request, Generation, Rollout]
 
 
 def run_rollout(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits) -> Rollout:
@@ -90,18 +109,74 @@ def run_rollout(policy: Policy, messages: list[dict], env: RolloutEnv, limits: R
 
     Raises ProtocolError / DAGError (bench.types.ParseError, kind "parse") on protocol violations,
     and whatever env raises (AdapterError from perception, SandboxError when the sandbox cannot
-    start); each with the partial rollout attached as `.trace`, `.events`, `.timings`.
+    start); each with the partial rollout attached as `.trace`, `.events`, `.timings`, `.segments`.
     """
-    st = _State()
+    result = run_rollouts(policy, [(messages, env)], limits)[0]
+    if isinstance(result, AdapterError):
+        raise result
+    return result
+
+
+def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limits: RolloutLimits) -> list[Rollout | AdapterError]:
+    """Run one rollout per (messages, env) job, stepping them together: at each step every
+    unfinished rollout has one request in flight and all go to `policy.generate_batch` at once.
+
+    Returns, per job in order, the Rollout or the AdapterError that ended it (with the partial
+    rollout attached as for run_rollout). A rollout's result does not depend on the others in the
+    batch as long as the policy's generate_batch is batch-independent (greedy hf and all default
+    backends are). Errors that are not AdapterError propagate.
+    """
+    results: list[Rollout | AdapterError | None] = [None] * len(jobs)
+    live: dict[int, tuple[_Steps, _State]] = {}
+    pending: dict[int, Request] = {}
+
+    def advance(i: int, send: Generation | AdapterError | None) -> None:
+        steps, st = live[i]
+        try:
+            # The first send(None) starts the generator; a policy error is raised inside it.
+            pending[i] = steps.throw(send) if isinstance(send, AdapterError) else steps.send(send)
+        except StopIteration as stop:
+            results[i] = stop.value
+            del live[i]
+        except AdapterError as exc:
+            exc.trace, exc.events, exc.timings, exc.segments = st.trace, st.events, dict(st.timings), st.segments
+            results[i] = exc
+            del live[i]
+
+    for i, (messages, env) in enumerate(jobs):
+        st = _State()
+        if policy.prefill:
+            st.add("prefill", policy.prefill)
+        live[i] = (_run(policy, messages, env, limits, st), st)
+        advance(i, None)
+    while pending:
+        order = sorted(pending)
+        t0 = time.perf_counter()
+        try:
+            gens: list[Generation | AdapterError] = list(policy.generate_batch([pending[i] for i in order]))
+        except AdapterError:
+            # One bad request (e.g. a prompt longer than the context) must fail only its own
+            # sample: redo the batch one request at a time to find out whose it was.
+            gens = [_one(policy, pending[i]) for i in order]
+        elapsed = time.perf_counter() - t0
+        if len(gens) != len(order):
+            raise AdapterError(f"policy {policy.name}: generate_batch returned {len(gens)} results for {len(order)} requests")
+        pending.clear()
+        for i, gen in zip(order, gens):
+            live[i][1].timings["policy"] += elapsed
+            advance(i, gen)
+    return results  # type: ignore[return-value]
+
+
+def _one(policy: Policy, request: Request) -> Generation | AdapterError:
     try:
-        return _run(policy, messages, env, limits, st)
+        return policy.generate(request.prompt, list(request.stop), request.max_new_tokens)
     except AdapterError as exc:
-        exc.trace, exc.events, exc.timings = st.trace, st.events, dict(st.timings)
-        raise
+        return exc
 
 
-def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State) -> Rollout:
-    segment, stop = _generate(policy, messages, limits, st, [P.STOP_PLAN, P.STOP_EXECUTE, P.STOP_ANSWER])
+def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State) -> _Steps:
+    segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_PLAN, P.STOP_EXECUTE, P.STOP_ANSWER])
     if stop != P.STOP_PLAN:
         raise P.ProtocolError("missing_tag", f"the rollout reached {stop} before a <dt_plan>...</dt_plan> plan")
     plan_text = P.extract_open_block(segment, P.PLAN)
@@ -113,11 +188,11 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
     rep = twin.to_llm_json(max_chars=limits.twin_max_chars)
     st.timings["twin"] += time.perf_counter() - t0
     st.events.append({"stage": "twin", "chars": len(rep), "seconds": st.timings["twin"]})
-    st.trace += "\n" + P.wrap(P.REP, rep) + "\n"
+    st.add("env", "\n" + P.wrap(P.REP, rep) + "\n")
 
     rounds = 0
     while True:
-        segment, stop = _generate(policy, messages, limits, st, [P.STOP_EXECUTE, P.STOP_ANSWER])
+        segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_EXECUTE, P.STOP_ANSWER])
         if stop == P.STOP_ANSWER:
             break
         rounds += 1
@@ -129,27 +204,26 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
         st.timings["sandbox"] += time.perf_counter() - t0
         st.events.append({"stage": "execute", "round": rounds, "ok": bool(result.ok), "seconds": result.duration_s})
         # print() ends with a newline; the closing tag follows the last line directly.
-        st.trace += "\n" + P.wrap(P.RESULTS, result.output.rstrip()) + "\n"
+        st.add("env", "\n" + P.wrap(P.RESULTS, result.output.rstrip()) + "\n")
 
     final = segment + stop
     task = P.extract_optional(final, P.TASK)
     answer = P.extract_one(final, P.ANSWER)
     st.events.append({"stage": "answer", "task": task})
-    return Rollout(st.trace, st.events, st.timings, twin, task, answer, st.n_tokens)
+    return Rollout(st.trace, st.events, st.timings, twin, task, answer, st.n_tokens, st.segments)
 
 
-def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _State, stop: list[str]) -> tuple[str, str]:
+def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _State,
+              stop: list[str]) -> Generator[Request, Generation, tuple[str, str]]:
     """Continue the turn until one of `stop`; returns (the text before the stop string, the stop
     string). Both are appended to the trace before any check, so a failure keeps what was written."""
     remaining = limits.max_total_tokens - st.n_tokens
     if remaining < 1:
         raise P.ProtocolError("token_budget", f"max_total_tokens={limits.max_total_tokens} spent before {' or '.join(stop)}")
     prompt = policy.render(messages, st.trace)
-    t0 = time.perf_counter()
-    gen = policy.generate(prompt, stop, min(limits.max_new_tokens, remaining))
-    st.timings["policy"] += time.perf_counter() - t0
+    gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining))
     st.n_tokens += gen.n_tokens
-    st.trace += gen.text + (gen.matched_stop or "")
+    st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason)
     if gen.stop_reason == "length":
         raise P.ProtocolError("token_budget", f"no {' or '.join(stop)} within the token budget ({gen.n_tokens} tokens generated)")
     if gen.stop_reason == "eos" or gen.matched_stop not in stop:

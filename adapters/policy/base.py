@@ -21,24 +21,49 @@ class Generation:
                  context window is full), "eos" (the model ended its turn).
     matched_stop: the stop string that ended generation when stop_reason == "stop", else None.
     n_tokens:    number of tokens generated (including those of the matched stop string).
+    token_ids:   the generated token ids (the stop string's tokens included, end-of-turn excluded)
+                 when the backend knows them (hf), else None; training uses them so the loss sees
+                 the tokens that were sampled rather than a re-tokenisation of the text.
     """
 
     text: str
     stop_reason: StopReason
     matched_stop: str | None
     n_tokens: int
+    token_ids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One continuation to compute: `generate(prompt, stop, max_new_tokens)`'s arguments."""
+
+    prompt: str
+    stop: list[str]
+    max_new_tokens: int
 
 
 class Policy(ABC):
-    """An LLM that continues a prompt. Models load lazily on the first `generate`."""
+    """An LLM that continues a prompt. Models load lazily on the first `generate`.
+
+    prefill: text the chat template itself writes at the start of the assistant turn (the
+    DeepSeek-R1-Distill templates end the generation prompt with "<think>\n"). The rollout starts
+    its trace with it, so the trace holds the whole turn, and `render` must not write it twice.
+    """
 
     name: str
+    prefill: str = ""
 
     @abstractmethod
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
         """Greedy continuation of `prompt` (already chat-rendered, see `render`) until one of the
         `stop` strings appears (the earliest in the text wins), the model emits end-of-turn, or
         `max_new_tokens` tokens were generated."""
+
+    def generate_batch(self, requests: list[Request]) -> list[Generation]:
+        """`generate` for each request, results in request order. Backends that can decode several
+        prompts at once override this; the result for a request must not depend on the others
+        (greedy batch of 8 == 8 batches of 1). The default decodes one request at a time."""
+        return [self.generate(r.prompt, list(r.stop), r.max_new_tokens) for r in requests]
 
     @abstractmethod
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:

@@ -1,0 +1,208 @@
+"""DT-R1's GRPO reward, one function per term (DT-R1 paper, arXiv 2511.12365, section on rewards):
+
+    R = a * (R_token + R_dag) + b * (R_exec + R_task + R_result)
+
+- R_token  +1 when the rollout's tags are flawless, -1 for a missing or malformed pair.
+- R_dag    +0.5 for a valid plan (parses, known tools, sufficient dependencies, acyclic), else -0.5.
+- R_exec   0 when every <execute> ran cleanly, -0.5 when any raised.
+- R_task   +0.25 when <task> names the sample's task, else 0.
+- R_result +1 / -1: IoU > 0.5 for masks (per frame J, averaged over frames) and boxes (per frame
+           box IoU, averaged over frames), the judge's verdict for text (an unscored verdict: 0).
+The weights a, b and any per-term weight (the ablations of conf/sweep/reward_ablation.yaml) come
+from config. The trace a term reads is the whole assistant turn, the policy's pre-filled
+"<think>\\n" included, so the pre-fill never costs the format reward.
+
+This is the one place an adapter reuses metrics/ (design.md section 1): R_result uses the
+benchmark's own J and box IoU.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from adapters.dtr1 import protocol as P
+from bench.types import AdapterError, ParseError, Sample
+
+TERMS = ("token", "dag", "exec", "task", "result")
+# The tags every rollout writes once, in this order (design.md section 5).
+_ONCE = (P.PLAN, P.REP, P.TASK, P.ANSWER)
+_ALL = (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER)
+
+
+@dataclass
+class Episode:
+    """One finished (or failed) rollout, as the reward sees it.
+
+    sample: the Sample rolled out on. trace: the whole assistant turn. events: the rollout's events
+    ({"stage": "execute", "ok": bool, ...} per code block). task / answer: contents of <task> /
+    <answer> (None when the rollout failed before them). twin: the twin built from the plan (None
+    before it). error: None, or the reason the rollout failed (e.g. "parse: missing_tag: ...").
+    """
+
+    sample: Sample
+    trace: str
+    events: list[dict] = field(default_factory=list)
+    task: str | None = None
+    answer: str | None = None
+    twin: Any = None
+    error: str | None = None
+
+
+def r_token(trace: str) -> float:
+    """+1.0 when every tag of the rollout markup is paired (no unclosed, stray or nested-same tag),
+    <think> occurs at least once, dt_plan / dt_rep / task / answer exactly once and in that order
+    after the first <think>, each <execute> is followed by its <results>, and nothing but
+    whitespace follows </answer>; else -1.0."""
+    try:
+        blocks = {tag: P.find_blocks(trace, tag) for tag in _ALL}
+    except ParseError:
+        return -1.0
+    if not blocks[P.THINK] or any(len(blocks[tag]) != 1 for tag in _ONCE):
+        return -1.0
+    if len(blocks[P.EXECUTE]) != len(blocks[P.RESULTS]):
+        return -1.0
+    starts = [_first_open(trace, tag) for tag in (P.THINK, *_ONCE)]
+    if starts != sorted(starts):
+        return -1.0
+    executes = [m.start() for m in P._open_re(P.EXECUTE).finditer(trace)]
+    results = [m.start() for m in P._open_re(P.RESULTS).finditer(trace)]
+    if any(not e < r for e, r in zip(executes, results)) or any(r > nxt for r, nxt in zip(results, executes[1:])):
+        return -1.0
+    tail = trace[P._close_re(P.ANSWER).search(trace).end():]
+    return 1.0 if not tail.strip() else -1.0
+
+
+def r_dag(trace: str) -> float:
+    """+0.5 when the trace holds one <dt_plan> block that adapters.twin.dag accepts, else -0.5."""
+    from adapters.twin.dag import parse_dag, validate_dag
+
+    try:
+        validate_dag(parse_dag(P.extract_one(trace, P.PLAN)))
+    except ParseError:
+        return -0.5
+    return 0.5
+
+
+def r_exec(events: list[dict]) -> float:
+    """0.0 when no <execute> block failed (none run counts as clean), -0.5 when any did."""
+    return -0.5 if any(e.get("stage") == "execute" and not e.get("ok") for e in events) else 0.0
+
+
+def r_task(declared: str | None, expected: str) -> float:
+    """+0.25 when the declared task (case and whitespace insensitive) is `expected`, else 0.0."""
+    return 0.25 if declared is not None and declared.strip().lower() == expected else 0.0
+
+
+def r_result(ep: Episode, judge: Any = None, threshold: float = 0.5) -> float:
+    """+1.0 when the answer is right for `ep.sample.task`, -1.0 when it is wrong or unparsable.
+
+    segmentation: mean over frames of J (metrics.masks.jaccard; a frame where both masks are empty
+    scores 1) > threshold. grounding: mean over frames of the box IoU (metrics.boxes, 1 where neither
+    side has a box) > threshold. vqa / summarization: judge.score(JudgeItem).score >= 0.5 (+1) or
+    < 0.5 (-1); an unscored verdict (NaN) gives 0.0. Raises AdapterError when a text task has no
+    judge, or the sample has no target of its task.
+    """
+    from adapters.dtr1.answer import parse_answer
+
+    sample = ep.sample
+    if ep.answer is None or ep.twin is None:
+        return -1.0
+    try:
+        answer = parse_answer(sample.task, ep.answer, ep.twin)
+    except ParseError:
+        return -1.0
+    if sample.task == "segmentation":
+        return 1.0 if _mean_j(sample, answer.masks) > threshold else -1.0
+    if sample.task == "grounding":
+        from metrics.boxes import sample_box_scores
+
+        if sample.target.boxes is None:
+            raise AdapterError(f"sample {sample.id}: grounding reward needs target boxes")
+        return 1.0 if sample_box_scores(answer.boxes, sample.target.boxes)["giou_term"] > threshold else -1.0
+    if judge is None:
+        raise AdapterError(f"sample {sample.id}: a {sample.task} reward needs a judge (train.judge)")
+    from metrics.judge import JudgeItem
+
+    verdict = judge.score(JudgeItem(sample.id, sample.query, list(sample.target.answers or []), answer.text))
+    if math.isnan(verdict.score):
+        return 0.0
+    return 1.0 if verdict.score >= 0.5 else -1.0
+
+
+def _mean_j(sample: Sample, masks: list | None) -> float:
+    from bench.masks import decode
+    from metrics.masks import jaccard
+
+    gt = sample.target.masks
+    if gt is None:
+        raise AdapterError(f"sample {sample.id}: segmentation reward needs target masks")
+    if masks is None or len(masks) != len(gt):
+        return 0.0
+    size = next((m["size"] for m in [*gt, *masks] if m is not None), None)
+    if size is None:
+        return 1.0  # no object anywhere, none predicted
+    empty = np.zeros(tuple(size), dtype=bool)
+    scores = [jaccard(empty if g is None else decode(g), empty if p is None else decode(p)) for g, p in zip(gt, masks)]
+    return float(np.mean(scores))
+
+
+def reward_terms(ep: Episode, judge: Any = None) -> dict[str, float]:
+    """The five unweighted terms of one episode: {"token", "dag", "exec", "task", "result"}."""
+    return {
+        "token": r_token(ep.trace),
+        "dag": r_dag(ep.trace),
+        "exec": r_exec(ep.events),
+        "task": r_task(ep.task, ep.sample.task),
+        "result": r_result(ep, judge),
+    }
+
+
+def term_weights(a: float, b: float, enabled: Mapping[str, bool] | None = None) -> dict[str, float]:
+    """Per-term weights of R = a*(R_token + R_dag) + b*(R_exec + R_task + R_result); a term with
+    enabled[term] False gets weight 0 (the paper's reward ablations). Raises AdapterError for an
+    unknown term name."""
+    enabled = dict(enabled or {})
+    unknown = set(enabled) - set(TERMS)
+    if unknown:
+        raise AdapterError(f"reward terms {sorted(unknown)} unknown; expected some of {list(TERMS)}")
+    base = {"token": a, "dag": a, "exec": b, "task": b, "result": b}
+    return {t: (float(w) if enabled.get(t, True) else 0.0) for t, w in base.items()}
+
+
+def total_reward(terms: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    """sum(weights[t] * terms[t])."""
+    return math.fsum(weights[t] * terms[t] for t in TERMS)
+
+
+def trl_reward_funcs(judge: Any = None) -> list[Callable[..., list[float]]]:
+    """One TRL reward function per term, in TERMS order (pass the weights of term_weights in the
+    same order as GRPOConfig.reward_weights, so TRL logs each term and sums them). Each reads the
+    `episode` column that adapters.dtr1.training's rollout_func returns."""
+
+    def make(term: str) -> Callable[..., list[float]]:
+        def reward(prompts: list, completions: list, episode: list[Episode], **_: Any) -> list[float]:
+            return [_term(term, ep, judge) for ep in episode]
+
+        reward.__name__ = f"r_{term}"
+        return reward
+
+    return [make(t) for t in TERMS]
+
+
+def _term(term: str, ep: Episode, judge: Any) -> float:
+    if term == "token":
+        return r_token(ep.trace)
+    if term == "dag":
+        return r_dag(ep.trace)
+    if term == "exec":
+        return r_exec(ep.events)
+    if term == "task":
+        return r_task(ep.task, ep.sample.task)
+    return r_result(ep, judge)
+
+
+def _first_open(text: str, tag: str) -> int:
+    return P._open_re(tag).search(text).start()

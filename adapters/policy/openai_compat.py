@@ -1,0 +1,226 @@
+"""A DT-R1 policy served by any OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp server),
+through the openai client's completions endpoint (`/v1/completions`): the rollout is one assistant
+turn that grows, so the prompt is rendered here and sent as text, with `stop` at the closing tags.
+
+vLLM serves a GRPO checkpoint directly: `vllm serve BASE --enable-lora --lora-modules dtr1=DIR`,
+then `policy.model=dtr1`. Which stop string ended a completion comes from the choice's
+`stop_reason` (vLLM) or `matched_stop` (SGLang); a server that reports neither (Ollama) gets it
+inferred from the text: the closing tag of the last block the text opened and did not close
+(a rollout pauses exactly there); with no such block, the turn ended ("eos").
+
+Retries: HTTP 429, 5xx, timeouts and connection errors are retried `max_retries` times after
+`backoff_s * 2**attempt` seconds (capped at backoff_max_s); the openai client's own retries are
+off so this loop is the only one. generate_batch sends up to `max_concurrency` requests at once
+(the server batches them).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from adapters.policy.base import Generation, Policy, Request, split_at_stop
+from adapters.policy.chat import render_chat
+from bench.types import AdapterError
+
+log = logging.getLogger(__name__)
+
+
+class OpenAIPolicy(Policy):
+    """An OpenAI-compatible completions endpoint behind the Policy interface.
+
+    model:          the served model name (with vLLM --lora-modules, the adapter's name).
+    base_url:       e.g. "http://localhost:8000/v1".
+    api_key:        None = the OPENAI_API_KEY environment variable, else "EMPTY" (servers without auth).
+    tokenizer:      hub id or directory whose chat template renders prompts (only the tokenizer
+                    files are read); or None with `chat_template` set.
+    chat_template:  a Jinja2 template or a name of adapters.policy.chat.NAMED_TEMPLATES; overrides
+                    the tokenizer's. One of tokenizer / chat_template is required.
+    bos_token:      the template's `bos_token` variable when chat_template is given (else the
+                    tokenizer's own).
+    extra_body:     extra request fields, e.g. {"add_special_tokens": false} so vLLM does not add
+                    a second BOS to a prompt whose template already wrote it.
+    temperature, top_p, seed: sampling settings sent with every request (0 = greedy).
+    timeout_s:      per-request timeout in seconds.
+    max_retries, backoff_s, backoff_max_s: see the module docstring.
+    max_concurrency: requests in flight at most in generate_batch.
+    Raises AdapterError for a missing model or template, and, naming the server, when a request
+    fails past its retries or the response is malformed.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        tokenizer: str | None = None,
+        chat_template: str | None = None,
+        bos_token: str = "",
+        extra_body: dict | None = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = 0,
+        timeout_s: float = 300.0,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        max_concurrency: int = 8,
+    ):
+        if not model or model == "???":
+            raise AdapterError("openai policy: `model` is required (the served model or LoRA name)")
+        if not tokenizer and not chat_template:
+            raise AdapterError("openai policy: set `tokenizer` (a hub id or directory with a chat template) or `chat_template`")
+        if max_retries < 0 or max_concurrency < 1:
+            raise AdapterError(f"openai policy: need max_retries >= 0, max_concurrency >= 1; got {max_retries}, {max_concurrency}")
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.tokenizer_id = tokenizer
+        self.chat_template = chat_template
+        self.bos_token = bos_token
+        self.extra_body = dict(extra_body or {})
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.seed = seed
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.max_concurrency = int(max_concurrency)
+        self.name = f"openai:{model}"
+        self._client: Any = None
+        self._tokenizer: Any = None
+        self._prefill: str | None = None
+
+    # --- Policy interface --------------------------------------------------------------------------
+
+    @property
+    def prefill(self) -> str:  # type: ignore[override]
+        if self._prefill is None:
+            if self.chat_template:
+                probe = render_chat(self.chat_template, [{"role": "user", "content": "x"}], bos_token=self.bos_token)
+                from adapters.policy.hf import THINK_PREFILL
+
+                self._prefill = THINK_PREFILL if probe.endswith(THINK_PREFILL) else ""
+            else:
+                from adapters.policy.hf import template_prefill
+
+                self._prefill = template_prefill(self._load_tokenizer())
+        return self._prefill
+
+    def fingerprint(self) -> dict:
+        return {
+            "policy": "openai",
+            "model": self.model,
+            "base_url": self.base_url,
+            "tokenizer": self.tokenizer_id,
+            "chat_template": self.chat_template or "tokenizer",
+            "extra_body": self.extra_body,
+            "decoding": "greedy" if self.temperature == 0 else {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed},
+        }
+
+    def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
+        prefill = self.prefill
+        if self.chat_template:
+            if prefill and not assistant_prefix.startswith(prefill):
+                raise AdapterError(f"the assistant turn must start with the template's prefill {prefill!r}")
+            rendered = render_chat(self.chat_template, messages, bos_token=self.bos_token)
+            return rendered[: len(rendered) - len(prefill)] + assistant_prefix
+        from adapters.policy.hf import render_with_tokenizer
+
+        return render_with_tokenizer(self._load_tokenizer(), messages, assistant_prefix, prefill)
+
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+        if max_new_tokens < 1:
+            raise AdapterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        choice = self._request(prompt, list(stop), int(max_new_tokens))
+        return _generation(choice, list(stop), int(max_new_tokens), self.base_url)
+
+    def generate_batch(self, requests: list[Request]) -> list[Generation]:
+        if len(requests) <= 1 or self.max_concurrency == 1:
+            return super().generate_batch(requests)
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
+            futures = [pool.submit(self.generate, r.prompt, list(r.stop), r.max_new_tokens) for r in requests]
+            return [f.result() for f in futures]
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        self._client = None
+
+    # --- requests ----------------------------------------------------------------------------------
+
+    def _load_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
+        return self._tokenizer
+
+    def _request(self, prompt: str, stop: list[str], max_new_tokens: int) -> Any:
+        import openai
+
+        if self._client is None:
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        retryable = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)  # timeouts too
+        for attempt in range(1, self.max_retries + 2):
+            try:
+                resp = self._client.completions.create(
+                    model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
+                    temperature=self.temperature, top_p=self.top_p, seed=self.seed,
+                    extra_body=self.extra_body or None,
+                )
+            except openai.APIError as exc:
+                status = getattr(exc, "status_code", None)
+                what = f"HTTP {status}" if status is not None else type(exc).__name__
+                if not isinstance(exc, retryable) or attempt > self.max_retries:
+                    raise AdapterError(f"policy {self.model} at {self.base_url}: {what} after {attempt} attempt(s): {str(exc)[:200]}") from exc
+                wait = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
+                log.info("policy %s attempt %d: %s; retrying in %.3g s", self.model, attempt, what, wait)
+                time.sleep(wait)
+                continue
+            try:
+                return resp.choices[0], resp.usage
+            except (AttributeError, IndexError, TypeError) as exc:
+                raise AdapterError(f"policy {self.model}: malformed completion response from {self.base_url}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+
+def _generation(choice_usage: tuple[Any, Any], stop: list[str], max_new_tokens: int, base_url: str) -> Generation:
+    """A Generation from one completion choice (OpenAI semantics: the text excludes the stop string)."""
+    choice, usage = choice_usage
+    text = choice.text or ""
+    n_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    # Some servers return the text up to and including a stop string; cut it as the others do.
+    head, matched = split_at_stop(text, stop)
+    if matched is not None:
+        return Generation(head, "stop", matched, n_tokens)
+    if choice.finish_reason == "length":
+        return Generation(text, "length", None, n_tokens or max_new_tokens)
+    if choice.finish_reason != "stop":
+        raise AdapterError(f"completion from {base_url} ended with finish_reason {choice.finish_reason!r}; expected 'stop' or 'length'")
+    extra = getattr(choice, "model_extra", None) or {}
+    reported = extra.get("stop_reason", extra.get("matched_stop", getattr(choice, "stop_reason", None)))
+    if isinstance(reported, str) and reported in stop:
+        return Generation(text, "stop", reported, n_tokens)
+    if "stop_reason" in extra or "matched_stop" in extra:
+        return Generation(text, "eos", None, n_tokens)  # the server says: no stop string (EOS token id or None)
+    inferred = _inferred_stop(text, stop)
+    return Generation(text, "stop" if inferred else "eos", inferred, n_tokens)
+
+
+def _inferred_stop(text: str, stop: list[str]) -> str | None:
+    """For closing-tag stops "</tag>": the one whose "<tag>" was opened last in `text` and not
+    closed after; None when every opened block is closed (the model ended its turn)."""
+    best: tuple[int, str] | None = None
+    for s in stop:
+        m = re.fullmatch(r"</(\w+)>", s)
+        if not m:
+            continue
+        opened = text.rfind(f"<{m.group(1)}>")
+        if opened >= 0 and text.find(s, opened) < 0 and (best is None or opened > best[0]):
+            best = (opened, s)
+    return None if best is None else best[1]

@@ -1,0 +1,157 @@
+"""The OpenAI-compatible policy (adapters/policy/openai_compat.py) against a real HTTP server on
+loopback, started by the test, that speaks the completions API the way vLLM and Ollama do."""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from adapters.policy.base import Request
+from adapters.policy.openai_compat import OpenAIPolicy
+from bench.types import AdapterError
+from tests.tiny_models import R1_TEMPLATE
+
+MESSAGES = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "find the dog"}]
+
+
+class Server:
+    """Loopback completions server. `continuation(prompt)` is the text the "model" would write;
+    stop strings cut it as vLLM does (text before the earliest stop, finish_reason "stop").
+    style: "vllm" reports stop_reason (the stop string, or None at EOS), "ollama" reports nothing.
+    fail: HTTP statuses to answer the next requests with, in order."""
+
+    def __init__(self, continuation, style="vllm"):
+        self.continuation, self.style = continuation, style
+        self.fail: list[int] = []
+        self.bodies: list[dict] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.bodies.append(body)
+                    status = server.fail.pop(0) if server.fail else 200
+                if status != 200:
+                    return self._send(status, {"error": {"message": f"injected {status}", "type": "server_error"}})
+                self._send(200, server.complete(body))
+
+            def _send(self, status, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def complete(self, body):
+        words = self.continuation(body["prompt"]).split(" ")
+        text, finish, matched = " ".join(words[: body["max_tokens"]]), "length", None
+        if len(words) <= body["max_tokens"]:
+            finish = "stop"  # EOS
+        hits = [(text.find(s), s) for s in body.get("stop") or [] if s in text]
+        if hits:
+            pos, matched = min(hits)
+            text, finish = text[:pos], "stop"
+        choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+        if self.style == "vllm":
+            choice["stop_reason"] = matched
+        n = len(text.split(" ")) if text else 0
+        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"], "choices": [choice],
+                "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(continuation, style="vllm"):
+        servers.append(Server(continuation, style))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def _policy(url, **kw):
+    kw = {"extra_body": {"add_special_tokens": False}, "chat_template": R1_TEMPLATE, "bos_token": "<｜begin▁of▁sentence｜>", "api_key": "EMPTY", "backoff_s": 0.01, "max_retries": 2, **kw}
+    return OpenAIPolicy("dtr1", url, **kw)
+
+
+def test_prompt_is_the_rendered_turn_and_stop_strings_are_sent(serve):
+    server = serve(lambda p: "look</think> <dt_plan>{}</dt_plan> more")
+    policy = _policy(server.url)
+    prompt = policy.render(MESSAGES, policy.prefill + "hmm ")
+    assert policy.prefill == "<think>\n"
+    assert prompt == "<｜begin▁of▁sentence｜>SYS<｜User｜>find the dog<｜Assistant｜><think>\nhmm "
+    gen = policy.generate(prompt, ["</dt_plan>", "</answer>"], 50)
+    assert (gen.text, gen.stop_reason, gen.matched_stop, gen.n_tokens) == ("look</think> <dt_plan>{}", "stop", "</dt_plan>", 2)  # n_tokens: usage.completion_tokens
+    body = server.bodies[0]
+    assert body["add_special_tokens"] is False  # extra_body: the template wrote BOS already
+    assert (body["prompt"], body["stop"], body["max_tokens"], body["model"]) == (prompt, ["</dt_plan>", "</answer>"], 50, "dtr1")
+
+
+def test_end_of_turn_and_length_are_told_apart(serve):
+    server = serve(lambda p: "a b c d e")
+    policy = _policy(server.url)
+    eos = policy.generate("x", ["</answer>"], 10)
+    assert (eos.text, eos.stop_reason, eos.matched_stop) == ("a b c d e", "eos", None)
+    cut = policy.generate("x", ["</answer>"], 3)
+    assert (cut.text, cut.stop_reason, cut.n_tokens) == ("a b c", "length", 3)
+
+
+def test_unreported_stop_is_inferred_from_the_open_block(serve):
+    server = serve(lambda p: "<think>t</think> <execute>print(1)</execute> tail", style="ollama")
+    policy = _policy(server.url)
+    gen = policy.generate("x", ["</execute>", "</answer>"], 50)
+    assert (gen.text, gen.stop_reason, gen.matched_stop) == ("<think>t</think> <execute>print(1)", "stop", "</execute>")
+    closed = serve(lambda p: "<answer>42</answer>", style="ollama")
+    gen = _policy(closed.url).generate("x", ["</execute>"], 50)
+    assert (gen.stop_reason, gen.matched_stop) == ("eos", None)
+
+
+def test_server_errors_are_retried_with_backoff(serve):
+    server = serve(lambda p: "ok</answer>")
+    server.fail = [503, 429]
+    gen = _policy(server.url, max_retries=2).generate("x", ["</answer>"], 5)
+    assert gen.text == "ok" and len(server.bodies) == 3
+
+
+def test_persistent_errors_raise_adapter_error_naming_the_server(serve):
+    server = serve(lambda p: "ok")
+    server.fail = [500, 500, 500]
+    with pytest.raises(AdapterError, match=r"HTTP 500 after 2 attempt\(s\)") as info:
+        _policy(server.url, max_retries=1).generate("x", [], 5)
+    assert server.url in str(info.value)
+    server.fail = [400]
+    with pytest.raises(AdapterError, match=r"HTTP 400 after 1 attempt\(s\)"):
+        _policy(server.url, max_retries=3).generate("x", [], 5)
+
+
+def test_batch_is_sent_concurrently_and_returned_in_order(serve):
+    server = serve(lambda p: f"answer {p}</answer> rest")
+    policy = _policy(server.url, max_concurrency=4)
+    requests = [Request(f"q{i}", ["</answer>"], 10) for i in range(8)]
+    batched = policy.generate_batch(requests)
+    assert [g.text for g in batched] == [f"answer q{i}" for i in range(8)]
+    assert sorted(b["prompt"] for b in server.bodies) == sorted(f"q{i}" for i in range(8))
+
+
+def test_missing_model_or_template_is_refused():
+    with pytest.raises(AdapterError, match="model"):
+        OpenAIPolicy("???", "http://127.0.0.1:1/v1", chat_template=R1_TEMPLATE)
+    with pytest.raises(AdapterError, match="tokenizer"):
+        OpenAIPolicy("dtr1", "http://127.0.0.1:1/v1")

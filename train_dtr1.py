@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""Train DT-R1 with GRPO (TRL GRPOTrainer + LoRA): rollouts run the inference rollout loop
+(adapters/dtr1/training.py), rewards are adapters/dtr1/rewards.py. Config: conf/train/dtr1_grpo.yaml.
+
+One GPU node (8 GPUs, DeepSpeed ZeRO-2; ZeRO-3: conf/accelerate/zero3.yaml):
+    accelerate launch --config_file conf/accelerate/zero2.yaml train_dtr1.py \\
+        data.sources.reasonseg.dataset.root=/data/ReasonSeg data.sources.revos.dataset.root=/data/ReVOS
+One GPU: python train_dtr1.py grpo.per_device_train_batch_size=4 grpo.gradient_accumulation_steps=8 ...
+Multi-node (N nodes x 8 GPUs; run on every node, NODE_RANK = 0..N-1, MASTER = node 0's address):
+    accelerate launch --config_file conf/accelerate/zero3.yaml --num_machines N --num_processes $((8*N)) \\
+        --machine_rank $NODE_RANK --main_process_ip $MASTER --main_process_port 29500 train_dtr1.py \\
+        grpo.per_device_train_batch_size=4 grpo.gradient_accumulation_steps=1 ...   # keep the product = 32
+  (under Slurm: `srun --nodes N --ntasks-per-node 1` with NODE_RANK=$SLURM_NODEID and MASTER the
+  first host of `scontrol show hostnames $SLURM_JOB_NODELIST`.)
+Reward ablations: python train_dtr1.py -m sweep=reward_ablation
+Evaluate the result: python run_bench.py +model=dtr1 policy=hf policy.model=BASE policy.adapter=<output_dir>/final
+"""
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from bench.types import AdapterError, DatasetFormatError, Sample
+
+REPO_ROOT = Path(__file__).resolve().parent
+OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO_ROOT / rel), replace=True)
+
+log = logging.getLogger("train_dtr1")
+
+
+def mix_samples(sources: dict[str, tuple[float, list[Sample]]], seed: int) -> list[Sample]:
+    """Mix datasets: each source's samples drawn round(weight * N) times (whole repeats, then a
+    seeded random subset for the fraction), then all shuffled with `seed`.
+    Raises DatasetFormatError for a negative weight or an empty result."""
+    rng = random.Random(seed)
+    mixed: list[Sample] = []
+    for name, (weight, samples) in sources.items():
+        if weight < 0:
+            raise DatasetFormatError(f"training source {name!r}: weight must be >= 0, got {weight}")
+        count = round(weight * len(samples))
+        whole, rest = divmod(count, len(samples)) if samples else (0, 0)
+        mixed += samples * whole + rng.sample(samples, rest)
+    if not mixed:
+        raise DatasetFormatError(f"training data is empty (sources {list(sources)})")
+    rng.shuffle(mixed)
+    return mixed
+
+
+def load_samples(cfg: DictConfig) -> list[Sample]:
+    """The mixed training samples of cfg.data (sources named in data.use)."""
+    sources: dict[str, tuple[float, list[Sample]]] = {}
+    for name in cfg.data.use:
+        if name not in cfg.data.sources:
+            raise DatasetFormatError(f"data.use names {name!r}; configured sources: {list(cfg.data.sources)}")
+        src = cfg.data.sources[name]
+        dataset = instantiate(OmegaConf.to_container(src.dataset, resolve=True), _convert_="all")
+        sources[name] = (float(src.weight), list(dataset))
+    samples = mix_samples(sources, int(cfg.data.seed))
+    return samples if cfg.data.limit is None else samples[: int(cfg.data.limit)]
+
+
+def build_trainer(cfg: DictConfig, policy: Any = None):
+    """The GRPOTrainer of `cfg` (conf/train/dtr1_grpo.yaml). `policy`: None = roll out with the
+    model being trained; else a Policy to roll out with (tests use a scripted one)."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from adapters.dtr1 import protocol as P
+    from adapters.dtr1.rewards import TERMS, term_weights, trl_reward_funcs
+    from adapters.dtr1.rollout import RolloutLimits
+    from adapters.dtr1.training import DTR1RolloutFunc, sample_key
+
+    grpo = OmegaConf.to_container(cfg.grpo, resolve=True)
+    if grpo.get("use_vllm"):
+        raise AdapterError("grpo.use_vllm=true is not supported yet: the DT-R1 rollout function decodes with the trained model")
+    if cfg.reward.ablation not in cfg.reward.ablations:
+        raise AdapterError(f"reward.ablation {cfg.reward.ablation!r} unknown; expected one of {list(cfg.reward.ablations)}")
+    samples = load_samples(cfg)
+    by_key = {sample_key(s): s for s in samples}
+
+    tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
+    if cfg.add_tag_tokens:
+        tags = [t(tag) for tag in (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER) for t in (P.open_tag, P.close_tag)]
+        tokenizer.add_tokens(tags)  # ordinary tokens: decode(skip_special_tokens=True) keeps them
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(cfg.base_model, dtype=getattr(torch, cfg.dtype))
+    rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > rows:
+        raise AdapterError(f"tokenizer of {cfg.base_model} has {len(tokenizer)} tokens but the model {rows} embedding rows; "
+                           "set add_tag_tokens=false (LoRA would not train new rows)")
+
+    weights = term_weights(float(cfg.reward.a), float(cfg.reward.b), dict(cfg.reward.ablations[cfg.reward.ablation]))
+    judge = None
+    if cfg.reward.judge is not None:
+        from metrics.judge import make_judge
+
+        judge = make_judge(OmegaConf.to_container(cfg.reward.judge, resolve=True))
+    r = cfg.rollout
+    rollout_func = DTR1RolloutFunc(
+        by_key, instantiate(cfg.perception), RolloutLimits(int(r.max_rounds), int(r.max_new_tokens), int(r.max_total_tokens), int(r.twin_max_chars)),
+        sandbox=OmegaConf.to_container(r.sandbox, resolve=True), policy=policy, batch_size=int(r.batch_size),
+    )
+    args = GRPOConfig(output_dir=str(cfg.output_dir), reward_weights=[weights[t] for t in TERMS], **grpo)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=trl_reward_funcs(judge),
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": [sample_key(s) for s in samples]}),
+        processing_class=tokenizer,
+        peft_config=LoraConfig(**OmegaConf.to_container(cfg.lora, resolve=True)),
+        rollout_func=rollout_func,
+    )
+    return trainer
+
+
+@hydra.main(config_path="conf", config_name="train/dtr1_grpo", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    trainer = build_trainer(cfg)
+    trainer.train()
+    final = Path(cfg.output_dir) / "final"
+    trainer.save_model(str(final))  # LoRA adapter + tokenizer: policy=hf policy.adapter=<final>
+    log.info("saved the LoRA adapter to %s", final)
+    print(f"adapter: {final}")
+
+
+if __name__ == "__main__":
+    main()
