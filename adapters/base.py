@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from bench.types import Prediction, Sample
+from bench.types import AdapterError, Prediction, Sample
 
 
 class Adapter(ABC):
@@ -28,6 +28,17 @@ class Adapter(ABC):
     def predict(self, sample: Sample) -> Prediction:
         """Answer one sample. Raises bench.types.AdapterError (or a subclass such as ParseError,
         whose `kind` the runner records) when no prediction can be made; the run goes on."""
+
+    def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:
+        """Answer several samples; per sample, a Prediction or the AdapterError that failed it.
+        Backends that batch (hf, openai) override this; results must not depend on the batch."""
+        out: list[Prediction | AdapterError] = []
+        for sample in samples:
+            try:
+                out.append(self.predict(sample))
+            except AdapterError as exc:
+                out.append(exc)
+        return out
 
     def close(self) -> None:
         """Release models, processes and files; the default has nothing to release."""

@@ -30,9 +30,11 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"dataset": dataset, "model": cfg["model"]}
 
 
-def fingerprint(cfg: dict[str, Any], length: int = 10) -> str:
-    """Short stable hash (hex) of `semantic_config(cfg)`: same config -> same run directory -> resume."""
-    blob = json.dumps(semantic_config(cfg), sort_keys=True, separators=(",", ":"), default=str)
+def fingerprint(cfg: dict[str, Any], adapter: dict[str, Any] | None = None, length: int = 10) -> str:
+    """Short stable hash (hex) of `semantic_config(cfg)` plus the adapter's own fingerprint (prompt
+    version, weights digest... what the config cannot show): same config and code -> same run
+    directory -> resume; a changed prompt -> a new run, never a mix of two."""
+    blob = json.dumps({**semantic_config(cfg), "adapter": adapter or {}}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
 
 

@@ -38,7 +38,15 @@ class RunResult:
 def run(cfg: DictConfig) -> RunResult:
     """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml)."""
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-    fp = manifest_mod.fingerprint(resolved)
+    adapter = instantiate(cfg.model, _convert_="all")  # cheap: adapters load weights on first predict
+    try:
+        return _run(cfg, resolved, adapter)
+    finally:
+        adapter.close()
+
+
+def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
+    fp = manifest_mod.fingerprint(resolved, adapter.fingerprint() if hasattr(adapter, "fingerprint") else None)
     dataset_name, model_name = resolved["dataset"]["name"], resolved["model"]["name"]
     run_name = cfg.run.name or fp
     run_dir = Path(cfg.run.root) / dataset_name / model_name / run_name
@@ -56,7 +64,7 @@ def run(cfg: DictConfig) -> RunResult:
     predicted = 0
     if todo and not cfg.run.merge:
         log.info("%d of %d samples to predict (%d already done) -> %s", len(todo), len(mine), len(mine) - len(todo), run_dir)
-        predicted = _predict(cfg, todo, run_dir / predictions_filename(shard, num_shards))
+        predicted = _predict(cfg, adapter, todo, run_dir / predictions_filename(shard, num_shards))
         done = read_predictions(prediction_files(run_dir))
     elif not todo:
         log.info("all %d samples of this shard already predicted in %s: no model work", len(mine), run_dir)
@@ -111,21 +119,50 @@ def _load_samples(cfg: DictConfig) -> list[Sample]:
     return samples
 
 
-def _predict(cfg: DictConfig, todo: list[Sample], path: Path) -> int:
-    adapter = instantiate(cfg.model, _convert_="all")
+def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path) -> int:
     out = PredictionLog(path)
     failures = 0
-    bar = tqdm(todo, desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
+    batch_size = max(1, int(cfg.run.batch_size))
+    bar = tqdm(total=len(todo), desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
     try:
-        for sample in bar:
-            pred = _predict_one(adapter, sample, bool(cfg.run.fail_fast))
-            failures += pred.error is not None
-            out.append(pred)
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start:start + batch_size]
+            preds = ([_predict_one(adapter, batch[0], bool(cfg.run.fail_fast))] if batch_size == 1
+                     else _predict_batch(adapter, batch, bool(cfg.run.fail_fast)))
+            for pred in preds:
+                failures += pred.error is not None
+                out.append(pred)
+            bar.update(len(batch))
             bar.set_postfix(failed=failures)
     finally:
+        bar.close()
         out.close()
-        adapter.close()
     return len(todo)
+
+
+def _predict_batch(adapter: Any, batch: list[Sample], fail_fast: bool) -> list[Prediction]:
+    """Predict a batch through adapter.predict_batch; an unexpected crash redoes it one by one so
+    that only the sample at fault is failed."""
+    if not hasattr(adapter, "predict_batch"):
+        return [_predict_one(adapter, s, fail_fast) for s in batch]
+    start = time.perf_counter()
+    try:
+        results = adapter.predict_batch(batch)
+    except Exception:
+        if fail_fast:
+            raise
+        log.exception("a batch of %d crashed the adapter; redoing it one sample at a time", len(batch))
+        return [_predict_one(adapter, s, fail_fast) for s in batch]
+    share = round((time.perf_counter() - start) / len(batch), 4)
+    preds = []
+    for sample, result in zip(batch, results, strict=True):
+        if isinstance(result, RvtBenchError):
+            if fail_fast:
+                raise result
+            result = Prediction.failure(sample.id, result.kind, str(result), trace=getattr(result, "trace", None))
+        result.timings["total"] = share  # the batch's wall time, shared equally
+        preds.append(result)
+    return preds
 
 
 def _predict_one(adapter: Any, sample: Sample, fail_fast: bool) -> Prediction:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adapters.base import Adapter
 from bench import masks
 from bench.types import AdapterError, ParseError, Prediction, Sample, Target
 
@@ -54,7 +55,7 @@ class MeanIoUProtocol:
         return {"metrics": {"IoU": float(np.mean([r["IoU"] for r in records]))}, "n": len(records)}
 
 
-class FakeAdapter:
+class FakeAdapter(Adapter):
     """Answers the GT for ids not listed; raises for `fail`, crashes for `crash`, emits a wrong-size
     mask for `bad_size`. Appends every id it is asked about to `calls_file` (to count model work)."""
 
@@ -77,8 +78,8 @@ class FakeAdapter:
             return Prediction(sample.id, task="segmentation", masks=[masks.encode(np.ones((4, 4), bool))])
         return Prediction(sample.id, task="segmentation", masks=list(sample.target.masks))
 
-    def close(self):
-        pass
+    def fingerprint(self):
+        return {"fake": True}
 
 
 def make_cfg(tmp: Path, **model_kw):
@@ -90,7 +91,7 @@ def make_cfg(tmp: Path, **model_kw):
                     "protocol": {"_target_": "tests.fakes.MeanIoUProtocol"}},
         "model": {"name": "fake", "_target_": "tests.fakes.FakeAdapter", "calls_file": str(tmp / "calls.txt"), **model_kw},
         "run": {"root": str(tmp / "runs"), "name": None, "shard": 0, "num_shards": 1, "merge": False,
-                "limit": None, "fail_fast": False},
+                "limit": None, "fail_fast": False, "batch_size": 1},
         "leaderboard": {"dir": str(tmp / "boards"), "publish": True},
     })
 

@@ -135,3 +135,12 @@ def test_limit_runs_a_prefix_and_does_not_publish(tmp_path):
     result = run(cfg)
     assert result.metrics["n"] == 2 and result.leaderboard is None
     assert not (tmp_path / "boards" / "fake.csv").exists()
+
+
+def test_batched_prediction_gives_the_same_metrics(tmp_path):
+    one = run(make_cfg(tmp_path / "a", fail=["s01"], crash=["s02"]))
+    cfg = make_cfg(tmp_path / "b", fail=["s01"], crash=["s02"])
+    cfg.run.batch_size = 4
+    four = run(cfg)
+    for key in ("metrics", "failures", "failures_by_kind", "parse_rate"):
+        assert four.metrics[key] == one.metrics[key]

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from adapters.base import Adapter
 from adapters.dtr1 import prompt as prompts
 from adapters.dtr1.answer import parse_answer, parse_task
-from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout
+from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout, run_rollouts
 from adapters.policy.base import Policy
 from bench.types import AdapterError, Prediction, Sample
 
@@ -75,10 +75,29 @@ class DTR1Adapter(Adapter):
         within the token budget, bad answer) and AdapterError / SandboxError from perception or the
         sandbox, each with `.trace`, `.events`, `.timings` of the partial rollout attached.
         """
+        return self._finish(sample, run_rollout(self.policy, self._messages(sample), self._env(sample), self.limits))
+
+    def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:
+        """Roll out on all `samples` together (one policy request per sample in flight at each
+        step, adapters.dtr1.rollout.run_rollouts); per sample a Prediction or its AdapterError."""
+        jobs = [(self._messages(s), self._env(s)) for s in samples]
+        out: list[Prediction | AdapterError] = []
+        for sample, result in zip(samples, run_rollouts(self.policy, jobs, self.limits)):
+            if isinstance(result, AdapterError):
+                out.append(result)
+                continue
+            try:
+                out.append(self._finish(sample, result))
+            except AdapterError as exc:
+                out.append(exc)
+        return out
+
+    def _messages(self, sample: Sample) -> list[dict]:
         from adapters.twin.registry import describe_tools
 
-        rollout = run_rollout(self.policy, prompts.messages(sample, describe_tools(), self.limits.max_rounds),
-                              self._env(sample), self.limits)
+        return prompts.messages(sample, describe_tools(), self.limits.max_rounds)
+
+    def _finish(self, sample: Sample, rollout: Rollout) -> Prediction:
         try:
             declared = parse_task(rollout.task)
             answer = parse_answer(declared or sample.task, rollout.answer, rollout.twin)
