@@ -1,6 +1,7 @@
 """The perception backend interface: one method per tool of adapters.twin.registry.TOOLS.
 
-A backend (``oracle`` now; SAM2 / DepthAnything V2 / OWLv2 / Qwen2.5-VL models later) fills the
+A backend (``oracle``: annotations; ``foundation``: SAM2 / DepthAnything V2 / OWLv2 / Qwen2.5-VL
+models, adapters.twin.foundation; ``provided``: twin files shipped with a dataset) fills the
 twin field its tool ``provides``, in place, reading what earlier tools of the plan left in the twin
 (instances from SAM2, ``twin.artifacts`` such as depth maps). adapters.twin.builder.build_twin calls
 ``run`` in the plan's topological order. Trajectory is pure geometry over SAM2's centroids and is
@@ -64,7 +65,8 @@ class Perception(ABC):
 
     @abstractmethod
     def depth_stats(self, sample: Sample, twin: Twin) -> None:
-        """Set each instance's ``depth`` (mean, std in metres, larger = farther)."""
+        """Set each instance's ``depth`` (mean, std, with the unit and convention of the depth tool:
+        metres larger = farther, or relative inverse depth larger = nearer)."""
 
     @abstractmethod
     def semantic_analysis(self, sample: Sample, twin: Twin) -> None:

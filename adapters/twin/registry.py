@@ -40,7 +40,7 @@ TOOLS: dict[str, ToolSpec] = _specs(
     ),
     ToolSpec(
         "DepthAnything2", (), "depth (internal)",
-        "estimates metric depth of every frame (metres, larger = farther); use DepthStats to read it",
+        "estimates the depth of every frame; use DepthStats to read it",
     ),
     ToolSpec(
         "OWLv2", (), "instances[].label",
@@ -52,7 +52,8 @@ TOOLS: dict[str, ToolSpec] = _specs(
     ),
     ToolSpec(
         "DepthStats", ("SAM2", "DepthAnything2"), "instances[].depth",
-        "per instance depth mean and std in metres (larger = farther)",
+        "per instance depth mean and std; unit and direction in the twin's depth_unit "
+        "(metres larger = farther, or relative inverse depth larger = nearer)",
     ),
     ToolSpec(
         "SemanticAnalysis", ("SAM2",), "instances[].label",

@@ -65,8 +65,9 @@ class InstanceFrame:
 
 @dataclass
 class Depth:
-    """Depth of an instance: mean and std in ``unit`` (metres), ``convention`` larger = farther;
-    ``frames`` = how many frames contributed."""
+    """Depth of an instance: mean and std in ``unit`` with ``convention`` as the depth tool reports
+    them (oracle: metres, larger = farther; DepthAnything V2: "relative", relative inverse depth,
+    larger = nearer); ``frames`` = how many frames contributed."""
 
     mean: float
     std: float
@@ -225,7 +226,7 @@ class Twin:
             "frames": [dict(asdict(f), timestamp=_num(f.timestamp, 3)) for f in self.frames],
             "masks": "in <execute>: masks[id] is a (T, H, W) bool array; twin is this dict unabridged",
             "track_fields": list(TRACK_FIELDS),
-            "depth_unit": f"{DEPTH_UNIT}, {DEPTH_CONVENTION}",
+            "depth_unit": _depth_unit(self.instances),
             "coordinates": "pixels, origin top-left, x right, y down; bbox [x1, y1, x2, y2]",
         }
 
@@ -282,6 +283,17 @@ def _llm_instance(inst: Instance, detail: str, stride: int) -> dict:
     }
     d["caption"] = inst.caption
     return d
+
+
+def _depth_unit(instances: list[Instance]) -> str:
+    """"unit, convention" of the instances' depth as the depth tool reported it (metres, larger =
+    farther for oracle; relative inverse depth, larger = nearer for DepthAnything V2), the default
+    when no instance has depth. One build has one depth tool, so the first instance with depth speaks
+    for all."""
+    for inst in instances:
+        if inst.depth is not None:
+            return f"{inst.depth.unit}, {inst.depth.convention}"
+    return f"{DEPTH_UNIT}, {DEPTH_CONVENTION}"
 
 
 def _num(v: float | None, digits: int = 1) -> float | int | None:

@@ -1,0 +1,317 @@
+"""``foundation`` perception: the twin from real vision foundation models, just in time, cached.
+
+Each plan node is served as follows (backends in adapters/twin/backends/, one per model):
+- SAM2: objects on the key frame (``key_frame``: "first" or "middle"), tracked through the video.
+  Prompted by OWLv2's key-frame boxes when OWLv2 ran upstream in the plan (e.g. ``{"OWLv2": [],
+  "SAM2": ["OWLv2"]}``; instances then take the detections' label and score; no detection = no
+  instance), automatic mode otherwise (score = predicted IoU). Instance ids 1..N in prompt order.
+- OWLv2: detections on the key frame for the phrases ``sample.meta["phrases"]`` when the dataset
+  gives them, else ``vocabulary`` plus the query itself (``use_query``); the plan format carries no
+  parameters, so the planner cannot name phrases. Run after SAM2, each instance visible on the key
+  frame takes the label and score of the detection it overlaps most (box IoU >= ``match_iou``,
+  greedy, one detection per instance); the others keep their label (None after SAM2's automatic
+  mode) and their SAM2 score.
+- DepthAnything2: a depth map per frame at the frame's (H, W), handed to DepthStats (stored as
+  float16 in the cache, and used as stored in every run).
+- DepthStats: per instance, mean and population std (ddof=0) of the depth map over the instance's
+  mask pixels pooled across its visible frames; ``frames`` = how many frames contributed. Unit and
+  convention are the depth backend's: relative inverse depth, LARGER = NEARER for the released
+  DepthAnything V2 checkpoints (adapters.twin.backends.depth_anything), stated in each Depth and
+  in the twin's ``depth_unit``.
+- Qwen2.5-VL: a caption per frame, a video summary from up to ``summary_frames`` evenly spaced
+  frames, and a caption per instance from a crop around its box on the frame where it is largest.
+- SemanticAnalysis: each instance's label, from Qwen2.5-VL on the same crop.
+- Trajectory: the shared geometry (adapters.twin.perception).
+
+Ablation: ``disable`` names model nodes (SAM2, DepthAnything2, OWLv2, Qwen2.5-VL) whose tool is
+skipped even when planned; a node whose model is disabled (SemanticAnalysis uses Qwen2.5-VL) or one
+of whose required nodes was skipped is skipped too. Skipped nodes leave their twin fields null, are
+absent from ``twin.tools`` and are listed in ``twin.artifacts["skipped"]``.
+
+Cache: every model call goes through adapters.twin.cache.ToolCache keyed by (frames' content,
+call, backend fingerprint, params); ``twin.artifacts["cache"]`` maps each call of the build to
+"hit" or "miss". A hit reads no frame pixels and loads no model.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from adapters.twin import geometry
+from adapters.twin.backends.owlv2 import box_iou
+from adapters.twin.cache import ToolCache, cache_key, video_digest
+from adapters.twin.perception import Perception
+from adapters.twin.registry import TOOLS
+from adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
+from bench import masks as mask_io
+from bench.frames import read_frame
+from bench.types import AdapterError, Sample
+
+log = logging.getLogger(__name__)
+
+FOUNDATION_VERSION = 1
+MODEL_NODES = ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL")
+USES_MODEL = {"SAM2": "SAM2", "DepthAnything2": "DepthAnything2", "OWLv2": "OWLv2", "Qwen2.5-VL": "Qwen2.5-VL",
+              "SemanticAnalysis": "Qwen2.5-VL"}
+DEFAULT_VOCABULARY = ("person", "animal", "vehicle", "object")
+CROP_MARGIN = 0.1
+"""Instance crops for Qwen2.5-VL extend the box by this fraction of its size on each side."""
+MIN_CROP = 28
+"""Smallest crop side in pixels (one Qwen2.5-VL merged patch)."""
+
+
+class FoundationPerception(Perception):
+    """Perception from foundation models (see module docstring).
+
+    sam2, depth, owlv2, qwen: backends (adapters.twin.backends.*; Hydra builds them from
+        conf/perception/foundation.yaml); a node whose backend is None fails with AdapterError
+        unless it is disabled.
+    cache: a ToolCache, or None for no caching.
+    disable: model nodes to skip (ablation), a subset of MODEL_NODES.
+    key_frame: "first" | "middle" (index T // 2).
+    vocabulary, use_query: OWLv2 phrases when the sample gives none.
+    match_iou: minimum box IoU to give an instance an OWLv2 label after SAM2.
+    summary_frames: most frames shown to Qwen2.5-VL for the video summary.
+    Raises AdapterError on an unknown disabled node or key_frame.
+    """
+
+    name = "foundation"
+
+    def __init__(self, sam2: Any = None, depth: Any = None, owlv2: Any = None, qwen: Any = None,
+                 cache: ToolCache | None = None, disable: list[str] | tuple[str, ...] = (),
+                 key_frame: str = "middle", vocabulary: list[str] | tuple[str, ...] = DEFAULT_VOCABULARY,
+                 use_query: bool = True, match_iou: float = 0.5, summary_frames: int = 8):
+        if isinstance(disable, str):  # perception.disable=OWLv2 on the command line
+            disable = [disable]
+        unknown = sorted(set(disable) - set(MODEL_NODES))
+        if unknown:
+            raise AdapterError(f"perception.disable: unknown nodes {unknown}; expected a subset of {list(MODEL_NODES)}")
+        if key_frame not in ("first", "middle"):
+            raise AdapterError(f"perception.key_frame must be 'first' or 'middle', got {key_frame!r}")
+        self.backends = {"SAM2": sam2, "DepthAnything2": depth, "OWLv2": owlv2, "Qwen2.5-VL": qwen}
+        self.cache = cache
+        self.disable = frozenset(disable)
+        self.key_frame = key_frame
+        self.vocabulary = [str(v) for v in vocabulary]
+        self.use_query = bool(use_query)
+        self.match_iou = float(match_iou)
+        self.summary_frames = int(summary_frames)
+
+    def fingerprint(self) -> dict:
+        return {
+            "name": self.name, "version": FOUNDATION_VERSION,
+            "backends": {node: None if b is None else b.fingerprint() for node, b in self.backends.items()},
+            "disable": sorted(self.disable), "key_frame": self.key_frame, "vocabulary": self.vocabulary,
+            "use_query": self.use_query, "match_iou": self.match_iou, "summary_frames": self.summary_frames,
+        }
+
+    def run(self, tool: str, sample: Sample, twin: Twin) -> None:
+        """As Perception.run, except that a disabled node (or one whose requirement was skipped) is
+        skipped (see module docstring)."""
+        skipped = twin.artifacts.setdefault("skipped", [])
+        model = USES_MODEL.get(tool)
+        lacking = [r for r in TOOLS[tool].requires if r in skipped] if tool in TOOLS else []
+        if (model is not None and model in self.disable) or lacking:
+            skipped.append(tool)
+            log.info("sample %s: %s skipped (disabled: %s)", sample.id, tool, sorted(self.disable))
+            return
+        super().run(tool, sample, twin)
+
+    # --- model nodes ----------------------------------------------------------------------------
+
+    def sam2(self, sample: Sample, twin: Twin) -> None:
+        key = self._key_index(twin)
+        detections = twin.artifacts.get("owlv2") if "OWLv2" in twin.tools else None
+        params = {"key_frame": key, "prompts": detections}
+
+        def compute() -> dict:
+            frames = self._frames(sample, twin)
+            boxes = None if detections is None else [d["box"] for d in detections]
+            tracks = self._backend("SAM2", sample).segment(
+                frames, key, boxes=boxes,
+                labels=None if detections is None else [d["label"] for d in detections],
+                scores=None if detections is None else [d["score"] for d in detections])
+            return {"tracks": [{"score": tr.score, "label": tr.label,
+                                "masks": [mask_io.encode(m) if m.any() else None for m in tr.masks]}
+                               for tr in tracks]}
+
+        value = self._cached("SAM2", sample, twin, params, compute)
+        for track in value["tracks"]:
+            instance_id = len(twin.instances) + 1
+            frames: dict[int, InstanceFrame] = {}
+            for t, rle in enumerate(track["masks"]):
+                geo = None if rle is None else geometry.mask_geometry(mask_io.decode(rle))
+                if geo is None:
+                    continue
+                ref = f"m{instance_id}_{t}"
+                twin.masks[ref] = {"size": [int(v) for v in rle["size"]], "counts": rle["counts"]}
+                frames[t] = InstanceFrame(bbox=geo[0], centroid=geo[1], area=geo[2], mask=ref)
+            if frames:  # a track SAM2 lost on every frame is no instance
+                twin.instances.append(Instance(id=instance_id, frames=frames, label=track["label"],
+                                               score=float(track["score"])))
+
+    def owlv2(self, sample: Sample, twin: Twin) -> None:
+        key = self._key_index(twin)
+        phrases = self._phrases(sample)
+        value = self._cached("OWLv2", sample, twin, {"key_frame": key, "phrases": phrases},
+                             lambda: {"detections": self._backend("OWLv2", sample).detect(
+                                 [self._frames(sample, twin)[key]], phrases)[0]})
+        detections = value["detections"]
+        twin.artifacts["owlv2"] = detections
+        visible = [inst for inst in twin.instances if key in inst.frames]
+        if not visible or not detections:
+            return
+        ious = box_iou(np.array([inst.frames[key].bbox for inst in visible]),
+                       np.array([d["box"] for d in detections]))
+        pairs = sorted(((ious[i, j], i, j) for i in range(len(visible)) for j in range(len(detections))),
+                       key=lambda p: (-p[0], p[1], p[2]))
+        used_i: set[int] = set()
+        used_j: set[int] = set()
+        for iou, i, j in pairs:
+            if iou < self.match_iou:
+                break
+            if i in used_i or j in used_j:
+                continue
+            used_i.add(i)
+            used_j.add(j)
+            visible[i].label = detections[j]["label"]
+            visible[i].score = float(detections[j]["score"])
+
+    def depth_anything2(self, sample: Sample, twin: Twin) -> None:
+        def compute() -> dict:
+            backend = self._backend("DepthAnything2", sample)
+            maps = backend.estimate(self._frames(sample, twin))
+            unit, convention = backend.convention()
+            return {"depth": np.stack(maps).astype(np.float16), "unit": unit, "convention": convention}
+
+        value = self._cached("DepthAnything2", sample, twin, {}, compute)
+        if tuple(value["depth"].shape[1:]) != twin.size:
+            raise AdapterError(f"sample {sample.id}: depth maps are {value['depth'].shape[1:]}, frames {twin.size}")
+        twin.artifacts["depth"] = value
+
+    def depth_stats(self, sample: Sample, twin: Twin) -> None:
+        depth = twin.artifacts["depth"]
+        maps = depth["depth"]
+        for inst in twin.instances:
+            values = [maps[t][mask_io.decode(twin.masks[fr.mask])].astype(np.float64)
+                      for t, fr in sorted(inst.frames.items())]
+            pooled = np.concatenate(values) if values else np.zeros(0)
+            inst.depth = None if pooled.size == 0 else Depth(
+                mean=float(pooled.mean()), std=float(pooled.std()), frames=len(values),
+                unit=depth["unit"], convention=depth["convention"])
+
+    def qwen25vl(self, sample: Sample, twin: Twin) -> None:
+        backend = self._backend("Qwen2.5-VL", sample)
+        chosen = summary_frame_indices(twin.num_frames, self.summary_frames)
+
+        def summarize() -> dict:
+            frames = self._frames(sample, twin)
+            return {"text": backend.generate([([frames[t] for t in chosen], backend.prompt("summary"))])[0]}
+
+        def caption_frames() -> dict:
+            return {"texts": backend.generate([([f], backend.prompt("frame")) for f in self._frames(sample, twin)])}
+
+        twin.video.summary = self._cached("Qwen2.5-VL/summary", sample, twin, {"frames": chosen}, summarize)["text"]
+        captions = self._cached("Qwen2.5-VL/frames", sample, twin, {}, caption_frames)
+        for frame, text in zip(twin.frames, captions["texts"]):
+            frame.caption = text
+        for inst, text in zip(twin.instances, self._crop_answers("Qwen2.5-VL/instances", "instance", sample, twin)):
+            inst.caption = text
+
+    def semantic_analysis(self, sample: Sample, twin: Twin) -> None:
+        for inst, text in zip(twin.instances, self._crop_answers("SemanticAnalysis", "label", sample, twin)):
+            inst.label = text.splitlines()[0].strip().rstrip(".") if text.strip() else None
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _crop_answers(self, call: str, prompt: str, sample: Sample, twin: Twin) -> list[str]:
+        """Qwen2.5-VL's answer to ``prompt`` on each instance's crop (frame of largest area)."""
+        if not twin.instances:
+            return []
+        backend = self._backend("Qwen2.5-VL", sample)
+        crops = [_crop_box(inst, twin.size) for inst in twin.instances]
+
+        def compute() -> dict:
+            frames = self._frames(sample, twin)
+            return {"texts": backend.generate([([frames[t][y1:y2, x1:x2]], backend.prompt(prompt))
+                                               for t, (x1, y1, x2, y2) in crops])}
+
+        return self._cached(call, sample, twin, {"crops": crops}, compute)["texts"]
+
+    def _cached(self, call: str, sample: Sample, twin: Twin, params: dict, compute) -> dict:
+        node = call.split("/")[0]
+        node = USES_MODEL.get(node, node)
+        backend = self._backend(node, sample)
+        record = twin.artifacts.setdefault("cache", {})
+        if self.cache is None:
+            record[call] = "off"
+            return compute()
+        if "video_digest" not in twin.artifacts:
+            twin.artifacts["video_digest"] = video_digest(sample.frames)
+        key = cache_key(twin.artifacts["video_digest"], call, backend.fingerprint(), params)
+        value, hit = self.cache.get_or_compute(key, compute)
+        record[call] = "hit" if hit else "miss"
+        return value
+
+    def _backend(self, node: str, sample: Sample) -> Any:
+        backend = self.backends[node]
+        if backend is None:
+            raise AdapterError(f"sample {sample.id}: the plan runs {node} but perception 'foundation' has no "
+                               f"backend configured for it (set perception.{_CONFIG_KEY[node]} or disable it)")
+        return backend
+
+    def _frames(self, sample: Sample, twin: Twin) -> list[np.ndarray]:
+        """The sample's frames as (H, W, 3) uint8 RGB, read once per build (only on cache misses)."""
+        if "frames" not in twin.artifacts:
+            frames = [read_frame(p) for p in sample.frames]
+            for path, frame in zip(sample.frames, frames):
+                if tuple(frame.shape[:2]) != twin.size:
+                    raise AdapterError(f"sample {sample.id}: frame {path} is {frame.shape[:2]}, expected {twin.size}")
+            twin.artifacts["frames"] = frames
+        return twin.artifacts["frames"]
+
+    def _key_index(self, twin: Twin) -> int:
+        return 0 if self.key_frame == "first" else twin.num_frames // 2
+
+    def _phrases(self, sample: Sample) -> list[str]:
+        given = sample.meta.get("phrases")
+        if given:
+            if not isinstance(given, list) or not all(isinstance(p, str) and p.strip() for p in given):
+                raise AdapterError(f"sample {sample.id}: meta['phrases'] must be a list of non-empty str, "
+                                   f"got {given!r}")
+            return list(given)
+        phrases = list(self.vocabulary)
+        if self.use_query and sample.query.strip():
+            phrases.append(sample.query.strip())
+        if not phrases:
+            raise AdapterError(f"sample {sample.id}: OWLv2 has no phrases (empty vocabulary, no query)")
+        return phrases
+
+
+def summary_frame_indices(num_frames: int, most: int) -> list[int]:
+    """min(num_frames, most) frame indices evenly spaced from the first to the last frame."""
+    k = max(1, min(num_frames, most))
+    return [0] if k == 1 else sorted({round(i * (num_frames - 1) / (k - 1)) for i in range(k)})
+
+
+_CONFIG_KEY = {"SAM2": "sam2", "DepthAnything2": "depth", "OWLv2": "owlv2", "Qwen2.5-VL": "qwen"}
+
+
+def _crop_box(inst: Instance, size: tuple[int, int]) -> tuple[int, tuple[int, int, int, int]]:
+    """(frame index, (x1, y1, x2, y2) integer pixel crop) around the instance's box on the frame
+    where its area is largest (earliest on ties), grown by CROP_MARGIN per side and to at least
+    MIN_CROP px, clamped to the frame."""
+    height, width = size
+    t = max(sorted(inst.frames), key=lambda k: inst.frames[k].area)
+    x1, y1, x2, y2 = inst.frames[t].bbox
+    mx, my = CROP_MARGIN * (x2 - x1), CROP_MARGIN * (y2 - y1)
+    box = [x1 - mx, y1 - my, x2 + mx, y2 + my]
+    for lo, hi, limit in ((0, 2, width), (1, 3, height)):
+        short = MIN_CROP - (box[hi] - box[lo])
+        if short > 0:
+            box[lo] -= short / 2
+            box[hi] += short / 2
+        box[lo], box[hi] = max(0.0, box[lo]), min(float(limit), box[hi])
+    return t, (int(np.floor(box[0])), int(np.floor(box[1])), int(np.ceil(box[2])), int(np.ceil(box[3])))
