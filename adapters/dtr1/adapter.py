@@ -38,7 +38,7 @@ class DTR1Adapter(Adapter):
         max_rounds: int = 10,
         max_new_tokens: int = 1024,
         max_total_tokens: int = 4096,
-        twin_max_chars: int = 8000,
+        twin_max_chars: int = 6000,
         sandbox: Mapping[str, Any] | None = None,
     ):
         self.name = name

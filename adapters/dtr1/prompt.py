@@ -20,7 +20,7 @@ Write exactly this, in one reply:
    Then stop: the system runs the tools and inserts <dt_rep>the twin as JSON</dt_rep>.
    The twin has "video" (summary, size [H, W], fps, num_frames), "frames" (index, timestamp, caption)
    and "instances" (id, label, score, "track" {frame index: [x1, y1, x2, y2, cx, cy, area]} in pixels,
-   depth mean/std in metres (larger = farther), trajectory, caption). null = the tool was not planned.
+   depth mean/std (unit and convention stated in the twin), trajectory, caption). null = the tool was not planned.
 3. Optionally, up to {max_rounds} times: <think>...</think> <execute>Python code</execute>
    Then stop: the system runs the code and inserts <results>its printed output</results>.
    The code sees `twin` (the full twin as a dict), `masks` (dict id -> (T, H, W) bool array), `np`, `cv2`, `math`, `json`. Print what you need.

@@ -187,7 +187,12 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
     twin = env.build_twin(order)
     rep = twin.to_llm_json(max_chars=limits.twin_max_chars)
     st.timings["twin"] += time.perf_counter() - t0
-    st.events.append({"stage": "twin", "chars": len(rep), "seconds": st.timings["twin"]})
+    event = {"stage": "twin", "chars": len(rep), "seconds": st.timings["twin"]}
+    artifacts = getattr(twin, "artifacts", None) or {}
+    for key in ("cache", "skipped"):  # perception cache hits/misses and skipped tools, for debugging
+        if key in artifacts:
+            event[key] = artifacts[key]
+    st.events.append(event)
     st.add("env", "\n" + P.wrap(P.REP, rep) + "\n")
 
     rounds = 0

@@ -51,6 +51,7 @@ class GGUFPolicy(Policy):
         seed: int = 0,
         chat_template: str | None = None,
         cache_dir: str | None = None,
+        prefill: str = "",
     ):
         if runtime not in RUNTIMES:
             raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
@@ -62,6 +63,9 @@ class GGUFPolicy(Policy):
         self.seed = int(seed)
         self.chat_template = chat_template
         self.cache_dir = cache_dir
+        # Text the assistant turn starts with, written by the harness as R1-distill templates do
+        # with "<think>\n"; the policy continues from it. Part of the fingerprint.
+        self.prefill = prefill
         self._path: Path | None = None
         self._meta: dict[str, str] | None = None
         self._backend: _LlamaCpp | _Transformers | None = None
@@ -78,6 +82,7 @@ class GGUFPolicy(Policy):
             "n_ctx": self.n_ctx,
             "decoding": "greedy",
             "chat_template": self.chat_template or "gguf",
+            "prefill": self.prefill,
         }
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:

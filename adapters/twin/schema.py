@@ -26,7 +26,7 @@ TWIN_VERSION = 1
 DEPTH_UNIT = "m"
 DEPTH_CONVENTION = "larger = farther"
 TRACK_FIELDS = ("x1", "y1", "x2", "y2", "cx", "cy", "area")
-DEFAULT_MAX_CHARS = 8000
+DEFAULT_MAX_CHARS = 6000  # ~2.1-2.3k tokens for 16 frames x 10 instances (benchmarks/bench_twin.py)
 """~2k tokens at 4 characters per token (the DT-R1 paper keeps the twin near 2k tokens). Numeric JSON
 tokenizes denser: 16 frames x 10 instances at this budget measured ~5.0k SmolLM2 / ~4.6k Gemma 3
 tokens (llama.cpp tokenizers of the bundled GGUF models)."""
