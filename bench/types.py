@@ -78,12 +78,16 @@ class Target:
     ignore:  per frame, an RLE of pixels excluded from scoring (LISA's label 255) or None.
     boxes:   per frame, a list of [x1, y1, x2, y2] float boxes in pixels (continuous coordinates).
     answers: reference texts for vqa / summarization.
+    foreground: per frame, an RLE of every annotated object of the frame (not only the target), or
+             None; ReVOS's robustness metric R divides false positives by its area (VISA
+             mask_dict_foreground.json). None when the dataset has no such masks.
     """
 
     masks: list[RLE | None] | None = None
     ignore: list[RLE | None] | None = None
     boxes: list[list[list[float]]] | None = None
     answers: list[str] | None = None
+    foreground: list[RLE | None] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

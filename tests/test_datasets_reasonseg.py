@@ -171,3 +171,43 @@ def test_unknown_constructor_keyword_is_an_error(tmp_path):
     write_sample(tmp_path / "val", "a", [shape("target", rect(1, 1, 3, 3))])
     with pytest.raises(TypeError):
         ReasonSegDataset(tmp_path, "val", frames_per_clip=8)
+
+
+def write_lengths(split_dir: Path) -> None:
+    write_sample(split_dir, "long_q", [shape("target", rect(1, 1, 3, 3))], text=["What holds the soup?"], is_sentence=True)
+    write_sample(split_dir, "short_q", [shape("target", rect(1, 1, 3, 3))], text=["the soup bowl"], is_sentence=False)
+
+
+@pytest.mark.parametrize("query_length, ids", [("all", ["long_q", "short_q"]), ("short", ["short_q"]), ("long", ["long_q"])])
+def test_query_length_keeps_samples_by_is_sentence(tmp_path, query_length, ids):
+    write_lengths(tmp_path / "val")
+    assert [s.id for s in ReasonSegDataset(tmp_path, "val", query_length=query_length)] == ids
+
+
+def test_unknown_query_length_is_rejected(tmp_path):
+    write_lengths(tmp_path / "val")
+    with pytest.raises(ValueError, match="short"):
+        ReasonSegDataset(tmp_path, "val", query_length="medium")
+
+
+def test_all_texts_gives_one_sample_per_rephrasing_with_the_same_target(tmp_path):
+    write_sample(tmp_path / "val", "q", [shape("target", rect(1, 1, 3, 3))], text=["first", "second", "third"])
+    write_sample(tmp_path / "val", "r", [shape("target", rect(2, 2, 4, 4))], text=["only"])
+    ds = ReasonSegDataset(tmp_path, "val", all_texts=True)
+    assert [(s.id, s.query, s.meta["text_index"]) for s in ds] == [
+        ("q#0", "first", 0), ("q#1", "second", 1), ("q#2", "third", 2), ("r#0", "only", 0)]
+    assert ds[0].target.masks == ds[2].target.masks and ds[0].frames == ds[2].frames
+    assert all(s.meta["name"] == "q" for s in ds[:3])  # precomputed's reasonseg layout: one PNG per image
+
+
+def test_json_without_polygons_gives_an_empty_target_of_image_size(tmp_path):
+    write_sample(tmp_path / "test", "nothing_here", [], size=(9, 14))
+    s = ReasonSegDataset(tmp_path, "test")[0]
+    assert s.target.masks[0]["size"] == [9, 14]
+    assert masks.area(s.target.masks[0]) == 0 and s.target.ignore == [None]
+
+
+def test_shapes_not_a_list_names_the_file(tmp_path):
+    write_sample(tmp_path / "val", "odd", {"label": "target"})
+    with pytest.raises(DatasetFormatError, match=r"odd\.json.*'shapes' must be a list"):
+        ReasonSegDataset(tmp_path, "val")

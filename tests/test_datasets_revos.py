@@ -129,6 +129,26 @@ def test_annotations_cover_the_video_and_are_shared(root):
     assert [(a.id, a.label) for a in other.annotations] == [("9", "")]   # no sidecar entry: empty label
 
 
+def test_target_carries_the_video_foreground_when_the_file_has_it(root):
+    ds = ReVOSDataset(root)
+    assert ds[0].target.foreground is ds[1].target.foreground  # one list per video
+    assert [masks.area(r) for r in ds[0].target.foreground] == [1, 1, 1]
+    assert ds[3].target.foreground is None  # vidB has no entry in mask_dict_foreground.json
+
+
+def test_foreground_required_names_the_missing_video(root):
+    with pytest.raises(DatasetFormatError, match="vidB"):
+        ReVOSDataset(root, foreground=True)
+
+
+def test_foreground_off_or_absent_leaves_it_none(root):
+    assert ReVOSDataset(root, foreground=False)[0].target.foreground is None
+    (root / "mask_dict_foreground.json").unlink()
+    assert ReVOSDataset(root)[0].target.foreground is None
+    with pytest.raises(DatasetFormatError, match="mask_dict_foreground.json"):
+        ReVOSDataset(root, foreground=True)
+
+
 def test_foreground_reads_visa_mask_dict_foreground(root):
     fg = ReVOSDataset(root).foreground(NESTED)
     assert len(fg) == 3 and masks.area(fg[0]) == 1
@@ -156,12 +176,50 @@ def test_missing_mask_dict_names_the_file(root):
         ReVOSDataset(root)
 
 
-def test_anno_track_of_wrong_length_is_an_error(root):
+def shorten_anno(root: Path, anno_id: str, length: int) -> None:
     mask_dict = json.loads((root / "mask_dict.json").read_text())
-    mask_dict["9"] = mask_dict["9"][:1]
+    mask_dict[anno_id] = mask_dict[anno_id][:length]
     (root / "mask_dict.json").write_text(json.dumps(mask_dict))
-    with pytest.raises(DatasetFormatError, match=r"anno_id 9 \(video 'vidB'\).*2 per-frame"):
-        ReVOSDataset(root)
+
+
+def test_anno_track_of_wrong_length_is_an_error_on_request(root):
+    shorten_anno(root, "9", 1)
+    with pytest.raises(DatasetFormatError, match=r"anno_id 9 \(video 'vidB'\).*2 per-frame.*got 1"):
+        ReVOSDataset(root, on_length_mismatch="error")
+
+
+def test_anno_track_of_wrong_length_warns_and_aligns_by_index(root, caplog):
+    shorten_anno(root, "5", 2)  # video NESTED has 3 frames; anno 5 now covers the first two
+    with caplog.at_level("WARNING", logger="bench.datasets.revos"):
+        ds = ReVOSDataset(root)  # default: warn
+    warned = [r.getMessage() for r in caplog.records if "anno_id 5" in r.getMessage()]
+    assert len(warned) == 1 and NESTED in warned[0] and "got 2" in warned[0]
+    got = decoded(ds[0])
+    np.testing.assert_array_equal(got[0], ANNO["5"][0])
+    np.testing.assert_array_equal(got[1], ANNO["5"][1])
+    assert got[2] is None  # padded: no object in the frame the list does not reach
+
+
+def test_long_anno_track_is_truncated_under_warn(root):
+    mask_dict = json.loads((root / "mask_dict.json").read_text())
+    mask_dict["9"] = mask_dict["9"] + [masks.encode(box(0, 1, 0, 1))]
+    (root / "mask_dict.json").write_text(json.dumps(mask_dict))
+    s = ReVOSDataset(root)[3]
+    assert s.id == "vidB/0" and len(s.target.masks) == 2
+    np.testing.assert_array_equal(masks.decode(s.target.masks[1]), ANNO["9"][1])
+
+
+def test_skip_leaves_out_the_expressions_using_the_bad_track(root):
+    shorten_anno(root, "7", 1)
+    ds = ReVOSDataset(root, on_length_mismatch="skip")
+    assert [s.id for s in ds] == [f"{NESTED}/0", f"{NESTED}/2", "vidB/0"]
+    assert ds.skipped == [f"{NESTED}/1"]
+    assert [a.id for a in ds[0].annotations] == ["5", "11"]
+
+
+def test_unknown_on_length_mismatch_is_rejected(root):
+    with pytest.raises(ValueError, match="warn"):
+        ReVOSDataset(root, on_length_mismatch="ignore")
 
 
 def test_unknown_anno_id_is_an_error(root):

@@ -145,7 +145,7 @@ def test_revos_breakdown_by_level_and_category_and_order_independence():
     ]
     out = ReVOSProtocol().aggregate(records)
     assert out["n"] == 3
-    assert out["breakdown"]["level"]["1"] == {"J": 1.0, "F": 1.0, "J&F": 1.0, "n": 1}
+    assert out["breakdown"]["level"]["1"] == {"J": 1.0, "F": 1.0, "J&F": 1.0, "A": 1.0, "n": 1}
     assert out["breakdown"]["level"]["2"]["J"] == 0.5
     assert out["breakdown"]["category"]["dog"]["n"] == 2
     assert out["metrics"]["J"] == (1.0 + 0.5) / 2  # (referring + reasoning) / 2, not the mean of 3

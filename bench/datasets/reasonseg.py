@@ -10,7 +10,21 @@ On-disk format (LISA's release, read by LISA ``utils/data_processing.py::get_mas
 
 Ground truth follows LISA exactly (``bench.masks.rasterize_labelme``): label "flag" skipped, a label
 containing "ignore" is 255 (excluded from gIoU/cIoU), every other shape is target (1). LISA's
-validation uses the first text only, so one Sample per image with ``query = text[0]``.
+validation uses the first text only, so by default one Sample per image with ``query = text[0]``.
+
+Options (conf/dataset/reasonseg.yaml):
+- ``query_length``: "all" (default), "short" (``is_sentence`` false: short phrases) or "long"
+  (``is_sentence`` true: long sentences), the split LISA's paper reports separately.
+- ``all_texts``: false (default, LISA's protocol) or true: one Sample per rephrasing in ``text``,
+  id ``<name>#<k>`` and ``meta["text_index"] = k``, all sharing the image's ground truth.
+Edge cases of the public release, handled as LISA does:
+- a JSON whose ``shapes`` list is empty (two files of the public test split) gives an empty target:
+  an all-zero mask RLE of the image's size (not None, so a prediction's size is still checked). LISA
+  scores it like any other sample: a prediction with no pixel gets I = U = 0, a gIoU term of 1.0.
+- EXIF orientation: LISA reads images with ``cv2.imread``, which applies it, and the polygons are in
+  those oriented coordinates; masks are rasterised at the oriented size (``bench.frames.frame_size``)
+  and frames load oriented (``bench.frames.read_frame``).
+- encoding: UTF-8, falling back to cp1252 (LISA's fallback order) for the few files not in UTF-8.
 
 Demo extensions (absent from the real release; read only when present):
 - top-level ``"level"`` (int) and ``"category"`` (str) keys in ``<name>.json`` go to ``Sample.meta``;
@@ -34,6 +48,7 @@ LAYOUT = "  <split>/<name>.jpg and <split>/<name>.json (LabelMe JSON with 'text'
 JSON_ENCODINGS = ("utf-8", "cp1252")  # LISA's fallback order
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 DEMO_META_KEYS = ("level", "category")
+QUERY_LENGTHS = {"all": None, "short": False, "long": True}  # -> the is_sentence value kept
 
 
 class ReasonSegDataset(Dataset):
@@ -41,21 +56,30 @@ class ReasonSegDataset(Dataset):
 
     root:  the ``ReasonSeg`` directory (holding ``train/``, ``val/``, ``test/``).
     split: sub-directory to read ("val", "test", "train").
+    query_length: "all" | "short" | "long" (by ``is_sentence``; module docstring).
+    all_texts: False = ``text[0]`` only (LISA); True = one Sample per text.
 
-    Each Sample: id = image stem, modality "image", task "segmentation", one frame;
+    Each Sample: id = image stem (``<stem>#<k>`` with all_texts), modality "image", task
+    "segmentation", one frame;
     ``target.masks = [RLE of label 1]`` and ``target.ignore = [RLE of label 255, or None when the
     image has no ignore shape]``, at the EXIF-oriented image size;
-    ``meta = {"name", "is_sentence"}`` (+ "level", "category" when the JSON has them);
+    ``meta = {"name", "is_sentence"}`` (+ "text_index" with all_texts, + "level", "category" when
+    the JSON has them);
     ``annotations`` from the optional instances sidecar, else None.
-    Raises DatasetFormatError when the split directory, an image or a JSON is missing or malformed.
+    Raises DatasetFormatError when the split directory, an image or a JSON is missing or malformed;
+    ValueError for an unknown query_length.
     """
 
     name = "reasonseg"
 
-    def __init__(self, root: str | Path, split: str = "val") -> None:
+    def __init__(self, root: str | Path, split: str = "val", query_length: str = "all", all_texts: bool = False) -> None:
         super().__init__()
+        if query_length not in QUERY_LENGTHS:
+            raise ValueError(f"reasonseg: query_length must be one of {sorted(QUERY_LENGTHS)}, got {query_length!r}")
         self.root = Path(root)
         self.split = split
+        self.query_length = query_length
+        self.all_texts = bool(all_texts)
         split_dir = require_dir(
             self.root / split, dataset=self.name, layout=f"{self.root}/\n{LAYOUT}", published=PUBLISHED
         )
@@ -65,9 +89,13 @@ class ReasonSegDataset(Dataset):
                 f"{self.name}: {split_dir} holds no <name>.json annotation; expected layout:\n{LAYOUT}\n"
                 f"The data is published at {PUBLISHED}"
             )
-        self._samples = [self._load(p) for p in json_paths]
+        keep = QUERY_LENGTHS[query_length]
+        for path in json_paths:
+            samples = self._load(path)
+            if keep is None or samples[0].meta["is_sentence"] is keep:
+                self._samples.extend(samples)
 
-    def _load(self, json_path: Path) -> Sample:
+    def _load(self, json_path: Path) -> list[Sample]:
         stem = json_path.stem
         image_path = _image_for(json_path)
         anno = read_json(json_path, JSON_ENCODINGS)
@@ -77,6 +105,8 @@ class ReasonSegDataset(Dataset):
             texts = [texts]
         if not texts or not all(isinstance(t, str) for t in texts):
             raise DatasetFormatError(f"{json_path}: 'text' must be a non-empty list of str, got {anno['text']!r}")
+        if not isinstance(anno["shapes"], list):
+            raise DatasetFormatError(f"{json_path}: 'shapes' must be a list of LabelMe shapes, got {type(anno['shapes']).__name__}")
         height, width = frame_size(image_path)
         try:
             label_map = masks.rasterize_labelme(anno["shapes"], height, width)
@@ -85,22 +115,26 @@ class ReasonSegDataset(Dataset):
         ignore = label_map == masks.IGNORE_VALUE
         meta = {"name": stem, "is_sentence": bool(anno["is_sentence"])}
         meta.update({k: anno[k] for k in DEMO_META_KEYS if k in anno})
-        return Sample(
-            id=stem,
-            dataset=self.name,
-            split=self.split,
-            modality="image",
-            frames=[str(image_path)],
-            frame_ids=[stem],
-            query=texts[0],
-            task="segmentation",
-            target=Target(
-                masks=[masks.encode(label_map == 1)],
-                ignore=[masks.encode(ignore) if ignore.any() else None],
-            ),
-            meta=meta,
-            annotations=_read_instances(json_path.parent / "instances" / f"{stem}.json", height, width),
-        )
+        # shared by the rephrasings of one image: the ground truth does not depend on the text
+        target = Target(masks=[masks.encode(label_map == 1)], ignore=[masks.encode(ignore) if ignore.any() else None])
+        annotations = _read_instances(json_path.parent / "instances" / f"{stem}.json", height, width)
+        chosen = list(enumerate(texts)) if self.all_texts else [(0, texts[0])]
+        return [
+            Sample(
+                id=f"{stem}#{k}" if self.all_texts else stem,
+                dataset=self.name,
+                split=self.split,
+                modality="image",
+                frames=[str(image_path)],
+                frame_ids=[stem],
+                query=text,
+                task="segmentation",
+                target=target,
+                meta={**meta, "text_index": k} if self.all_texts else dict(meta),
+                annotations=annotations,
+            )
+            for k, text in chosen
+        ]
 
 
 def _image_for(json_path: Path) -> Path:

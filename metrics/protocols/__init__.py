@@ -4,5 +4,6 @@ from metrics.protocols.base import Protocol
 from metrics.protocols.composite import CompositeProtocol
 from metrics.protocols.reasonseg import ReasonSegProtocol
 from metrics.protocols.revos import ReVOSProtocol
+from metrics.protocols.rvtbench import RVTBenchProtocol
 
-__all__ = ["Protocol", "CompositeProtocol", "ReasonSegProtocol", "ReVOSProtocol"]
+__all__ = ["Protocol", "CompositeProtocol", "ReasonSegProtocol", "ReVOSProtocol", "RVTBenchProtocol"]

@@ -1,0 +1,145 @@
+"""RVTBench / JiTBench protocol: each sample scored by the metric of its own task (`sample.task`).
+
+References, per task (no official RVTBench evaluation script is public; the paper, arXiv:2505.11838,
+names the metrics: J and F for segmentation, IoU for grounding, BLEU-4 / CIDEr and others for VQA
+and summary):
+- segmentation: J and F per frame as davis2017-evaluation `davis2017/metrics.py` (`db_eval_iou`,
+  `f_measure`: metrics/masks.py), every frame scored, per-sample mean over frames; reported as the
+  mean over samples of J, of F, and J&F = (J + F) / 2, in float64, no rounding.
+- grounding: box IoU per frame in continuous xyxy pixels (metrics/boxes.py: union of a frame's
+  boxes on each side, 1.0 when neither side has a box); gIoU = mean over samples of the per-sample
+  mean over frames, cIoU = sum I / sum U, Acc@0.5.
+- vqa, summarization: pycocoevalcap corpus-level BLEU-1..4 and CIDEr-D (metrics/text.py; Java
+  needed), per task over that task's samples; ``text_metrics`` may add METEOR and ROUGE-L.
+Routing is by `sample.task` (the ground truth's task), never by dataset name. A prediction that
+declares another task, or has no output of the needed kind, scores as empty (no mask, no box,
+empty text), as a failed prediction does (design.md).
+Breakdowns: per task, by "level" and "category" (the samples' meta), each group scored as the
+whole is (for text, corpus metrics recomputed over the group, so CIDEr's IDF is the group's).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from bench.types import TASKS, AdapterError, DatasetFormatError, Prediction, Sample
+from metrics.boxes import aggregate_boxes, sample_box_scores
+from metrics.masks import DAVIS_BOUND_TH, f_measure
+from metrics.protocols.base import Protocol, decode_pair, group_by, predicted_masks, record_header
+
+log = logging.getLogger(__name__)
+
+TEXT_TASKS = ("vqa", "summarization")
+GROUP_KEYS = ("level", "category")
+
+
+class RVTBenchProtocol(Protocol):
+    """Scores by sample.task; metrics keyed "<task>/<metric>".
+
+    headline: metric keys for the leaderboard, e.g. ["segmentation/J&F", "grounding/gIoU"].
+    text_metrics: pycocoevalcap families for vqa / summarization (subset of metrics.text.METRICS).
+    bound_th: F's boundary tolerance (davis2017's 0.008 of the frame diagonal).
+    """
+
+    name = "rvtbench"
+    meta_keys = GROUP_KEYS
+
+    def __init__(self, headline: Sequence[str] = ("segmentation/J&F", "grounding/gIoU", "vqa/BLEU-4", "summarization/BLEU-4"),
+                 text_metrics: Sequence[str] = ("BLEU", "CIDEr"), bound_th: float = DAVIS_BOUND_TH) -> None:
+        self.headline = list(headline)
+        self.text_metrics = tuple(text_metrics)
+        self.bound_th = float(bound_th)
+
+    def score(self, sample: Sample, pred: Prediction) -> dict:
+        """Record: header + per task
+        segmentation: "J", "F", "J&F" (means over frames) and "frames": {"I", "U", "J", "F"};
+        grounding: "giou_term", "I", "U", "frame_ious" (metrics.boxes.sample_box_scores);
+        vqa / summarization: "hypothesis" (pred.text, "" when absent) and "references".
+        Raises DatasetFormatError when the sample's task is unknown or its target lacks what the task
+        needs; AdapterError when the prediction's frame count, mask size or a box is invalid.
+        """
+        if sample.task not in TASKS:
+            raise DatasetFormatError(f"sample {sample.id!r}: task {sample.task!r} is not one of {TASKS}")
+        record = record_header(sample, pred, self.meta_keys)
+        if pred.task is not None and pred.task != sample.task:
+            log.debug("sample %s: prediction declares task %r, the sample is %r", sample.id, pred.task, sample.task)
+        if sample.task == "segmentation":
+            record.update(self._segmentation(sample, pred))
+        elif sample.task == "grounding":
+            record.update(_grounding(sample, pred))
+        else:
+            if not sample.target.answers:
+                raise DatasetFormatError(f"sample {sample.id!r}: task {sample.task!r} needs target.answers")
+            record.update(hypothesis=pred.text or "", references=list(sample.target.answers))
+        return record
+
+    def _segmentation(self, sample: Sample, pred: Prediction) -> dict:
+        gt_masks = sample.target.masks
+        if gt_masks is None or len(gt_masks) != sample.num_frames:
+            raise DatasetFormatError(f"sample {sample.id!r}: expected one GT mask entry per frame ({sample.num_frames}), "
+                                     f"got {None if gt_masks is None else len(gt_masks)}")
+        pred_masks = predicted_masks(sample, pred) if pred.task in (None, "segmentation") else [None] * sample.num_frames
+        frames: dict[str, list] = {"I": [], "U": [], "J": [], "F": []}
+        for k, (gt_rle, pred_rle) in enumerate(zip(gt_masks, pred_masks)):
+            if gt_rle is None and pred_rle is None:  # both empty: J = F = 1 in davis2017
+                inter, union, f = 0, 0, 1.0
+            else:
+                gt, pr = decode_pair(sample, k, gt_rle, pred_rle)
+                inter, union = int(np.count_nonzero(gt & pr)), int(np.count_nonzero(gt | pr))
+                f = f_measure(gt, pr, self.bound_th)
+            frames["I"].append(inter)
+            frames["U"].append(union)
+            frames["J"].append(1.0 if union == 0 else inter / union)
+            frames["F"].append(f)
+        j = float(np.mean(np.asarray(frames["J"], dtype=np.float64)))
+        f = float(np.mean(np.asarray(frames["F"], dtype=np.float64)))
+        return {"J": j, "F": f, "J&F": (j + f) / 2, "frames": frames}
+
+    def aggregate(self, records: list[dict]) -> dict:
+        """metrics: "segmentation/J", "/F", "/J&F"; "grounding/gIoU", "/cIoU", "/Acc@0.5";
+        "vqa/BLEU-1".."/BLEU-4", "/CIDEr" (and any other text_metrics), likewise "summarization/...";
+        only for tasks with records. breakdown: "<task>/level" and "<task>/category" -> {value:
+        {metric: float, "n": int}}. "n": all records. Records are sorted by sample_id first.
+        """
+        records = sorted(records, key=lambda r: r["sample_id"])
+        metrics: dict[str, float] = {}
+        breakdown: dict[str, dict] = {}
+        for task in TASKS:
+            own = [r for r in records if r["task"] == task]
+            if not own:
+                continue
+            metrics.update({f"{task}/{k}": v for k, v in self._task_metrics(task, own).items() if k != "n"})
+            for key in GROUP_KEYS:
+                groups = group_by(own, key)
+                if groups:
+                    breakdown[f"{task}/{key}"] = {value: self._task_metrics(task, g) for value, g in groups.items()}
+        return {"metrics": metrics, "breakdown": breakdown, "n": len(records)}
+
+    def _task_metrics(self, task: str, group: list[dict]) -> dict:
+        if task == "segmentation":
+            j = float(np.mean(np.asarray([r["J"] for r in group], dtype=np.float64)))
+            f = float(np.mean(np.asarray([r["F"] for r in group], dtype=np.float64)))
+            return {"J&F": (j + f) / 2, "J": j, "F": f, "n": len(group)}
+        if task == "grounding":
+            return aggregate_boxes(group)
+        from metrics.text import caption_scores  # pycocoevalcap and Java only when text is scored
+
+        scores = caption_scores([(r["sample_id"], r["hypothesis"]) for r in group],
+                                {r["sample_id"]: r["references"] for r in group}, metrics=self.text_metrics)
+        return {**scores["corpus"], "n": len(group)}
+
+
+def _grounding(sample: Sample, pred: Prediction) -> dict:
+    gt_boxes = sample.target.boxes
+    if gt_boxes is None or len(gt_boxes) != sample.num_frames:
+        raise DatasetFormatError(f"sample {sample.id!r}: expected one GT box list per frame ({sample.num_frames}), "
+                                 f"got {None if gt_boxes is None else len(gt_boxes)}")
+    pred_boxes = pred.boxes if pred.task in (None, "grounding") else None
+    if pred_boxes is not None and len(pred_boxes) != sample.num_frames:
+        raise AdapterError(f"sample {sample.id!r}: prediction has {len(pred_boxes)} box lists, the sample has {sample.num_frames} frames")
+    try:
+        return sample_box_scores(pred_boxes, gt_boxes)
+    except ValueError as exc:
+        raise AdapterError(f"sample {sample.id!r}: {exc}") from exc
