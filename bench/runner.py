@@ -187,15 +187,12 @@ def _predict_one(adapter: Any, sample: Sample, fail_fast: bool) -> Prediction:
 
 def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, run_dir: Path,
            resolved: dict[str, Any], run_name: str, fp: str) -> dict[str, Any]:
-    records = []
-    for sample in tqdm(samples, desc="scoring", unit="sample", dynamic_ncols=True, leave=False):
-        pred = preds[sample.id]
-        try:
-            records.append(protocol.score(sample, pred))
-        except RvtBenchError as exc:  # e.g. a prediction with the wrong number of frames: scored as empty
-            failed = Prediction.failure(sample.id, exc.kind, f"unscorable prediction: {exc}")
-            preds[sample.id] = failed
-            records.append(protocol.score(sample, failed))
+    """Score every sample, write scores.jsonl and metrics.json (no timestamps: a re-run of a finished
+    run writes it byte-identical)."""
+    # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
+    scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1)))
+    records = [record for record, _ in scored]
+    preds.update({pred.sample_id: pred for _, pred in scored})
     write_jsonl_atomic(run_dir / "scores.jsonl", records)
     failures = [{"sample_id": p.sample_id, **p.error} for p in (preds[s.id] for s in samples) if p.error]
     n_parse = sum(1 for f in failures if f["kind"] == "parse")

@@ -13,6 +13,7 @@ import numpy as np
 from adapters.base import Adapter
 from bench import masks
 from bench.types import AdapterError, ParseError, Prediction, Sample, Target
+from metrics.protocols.base import Protocol
 
 
 class FakeDataset:
@@ -37,7 +38,7 @@ class FakeDataset:
         return len(self.items)
 
 
-class MeanIoUProtocol:
+class MeanIoUProtocol(Protocol):
     """Plain IoU of the single frame, averaged; enough to check the runner's plumbing."""
 
     name = "fake-iou"
