@@ -66,6 +66,8 @@ def main(cfg: DictConfig) -> float | None:
     print(format_summary(result))
     if result.leaderboard is not None:
         print(f"leaderboard: {result.leaderboard}")
+    if result.not_published is not None:
+        print(f"leaderboard: {result.not_published}", file=sys.stderr)
     print(f"run directory: {result.run_dir}")
     headline = (result.metrics or {}).get("metrics", {})
     first = next(iter(headline.values()), None)

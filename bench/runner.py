@@ -33,6 +33,7 @@ class RunResult:
     metrics: dict[str, Any] | None  # None while shards are still missing
     predicted: int                  # samples predicted by this invocation (0 on a finished resume)
     leaderboard: Path | None
+    not_published: str | None = None  # why no leaderboard row was written although publishing was on
 
 
 def run(cfg: DictConfig) -> RunResult:
@@ -54,6 +55,8 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
 
     samples = _load_samples(cfg)
     protocol = instantiate(cfg.dataset.protocol)
+    judge, max_failure_rate = _make_judge(resolved)
+    protocol.attach_judge(judge)
     shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
     if not 0 <= shard < num_shards:
         raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
@@ -76,12 +79,47 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
         return RunResult(run_dir, None, predicted, None)
 
     metrics = _score(samples, done, protocol, run_dir, resolved, run_name, fp)
-    board = None
+    metrics["judge"] = _judge_block(judge, max_failure_rate, metrics.pop("_judged"))
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    board, refused = None, None
     if cfg.leaderboard.publish and cfg.run.limit is None:
-        board = publish.upsert(cfg.leaderboard.dir, dataset_name, _leaderboard_row(resolved, metrics, run_dir, protocol))
+        if metrics["judge"].get("publishable", True):
+            board = publish.upsert(cfg.leaderboard.dir, dataset_name, _leaderboard_row(resolved, metrics, run_dir, protocol))
+        else:
+            refused = f"not published to the leaderboard: {metrics['judge']['reason']} (judge.max_failure_rate)"
+            log.error("%s; see %s", refused, run_dir / "metrics.json")
     elif cfg.run.limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", cfg.run.limit)
-    return RunResult(run_dir, metrics, predicted, board)
+    return RunResult(run_dir, metrics, predicted, board, refused)
+
+
+def _make_judge(resolved: dict[str, Any]) -> tuple[Any, float]:
+    """(metrics.judge.Judge or None, judge.max_failure_rate) from the resolved `judge` group; the
+    judge cache defaults to <run.root>/.judge_cache. No `judge` key (a config composed without the
+    group) means no judge."""
+    from metrics.judge import make_judge
+
+    cfg = dict(resolved.get("judge") or {})
+    max_failure_rate = float(cfg.pop("max_failure_rate", 0.02))
+    if cfg.get("_target_") is not None and cfg.get("cache_dir") is None:
+        cfg["cache_dir"] = str(Path(resolved["run"]["root"]) / ".judge_cache")
+    return make_judge(cfg), max_failure_rate
+
+
+def _judge_block(judge: Any, max_failure_rate: float, verdicts: list[dict]) -> dict[str, Any]:
+    """metrics.json "judge": {"status": "judge: not configured"} without a judge; else the banner,
+    n / n_failed / failure_rate over every judged sample, max_failure_rate, publishable, reason
+    (metrics.judge.judge_summary, NaN scores = unscored)."""
+    from metrics.judge import Verdict, judge_banner, judge_summary
+
+    if judge is None:
+        return {"status": judge_banner(None)}
+    summary = judge_summary([Verdict(float("nan") if v.get("score") is None else float(v["score"]), v.get("reason", ""))
+                             for v in verdicts], max_failure_rate)
+    if summary["n"] == 0:  # nothing free-text in this dataset: nothing to refuse
+        summary.update(publishable=True, reason=None)
+    return {"status": judge_banner(judge), **{k: v for k, v in summary.items() if k != "mean"},
+            "max_failure_rate": max_failure_rate}
 
 
 def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
@@ -187,8 +225,9 @@ def _predict_one(adapter: Any, sample: Sample, fail_fast: bool) -> Prediction:
 
 def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, run_dir: Path,
            resolved: dict[str, Any], run_name: str, fp: str) -> dict[str, Any]:
-    """Score every sample, write scores.jsonl and metrics.json (no timestamps: a re-run of a finished
-    run writes it byte-identical)."""
+    """Score every sample and write scores.jsonl; return the metrics.json body (the caller adds the
+    judge block and writes it; no timestamps: a re-run of a finished run writes it byte-identical).
+    "_judged" holds the records' judge verdicts for the caller and is not written."""
     # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
     scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1)))
     records = [record for record, _ in scored]
@@ -209,8 +248,9 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, r
         "failures_by_kind": _count_by(failures, "kind"),
         "parse_rate": 1.0 - n_parse / len(samples),
         "failed_samples": failures,
+        "tasks": _count_by([{"task": s.task} for s in samples], "task"),
+        "_judged": [r["judge"] for r in records if "judge" in r],
     }
-    write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
 
 
@@ -234,6 +274,9 @@ def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir:
     }
     for key in protocol.headline:
         row[key] = metrics["metrics"].get(key)
+    judge = metrics.get("judge") or {}
+    if "failure_rate" in judge:
+        row["judge_failure_rate"] = judge["failure_rate"]
     row.update(n=metrics["n"], failures=metrics["failures"], parse_rate=metrics["parse_rate"],
                git_sha=manifest_mod.git_sha(), run_dir=str(run_dir),
                overrides=" ".join(resolved.get("_overrides", []) or []))
@@ -256,6 +299,13 @@ def format_summary(result: RunResult, protocol_headline: list[str] | None = None
         return "scoring skipped: predictions missing (shards still running?)"
     lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  "
              f"n={m['n']} failures={m['failures']} parse_rate={m['parse_rate']:.2f}"]
+    lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
+    judge = m.get("judge") or {}
+    if "n" in judge:
+        lines.append(f"  {judge['status']}: n={judge['n']} failed={judge['n_failed']} "
+                     f"failure_rate={judge['failure_rate']:.3f} (max {judge['max_failure_rate']})")
+    elif judge:
+        lines.append(f"  {judge['status']}")
     width = max((len(k) for k in m["metrics"]), default=8)
     for key, value in m["metrics"].items():
         lines.append(f"  {key:<{width}}  {_pct(value)}")

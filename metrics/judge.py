@@ -354,11 +354,22 @@ class Judge:
 def make_judge(cfg: Mapping[str, Any] | None) -> Judge | None:
     """The judge a `judge` config group entry describes, or None for conf/judge/none.yaml.
 
-    cfg: a mapping with `_target_` (null = no judge) and the target's keyword arguments. Callers
-    that get None print NOT_CONFIGURED and leave judge metrics out.
+    cfg: a mapping with `_target_` (null = no judge) and the target's keyword arguments, plus
+    optionally `max_failure_rate`, a run-level publishing threshold that is not passed to the
+    judge (the runner reads it). Callers that get None print NOT_CONFIGURED and leave judge
+    metrics out.
     """
     if cfg is None or cfg.get("_target_") is None:
         return None
+    if "max_failure_rate" in cfg:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            # unresolved, so that "???" stays a missing value (reported below as a JudgeError)
+            cfg = OmegaConf.create({k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items()
+                                    if k != "max_failure_rate"})
+        else:
+            cfg = {k: v for k, v in cfg.items() if k != "max_failure_rate"}
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
     from omegaconf.errors import MissingMandatoryValue

@@ -5,7 +5,9 @@
 Images: photos that ship inside scikit-image, with hand-made polygons (pixel coordinates of the
 original photo, x right, y down), written in ReasonSeg's LabelMe format plus an instances sidecar.
 Videos: synthetic clips in ReVOS format, composited from sprites cut out of those photos by the same
-polygons, so every per-instance mask is exact. Same inputs -> byte-identical files.
+polygons, so every per-instance mask is exact. RVTBench-format queries (grounding, VQA, summary) on
+those clips, in canonical records: GT boxes are the tight boxes of the exact visible masks.
+Same inputs -> byte-identical files.
 """
 from __future__ import annotations
 
@@ -320,12 +322,15 @@ def render_clip(spec: dict) -> tuple[list[np.ndarray], list[list[np.ndarray | No
     return frames, visible, depths
 
 
-def build_videos(out: Path) -> None:
+def build_videos(out: Path) -> dict[str, dict[str, list[np.ndarray | None]]]:
+    """Write the ReVOS part; returns {video: {object label: per frame visible mask or None}}."""
     root = out / "revos"
+    visible_of: dict[str, dict[str, list[np.ndarray | None]]] = {}
     meta, mask_dict, foreground, instances = {"videos": {}}, {}, {}, {}
     next_anno = 0
     for vid_id, (video, spec) in enumerate(CLIPS.items()):
         frames, visible, depths = render_clip(spec)
+        visible_of[video] = {obj["label"]: vis for obj, vis in zip(spec["objects"], visible)}
         frame_ids = [f"{i:05d}" for i in range(len(frames))]
         for fid, frame in zip(frame_ids, frames):
             path = root / "JPEGImages" / video / f"{fid}.jpg"
@@ -357,14 +362,63 @@ def build_videos(out: Path) -> None:
     write_json(root / "mask_dict.json", mask_dict)
     write_json(root / "mask_dict_foreground.json", foreground)
     write_json(root / "instances.json", instances)
+    return visible_of
+
+
+# --- RVTBench-format queries on the same clips (canonical records, bench/datasets/canonical.py) -----
+# Grounding targets name clip objects: their GT boxes are the tight boxes of the objects' visible masks
+# per frame (bench.masks.to_bbox, continuous xyxy pixels), [] where an object is not visible.
+RVT_QUERIES: list[dict] = [
+    dict(id="grounding/kitchen_table", video="kitchen_table", task="grounding", level=2, category="temporal",
+         query="the object that hides the spoon for part of the video", objects=["cup"]),
+    dict(id="grounding/launch_pad", video="launch_pad", task="grounding", level=2, category="temporal",
+         query="the object that rises and flies out of view", objects=["rocket"]),
+    dict(id="grounding/lawn_depth", video="lawn_depth", task="grounding", level=3, category="spatial",
+         query="the object that is nearest to the camera at the end of the clip", objects=["helmet"]),
+    dict(id="vqa/launch_pad", video="launch_pad", task="vqa", level=1, category="semantic",
+         query="What flies upward in this video?", answers=["a rocket", "the rocket", "a rocket flies up"]),
+    dict(id="vqa/coin_entry", video="UVO/all/coin_entry", task="vqa", level=2, category="temporal",
+         query="How many coins are visible in the last frame?", answers=["two", "two coins", "2"]),
+    dict(id="vqa/lawn_depth", video="lawn_depth", task="vqa", level=3, category="spatial",
+         query="Which of the two objects is closer to the camera at the end of the video?",
+         answers=["the helmet", "the space helmet is closer", "helmet"]),
+    dict(id="summary/kitchen_table", video="kitchen_table", task="summary", level=2, category="temporal",
+         query="Summarize what happens in the video.",
+         answers=["A cup slides from left to right across a wooden table and passes in front of a spoon that "
+                  "stays still, hiding it for a while.",
+                  "A coffee cup moves across the table in front of a motionless spoon."]),
+    dict(id="summary/coin_entry", video="UVO/all/coin_entry", task="summary", level=4, category="temporal",
+         query="Describe the events of the video in one or two sentences.",
+         answers=["A large coin lies still on a stone surface while a smaller coin enters from the right and "
+                  "slides toward it."]),
+]
+
+
+def build_rvtbench(out: Path, visible_of: dict[str, dict[str, list[np.ndarray | None]]]) -> None:
+    """Write rvtbench/test.jsonl: canonical records whose frames are the ReVOS part's JPEGs
+    (frames: null = every frame of revos/JPEGImages/<video>/, in name order)."""
+    lines = []
+    for q in RVT_QUERIES:
+        record = {"id": q["id"], "video": q["video"], "frames": None, "query": q["query"], "task": q["task"],
+                  "level": q["level"], "category": q["category"]}
+        if q["task"] == "grounding":
+            per_object = [visible_of[q["video"]][label] for label in q["objects"]]
+            record["boxes"] = [[masks.to_bbox(masks.encode(m)) for m in frame if m is not None]
+                               for frame in zip(*per_object)]
+        else:
+            record["answers"] = q["answers"]
+        lines.append(json.dumps(record, ensure_ascii=False))
+    path = out / "rvtbench" / "test.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def build(out: Path) -> None:
-    """Write the whole demo under ``out`` (reasonseg/ and revos/), replacing what was there."""
-    for part in ("reasonseg", "revos"):
+    """Write the whole demo under ``out`` (reasonseg/, revos/, rvtbench/), replacing what was there."""
+    for part in ("reasonseg", "revos", "rvtbench"):
         shutil.rmtree(out / part, ignore_errors=True)
     build_images(out)
-    build_videos(out)
+    build_rvtbench(out, build_videos(out))
 
 
 def main() -> None:

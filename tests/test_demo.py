@@ -40,15 +40,49 @@ def _digests(root: Path, pattern: str = "*") -> dict[str, str]:
 
 def test_counts_and_unique_ids(demo):
     ids = [s.id for s in demo]
-    assert len(ids) == 23 and len(set(ids)) == 23
-    assert sum(s.modality == "image" for s in demo) == 11
-    assert sum(s.modality == "video" for s in demo) == 12
-    assert all(s.id.startswith(f"{s.modality}/") for s in demo)
+    assert len(ids) == 31 and len(set(ids)) == 31
+    assert sum(s.meta["source"] == "reasonseg" for s in demo) == 11
+    assert sum(s.meta["source"] == "revos" for s in demo) == 12
+    assert sum(s.meta["source"] == "rvtbench" for s in demo) == 8
+    prefix = {"reasonseg": "image/", "revos": "video/", "rvtbench": "rvt/"}
+    assert all(s.id.startswith(prefix[s.meta["source"]]) for s in demo)
     assert {s.dataset for s in demo} == {"demo"}
 
 
-def test_every_frame_exists_and_targets_match_frame_sizes(demo):
+def test_all_four_task_types(demo):
+    tasks = {}
     for s in demo:
+        tasks[s.task] = tasks.get(s.task, 0) + 1
+    assert tasks == {"segmentation": 23, "grounding": 3, "vqa": 3, "summarization": 2}
+    rvt = [s for s in demo if s.meta["source"] == "rvtbench"]
+    assert {s.meta["level"] for s in rvt} == {1, 2, 3, 4}
+    assert {s.meta["category"] for s in rvt} == {"semantic", "spatial", "temporal"}
+    for s in rvt:
+        if s.task in ("vqa", "summarization"):
+            assert 1 <= len(s.target.answers) <= 3 and s.target.masks is None, s.id
+
+
+def test_grounding_boxes_are_the_tight_boxes_of_the_visible_masks(demo):
+    # the build derives them from the composited masks; recompute from the ReVOS annotations
+    targets = {"rvt/grounding/kitchen_table": "cup", "rvt/grounding/launch_pad": "rocket",
+               "rvt/grounding/lawn_depth": "helmet"}
+    for sid, label in targets.items():
+        s = next(x for x in demo if x.id == sid)
+        ann = next(a for a in s.annotations if a.label == label)
+        assert len(s.target.boxes) == s.num_frames == len(ann.masks)
+        for t, (boxes, rle) in enumerate(zip(s.target.boxes, ann.masks)):
+            if rle is None:
+                assert boxes == [], (sid, t)
+                continue
+            mask = masks.decode(rle)
+            ys, xs = np.nonzero(mask)
+            assert boxes == [[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]], (sid, t)
+    rocket = next(x for x in demo if x.id == "rvt/grounding/launch_pad")
+    assert rocket.target.boxes[-1] == []  # the rocket has left: a frame without a GT box
+
+
+def test_every_frame_exists_and_targets_match_frame_sizes(demo):
+    for s in (x for x in demo if x.task == "segmentation"):
         assert len(s.frames) == len(s.frame_ids) == len(s.target.masks), s.id
         sizes = [frame_size(f) for f in s.frames]  # raises DatasetFormatError for a missing frame
         for size, rle in zip(sizes, s.target.masks):
@@ -66,9 +100,9 @@ def test_frames_decode_as_rgb(demo):
 
 
 def test_covers_the_reasoning_spectrum(demo):
-    videos = [s for s in demo if s.modality == "video"]
+    videos = [s for s in demo if s.meta["source"] == "revos"]
     assert {s.meta["type_id"] for s in videos} == {0, 1, 2}
-    assert {s.meta["level"] for s in demo} == {1, 2, 3}
+    assert {s.meta["level"] for s in demo if s.task == "segmentation"} == {1, 2, 3}
     assert {s.meta["category"] for s in videos} == {"semantic", "spatial", "temporal"}
     images = [s for s in demo if s.modality == "image"]
     assert {s.meta["is_sentence"] for s in images} == {True, False}
@@ -76,7 +110,7 @@ def test_covers_the_reasoning_spectrum(demo):
 
 
 def test_targets_are_non_empty_except_no_target_expressions(demo):
-    for s in demo:
+    for s in (x for x in demo if x.task == "segmentation"):
         area = sum(masks.area(m) for m in s.target.masks)
         if s.meta.get("type_id") == 2:
             assert area == 0, s.id
@@ -85,7 +119,7 @@ def test_targets_are_non_empty_except_no_target_expressions(demo):
 
 
 def test_video_targets_are_unions_of_their_annotations(demo):
-    for s in (x for x in demo if x.modality == "video"):
+    for s in (x for x in demo if x.meta["source"] == "revos"):
         by_id = {a.id: a for a in s.annotations}
         for i, rle in enumerate(s.target.masks):
             parts = [by_id[str(a)].masks[i] for a in s.meta["anno_id"] if by_id[str(a)].masks[i] is not None]
@@ -122,7 +156,7 @@ def test_hydra_config_instantiates_the_demo(demo):
     cfg = OmegaConf.load(REPO / "conf" / "dataset" / "demo.yaml")
     assert cfg.name == "demo"
     assert cfg.protocol._target_ == "metrics.protocols.composite.CompositeProtocol"
-    assert set(cfg.protocol.parts) == {"image", "video"}
+    assert set(cfg.protocol.parts) == {"image", "video", "rvt"}
     kwargs = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in ("name", "protocol")}
     ds = instantiate(kwargs, _convert_="all")
     assert [s.id for s in ds] == [s.id for s in demo]
@@ -152,7 +186,8 @@ def test_build_is_deterministic(tmp_path):
 def test_committed_annotations_match_the_build_script(tmp_path):
     # JSON only: annotations are pure NumPy/pycocotools; JPEG bytes may differ with another libjpeg
     _build_module().build(tmp_path)
-    assert _digests(tmp_path, "*.json") == _digests(DEMO, "*.json"), "demo/ is stale: run python scripts/build_demo.py"
+    for pattern in ("*.json", "*.jsonl"):
+        assert _digests(tmp_path, pattern) == _digests(DEMO, pattern), "demo/ is stale: run python scripts/build_demo.py"
 
 
 def test_demo_stays_small():
@@ -165,7 +200,51 @@ def test_demo_protocol_scores_the_ground_truth_as_perfect(demo):
 
     OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)
     protocol = instantiate(OmegaConf.load(REPO / "conf" / "dataset" / "demo.yaml").protocol)
-    records = [protocol.score(s, Prediction(sample_id=s.id, task="segmentation", masks=s.target.masks)) for s in demo]
+    gt = {"segmentation": lambda s: dict(masks=s.target.masks), "grounding": lambda s: dict(boxes=s.target.boxes),
+          "vqa": lambda s: dict(text=s.target.answers[0]), "summarization": lambda s: dict(text=s.target.answers[0])}
+    records = [protocol.score(s, Prediction(sample_id=s.id, task=s.task, **gt[s.task](s))) for s in demo]
+    assert {r["part"] for r in records} == {"image", "video", "rvt"}
     metrics = protocol.aggregate(records)["metrics"]
-    for key in ("image/gIoU", "image/cIoU", "video/J&F", "video/referring/J&F", "video/reasoning/J&F"):
+    for key in ("image/gIoU", "image/cIoU", "video/J&F", "video/referring/J&F", "video/reasoning/J&F",
+                "rvt/grounding/gIoU", "rvt/grounding/cIoU", "rvt/grounding/Acc@0.5", "rvt/summarization/BLEU-1"):
         assert metrics[key] == pytest.approx(1.0), key
+    assert metrics["rvt/vqa/judge"] == metrics["rvt/summarization/judge"] == "judge: not configured"
+
+
+def test_demo_protocol_keeps_the_segmentation_parts_numbers(demo):
+    # routing by meta["source"] scores images and videos exactly as routing by modality did
+    from bench.types import Prediction
+    from metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
+
+    OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)
+    routed = instantiate(OmegaConf.load(REPO / "conf" / "dataset" / "demo.yaml").protocol)
+    by_modality = CompositeProtocol({"image": ReasonSegProtocol(), "video": ReVOSProtocol()})
+    seg = [s for s in demo if s.task == "segmentation"]
+    # a shifted prediction (the next sample's target where sizes match) so the numbers are not all 1
+    preds = [Prediction(sample_id=s.id, task="segmentation", masks=(seg[k - 1].target.masks
+             if seg[k - 1].num_frames == s.num_frames and seg[k - 1].target.masks[0] is not None
+             and s.target.masks[0] is not None and seg[k - 1].target.masks[0]["size"] == s.target.masks[0]["size"]
+             else None)) for k, s in enumerate(seg)]
+    new = routed.aggregate([routed.score(s, p) for s, p in zip(seg, preds)])
+    old = by_modality.aggregate([by_modality.score(s, p) for s, p in zip(seg, preds)])
+    assert new["metrics"] == old["metrics"] and new["breakdown"] == old["breakdown"]
+    assert 0.0 < new["metrics"]["video/J&F"] < 1.0
+
+
+def test_composite_routing_errors_name_the_sample(demo):
+    from dataclasses import replace
+
+    from bench.types import Prediction
+    from metrics.protocols import CompositeProtocol, ReasonSegProtocol
+
+    protocol = CompositeProtocol({"image": ReasonSegProtocol()}, route_by="meta.source", routes={"reasonseg": "image"})
+    stray = replace(demo[0], meta={**demo[0].meta, "source": "elsewhere"})
+    with pytest.raises(DatasetFormatError, match=r"image/.*'elsewhere' has no protocol part"):
+        protocol.score(stray, Prediction(stray.id))
+    unrouted = replace(demo[0], meta={k: v for k, v in demo[0].meta.items() if k != "source"})
+    with pytest.raises(DatasetFormatError, match="meta has no 'source'"):
+        protocol.score(unrouted, Prediction(unrouted.id))
+    with pytest.raises(ValueError, match="do not exist"):
+        CompositeProtocol({"image": ReasonSegProtocol()}, route_by="meta.source", routes={"revos": "video"})
+    with pytest.raises(ValueError, match="route_by"):
+        CompositeProtocol({"image": ReasonSegProtocol()}, route_by="dataset")

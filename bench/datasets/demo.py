@@ -1,14 +1,19 @@
-"""The bundled demo benchmark (``demo/``, built by ``scripts/build_demo.py``): images + videos.
+"""The bundled demo benchmark (``demo/``, built by ``scripts/build_demo.py``): images, videos and
+RVTBench-style grounding / VQA / summarization queries on those videos.
 
 Layout::
 
-    <root>/reasonseg/val/...   ReasonSeg format (bench.datasets.reasonseg), split "val"
-    <root>/revos/...           ReVOS format (bench.datasets.revos), split "valid"
+    <root>/reasonseg/val/...       ReasonSeg format (bench.datasets.reasonseg), split "val"
+    <root>/revos/...               ReVOS format (bench.datasets.revos), split "valid"
+    <root>/rvtbench/test.jsonl     RVTBench canonical records (bench.datasets.rvtbench), frames read
+                                   from <root>/revos/JPEGImages/<video>/
 
-Sample ids are prefixed by modality so they stay unique: "image/<stem>", "video/<video>/<exp_id>".
-Every sample's ``dataset`` is "demo" and ``split`` is "demo"; ``meta["source"]`` names the format it
-came from ("reasonseg" or "revos"). Scored by CompositeProtocol (image -> ReasonSeg's gIoU/cIoU,
-video -> ReVOS's J/F), see conf/dataset/demo.yaml.
+Sample ids are prefixed so they stay unique: "image/<stem>", "video/<video>/<exp_id>" and
+"rvt/<record id>". Every sample's ``dataset`` is "demo" and ``split`` is "demo"; ``meta["source"]``
+names the format it came from ("reasonseg", "revos" or "rvtbench"). An RVTBench query gets the
+annotations (objects, masks, depth) of the ReVOS clip it is asked on, so ``oracle`` perception can
+build its twin. Scored by CompositeProtocol routed by ``meta["source"]`` (reasonseg -> ReasonSeg's
+gIoU/cIoU, revos -> ReVOS's J/F, rvtbench -> per-task RVTBench metrics), see conf/dataset/demo.yaml.
 """
 from __future__ import annotations
 
@@ -18,13 +23,18 @@ from pathlib import Path
 from bench.datasets.base import Dataset, require_dir
 from bench.datasets.reasonseg import ReasonSegDataset
 from bench.datasets.revos import ReVOSDataset
+from bench.datasets.rvtbench import RVTBenchDataset
+from bench.types import DatasetFormatError
 
-LAYOUT = "  reasonseg/val/<name>.jpg + <name>.json (ReasonSeg)\n  revos/ (ReVOS: JPEGImages/, meta_expressions_valid_.json, mask_dict.json)"
+LAYOUT = ("  reasonseg/val/<name>.jpg + <name>.json (ReasonSeg)\n"
+          "  revos/ (ReVOS: JPEGImages/, meta_expressions_valid_.json, mask_dict.json)\n"
+          "  rvtbench/test.jsonl (RVTBench canonical records on revos/JPEGImages/<video>/)")
 PUBLISHED = "this repository's demo/ directory (rebuild: python scripts/build_demo.py)"
 
 
 class DemoDataset(Dataset):
-    """Images (ReasonSeg format) then videos (ReVOS format) from ``root``; see the module docstring.
+    """Images (ReasonSeg format), videos (ReVOS format), then RVTBench queries from ``root``; see the
+    module docstring.
 
     Raises DatasetFormatError when ``root`` or either part is missing or malformed.
     """
@@ -39,8 +49,15 @@ class DemoDataset(Dataset):
         images = ReasonSegDataset(self.root / "reasonseg", split="val")
         videos = ReVOSDataset(self.root / "revos", split="valid")
         self.videos = videos  # keeps ReVOSDataset.foreground() reachable for the robustness metric
-        for prefix, part in (("image", images), ("video", videos)):
+        queries = RVTBenchDataset(self.root, split="test", annotation="rvtbench/test.jsonl", frames_dir="revos/JPEGImages")
+        clip_annotations = {s.meta["video"]: s.annotations for s in videos}
+        for prefix, part in (("image", images), ("video", videos), ("rvt", queries)):
             for s in part:
-                self._samples.append(
-                    replace(s, id=f"{prefix}/{s.id}", dataset=self.name, split=split, meta={**s.meta, "source": part.name})
-                )
+                annotations = s.annotations
+                if part is queries:
+                    if s.meta["video"] not in clip_annotations:
+                        raise DatasetFormatError(f"{self.root}/rvtbench/test.jsonl id {s.id!r}: video {s.meta['video']!r} "
+                                                 f"is not a clip of {self.root}/revos (clips: {sorted(clip_annotations)})")
+                    annotations = clip_annotations[s.meta["video"]]
+                self._samples.append(replace(s, id=f"{prefix}/{s.id}", dataset=self.name, split=split,
+                                             meta={**s.meta, "source": part.name}, annotations=annotations))

@@ -27,6 +27,23 @@ class Protocol:
 
     name: str = ""
     headline: list[str] = []
+    judge: Any = None  # a metrics.judge.Judge for free-text answers, set by attach_judge; None = none
+
+    def attach_judge(self, judge: Any) -> None:
+        """Use `judge` (a metrics.judge.Judge, or None = no judge) for free-text answers.
+        Protocols without free-text tasks keep it and never call it."""
+        self.judge = judge
+
+    def judge_records(self, records: list[dict]) -> None:
+        """Add LLM-judge verdicts to the records of free-text samples, in place; called by
+        `score_many` after per-sample scoring (requests are batched and concurrent there, and the
+        judge never travels to scoring worker processes). Default: nothing to judge."""
+
+    def __getstate__(self) -> dict:
+        # The judge holds an HTTP client (not picklable) and is only used in the parent process.
+        state = dict(self.__dict__)
+        state.pop("judge", None)
+        return state
 
     def score(self, sample: Sample, pred: Prediction) -> dict:
         """One JSON-serialisable scores.jsonl record for `pred` on `sample`.
@@ -58,17 +75,21 @@ class Protocol:
         off when per-sample scoring is heavy (videos: J/F on every frame) and costs a pool start
         (~0.1-1 s) otherwise. Scoring is pure, so the records are identical either way.
         progress: a tqdm bar over the samples.
+        Then `judge_records` adds judge verdicts (when a judge is attached) to the records.
         """
         from tqdm import tqdm
 
         bar = dict(total=len(pairs), desc="scoring", unit="sample", dynamic_ncols=True, leave=False, disable=not progress)
         if workers <= 1 or len(pairs) <= 1:
-            return [self.score_or_fail(sample, pred) for sample, pred in tqdm(pairs, **bar)]
-        import multiprocessing
+            scored = [self.score_or_fail(sample, pred) for sample, pred in tqdm(pairs, **bar)]
+        else:
+            import multiprocessing
 
-        with multiprocessing.get_context("spawn" if _threads_started() else None).Pool(workers) as pool:
-            results = pool.imap(self._score_pair, pairs, chunksize=max(1, int(chunksize)))
-            return list(tqdm(results, **bar))
+            with multiprocessing.get_context("spawn" if _threads_started() else None).Pool(workers) as pool:
+                results = pool.imap(self._score_pair, pairs, chunksize=max(1, int(chunksize)))
+                scored = list(tqdm(results, **bar))
+        self.judge_records([record for record, _ in scored])
+        return scored
 
     def _score_pair(self, pair: tuple[Sample, Prediction]) -> tuple[dict, Prediction]:
         return self.score_or_fail(*pair)

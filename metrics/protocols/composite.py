@@ -1,5 +1,7 @@
-"""A protocol made of parts, one per modality (e.g. the bundled demo: ReasonSeg-format images and
-ReVOS-format videos). Routing is by `sample.modality` only, never by dataset name."""
+"""A protocol made of parts, each scoring the samples routed to it (e.g. the bundled demo:
+ReasonSeg-format images, ReVOS-format videos, RVTBench-format queries). Routing reads a field of the
+sample (its modality, its task, or a ``meta`` key such as the demo's ``meta["source"]``), never the
+dataset's name."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -20,33 +22,68 @@ def _build(key: str, spec: Any) -> Protocol:
 
 
 class CompositeProtocol(Protocol):
-    """Scores each sample with the part named by its modality and aggregates each part on its own.
+    """Scores each sample with the part its route value names and aggregates each part on its own.
 
-    parts:    {modality: Protocol or its Hydra config ({"_target_": ..., **options})}, e.g.
+    parts:    {part name: Protocol or its Hydra config ({"_target_": ..., **options})}, e.g.
               {"image": ReasonSegProtocol(), "video": ReVOSProtocol()}.
-    headline: metric keys "<modality>/<key>"; default: every part's headline, in parts order.
-    Records get "part": the modality key. Raises DatasetFormatError for a sample whose modality has
-    no part.
+    headline: metric keys "<part>/<key>"; default: every part's headline, in parts order.
+    route_by: the sample field whose value picks the part: "modality" (default), "task", or
+              "meta.<key>" (e.g. "meta.source").
+    routes:   {route value: part name}; None = the route value is the part name.
+    Records get "part": the part name. Raises DatasetFormatError for a sample whose route value has
+    no part (or lacks the meta key), ValueError for an unknown route_by or a route to no part.
     """
 
     name = "composite"
 
-    def __init__(self, parts: Mapping[str, Any], headline: list[str] | None = None):
+    def __init__(self, parts: Mapping[str, Any], headline: list[str] | None = None, route_by: str = "modality",
+                 routes: Mapping[str, str] | None = None):
         if not parts:
             raise ValueError("composite protocol: no parts given")
+        if route_by not in ("modality", "task") and not (route_by.startswith("meta.") and len(route_by) > 5):
+            raise ValueError(f"composite protocol: route_by must be 'modality', 'task' or 'meta.<key>', got {route_by!r}")
         self.parts: dict[str, Protocol] = {str(k): _build(str(k), v) for k, v in parts.items()}
+        self.route_by = route_by
+        self.routes = None if routes is None else {str(k): str(v) for k, v in routes.items()}
+        if self.routes is not None and set(self.routes.values()) - set(self.parts):
+            raise ValueError(f"composite protocol: routes name parts {sorted(set(self.routes.values()) - set(self.parts))} "
+                             f"that do not exist (parts: {sorted(self.parts)})")
         self.name = "+".join(f"{k}:{p.name}" for k, p in self.parts.items())
         self.headline = list(headline) if headline is not None else [
             f"{k}/{h}" for k, p in self.parts.items() for h in p.headline
         ]
 
-    def score(self, sample: Sample, pred: Prediction) -> dict:
-        part = self.parts.get(sample.modality)
-        if part is None:
+    def part_of(self, sample: Sample) -> str:
+        """The name of the part that scores `sample`; raises DatasetFormatError when there is none."""
+        if self.route_by.startswith("meta."):
+            key = self.route_by[5:]
+            if key not in sample.meta:
+                raise DatasetFormatError(f"sample {sample.id!r}: meta has no {key!r} to route it to a protocol part")
+            value = str(sample.meta[key])
+        else:
+            value = str(getattr(sample, self.route_by))
+        name = value if self.routes is None else self.routes.get(value)
+        if name not in self.parts:
             raise DatasetFormatError(
-                f"sample {sample.id!r}: modality {sample.modality!r} has no protocol part (parts: {sorted(self.parts)})"
+                f"sample {sample.id!r}: {self.route_by} {value!r} has no protocol part (parts: {sorted(self.parts)}"
+                + ("" if self.routes is None else f", routes: {self.routes}") + ")"
             )
-        return {**part.score(sample, pred), "part": sample.modality}
+        return name
+
+    def score(self, sample: Sample, pred: Prediction) -> dict:
+        name = self.part_of(sample)
+        return {**self.parts[name].score(sample, pred), "part": name}
+
+    def attach_judge(self, judge: Any) -> None:
+        """Attach the judge to this protocol and every part."""
+        self.judge = judge
+        for part in self.parts.values():
+            part.attach_judge(judge)
+
+    def judge_records(self, records: list[dict]) -> None:
+        """Each part judges its own records (in place)."""
+        for key, protocol in self.parts.items():
+            protocol.judge_records([r for r in records if r.get("part") == key])
 
     def aggregate(self, records: list[dict]) -> dict:
         """{"metrics": {"<part>/<key>": float}, "breakdown": {"<part>/<meta key>": {...}},

@@ -11,6 +11,12 @@ and summary):
   mean over frames, cIoU = sum I / sum U, Acc@0.5.
 - vqa, summarization: pycocoevalcap corpus-level BLEU-1..4 and CIDEr-D (metrics/text.py; Java
   needed), per task over that task's samples; ``text_metrics`` may add METEOR and ROUGE-L.
+- vqa, summarization with an LLM judge attached (`attach_judge`, conf/judge/): one verdict per
+  sample (metrics/judge.py), "judge" = mean score over scored verdicts; an unscored verdict (failed
+  request, unparsable reply) is NaN, excluded from the mean and counted ("judge_n_failed",
+  "judge_failure_rate"). An empty answer (failed prediction, no text) is wrong: score 0.0 without a
+  request. Without a judge the "judge" column reads metrics.judge.NOT_CONFIGURED, never a fallback
+  to string matching.
 Routing is by `sample.task` (the ground truth's task), never by dataset name. A prediction that
 declares another task, or has no output of the needed kind, scores as empty (no mask, no box,
 empty text), as a failed prediction does (design.md).
@@ -20,6 +26,7 @@ whole is (for text, corpus metrics recomputed over the group, so CIDEr's IDF is 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,7 +63,9 @@ class RVTBenchProtocol(Protocol):
         """Record: header + per task
         segmentation: "J", "F", "J&F" (means over frames) and "frames": {"I", "U", "J", "F"};
         grounding: "giou_term", "I", "U", "frame_ious" (metrics.boxes.sample_box_scores);
-        vqa / summarization: "hypothesis" (pred.text, "" when absent) and "references".
+        vqa / summarization: "question" (sample.query), "hypothesis" (pred.text, "" when absent) and
+        "references"; `judge_records` later adds "judge" (a metrics.judge.Verdict as a dict, score
+        None when unscored) when a judge is attached.
         Raises DatasetFormatError when the sample's task is unknown or its target lacks what the task
         needs; AdapterError when the prediction's frame count, mask size or a box is invalid.
         """
@@ -72,8 +81,27 @@ class RVTBenchProtocol(Protocol):
         else:
             if not sample.target.answers:
                 raise DatasetFormatError(f"sample {sample.id!r}: task {sample.task!r} needs target.answers")
-            record.update(hypothesis=pred.text or "", references=list(sample.target.answers))
+            record.update(question=sample.query, hypothesis=pred.text or "", references=list(sample.target.answers))
         return record
+
+    def judge_records(self, records: list[dict]) -> None:
+        """Add "judge" (Verdict.to_dict()) to every vqa / summarization record, in place, when a judge
+        is attached: one request per non-empty answer (concurrent, cached: metrics.judge.Judge), 0.0
+        without a request for an empty one. No judge: records are left as they are."""
+        if self.judge is None:
+            return
+        from metrics.judge import JudgeItem, Verdict
+
+        text = [r for r in records if r["task"] in TEXT_TASKS]
+        asked = [r for r in text if r["hypothesis"].strip()]
+        verdicts = self.judge.score_many([JudgeItem(r["sample_id"], r.get("question", ""), r["references"], r["hypothesis"])
+                                          for r in asked])
+        for r, v in zip(asked, verdicts):
+            r["judge"] = v.to_dict()
+        for r in text:
+            if not r["hypothesis"].strip():
+                r["judge"] = Verdict(0.0, "empty answer (failed or no text): wrong, no judge request made",
+                                     template=self.judge.template.tag, model=self.judge.model).to_dict()
 
     def _segmentation(self, sample: Sample, pred: Prediction) -> dict:
         gt_masks = sample.target.masks
@@ -99,7 +127,9 @@ class RVTBenchProtocol(Protocol):
 
     def aggregate(self, records: list[dict]) -> dict:
         """metrics: "segmentation/J", "/F", "/J&F"; "grounding/gIoU", "/cIoU", "/Acc@0.5";
-        "vqa/BLEU-1".."/BLEU-4", "/CIDEr" (and any other text_metrics), likewise "summarization/...";
+        "vqa/BLEU-1".."/BLEU-4", "/CIDEr" (and any other text_metrics), "/judge" (float, or the string
+        metrics.judge.NOT_CONFIGURED) with "/judge_n", "/judge_n_failed", "/judge_failure_rate" when
+        judged; likewise "summarization/...";
         only for tasks with records. breakdown: "<task>/level" and "<task>/category" -> {value:
         {metric: float, "n": int}}. "n": all records. Records are sorted by sample_id first.
         """
@@ -128,7 +158,21 @@ class RVTBenchProtocol(Protocol):
 
         scores = caption_scores([(r["sample_id"], r["hypothesis"]) for r in group],
                                 {r["sample_id"]: r["references"] for r in group}, metrics=self.text_metrics)
-        return {**scores["corpus"], "n": len(group)}
+        return {**scores["corpus"], **_judge_metrics(group), "n": len(group)}
+
+
+def _judge_metrics(group: list[dict]) -> dict:
+    """"judge" (mean of scored verdicts, NaN when none is scored), "judge_n", "judge_n_failed",
+    "judge_failure_rate" over records with a verdict; {"judge": NOT_CONFIGURED} when none has one."""
+    from metrics.judge import NOT_CONFIGURED
+
+    verdicts = [r["judge"] for r in group if "judge" in r]
+    if not verdicts:
+        return {"judge": NOT_CONFIGURED}
+    scores = [float(v["score"]) for v in verdicts if v.get("score") is not None]
+    n_failed = len(verdicts) - len(scores)
+    return {"judge": math.fsum(scores) / len(scores) if scores else math.nan, "judge_n": len(verdicts),
+            "judge_n_failed": n_failed, "judge_failure_rate": n_failed / len(verdicts)}
 
 
 def _grounding(sample: Sample, pred: Prediction) -> dict:
