@@ -5,6 +5,7 @@ import datetime as _dt
 import hashlib
 import json
 import platform
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -23,11 +24,41 @@ _VERSIONED_PACKAGES = (
 )
 
 
+# Judge keys that decide verdicts; where it is served, how patiently, and caching do not.
+_SEMANTIC_JUDGE_KEYS = ("_target_", "model", "template", "template_version", "temperature", "max_tokens")
+SECRET_KEYS = ("api_key",)
+
+
 def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """The part of a resolved run config that decides the numbers: dataset (+split, options,
-    protocol) without its root, and the model with its policy and perception as resolved."""
+    protocol) without its root, the model with its policy and perception as resolved, and the
+    judge's model and template when one is configured."""
     dataset = {k: v for k, v in cfg["dataset"].items() if k not in _NON_SEMANTIC_DATASET_KEYS}
-    return {"dataset": dataset, "model": cfg["model"]}
+    out = {"dataset": dataset, "model": _redact(cfg["model"])}
+    judge = cfg.get("judge") or {}
+    if judge.get("_target_"):
+        out["judge"] = {k: judge.get(k) for k in _SEMANTIC_JUDGE_KEYS}
+    return out
+
+
+def redact(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a resolved config with secrets (api_key values) replaced, for files on disk."""
+    return _redact(cfg)
+
+
+def redact_overrides(args: list[str]) -> list[str]:
+    """Command-line overrides / argv with the values of secret keys (`...api_key=VALUE`) replaced."""
+    return [re.sub(r"^([+~]*[\w.]*(?:%s))=.+$" % "|".join(SECRET_KEYS), r"\1=<redacted>", a) for a in args]
+
+
+def _redact(node: Any) -> Any:
+    if isinstance(node, dict):
+        if "_overrides" in node:
+            node = {**node, "_overrides": redact_overrides(list(node["_overrides"] or []))}
+        return {k: ("<redacted>" if k in SECRET_KEYS and v else _redact(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_redact(v) for v in node]
+    return node
 
 
 def fingerprint(cfg: dict[str, Any], adapter: dict[str, Any] | None = None, length: int = 10) -> str:
@@ -69,5 +100,5 @@ def manifest(cfg: dict[str, Any], fp: str) -> dict[str, Any]:
         "host": platform.node(),
         "platform": platform.platform(),
         "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv,
+        "argv": redact_overrides(sys.argv),
     }

@@ -133,7 +133,7 @@ def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
                 f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
                 f"choose another run.name or remove that directory")
     run_dir.mkdir(parents=True, exist_ok=True)
-    body = OmegaConf.to_container(cfg, resolve=True)
+    body = manifest_mod.redact(OmegaConf.to_container(cfg, resolve=True))  # no api keys on disk
     body["_fingerprint"] = fp
     tmp = cfg_path.with_name(".config.yaml.tmp")
     OmegaConf.save(OmegaConf.create(body), tmp)
@@ -279,7 +279,7 @@ def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir:
         row["judge_failure_rate"] = judge["failure_rate"]
     row.update(n=metrics["n"], failures=metrics["failures"], parse_rate=metrics["parse_rate"],
                git_sha=manifest_mod.git_sha(), run_dir=str(run_dir),
-               overrides=" ".join(resolved.get("_overrides", []) or []))
+               overrides=" ".join(manifest_mod.redact_overrides(resolved.get("_overrides", []) or [])))
     return row
 
 

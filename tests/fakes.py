@@ -60,7 +60,7 @@ class FakeAdapter(Adapter):
     """Answers the GT for ids not listed; raises for `fail`, crashes for `crash`, emits a wrong-size
     mask for `bad_size`. Appends every id it is asked about to `calls_file` (to count model work)."""
 
-    def __init__(self, name="fake", calls_file=None, fail=(), crash=(), bad_size=(), sleep_s=0.0, dataset=None):
+    def __init__(self, name="fake", calls_file=None, fail=(), crash=(), bad_size=(), sleep_s=0.0, dataset=None, api_key=None):
         self.name, self.calls_file = name, calls_file
         self.fail, self.crash, self.bad_size, self.sleep_s = set(fail), set(crash), set(bad_size), sleep_s
 

@@ -144,3 +144,13 @@ def test_batched_prediction_gives_the_same_metrics(tmp_path):
     four = run(cfg)
     for key in ("metrics", "failures", "failures_by_kind", "parse_rate"):
         assert four.metrics[key] == one.metrics[key]
+
+
+def test_api_keys_never_reach_the_run_directory(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.model.api_key = "sk-secret-123"
+    cfg._overrides = ["model.api_key=sk-secret-123", "run.limit=null"]
+    result = run(cfg)
+    assert (tmp_path / "boards" / "fake.csv").exists()
+    for path in [*result.run_dir.iterdir(), tmp_path / "boards" / "fake.csv"]:
+        assert "sk-secret-123" not in path.read_text(), path.name
