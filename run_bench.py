@@ -17,6 +17,7 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import MissingMandatoryValue
 
 from bench.runner import format_summary, run
 from bench.types import RvtBenchError
@@ -56,6 +57,11 @@ def main(cfg: DictConfig) -> float | None:
         cfg._overrides = list(HydraConfig.get().overrides.task)
     try:
         result = run(cfg)
+    except MissingMandatoryValue as exc:
+        key = exc.full_key or "a required value"
+        print(f"error: {key} is required: pass {key}=... on the command line (see conf/ for what it means)",
+              file=sys.stderr)
+        sys.exit(2)
     except Exception as exc:
         ours = _our_error(exc)
         if ours is None:

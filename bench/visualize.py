@@ -5,7 +5,7 @@
     python -m bench.visualize RUN_DIR --ids image/coffee_cup --frames 4
 
 Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame, GT filled green, prediction
-outlined red, ignore pixels grey; the header line gives the query, the sample's score and its
+outlined magenta, ignore pixels grey; the header line gives the query, the sample's score and its
 error if it failed. Reads the run's config.yaml (for the dataset) and its run files; writes nothing else.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Iterable
 
@@ -27,9 +28,9 @@ from bench.store import prediction_files, read_jsonl, read_predictions
 from bench.types import Prediction, Sample
 
 GT_RGB = (40, 200, 60)
-PRED_RGB = (230, 30, 30)
+PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself
 IGNORE_RGB = (160, 160, 160)
-PANEL_HEIGHT = 240
+PANEL_HEIGHT = 360
 _SCORE_KEYS = ("J&F", "giou_term", "iou", "J")
 
 
@@ -62,7 +63,8 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
         cv2.rectangle(out, (x1, y1), (x2, y2), PRED_RGB, max(1, round(h / PANEL_HEIGHT)))
     scale = PANEL_HEIGHT / h
     out = cv2.resize(out, (max(1, round(w * scale)), PANEL_HEIGHT), interpolation=cv2.INTER_AREA)
-    cv2.putText(out, f"t={sample.frame_ids[t]}", (4, PANEL_HEIGHT - 6), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
+    if sample.modality == "video":
+        cv2.putText(out, f"t={sample.frame_ids[t]}", (4, PANEL_HEIGHT - 6), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
     return out
 
 
@@ -82,8 +84,7 @@ def _header(sample: Sample, pred: Prediction | None, score: dict | None, width: 
 
 def _wrap(text: str, width: int) -> Iterable[str]:
     text = text.encode("ascii", "replace").decode()  # OpenCV's Hershey fonts draw ASCII only
-    for start in range(0, max(len(text), 1), width):
-        yield text[start:start + width]
+    yield from textwrap.wrap(text, width, break_long_words=True) or [""]
 
 
 def _score_value(score: dict | None) -> float | None:
@@ -94,11 +95,14 @@ def _score_value(score: dict | None) -> float | None:
 
 
 def render_run(run_dir: str | Path, ids: list[str] | None = None, worst: int | None = None,
-               max_frames: int = 6, out_dir: str | Path | None = None) -> list[Path]:
-    """Write overlays for a run's samples (all, `ids`, or the `worst` N by score). Returns the paths."""
+               max_frames: int = 6, out_dir: str | Path | None = None, dataset_root: str | None = None) -> list[Path]:
+    """Write overlays for a run's samples (all, `ids`, or the `worst` N by score). Returns the paths.
+    dataset_root: where the data lies now, when it moved since the run (default: the run's config)."""
     run_dir = Path(run_dir)
     cfg = OmegaConf.load(run_dir / "config.yaml")
     kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
+    if dataset_root:
+        kwargs["root"] = dataset_root
     samples = {s.id: s for s in instantiate(kwargs, _convert_="all")}
     preds = read_predictions(prediction_files(run_dir))
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
@@ -126,8 +130,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--worst", type=int, default=None, help="only the N lowest-scoring samples")
     ap.add_argument("--frames", type=int, default=6, help="frames shown per video sample")
     ap.add_argument("--out", default=None, help="output folder (default: RUN_DIR/overlays)")
+    ap.add_argument("--dataset-root", default=None, help="the dataset's root, if it moved since the run")
     args = ap.parse_args(argv)
-    paths = render_run(args.run_dir, args.ids, args.worst, args.frames, args.out)
+    paths = render_run(args.run_dir, args.ids, args.worst, args.frames, args.out, args.dataset_root)
     print(json.dumps({"written": len(paths), "dir": str(paths[0].parent) if paths else None}))
 
 

@@ -26,11 +26,13 @@ def test_overlay_shows_gt_fill_and_prediction_outline(tmp_path):
     pred = Prediction("v/0", masks=[masks.encode(pred_mask)] * 3)
     pic = render_sample(sample, pred, {"J&F": 0.25}, max_frames=2)
     assert pic.dtype == np.uint8 and pic.shape[2] == 3
-    panel = pic[-PANEL_HEIGHT:, : PANEL_HEIGHT * 160 // 120]  # first frame, scaled x2
+    k = PANEL_HEIGHT // 120  # frames are 120 px high
+    panel = pic[-PANEL_HEIGHT:, : 160 * k]  # first frame
     green = (np.abs(panel.astype(int) - np.array(GT_RGB) * 0.45).sum(axis=2) < 40)
     red = (np.abs(panel.astype(int) - np.array(PRED_RGB)).sum(axis=2) < 60)
-    assert green[50:110, 50:110].mean() > 0.9  # GT square 20:60 at scale 2
-    assert red.sum() > 100 and not red[60:100, 60:100].any()  # outline of the prediction, away from GT
+    assert green[25 * k:55 * k, 25 * k:55 * k].mean() > 0.9  # inside the GT square 20:60
+    assert red.sum() > 100 and not red[25 * k:55 * k, 25 * k:55 * k].any()  # outline away from the GT
+    assert red[68 * k:112 * k, 98 * k:152 * k].any()  # around the prediction 70:110 x 100:150
 
 
 def test_failed_sample_renders_without_prediction_masks(tmp_path):

@@ -16,8 +16,11 @@ construction: a resumed run with nothing left to do loads nothing.
 from __future__ import annotations
 
 import logging
+import os
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from adapters.policy.base import Generation, Policy, split_at_stop
 from adapters.policy.chat import render_chat
@@ -113,7 +116,8 @@ class GGUFPolicy(Policy):
         if self._meta is None:
             from llama_cpp import Llama
 
-            vocab = Llama(model_path=str(self.model_path()), vocab_only=True, verbose=False)
+            with _quiet_stderr():
+                vocab = Llama(model_path=str(self.model_path()), vocab_only=True, verbose=False)
             self._meta = dict(vocab.metadata)
             vocab.close()
         return self._meta
@@ -140,7 +144,8 @@ class _LlamaCpp:
     def __init__(self, path: Path, n_ctx: int, n_threads: int | None, seed: int):
         from llama_cpp import Llama
 
-        self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
+        with _quiet_stderr():  # llama.cpp's C code prints context notes even with verbose=False
+            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
         self.n_ctx = n_ctx
 
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
@@ -209,3 +214,17 @@ class _Transformers:
         if matched is not None:
             return Generation(head, "stop", matched, len(seq))
         return Generation(text, "eos" if ended else "length", None, len(seq))
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 (C-level writes) for the duration; Python's own errors still raise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
