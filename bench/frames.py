@@ -6,16 +6,20 @@ OpenCV's BGR order. Annotations (LabelMe polygons, RLE masks) are in these orien
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from bench.types import DatasetFormatError
 
 # EXIF Orientation values 5-8 are transposed (rotated by 90 or 270 degrees): width and height swap.
 _EXIF_ORIENTATION = 0x0112
 _TRANSPOSING_ORIENTATIONS = {5, 6, 7, 8}
+# verify_frame switches PIL's process-wide LOAD_TRUNCATED_IMAGES off for the duration of one decode;
+# the lock keeps concurrent verify_frame calls from restoring each other's saved value out of order.
+_TRUNCATION_LOCK = threading.Lock()
 
 
 def read_frame(path: str | Path) -> np.ndarray:
@@ -50,3 +54,27 @@ def frame_size(path: str | Path) -> tuple[int, int]:
     if orientation in _TRANSPOSING_ORIENTATIONS:
         return width, height
     return height, width
+
+
+def verify_frame(path: str | Path) -> None:
+    """Fully decode one image file (every pixel, not only the header) and return None if it is intact.
+
+    Meant to be called per sample before a model sees it: ``frame_size`` reads only the header, so
+    an image truncated mid-stream (an interrupted download) would otherwise pass loading and fail,
+    or worse be silently padded with grey, inside the model. PIL's ``ImageFile.LOAD_TRUNCATED_IMAGES``
+    is forced to False during the decode (and restored after), so a truncated JPEG or PNG raises.
+    Raises DatasetFormatError naming the path when the file is missing, empty, not an image,
+    truncated or otherwise corrupt.
+    """
+    with _TRUNCATION_LOCK:
+        saved = ImageFile.LOAD_TRUNCATED_IMAGES
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        try:
+            with Image.open(path) as im:
+                im.load()
+        except FileNotFoundError as exc:
+            raise DatasetFormatError(f"frame {path} does not exist") from exc
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+            raise DatasetFormatError(f"frame {path} is truncated, empty or corrupt (full decode failed): {exc}") from exc
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = saved

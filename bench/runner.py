@@ -7,6 +7,7 @@ and a restart skips every finished sample (design.md section 3).
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 import traceback
@@ -38,7 +39,8 @@ class RunResult:
 
 def run(cfg: DictConfig) -> RunResult:
     """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml)."""
-    resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
+    resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
     adapter = instantiate(cfg.model, _convert_="all")  # cheap: adapters load weights on first predict
     try:
         return _run(cfg, resolved, adapter)
@@ -51,12 +53,12 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
     dataset_name, model_name = resolved["dataset"]["name"], resolved["model"]["name"]
     run_name = cfg.run.name or fp
     run_dir = Path(cfg.run.root) / dataset_name / model_name / run_name
-    _claim_run_dir(run_dir, cfg, fp)
-
-    samples = _load_samples(cfg)
+    # Everything that can fail on a bad config or bad data runs before the run directory is touched.
+    samples, data_errors = _load_samples(cfg)
     protocol = instantiate(cfg.dataset.protocol)
     judge, max_failure_rate = _make_judge(resolved)
     protocol.attach_judge(judge)
+    _claim_run_dir(run_dir, cfg, fp)
     shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
     if not 0 <= shard < num_shards:
         raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
@@ -80,17 +82,32 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
 
     metrics = _score(samples, done, protocol, run_dir, resolved, run_name, fp)
     metrics["judge"] = _judge_block(judge, max_failure_rate, metrics.pop("_judged"))
+    metrics["data_errors"] = len(data_errors)
+    metrics["data_error_samples"] = data_errors
     write_json_atomic(run_dir / "metrics.json", metrics)
     board, refused = None, None
     if cfg.leaderboard.publish and cfg.run.limit is None:
-        if metrics["judge"].get("publishable", True):
+        refused = _refusal(metrics)
+        if refused is None:
             board = publish.upsert(cfg.leaderboard.dir, dataset_name, _leaderboard_row(resolved, metrics, run_dir, protocol))
         else:
-            refused = f"not published to the leaderboard: {metrics['judge']['reason']} (judge.max_failure_rate)"
             log.error("%s; see %s", refused, run_dir / "metrics.json")
     elif cfg.run.limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", cfg.run.limit)
     return RunResult(run_dir, metrics, predicted, board, refused)
+
+
+def _refusal(metrics: dict[str, Any]) -> str | None:
+    """Why a scored run must not reach the leaderboard, or None. A run where every sample failed
+    for a reason other than the model's own output (missing prediction files, adapter crashes,
+    unreadable data) measures the setup, not the model."""
+    if not metrics["judge"].get("publishable", True):
+        return f"not published to the leaderboard: {metrics['judge']['reason']} (judge.max_failure_rate)"
+    kinds = metrics["failures_by_kind"]
+    if metrics["failures"] == metrics["n"] and "parse" not in kinds:
+        return (f"not published to the leaderboard: all {metrics['n']} samples failed ({kinds}), none because of "
+                f"the model's output; check the setup (paths, model.root, data)")
+    return None
 
 
 def _make_judge(resolved: dict[str, Any]) -> tuple[Any, float]:
@@ -123,8 +140,13 @@ def _judge_block(judge: Any, max_failure_rate: float, verdicts: list[dict]) -> d
 
 
 def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
-    """Write config.yaml and manifest.json; refuse a run name that already holds another config."""
-    cfg_path = run_dir / "config.yaml"
+    """Write config.yaml and manifest.json for a new run; for a resumed one keep both and append
+    this invocation to the manifest's `resumes` (warning when the code changed in between).
+    Refuses a run name that already holds another configuration."""
+    cfg_path, manifest_path = run_dir / "config.yaml", run_dir / "manifest.json"
+    body = manifest_mod.redact(OmegaConf.to_container(cfg, resolve=True))  # no api keys on disk
+    body["_fingerprint"] = fp
+    now = manifest_mod.manifest(body, fp)
     if cfg_path.exists():
         previous = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
         old_fp = (previous or {}).get("_fingerprint")
@@ -132,29 +154,50 @@ def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
             raise RunStoreError(
                 f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
                 f"choose another run.name or remove that directory")
+        if manifest_path.exists():
+            first = json.loads(manifest_path.read_text(encoding="utf-8"))
+            if first.get("git_sha") != now["git_sha"]:
+                log.warning("resuming %s with code %s; its first predictions were made with %s",
+                            run_dir, now["git_sha"], first.get("git_sha"))
+            resume = {k: now[k] for k in ("started_utc", "git_sha", "host", "argv")}
+            first["resumes"] = [*first.get("resumes", []), resume]
+            write_json_atomic(manifest_path, first)
+            return
     run_dir.mkdir(parents=True, exist_ok=True)
-    body = manifest_mod.redact(OmegaConf.to_container(cfg, resolve=True))  # no api keys on disk
-    body["_fingerprint"] = fp
     tmp = cfg_path.with_name(".config.yaml.tmp")
     OmegaConf.save(OmegaConf.create(body), tmp)
     tmp.replace(cfg_path)
-    write_json_atomic(run_dir / "manifest.json", manifest_mod.manifest(body, fp))
+    write_json_atomic(manifest_path, now)
 
 
-def _load_samples(cfg: DictConfig) -> list[Sample]:
+def _git_shas(run_dir: Path) -> str:
+    """The code versions that made a run's predictions: the first sha, then any other resumed with."""
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    shas = [manifest.get("git_sha", "unknown")] + [r.get("git_sha", "unknown") for r in manifest.get("resumes", [])]
+    return ";".join(dict.fromkeys(shas))
+
+
+def _load_samples(cfg: DictConfig) -> tuple[list[Sample], list[dict]]:
+    """The dataset's samples (first run.limit of them) and the per-sample data errors its loader
+    recorded (samples it could not build: unreadable image, malformed annotation)."""
     kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
     dataset = instantiate(kwargs, _convert_="all")
     samples = list(dataset)
+    errors = [dict(e, kind=e.get("kind", "data")) for e in getattr(dataset, "errors", []) or []]
     seen: set[str] = set()
     for s in samples:
         if s.id in seen:
             raise RunStoreError(f"dataset {cfg.dataset.name!r} yields sample id {s.id!r} twice; ids must be unique")
         seen.add(s.id)
     if cfg.run.limit is not None:
+        if int(cfg.run.limit) < 1:
+            raise ValueError(f"run.limit must be a positive number of samples or null, got {cfg.run.limit}")
         samples = samples[: int(cfg.run.limit)]
     if not samples:
         raise RunStoreError(f"dataset {cfg.dataset.name!r} (split {cfg.dataset.get('split')!r}) has no samples")
-    return samples
+    for e in errors:
+        log.warning("data error, sample not evaluated: %s: %s", e.get("sample_id") or e.get("file"), e.get("message"))
+    return samples, errors
 
 
 def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path) -> int:
@@ -162,11 +205,16 @@ def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path) -> i
     failures = 0
     batch_size = max(1, int(cfg.run.batch_size))
     bar = tqdm(total=len(todo), desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
+    checker = _FrameChecker() if cfg.run.get("verify_frames", True) else None
     try:
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]
-            preds = ([_predict_one(adapter, batch[0], bool(cfg.run.fail_fast))] if batch_size == 1
-                     else _predict_batch(adapter, batch, bool(cfg.run.fail_fast)))
+            bad = {s.id: p for s in batch if checker and (p := checker.check(s)) is not None}
+            batch = [s for s in batch if s.id not in bad]
+            preds = list(bad.values())
+            if batch:
+                preds += ([_predict_one(adapter, batch[0], bool(cfg.run.fail_fast))] if len(batch) == 1
+                          else _predict_batch(adapter, batch, bool(cfg.run.fail_fast)))
             for pred in preds:
                 failures += pred.error is not None
                 out.append(pred)
@@ -176,6 +224,28 @@ def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path) -> i
         bar.close()
         out.close()
     return len(todo)
+
+
+class _FrameChecker:
+    """Decodes every frame of a sample once per run before the model sees it, so a corrupt or
+    truncated frame fails that sample (kind "data") even when the model never reads pixels."""
+
+    def __init__(self) -> None:
+        self.ok: set[str] = set()
+
+    def check(self, sample: Sample) -> Prediction | None:
+        from bench.frames import verify_frame
+
+        for path in sample.frames:
+            if path in self.ok:
+                continue
+            try:
+                verify_frame(path)
+            except RvtBenchError as exc:
+                log.info("sample %s: unreadable frame: %s", sample.id, exc)
+                return Prediction.failure(sample.id, "data", str(exc))
+            self.ok.add(path)
+        return None
 
 
 def _predict_batch(adapter: Any, batch: list[Sample], fail_fast: bool) -> list[Prediction]:
@@ -278,9 +348,16 @@ def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir:
     if "failure_rate" in judge:
         row["judge_failure_rate"] = judge["failure_rate"]
     row.update(n=metrics["n"], failures=metrics["failures"], parse_rate=metrics["parse_rate"],
-               git_sha=manifest_mod.git_sha(), run_dir=str(run_dir),
-               overrides=" ".join(manifest_mod.redact_overrides(resolved.get("_overrides", []) or [])))
+               data_errors=metrics.get("data_errors", 0), git_sha=_git_shas(run_dir), run_dir=str(run_dir),
+               overrides=" ".join(_semantic_overrides(resolved.get("_overrides", []) or [])))
     return row
+
+
+def _semantic_overrides(overrides: list[str]) -> list[str]:
+    """The command-line overrides that say what ran (not where files went), secrets redacted: this
+    is what tells sweep points apart in the leaderboard."""
+    where = ("run.", "leaderboard.", "hydra.")
+    return [o for o in manifest_mod.redact_overrides(overrides) if not o.lstrip("+~").startswith(where)]
 
 
 def _component_name(node: Any) -> str:
@@ -292,7 +369,7 @@ def _component_name(node: Any) -> str:
     return f"{name}:{runtime}" if runtime else str(name)
 
 
-def format_summary(result: RunResult, protocol_headline: list[str] | None = None) -> str:
+def format_summary(result: RunResult) -> str:
     """Human-readable metrics table for the terminal (metrics as percentages, 2 decimals)."""
     m = result.metrics
     if m is None:
@@ -300,6 +377,12 @@ def format_summary(result: RunResult, protocol_headline: list[str] | None = None
     lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  "
              f"n={m['n']} failures={m['failures']} parse_rate={m['parse_rate']:.2f}"]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
+    if m.get("failures"):
+        lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
+                     f"pictures: python -m bench.visualize <run dir> --worst 10)")
+    if m.get("data_errors"):
+        lines.append(f"  DATA ERRORS: {m['data_errors']} samples could not be loaded and are not in n "
+                     f"(listed in metrics.json 'data_error_samples')")
     judge = m.get("judge") or {}
     if "n" in judge:
         lines.append(f"  {judge['status']}: n={judge['n']} failed={judge['n_failed']} "

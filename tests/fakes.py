@@ -21,7 +21,12 @@ class FakeDataset:
 
     name = "fake"
 
-    def __init__(self, n: int = 6, split: str = "val"):
+    def __init__(self, n: int = 6, split: str = "val", root: str = "here", errors: int = 0):
+        if root == "missing":
+            from bench.types import DatasetFormatError
+
+            raise DatasetFormatError("fake: expected the dataset directory 'missing'")
+        self.errors = [{"sample_id": f"bad{k}", "kind": "data", "message": "unreadable image"} for k in range(errors)]
         self.items = []
         for k in range(n):
             gt = np.zeros((8, 8), bool)
@@ -92,7 +97,7 @@ def make_cfg(tmp: Path, **model_kw):
                     "protocol": {"_target_": "tests.fakes.MeanIoUProtocol"}},
         "model": {"name": "fake", "_target_": "tests.fakes.FakeAdapter", "calls_file": str(tmp / "calls.txt"), **model_kw},
         "run": {"root": str(tmp / "runs"), "name": None, "shard": 0, "num_shards": 1, "merge": False,
-                "limit": None, "fail_fast": False, "batch_size": 1},
+                "limit": None, "fail_fast": False, "batch_size": 1, "verify_frames": False},
         "leaderboard": {"dir": str(tmp / "boards"), "publish": True},
     })
 

@@ -138,8 +138,28 @@ def test_invalid_record_names_the_file_record_and_expectation(root, over, messag
 
 def test_duplicate_ids_are_an_error(root):
     write_jsonl(root, [record(), record()])
-    with pytest.raises(DatasetFormatError, match="duplicate id 'q0'"):
+    ds = JiTBenchDataset(root)
+    assert [s.id for s in ds] == ["q0"]
+    assert [e["sample_id"] for e in ds.errors] == ["q0"] and "record 1: duplicate id 'q0'" in ds.errors[0]["message"]
+
+
+def test_bad_records_are_data_errors_and_the_good_ones_load(root):
+    nameless = record(id="q2")
+    del nameless["id"]
+    write_jsonl(root, [record(id="q0", level=9), record(id="q1"), nameless])
+    ds = JiTBenchDataset(root)
+    assert [s.id for s in ds] == ["q1"]
+    assert [(e["sample_id"], e["kind"]) for e in ds.errors] == [("q0", "data"), (f"{root / 'test.jsonl'} record 2", "data")]
+    assert "level 9 not in [1, 2, 3]" in ds.errors[0]["message"] and "'id'" in ds.errors[1]["message"]
+
+
+def test_every_record_failing_quotes_the_first_reasons(root):
+    write_jsonl(root, [record(id=f"q{k}", level=9) for k in range(7)])
+    with pytest.raises(DatasetFormatError) as err:
         JiTBenchDataset(root)
+    message = str(err.value)
+    assert "every one of the 7 samples" in message and message.count("level 9 not in") == 5
+    assert message.endswith("... and 2 more")
 
 
 def test_json_list_file_and_explicit_annotation_path(root):
@@ -162,6 +182,7 @@ def test_missing_split_file_names_the_files_looked_for_and_the_mapping_knobs(roo
     message = str(err.value)
     assert str(root / "val.jsonl") in message and str(root / "val.json") in message
     assert "dataset.annotation" in message and "dataset.fields" in message
+    assert "splits present: ['test']" in message
 
 
 def test_hydra_config_builds_the_dataset_and_its_protocol(root):

@@ -4,6 +4,7 @@ authors' directory layout (lisa_dataset/{LLMSeg-40K, coco/train2017, ego_objects
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import cv2
@@ -160,6 +161,7 @@ def test_missing_split_file_lists_both_places_looked(root):
     with pytest.raises(DatasetFormatError) as err:
         LLMSeg40KDataset(root, split="test")
     assert str(root / "split" / "test.json") in str(err.value) and str(root / "test.json") in str(err.value)
+    assert "splits present: ['train', 'validation']" in str(err.value)
 
 
 def test_missing_image_directory_names_its_config_key(root, tmp_path):
@@ -172,8 +174,10 @@ def test_mask_of_another_size_than_its_image_names_sample_and_both_sizes(root):
     data = json.loads(path.read_text())
     data[EGO_IMAGE]["qa_pairs"][0]["rle_seg"] = coco_rle(np.ones((16, 20), dtype=bool))
     path.write_text(json.dumps(data))
-    with pytest.raises(DatasetFormatError, match=r"0a1b2c3d_4e5f_frame_0042_0.*\[16, 20\].*\[20, 16\]"):
-        LLMSeg40KDataset(root)
+    ds = LLMSeg40KDataset(root)
+    assert [s.id for s in ds] == ["000000000139_0", "000000000139_1"]
+    assert [(e["sample_id"], e["kind"]) for e in ds.errors] == [("0a1b2c3d_4e5f_frame_0042_0", "data")]
+    assert re.search(r"0a1b2c3d_4e5f_frame_0042_0.*\[16, 20\].*\[20, 16\]", ds.errors[0]["message"])
 
 
 def test_unknown_from_dataset_is_a_format_error(root):
@@ -181,8 +185,10 @@ def test_unknown_from_dataset_is_a_format_error(root):
     data = json.loads(path.read_text())
     data[COCO_IMAGE]["from_dataset"] = "lvis"
     path.write_text(json.dumps(data))
-    with pytest.raises(DatasetFormatError, match=r"from_dataset must be one of \['coco', 'ego_objects'\], got 'lvis'"):
-        LLMSeg40KDataset(root)
+    ds = LLMSeg40KDataset(root)
+    assert [s.id for s in ds] == ["0a1b2c3d_4e5f_frame_0042_0"]
+    assert [e["sample_id"] for e in ds.errors] == [COCO_IMAGE]
+    assert "from_dataset must be one of ['coco', 'ego_objects'], got 'lvis'" in ds.errors[0]["message"]
 
 
 def test_qa_pair_without_a_mask_names_file_and_sample(root):
@@ -190,7 +196,27 @@ def test_qa_pair_without_a_mask_names_file_and_sample(root):
     data = json.loads(path.read_text())
     del data[COCO_IMAGE]["qa_pairs"][1]["rle_seg"]
     path.write_text(json.dumps(data))
-    with pytest.raises(DatasetFormatError, match=r"validation\.json.*qa_pairs\[1\] \(sample 000000000139_1\).*rle_seg"):
+    ds = LLMSeg40KDataset(root)
+    assert [s.id for s in ds] == ["000000000139_0", "0a1b2c3d_4e5f_frame_0042_0"]
+    assert [e["sample_id"] for e in ds.errors] == ["000000000139_1"]
+    assert re.search(r"validation\.json.*qa_pairs\[1\] \(sample 000000000139_1\).*rle_seg", ds.errors[0]["message"])
+
+
+def test_unreadable_image_fails_each_of_its_qa_pairs_and_loading_goes_on(root, tmp_path):
+    (tmp_path / "coco" / "train2017" / COCO_IMAGE).write_text("this is not a jpeg")
+    ds = LLMSeg40KDataset(root)
+    assert [s.id for s in ds] == ["0a1b2c3d_4e5f_frame_0042_0"]
+    assert [e["sample_id"] for e in ds.errors] == ["000000000139_0", "000000000139_1"]
+    assert all(COCO_IMAGE in e["message"] and "not a readable image" in e["message"] for e in ds.errors)
+
+
+def test_every_sample_failing_is_a_dataset_error(root):
+    path = root / "split" / "validation.json"
+    data = json.loads(path.read_text())
+    for record in data.values():
+        record["from_dataset"] = "lvis"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError, match=r"every one of the 2 samples.*\n.*got 'lvis'"):
         LLMSeg40KDataset(root)
 
 

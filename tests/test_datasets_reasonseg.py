@@ -211,3 +211,48 @@ def test_shapes_not_a_list_names_the_file(tmp_path):
     write_sample(tmp_path / "val", "odd", {"label": "target"})
     with pytest.raises(DatasetFormatError, match=r"odd\.json.*'shapes' must be a list"):
         ReasonSegDataset(tmp_path, "val")
+
+
+def test_bad_images_and_labelme_files_are_data_errors_and_loading_goes_on(tmp_path, caplog):
+    split = tmp_path / "val"
+    for name in ("a_good", "b_textimage", "c_noshapes", "d_pointsnotlist", "e_invalidjson", "f_good"):
+        write_sample(split, name, [shape("target", rect(1, 1, 3, 3))])
+    (split / "b_textimage.jpg").write_text("a text file named .jpg")
+    anno = json.loads((split / "c_noshapes.json").read_text())
+    del anno["shapes"]
+    (split / "c_noshapes.json").write_text(json.dumps(anno))
+    write_sample(split, "d_pointsnotlist", [shape("target", 7)])
+    (split / "e_invalidjson.json").write_text('{"text": ["oops"], ')
+    with caplog.at_level("WARNING", logger="bench.datasets.base"):
+        ds = ReasonSegDataset(tmp_path, "val")
+    assert [s.id for s in ds] == ["a_good", "f_good"]
+    assert [(e["sample_id"], e["kind"]) for e in ds.errors] == [
+        ("b_textimage", "data"), ("c_noshapes", "data"), ("d_pointsnotlist", "data"), ("e_invalidjson", "data")]
+    b, c, d, e = (err["message"] for err in ds.errors)
+    assert str(split / "b_textimage.jpg") in b and "not a readable image" in b
+    assert "c_noshapes.json" in c and "'shapes'" in c
+    assert "d_pointsnotlist.json" in d and "points" in d
+    assert "e_invalidjson.json is not valid JSON" in e
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 4 and all("left out" in w for w in warned)
+
+
+def test_every_image_failing_is_a_dataset_error_quoting_the_reasons(tmp_path):
+    for name in ("x", "y"):
+        write_sample(tmp_path / "val", name, [shape("target", rect(1, 1, 3, 3))])
+        (tmp_path / "val" / f"{name}.jpg").write_bytes(b"")
+    with pytest.raises(DatasetFormatError, match=r"every one of the 2 samples.*\n  x: .*x\.jpg.*\n  y: "):
+        ReasonSegDataset(tmp_path, "val")
+
+
+def test_unknown_split_lists_the_splits_present(tmp_path):
+    write_sample(tmp_path / "train", "a", [shape("target", rect(1, 1, 3, 3))])
+    write_sample(tmp_path / "val", "b", [shape("target", rect(1, 1, 3, 3))])
+    (tmp_path / "not_a_split").mkdir()
+    with pytest.raises(DatasetFormatError, match=r"no split 'test'.*splits present: \['train', 'val'\]"):
+        ReasonSegDataset(tmp_path, "test")
+
+
+def test_a_clean_split_has_no_errors(tmp_path):
+    write_sample(tmp_path / "val", "a", [shape("target", rect(1, 1, 3, 3))])
+    assert ReasonSegDataset(tmp_path, "val").errors == []

@@ -222,31 +222,108 @@ def test_unknown_on_length_mismatch_is_rejected(root):
         ReVOSDataset(root, on_length_mismatch="ignore")
 
 
-def test_unknown_anno_id_is_an_error(root):
+def test_anno_id_missing_from_mask_dict_is_a_data_error_of_its_expression(root):
     mask_dict = json.loads((root / "mask_dict.json").read_text())
     del mask_dict["7"]
     (root / "mask_dict.json").write_text(json.dumps(mask_dict))
-    with pytest.raises(DatasetFormatError, match="anno_id 7"):
-        ReVOSDataset(root)
+    ds = ReVOSDataset(root)
+    assert [s.id for s in ds] == [f"{NESTED}/0", f"{NESTED}/2", "vidB/0"]
+    assert [(e["sample_id"], e["kind"]) for e in ds.errors] == [(f"{NESTED}/1", "data")]
+    assert f"anno_id 7 (expression {NESTED}/1) is missing from {root / 'mask_dict.json'}" in ds.errors[0]["message"]
+    assert [a.id for a in ds[0].annotations] == ["5", "11"]  # the object without masks is left out
 
 
 def test_missing_video_directory_is_an_error(root):
     for f in FRAMES:
         (root / "JPEGImages" / NESTED / f"{f}.jpg").unlink()
     (root / "JPEGImages" / NESTED).rmdir()
-    with pytest.raises(DatasetFormatError, match="UVO/all/vid1"):
-        ReVOSDataset(root)
+    ds = ReVOSDataset(root)
+    assert [s.id for s in ds] == ["vidB/0"]
+    assert [e["sample_id"] for e in ds.errors] == [f"{NESTED}/0", f"{NESTED}/1", f"{NESTED}/2"]
+    assert all("frame directory" in e["message"] and NESTED in e["message"] for e in ds.errors)
 
 
 def test_expression_without_type_id_names_it(root):
     meta = json.loads((root / "meta_expressions_valid_.json").read_text())
     del meta["videos"]["vidB"]["expressions"]["0"]["type_id"]
     (root / "meta_expressions_valid_.json").write_text(json.dumps(meta))
-    with pytest.raises(DatasetFormatError, match=r"vidB.*expression '0'.*type_id"):
-        ReVOSDataset(root)
+    ds = ReVOSDataset(root)
+    assert [e["sample_id"] for e in ds.errors] == ["vidB/0"] and len(ds) == 3
+    assert "vidB" in ds.errors[0]["message"] and "expression '0'" in ds.errors[0]["message"]
+    assert "type_id" in ds.errors[0]["message"]
 
 
 def test_without_sidecar_labels_are_empty(tmp_path):
     write_revos(tmp_path, sidecar=False)
     s = ReVOSDataset(tmp_path)[0]
     assert [(a.id, a.label, a.depth) for a in s.annotations] == [("5", "", None), ("7", "", None)]
+
+
+def set_anno(root: Path, anno_id: str, track: list) -> None:
+    mask_dict = json.loads((root / "mask_dict.json").read_text())
+    mask_dict[anno_id] = track
+    (root / "mask_dict.json").write_text(json.dumps(mask_dict))
+
+
+def test_corrupt_and_wrongly_sized_rles_are_all_reported_at_load(root):
+    good = masks.encode(box(0, 2, 0, 3))
+    set_anno(root, "5", [good, {"size": [H, W], "counts": "!!garbage@@"}, masks.encode(np.ones((H + 1, W), bool))])
+    set_anno(root, "9", [{"size": [H, W], "counts": 12}, {"size": [H, W], "counts": [1, 2]}])
+    ds = ReVOSDataset(root)
+    assert [s.id for s in ds] == [f"{NESTED}/2"]  # the no-target expression uses no anno track
+    by_id = {e["sample_id"]: e["message"] for e in ds.errors}
+    assert sorted(by_id) == [f"{NESTED}/0", f"{NESTED}/1", "vidB/0"]
+    bad5 = by_id[f"{NESTED}/0"]
+    assert str(root / "mask_dict.json") in bad5 and "anno_id 5" in bad5 and "2 bad per-frame RLE(s)" in bad5
+    assert "frame 1 (00000)" in bad5 and "corrupt" in bad5
+    assert f"frame 2 (00005): size [{H + 1}, {W}] differs from the frame size [H, W] = [{H}, {W}]" in bad5
+    assert "frame 0" not in bad5
+    bad9 = by_id["vidB/0"]
+    assert "frame 0 (00000): counts must be str, bytes or list, got int" in bad9
+    assert f"frame 1 (00001): uncompressed counts sum to 3, expected H*W = {H * W}" in bad9
+
+
+def test_a_long_list_of_bad_frames_is_capped(tmp_path):
+    write_revos(tmp_path)
+    meta = json.loads((tmp_path / "meta_expressions_valid_.json").read_text())
+    frames = [f"{i:05d}" for i in range(25)]
+    meta["videos"]["vidB"]["frames"] = frames
+    for f in frames:
+        Image.fromarray(np.zeros((H, W, 3), dtype=np.uint8)).save(tmp_path / "JPEGImages" / "vidB" / f"{f}.jpg")
+    (tmp_path / "meta_expressions_valid_.json").write_text(json.dumps(meta))
+    set_anno(tmp_path, "9", [masks.encode(np.ones((2, 2), bool))] * 25)
+    message = ReVOSDataset(tmp_path).errors[0]["message"]
+    assert "25 bad per-frame RLE(s)" in message and "frame 19 (00019)" in message
+    assert "frame 20 (00020)" not in message and message.endswith("... and 5 more")
+
+
+def test_valid_uncompressed_rles_pass_validation_and_decode(root):
+    # frame 0 all background; frame 1 column-major runs: 6 background, 6 foreground = column 1
+    set_anno(root, "9", [{"size": [H, W], "counts": [H * W]}, {"size": [H, W], "counts": [H, H, H * W - 2 * H]}])
+    ds = ReVOSDataset(root)
+    assert ds.errors == [] and len(ds) == 4
+    got = decoded(ds[3])
+    assert got[0] is None or not got[0].any()
+    np.testing.assert_array_equal(got[1], box(0, H, 1, 2))
+
+
+def test_every_expression_failing_is_a_dataset_error(root):
+    mask_dict = json.loads((root / "mask_dict.json").read_text())
+    (root / "mask_dict.json").write_text(json.dumps({a: "oops" for a in mask_dict}))
+    meta = json.loads((root / "meta_expressions_valid_.json").read_text())
+    del meta["videos"][NESTED]["expressions"]["2"]
+    (root / "meta_expressions_valid_.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetFormatError, match=r"every one of the 3 samples.*\n.*anno_id 5.*got str"):
+        ReVOSDataset(root)
+
+
+def test_unknown_split_lists_the_splits_present(root):
+    with pytest.raises(DatasetFormatError, match=r"no split 'train'.*splits present: \['valid'\]"):
+        ReVOSDataset(root, split="train")
+
+
+def test_unreadable_first_frame_fails_the_video_expressions(root):
+    (root / "JPEGImages" / "vidB" / "00000.jpg").write_text("not a jpeg")
+    ds = ReVOSDataset(root)
+    assert [e["sample_id"] for e in ds.errors] == ["vidB/0"] and "00000.jpg" in ds.errors[0]["message"]
+    assert len(ds) == 3

@@ -3,6 +3,7 @@ paths for perception=provided, and loading through `datasets.load_dataset` from 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -78,8 +79,9 @@ def test_twin_path_is_carried_absolute_in_meta(root):
 
 def test_missing_twin_file_is_an_error(root):
     (root / "twins" / "bear.json").unlink()
-    with pytest.raises(DatasetFormatError, match=r"id 'seg-1'.*twin file .*bear\.json does not exist"):
-        RVTBenchDataset(root)
+    ds = RVTBenchDataset(root)
+    assert len(ds) == 3 and [(e["sample_id"], e["kind"]) for e in ds.errors] == [("seg-1", "data")]
+    assert re.search(r"id 'seg-1'.*twin file .*bear\.json does not exist", ds.errors[0]["message"])
 
 
 def test_normalized_xywh_boxes_become_xyxy_pixels(root):
@@ -104,6 +106,11 @@ def test_invalid_records_are_rejected_with_the_reason(root, index, over, message
     rs = records()
     rs[index].update(over)
     (root / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rs))
+    ds = RVTBenchDataset(root)
+    assert [s.id for s in ds] == [r["id"] for k, r in enumerate(rs) if k != index]
+    assert [e["sample_id"] for e in ds.errors] == [rs[index]["id"]]
+    assert re.search(message, ds.errors[0]["message"])
+    (root / "test.jsonl").write_text(json.dumps(rs[index]) + "\n")  # the bad record alone: nothing loads
     with pytest.raises(DatasetFormatError, match=message):
         RVTBenchDataset(root)
 

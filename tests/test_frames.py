@@ -4,9 +4,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageFile
 
-from bench.frames import frame_size, read_frame
+from bench.frames import frame_size, read_frame, verify_frame
 from bench.types import DatasetFormatError
 
 EXIF_ORIENTATION = 0x0112
@@ -101,3 +101,49 @@ def test_truncated_jpeg_is_a_dataset_error(tmp_path):
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(DatasetFormatError, match="cut.jpg"):
         read_frame(path)
+
+
+def _noisy_jpeg(path) -> bytes:
+    # noise does not compress: the scan data dominates the file, so a cut lands inside it
+    arr = np.random.default_rng(1).integers(0, 256, (64, 96, 3), dtype=np.uint8)
+    Image.fromarray(arr).save(path, format="JPEG", quality=90)
+    return path.read_bytes()
+
+
+def test_verify_frame_accepts_a_good_jpeg(tmp_path):
+    _noisy_jpeg(tmp_path / "good.jpg")
+    assert verify_frame(tmp_path / "good.jpg") is None
+
+
+@pytest.mark.parametrize("content", ["empty", "truncated", "text"])
+def test_verify_frame_rejects_broken_files_naming_the_path(tmp_path, content):
+    path = tmp_path / f"{content}.jpg"
+    data = _noisy_jpeg(path)
+    if content == "empty":
+        path.write_bytes(b"")
+    elif content == "truncated":
+        path.write_bytes(data[: len(data) // 3])
+        assert frame_size(path) == (64, 96)  # the header survives: only a full decode notices
+    else:
+        path.write_text("this is a text file, not a JPEG\n")
+    with pytest.raises(DatasetFormatError, match="truncated, empty or corrupt") as err:
+        verify_frame(path)
+    assert str(path) in str(err.value)
+
+
+def test_verify_frame_detects_truncation_even_when_pil_is_told_to_tolerate_it(tmp_path):
+    data = _noisy_jpeg(tmp_path / "t.jpg")
+    (tmp_path / "t.jpg").write_bytes(data[: len(data) // 3])
+    saved = ImageFile.LOAD_TRUNCATED_IMAGES
+    ImageFile.LOAD_TRUNCATED_IMAGES = True  # as some libraries set it process-wide
+    try:
+        with pytest.raises(DatasetFormatError, match="t.jpg"):
+            verify_frame(tmp_path / "t.jpg")
+        assert ImageFile.LOAD_TRUNCATED_IMAGES is True  # restored for whoever set it
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = saved
+
+
+def test_verify_frame_missing_file(tmp_path):
+    with pytest.raises(DatasetFormatError, match="does not exist"):
+        verify_frame(tmp_path / "nope.jpg")

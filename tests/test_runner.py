@@ -154,3 +154,68 @@ def test_api_keys_never_reach_the_run_directory(tmp_path):
     assert (tmp_path / "boards" / "fake.csv").exists()
     for path in [*result.run_dir.iterdir(), tmp_path / "boards" / "fake.csv"]:
         assert "sk-secret-123" not in path.read_text(), path.name
+
+
+def test_a_failing_invocation_leaves_a_finished_run_untouched(tmp_path):
+    result = run(make_cfg(tmp_path))
+    before = {p.name: p.read_bytes() for p in result.run_dir.iterdir()}
+    broken = make_cfg(tmp_path)
+    broken.dataset.root = "missing"  # not semantic: same fingerprint, same run directory
+    with pytest.raises(Exception, match="missing"):
+        run(broken)
+    assert {p.name: p.read_bytes() for p in result.run_dir.iterdir()} == before
+
+
+def test_resume_keeps_the_first_manifest_and_appends_resumes(tmp_path):
+    first = run(make_cfg(tmp_path))
+    manifest = json.loads((first.run_dir / "manifest.json").read_text())
+    config = (first.run_dir / "config.yaml").read_text()
+    run(make_cfg(tmp_path))
+    again = json.loads((first.run_dir / "manifest.json").read_text())
+    assert again["started_utc"] == manifest["started_utc"] and len(again["resumes"]) == 1
+    assert (first.run_dir / "config.yaml").read_text() == config
+
+
+def test_data_errors_are_listed_and_counted_apart(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.dataset.errors = 2
+    m = run(cfg).metrics
+    assert m["n"] == 6 and m["data_errors"] == 2
+    assert [e["sample_id"] for e in m["data_error_samples"]] == ["bad0", "bad1"]
+    board = pd.read_csv(tmp_path / "boards" / "fake.csv")
+    assert board["data_errors"][0] == 2
+
+
+def test_a_run_where_every_sample_failed_outside_the_model_is_not_published(tmp_path):
+    cfg = make_cfg(tmp_path, crash=[f"s{k:02d}" for k in range(6)])
+    result = run(cfg)
+    assert result.leaderboard is None and "none because of the model's output" in result.not_published
+    assert not (tmp_path / "boards" / "fake.csv").exists()
+
+
+def test_a_run_where_the_model_never_parsed_is_still_published(tmp_path):
+    result = run(make_cfg(tmp_path, fail=[f"s{k:02d}" for k in range(6)]))
+    assert result.leaderboard is not None and result.metrics["parse_rate"] == 0.0
+
+
+def test_a_corrupt_frame_fails_only_its_sample(tmp_path, monkeypatch):
+    from PIL import Image
+
+    import tests.fakes as fakes
+
+    good, bad = tmp_path / "good.jpg", tmp_path / "bad.jpg"
+    Image.new("RGB", (8, 8)).save(good)
+    bad.write_bytes(good.read_bytes()[:40])  # truncated JPEG
+    original = fakes.FakeDataset.__init__
+
+    def with_frames(self, *a, **kw):
+        original(self, *a, **kw)
+        for k, s in enumerate(self.items):
+            s.frames = [str(bad if k == 3 else good)]
+
+    monkeypatch.setattr(fakes.FakeDataset, "__init__", with_frames)
+    cfg = make_cfg(tmp_path)
+    cfg.run.verify_frames = True
+    m = run(cfg).metrics
+    assert m["failures_by_kind"] == {"data": 1}
+    assert m["failed_samples"][0]["sample_id"] == "s03" and "bad.jpg" in m["failed_samples"][0]["message"]

@@ -4,27 +4,78 @@ A dataset is a class that Hydra instantiates from ``conf/dataset/<name>.yaml`` w
 arguments (``root``, ``split``, options; an unknown keyword is a TypeError from the constructor).
 It reads its index eagerly and then behaves as an immutable, deterministically ordered sequence of
 ``bench.types.Sample``; frames stay on disk and load lazily through ``bench.frames``.
+
+Bad data is handled at two levels, the same way in every loader:
+- a problem that makes the whole dataset unusable (missing root, missing index / meta file, unknown
+  split, a split holding no annotation, a configuration that matches nothing) raises
+  ``bench.types.DatasetFormatError`` from the constructor, naming the file and what was expected;
+- a problem confined to one sample (an unreadable image, a malformed annotation file or record, a
+  corrupt or wrongly sized mask) leaves that sample out: it is appended to ``dataset.errors`` as
+  ``{"sample_id": str, "kind": "data", "message": str}`` (``sample_id`` is the id the sample would
+  have had, or the annotation file / record when no id can be formed) and logged as a warning, and
+  loading goes on. The runner reports ``dataset.errors`` as data failures and counts them in n.
+- if every sample of the split fails, the constructor raises DatasetFormatError quoting the first
+  few reasons: a dataset made only of errors is a configuration problem, not a result.
 """
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
 from bench.types import DatasetFormatError, Sample
 
+log = logging.getLogger(__name__)
+
+ERROR_KIND = "data"  # the runner's failure kind for samples that could not be built from the data
+ALL_FAILED_SHOWN = 5  # reasons quoted when every sample failed
 
 class Dataset(Sequence[Sample]):
     """A loaded benchmark split: ``len(ds)``, ``ds[i]``, ``iter(ds)`` over ``Sample`` in a fixed order.
 
-    Subclasses set ``name`` and fill ``self._samples`` in their constructor.
+    Subclasses set ``name`` and fill ``self._samples`` in their constructor, building each sample
+    inside ``with self.sample_errors(sample_id):`` (or calling ``record_error``) so that a sample
+    that cannot be built lands in ``errors``, and end with ``self.require_some_samples(source)``.
+
+    ``errors``: list of ``{"sample_id": str, "kind": "data", "message": str}``, one per sample left
+    out because its data is bad, in load order (empty when every sample loaded).
     """
 
     name: str = ""
 
     def __init__(self, samples: list[Sample] | None = None) -> None:
         self._samples: list[Sample] = list(samples or [])
+        self.errors: list[dict[str, str]] = []
+
+    def record_error(self, sample_id: str, message: str) -> None:
+        """Leave out sample ``sample_id``: append it to ``errors`` and log a warning."""
+        self.errors.append({"sample_id": str(sample_id), "kind": ERROR_KIND, "message": str(message)})
+        log.warning("%s: sample %s left out (data error): %s", self.name, sample_id, message)
+
+    @contextmanager
+    def sample_errors(self, sample_id: str) -> Iterator[None]:
+        """Run the block that builds sample(s) ``sample_id``; a DatasetFormatError raised in it is
+        recorded with ``record_error`` and swallowed, so loading continues with the next sample.
+        Other exceptions propagate (they are bugs, not bad data)."""
+        try:
+            yield
+        except DatasetFormatError as exc:
+            self.record_error(sample_id, str(exc))
+
+    def require_some_samples(self, source: str) -> None:
+        """Raise DatasetFormatError when samples were attempted from ``source`` and all of them failed,
+        quoting the first ALL_FAILED_SHOWN reasons."""
+        if self._samples or not self.errors:
+            return
+        shown = "\n".join(f"  {e['sample_id']}: {e['message']}" for e in self.errors[:ALL_FAILED_SHOWN])
+        more = len(self.errors) - ALL_FAILED_SHOWN
+        raise DatasetFormatError(
+            f"{self.name}: every one of the {len(self.errors)} samples of {source} failed to load; first reasons:\n"
+            f"{shown}" + (f"\n  ... and {more} more" if more > 0 else "")
+        )
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -93,3 +144,8 @@ def require_keys(record: Any, keys: Sequence[str], where: str) -> None:
     missing = [k for k in keys if k not in record]
     if missing:
         raise DatasetFormatError(f"{where}: missing keys {missing}; expected {list(keys)}")
+
+
+def existing_splits(names: Sequence[str]) -> str:
+    """``names`` as a sorted list for "the splits that exist are ..." messages ("none" when empty)."""
+    return str(sorted(set(names))) if names else "none"

@@ -28,8 +28,14 @@ Validation is strict: every required field present and typed; per-frame lists ex
 the frame list; RLE sizes equal the video's frame size; level and category within the dataset's
 declared sets; the task's own target present (segmentation -> masks, grounding -> boxes,
 vqa / summarization -> answers); ids unique; keys that are neither mapped nor listed in
-``extra_fields`` are an error naming them (``strict=False`` ignores them). Every failure raises
-DatasetFormatError naming the file (or hub id), the record and what was expected.
+``extra_fields`` are an error naming them (``strict=False`` ignores them). Every failure names the
+file (or hub id), the record and what was expected.
+
+Bad data (``bench.datasets.base``): a record that fails validation (or repeats an earlier id, or
+whose frames are missing or unreadable) is left out and recorded in ``dataset.errors`` as
+``{"sample_id": <its id, or "<file> record <k>" when it has none>, "kind": "data", "message"}``;
+a missing root or annotation file (the message lists the splits present), an unparsable file, an
+empty one, or every record failing raises DatasetFormatError.
 
 Field mapping (``fields`` in the dataset config): {canonical name: the release's name}, e.g.
 ``{id: qid, video: video_name, query: question, masks: mask_rles}``; a dotted release name reads a
@@ -48,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from bench import masks
-from bench.datasets.base import Dataset, read_json, require_dir
+from bench.datasets.base import Dataset, existing_splits, read_json, require_dir
 from bench.frames import frame_size
 from bench.types import RLE, TASKS, DatasetFormatError, Sample, Target
 
@@ -83,6 +89,9 @@ class CanonicalDataset(Dataset):
     Sample: id from the record, modality "video", frames as above, frame_ids = frame file stems,
     task, target (masks as RLE, boxes as xyxy pixels, answers), meta = {"video", "level",
     "category", "twin_path", ...extra_fields} (keys with a null value left out).
+    A record that fails validation is left out and recorded in ``errors`` (module docstring); raises
+    DatasetFormatError when the root or annotation file is missing or unreadable as a whole, when
+    it holds no record, or when every record failed.
     """
 
     name = "canonical"
@@ -135,13 +144,20 @@ class CanonicalDataset(Dataset):
         source, records = self._records(annotation, hf_dataset, hf_config)
         seen: set[str] = set()
         for k, record in enumerate(records):
-            sample = self._sample(record, f"{source} record {k}")
-            if sample.id in seen:
-                raise DatasetFormatError(f"{source} record {k}: duplicate id {sample.id!r}")
-            seen.add(sample.id)
-            self._samples.append(sample)
-        if not self._samples:
+            with self.sample_errors(self._record_id(record, f"{source} record {k}")):
+                sample = self._sample(record, f"{source} record {k}")
+                if sample.id in seen:
+                    raise DatasetFormatError(f"{source} record {k}: duplicate id {sample.id!r}")
+                seen.add(sample.id)
+                self._samples.append(sample)
+        if not self._samples and not self.errors:
             raise DatasetFormatError(f"{self.name}: {source} holds no record")
+        self.require_some_samples(source)
+
+    def _record_id(self, record: Any, fallback: str) -> str:
+        """The id a record's sample would have (for ``errors``), or ``fallback`` when it has none."""
+        value = self._get(record, "id") if isinstance(record, Mapping) else None
+        return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "" else fallback
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -155,8 +171,10 @@ class CanonicalDataset(Dataset):
             candidates = [self.root / f"{self.split}.jsonl", self.root / f"{self.split}.json"]
         path = next((p for p in candidates if p.is_file()), None)
         if path is None:
+            present = [p.stem for p in self.root.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json")]
             raise DatasetFormatError(
-                f"{self.name}: no annotation file for split {self.split!r}: looked for {[str(p) for p in candidates]}.\n"
+                f"{self.name}: no annotation file for split {self.split!r}: looked for {[str(p) for p in candidates]}; "
+                f"splits present: {existing_splits(present)}.\n"
                 f"Expected layout:\n{self.root}/\n{self.layout}\nThe data is published at {self.published}\n"
                 f"A release with other file or field names: set dataset.annotation and dataset.fields "
                 f"(conf/dataset/{self.name}.yaml)"

@@ -14,6 +14,10 @@ names the format it came from ("reasonseg", "revos" or "rvtbench"). An RVTBench 
 annotations (objects, masks, depth) of the ReVOS clip it is asked on, so ``oracle`` perception can
 build its twin. Scored by CompositeProtocol routed by ``meta["source"]`` (reasonseg -> ReasonSeg's
 gIoU/cIoU, revos -> ReVOS's J/F, rvtbench -> per-task RVTBench metrics), see conf/dataset/demo.yaml.
+
+Bad data follows ``bench.datasets.base``: each part's ``errors`` are carried into ``dataset.errors``
+with the same id prefix, an RVTBench query on a video that is not a ReVOS clip is a data error of
+that query, and a missing root or part (or a part whose samples all fail) raises DatasetFormatError.
 """
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ class DemoDataset(Dataset):
     """Images (ReasonSeg format), videos (ReVOS format), then RVTBench queries from ``root``; see the
     module docstring.
 
-    Raises DatasetFormatError when ``root`` or either part is missing or malformed.
+    ``errors``: the parts' per-sample errors, ids prefixed like the samples'. Raises
+    DatasetFormatError when ``root`` or a part is missing or malformed as a whole.
     """
 
     name = "demo"
@@ -52,12 +57,17 @@ class DemoDataset(Dataset):
         queries = RVTBenchDataset(self.root, split="test", annotation="rvtbench/test.jsonl", frames_dir="revos/JPEGImages")
         clip_annotations = {s.meta["video"]: s.annotations for s in videos}
         for prefix, part in (("image", images), ("video", videos), ("rvt", queries)):
+            for error in part.errors:
+                self.errors.append({**error, "sample_id": f"{prefix}/{error['sample_id']}"})
             for s in part:
                 annotations = s.annotations
                 if part is queries:
                     if s.meta["video"] not in clip_annotations:
-                        raise DatasetFormatError(f"{self.root}/rvtbench/test.jsonl id {s.id!r}: video {s.meta['video']!r} "
-                                                 f"is not a clip of {self.root}/revos (clips: {sorted(clip_annotations)})")
+                        self.record_error(f"{prefix}/{s.id}", f"{self.root}/rvtbench/test.jsonl id {s.id!r}: video "
+                                          f"{s.meta['video']!r} is not a clip of {self.root}/revos "
+                                          f"(clips: {sorted(clip_annotations)})")
+                        continue
                     annotations = clip_annotations[s.meta["video"]]
                 self._samples.append(replace(s, id=f"{prefix}/{s.id}", dataset=self.name, split=split,
                                              meta={**s.meta, "source": part.name}, annotations=annotations))
+        self.require_some_samples(str(self.root))

@@ -21,6 +21,13 @@ directory part of every such path.
 Samples, in the file's order of images and then of qa pairs (LLM-Seg's order): one per qa pair,
 id ``<image stem>_<qa index>``; scored with gIoU/cIoU like ReasonSeg (LLM-Seg ``validate_llmseg.py``
 reports gIoU/cIoU; no ignore region: its masks are binary, so LISA's ignore label 255 never occurs).
+
+Bad data (``bench.datasets.base``): a missing root, annotation file (the message lists the splits
+present) or image directory, or an annotation file that is not the expected object, raises
+DatasetFormatError. A bad image record (keys, from_dataset, qa_pairs) or qa pair (keys, mask, size)
+or an unreadable image leaves the sample(s) out with ``{"sample_id": <image stem>_<k> (the image
+file name for a bad record), "kind": "data", "message"}`` in ``dataset.errors``; if none loads,
+DatasetFormatError quotes the first reasons.
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import masks
-from bench.datasets.base import Dataset, read_json, require_dir, require_keys
+from bench.datasets.base import Dataset, existing_splits, read_json, require_dir, require_keys
 from bench.frames import frame_size
 from bench.types import RLE, DatasetFormatError, Sample, Target
 
@@ -71,8 +78,9 @@ class LLMSeg40KDataset(Dataset):
     ``target.masks = [RLE]`` (ASCII counts, pixels in image coordinates), ``target.ignore = [None]``;
     ``meta = {"image": stem, "qa_index": k, "from_dataset", "file_name": image file name,
     "answer": the reference answer text}``; ``annotations`` None.
-    Raises DatasetFormatError naming the file and sample when the annotation file, an image
-    directory, a mask or an image is missing or malformed, or a mask's size differs from its image's.
+    A qa pair whose mask or image is missing or malformed, or whose mask size differs from its
+    image's, is left out and recorded in ``errors`` (module docstring). Raises DatasetFormatError
+    when the annotation file or an image directory is missing or malformed, or every sample failed.
     """
 
     name = "llmseg40k"
@@ -109,11 +117,18 @@ class LLMSeg40KDataset(Dataset):
         checked_dirs: set[str] = set()
         for image, record in data.items():
             where = f"{self.annotation} image {image!r}"
-            require_keys(record, ("from_dataset", "qa_pairs"), where)
-            source = record["from_dataset"]
-            if source not in IMAGE_DIR_ARGS:
-                raise DatasetFormatError(f"{where}: from_dataset must be one of {sorted(IMAGE_DIR_ARGS)}, got {source!r}")
-            if source not in checked_dirs:
+            source = None  # stays None when the record is bad (recorded under the image's file name)
+            with self.sample_errors(str(image)):
+                require_keys(record, ("from_dataset", "qa_pairs"), where)
+                if record["from_dataset"] not in IMAGE_DIR_ARGS:
+                    raise DatasetFormatError(
+                        f"{where}: from_dataset must be one of {sorted(IMAGE_DIR_ARGS)}, got {record['from_dataset']!r}")
+                if not isinstance(record["qa_pairs"], list):
+                    raise DatasetFormatError(f"{where}: 'qa_pairs' must be a list, got {type(record['qa_pairs']).__name__}")
+                source = record["from_dataset"]
+            if source is None:
+                continue
+            if source not in checked_dirs:  # a missing image directory fails every sample of it: a config problem
                 require_dir(
                     self.image_dirs[source],
                     dataset=self.name,
@@ -121,56 +136,69 @@ class LLMSeg40KDataset(Dataset):
                     published=PUBLISHED,
                 )
                 checked_dirs.add(source)
-            if not isinstance(record["qa_pairs"], list):
-                raise DatasetFormatError(f"{where}: 'qa_pairs' must be a list, got {type(record['qa_pairs']).__name__}")
             self._samples.extend(self._image_samples(str(image), source, record["qa_pairs"], where))
+        self.require_some_samples(str(self.annotation))
 
     def _find_annotation(self, layout: str) -> Path:
         candidates = [self.root / "split" / f"{self.split}.json", self.root / f"{self.split}.json"]
         for path in candidates:
             if path.is_file():
                 return path
+        present = [p.stem for d in (self.root / "split", self.root) if d.is_dir() for p in d.glob("*.json")]
         raise DatasetFormatError(
             f"{self.name}: no annotation file for split {self.split!r}; looked for "
-            f"{' and '.join(str(p) for p in candidates)}.\nExpected layout:\n{layout}\nThe data is published at {PUBLISHED}"
+            f"{' and '.join(str(p) for p in candidates)}; splits present: {existing_splits(present)}.\n"
+            f"Expected layout:\n{layout}\nThe data is published at {PUBLISHED}"
         )
 
     def _image_samples(self, image: str, source: str, qa_pairs: list, where: str) -> list[Sample]:
         image_path = self.image_dirs[source] / image
         stem = Path(image).stem
-        size: tuple[int, int] | None = None
+        size: list[tuple[int, int] | DatasetFormatError] = []
+
+        def size_of() -> tuple[int, int]:
+            # one header read per image, shared by its qa pairs; an unreadable image fails each of them
+            if not size:
+                try:
+                    size.append(frame_size(image_path))
+                except DatasetFormatError as exc:
+                    size.append(DatasetFormatError(f"{where}: {exc}"))
+            if isinstance(size[0], DatasetFormatError):
+                raise size[0]
+            return size[0]
+
         samples = []
         for k, qa in enumerate(qa_pairs):
             sample_id = f"{stem}_{k}"
             qa_where = f"{where} qa_pairs[{k}] (sample {sample_id})"
-            require_keys(qa, ("question", "answer"), qa_where)
-            rle = self._mask(qa, qa_where)
-            if self.check_sizes:
-                if size is None:
-                    try:
-                        size = frame_size(image_path)
-                    except DatasetFormatError as exc:
-                        raise DatasetFormatError(f"{where}: {exc}") from exc
-                if tuple(rle["size"]) != size:
-                    raise DatasetFormatError(
-                        f"{qa_where}: mask size [H, W] = {list(rle['size'])} differs from image {image_path} "
-                        f"size {list(size)}"
-                    )
-            samples.append(
-                Sample(
-                    id=sample_id,
-                    dataset=self.name,
-                    split=self.split,
-                    modality="image",
-                    frames=[str(image_path)],
-                    frame_ids=[stem],
-                    query=str(qa["question"]),
-                    task="segmentation",
-                    target=Target(masks=[rle], ignore=[None]),
-                    meta={"image": stem, "qa_index": k, "from_dataset": source, "file_name": image, "answer": str(qa["answer"])},
-                )
-            )
+            with self.sample_errors(sample_id):
+                samples.append(self._sample(sample_id, k, qa, image, source, qa_where, size_of))
         return samples
+
+    def _sample(self, sample_id: str, k: int, qa: Any, image: str, source: str, qa_where: str, size_of) -> Sample:
+        image_path = self.image_dirs[source] / image
+        stem = Path(image).stem
+        require_keys(qa, ("question", "answer"), qa_where)
+        rle = self._mask(qa, qa_where)
+        if self.check_sizes:
+            size = size_of()
+            if tuple(rle["size"]) != size:
+                raise DatasetFormatError(
+                    f"{qa_where}: mask size [H, W] = {list(rle['size'])} differs from image {image_path} "
+                    f"size {list(size)}"
+                )
+        return Sample(
+            id=sample_id,
+            dataset=self.name,
+            split=self.split,
+            modality="image",
+            frames=[str(image_path)],
+            frame_ids=[stem],
+            query=str(qa["question"]),
+            task="segmentation",
+            target=Target(masks=[rle], ignore=[None]),
+            meta={"image": stem, "qa_index": k, "from_dataset": source, "file_name": image, "answer": str(qa["answer"])},
+        )
 
     def _mask(self, qa: dict[str, Any], where: str) -> RLE:
         """The qa pair's mask as an RLE with ASCII counts, from ``rle_seg`` or ``segmentation_path``."""

@@ -26,6 +26,13 @@ Edge cases of the public release, handled as LISA does:
   and frames load oriented (``bench.frames.read_frame``).
 - encoding: UTF-8, falling back to cp1252 (LISA's fallback order) for the few files not in UTF-8.
 
+Bad data (``bench.datasets.base``): a whole-dataset problem (missing root or split directory, with
+the splits that do exist named; a split without any ``<name>.json``) raises DatasetFormatError. A
+per-image problem (JSON invalid or without ``text`` / ``is_sentence`` / ``shapes``, shapes or points
+malformed, image missing or unreadable, instances sidecar malformed) leaves that image's sample(s)
+out and records ``{"sample_id": <stem>, "kind": "data", "message"}`` in ``dataset.errors``; if no
+image loads, DatasetFormatError quotes the first reasons.
+
 Demo extensions (absent from the real release; read only when present):
 - top-level ``"level"`` (int) and ``"category"`` (str) keys in ``<name>.json`` go to ``Sample.meta``;
 - ``<root>/<split>/instances/<name>.json`` = ``{"instances": [{"id", "label", "points"}]}``: every
@@ -39,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import masks
-from bench.datasets.base import Dataset, read_json, require_dir, require_keys
+from bench.datasets.base import Dataset, existing_splits, read_json, require_dir, require_keys
 from bench.frames import frame_size
 from bench.types import DatasetFormatError, InstanceAnnotation, Sample, Target
 
@@ -66,8 +73,10 @@ class ReasonSegDataset(Dataset):
     ``meta = {"name", "is_sentence"}`` (+ "text_index" with all_texts, + "level", "category" when
     the JSON has them);
     ``annotations`` from the optional instances sidecar, else None.
-    Raises DatasetFormatError when the split directory, an image or a JSON is missing or malformed;
-    ValueError for an unknown query_length.
+    A per-image problem (bad JSON, bad shapes, missing or unreadable image) is recorded in
+    ``errors`` and the image left out (module docstring). Raises DatasetFormatError when the root or
+    split directory is missing (naming the splits that exist), when the split holds no JSON, or when
+    every image failed; ValueError for an unknown query_length.
     """
 
     name = "reasonseg"
@@ -80,9 +89,17 @@ class ReasonSegDataset(Dataset):
         self.split = split
         self.query_length = query_length
         self.all_texts = bool(all_texts)
-        split_dir = require_dir(
-            self.root / split, dataset=self.name, layout=f"{self.root}/\n{LAYOUT}", published=PUBLISHED
-        )
+        layout = f"{self.root}/\n{LAYOUT}"
+        if not self.root.is_dir():
+            require_dir(self.root / split, dataset=self.name, layout=layout, published=PUBLISHED)
+        if not (self.root / split).is_dir():
+            present = [d.name for d in self.root.iterdir() if d.is_dir() and any(d.glob("*.json"))]
+            raise DatasetFormatError(
+                f"{self.name}: no split {split!r} in {self.root} (expected the directory {self.root / split}); "
+                f"splits present: {existing_splits(present)}.\nExpected layout:\n{layout}\n"
+                f"The data is published at {PUBLISHED}"
+            )
+        split_dir = self.root / split
         json_paths = sorted(split_dir.glob("*.json"))
         if not json_paths:
             raise DatasetFormatError(
@@ -91,9 +108,11 @@ class ReasonSegDataset(Dataset):
             )
         keep = QUERY_LENGTHS[query_length]
         for path in json_paths:
-            samples = self._load(path)
-            if keep is None or samples[0].meta["is_sentence"] is keep:
-                self._samples.extend(samples)
+            with self.sample_errors(path.stem):
+                samples = self._load(path)
+                if keep is None or samples[0].meta["is_sentence"] is keep:
+                    self._samples.extend(samples)
+        self.require_some_samples(str(split_dir))
 
     def _load(self, json_path: Path) -> list[Sample]:
         stem = json_path.stem
@@ -151,6 +170,8 @@ def _read_instances(path: Path, height: int, width: int) -> list[InstanceAnnotat
         return None
     data = read_json(path)
     require_keys(data, ("instances",), str(path))
+    if not isinstance(data["instances"], list):
+        raise DatasetFormatError(f"{path}: 'instances' must be a list, got {type(data['instances']).__name__}")
     out = []
     for k, inst in enumerate(data["instances"]):
         require_keys(inst, ("id", "label", "points"), f"{path} instance {k}")

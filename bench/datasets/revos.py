@@ -29,6 +29,23 @@ is read when present and each sample's ``target.foreground`` is its video's list
 video's samples; None for a video the file lacks, with a warning); True requires the file and every
 video; False never reads it (R is then not reported).
 
+Bad data (``bench.datasets.base``). Whole-dataset problems raise DatasetFormatError: missing root,
+JPEGImages/, mask_dict.json or the split's meta file (the message lists the splits whose meta file
+exists), a meta or mask_dict that is not the expected JSON object, on_length_mismatch="error",
+foreground=True with the file or a video missing, or every expression failing. Per-expression
+problems leave the expression out and add ``{"sample_id": "<video>/<exp_id>", "kind": "data",
+"message"}`` to ``dataset.errors``: an expression without its keys, an anno_id missing from
+mask_dict.json, an anno track that is not a list or holds a bad RLE; a video-level problem (no frame
+directory, unreadable first frame, bad sidecar entry) does so for each expression of the video.
+mask_dict.json is validated at load time without decoding any mask (ReVOS valid holds ~50k frame
+masks): every non-null entry must be a dict with ``size == [H, W]`` of the video (the first frame's
+header, EXIF-oriented), ``counts`` a str / bytes (compressed) or list of non-negative ints summing to
+H*W (uncompressed), and pycocotools ``area()`` must succeed with 0 <= area <= H*W (a corrupt counts
+string decodes to runs that overflow the frame). One message per bad track lists every bad frame
+(file, anno id, frame index, what was expected; capped at MAX_LISTED lines + "and N more"), so all
+bad entries are reported at load, before any model work. Objects with a bad track are also left out
+of ``Sample.annotations``.
+
 Demo extensions (absent from the real release; read only when present): extra keys on an expression
 (the demo's "level", "category") are copied to ``Sample.meta``; ``<root>/instances.json`` =
 ``{<video>: [{"anno_id", "label", "depth": [per frame metres or null] | null}]}`` gives object labels
@@ -38,9 +55,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
+
+from pycocotools import mask as mask_utils
 
 from bench import masks
-from bench.datasets.base import Dataset, read_json, require_dir, require_file, require_keys
+from bench.datasets.base import Dataset, existing_splits, read_json, require_dir, require_file, require_keys
+from bench.frames import frame_size
 from bench.types import RLE, DatasetFormatError, InstanceAnnotation, Sample, Target
 
 PUBLISHED = "https://github.com/cilinyan/ReVOS-api (ReVOS; loader and evaluation: github.com/cilinyan/VISA)"
@@ -53,12 +74,22 @@ LAYOUT = (
 EXPRESSION_KEYS = ("exp", "obj_id", "anno_id", "type_id")
 TYPE_NAMES = {0: "referring", 1: "reasoning", 2: "no_target"}
 ON_LENGTH_MISMATCH = ("warn", "skip", "error")
+MAX_LISTED = 20  # bad frames listed per anno track before "... and N more"
 
 log = logging.getLogger(__name__)
 
 
 class _SkipExpression(Exception):
     """An anno track of the wrong length under on_length_mismatch="skip"."""
+
+
+class _BadTrack(Exception):
+    """An anno track that cannot be used (missing, not a list, bad RLEs): its expressions are errors."""
+
+
+class _WholeDatasetError(DatasetFormatError):
+    """A DatasetFormatError that must stop loading even where per-sample errors are collected
+    (on_length_mismatch="error", foreground=True)."""
 
 
 class ReVOSDataset(Dataset):
@@ -77,7 +108,9 @@ class ReVOSDataset(Dataset):
     ``meta = {"type_id", "type", "video", "exp_id", "obj_id", "anno_id", ...extra expression keys}``;
     ``annotations`` = every object of the video (anno ids of all its expressions, then any other
     listed in the instances sidecar), one list object shared by all samples of that video.
-    Raises DatasetFormatError when a file is missing or malformed (the message names it).
+    Per-expression problems go to ``errors`` (module docstring); raises DatasetFormatError when a
+    file is missing or malformed as a whole (the message names it), when the split has no meta file
+    (naming the splits that have one), or when every expression failed.
     """
 
     name = "revos"
@@ -94,15 +127,22 @@ class ReVOSDataset(Dataset):
         layout = f"{self.root}/\n{LAYOUT}"
         require_dir(self.root, dataset=self.name, layout=layout, published=PUBLISHED)
         require_dir(self.root / "JPEGImages", dataset=self.name, layout=layout, published=PUBLISHED)
-        meta_path = require_file(
-            self.root / f"meta_expressions_{split}_.json", dataset=self.name, layout=layout, published=PUBLISHED
-        )
+        meta_path = self.root / f"meta_expressions_{split}_.json"
+        if not meta_path.is_file():
+            present = [p.name[len("meta_expressions_"):-len("_.json")] for p in self.root.glob("meta_expressions_*_.json")]
+            raise DatasetFormatError(
+                f"{self.name}: no split {split!r}: expected the file {meta_path} (not found); splits present: "
+                f"{existing_splits(present)}.\nExpected layout:\n{layout}\nThe data is published at {PUBLISHED}"
+            )
         mask_path = require_file(self.root / "mask_dict.json", dataset=self.name, layout=layout, published=PUBLISHED)
         meta = read_json(meta_path)
         require_keys(meta, ("videos",), str(meta_path))
+        if not isinstance(meta["videos"], dict):
+            raise DatasetFormatError(f"{meta_path}: 'videos' must be an object {{<video>: {{...}}}}, got {type(meta['videos']).__name__}")
         mask_dict = read_json(mask_path)
         if not isinstance(mask_dict, dict):
             raise DatasetFormatError(f"{mask_path}: expected {{anno_id: [per frame RLE or null]}}")
+        self._mask_path = mask_path
         sidecar_path = self.root / "instances.json"
         sidecar = read_json(sidecar_path) if sidecar_path.is_file() else {}
         self._foreground_path = self.root / "mask_dict_foreground.json"
@@ -110,49 +150,91 @@ class ReVOSDataset(Dataset):
         self._use_foreground = foreground if foreground is not None else self._foreground_path.is_file()
         self._require_foreground = foreground is True
         for video, info in meta["videos"].items():
-            self._samples.extend(self._video_samples(video, info, mask_dict, sidecar.get(video), meta_path))
+            try:
+                self._samples.extend(self._video_samples(video, info, mask_dict, sidecar.get(video), meta_path))
+            except _WholeDatasetError:
+                raise
+            except DatasetFormatError as exc:  # a video-level problem: every expression of the video fails
+                expressions = info.get("expressions") if isinstance(info, dict) else None
+                for exp_id in expressions if isinstance(expressions, dict) and expressions else [None]:
+                    self.record_error(video if exp_id is None else f"{video}/{exp_id}", str(exc))
+        self.require_some_samples(str(meta_path))
 
     def _video_samples(self, video: str, info: dict, mask_dict: dict, labels: list | None, meta_path: Path) -> list[Sample]:
         where = f"{meta_path} video {video!r}"
         require_keys(info, ("frames", "expressions"), where)
+        if not isinstance(info["frames"], list):
+            raise DatasetFormatError(f"{where}: 'frames' must be a list of frame names, got {type(info['frames']).__name__}")
         frame_ids = [str(f) for f in info["frames"]]
         video_dir = self.root / "JPEGImages" / video
         if not video_dir.is_dir():
             raise DatasetFormatError(f"{where}: frame directory {video_dir} does not exist")
         frames = [str(video_dir / f"{f}.jpg") for f in frame_ids]
+        if not frames:
+            raise DatasetFormatError(f"{where}: 'frames' is empty")
+        if not isinstance(info["expressions"], dict):
+            raise DatasetFormatError(f"{where}: 'expressions' must be an object {{<exp_id>: {{...}}}}")
+        # one header read per video: mask sizes are checked against it without decoding any mask
+        size = frame_size(frames[0])
 
-        cache: dict[str, list[RLE | None] | _SkipExpression] = {}
+        cache: dict[str, list[RLE | None] | _SkipExpression | _BadTrack] = {}
 
         def track(anno_id: object) -> list[RLE | None]:
             # memoised so that a mismatched track warns once per video, not once per use
             if str(anno_id) not in cache:
                 try:
                     cache[str(anno_id)] = read_track(anno_id)
-                except _SkipExpression as exc:
+                except (_SkipExpression, _BadTrack) as exc:
                     cache[str(anno_id)] = exc
             got = cache[str(anno_id)]
-            if isinstance(got, _SkipExpression):
+            if isinstance(got, Exception):
                 raise got
             return got
 
         def read_track(anno_id: object) -> list[RLE | None]:
-            rles = mask_dict.get(str(anno_id))
-            expected = (f"{self.root / 'mask_dict.json'}: anno_id {anno_id} (video {video!r}) must map to a list "
+            if str(anno_id) not in mask_dict:
+                raise _BadTrack(f"anno_id {anno_id} is missing from {self._mask_path}")
+            rles = mask_dict[str(anno_id)]
+            expected = (f"{self._mask_path}: anno_id {anno_id} (video {video!r}) must map to a list "
                         f"of {len(frame_ids)} per-frame RLEs or nulls")
             if not isinstance(rles, list):
-                raise DatasetFormatError(f"{expected}, got {type(rles).__name__}")
+                raise _BadTrack(f"{expected}, got {type(rles).__name__}")
             # eval_revos treats any falsy entry (null, {}) as "no mask in this frame"
-            return self._aligned([r if r else None for r in rles], len(frame_ids), expected)
+            aligned = self._aligned([r if r else None for r in rles], len(frame_ids), expected)
+            bad = [f"  frame {t} ({frame_ids[t]}): {problem}" for t, r in enumerate(aligned)
+                   if r is not None and (problem := rle_problem(r, size)) is not None]
+            if bad:
+                more = len(bad) - MAX_LISTED
+                raise _BadTrack(
+                    f"{self._mask_path}: anno_id {anno_id} (video {video!r}): {len(bad)} bad per-frame RLE(s); "
+                    f"expected null or a COCO RLE {{'size': {list(size)}, 'counts': str | bytes | list}} "
+                    f"(size = the video's frame size [H, W]):\n" + "\n".join(bad[:MAX_LISTED])
+                    + (f"\n  ... and {more} more" if more > 0 else "")
+                )
+            # uncompressed counts (valid COCO) are compressed once here: pycocotools merge needs them so
+            return [_compressed(r) if r is not None and isinstance(r["counts"], list) else r for r in aligned]
 
         samples = []
         foreground = self._video_foreground(video, len(frame_ids))
         annotations = self._annotations(video, info, track, labels, where)
         for exp_id, exp in info["expressions"].items():
-            require_keys(exp, EXPRESSION_KEYS, f"{where} expression {exp_id!r}")
+            sample_id = f"{video}/{exp_id}"
             try:
+                require_keys(exp, EXPRESSION_KEYS, f"{where} expression {exp_id!r}")
+                if not isinstance(exp["anno_id"], list) or not isinstance(exp["obj_id"], list):
+                    raise DatasetFormatError(f"{where} expression {exp_id!r}: 'anno_id' and 'obj_id' must be lists of int")
+                missing = [a for a in exp["anno_id"] if str(a) not in mask_dict]
+                if missing:
+                    raise DatasetFormatError("; ".join(
+                        f"anno_id {a} (expression {sample_id}) is missing from {self._mask_path}" for a in missing))
                 tracks = [track(a) for a in exp["anno_id"]]
             except _SkipExpression:
-                self.skipped.append(f"{video}/{exp_id}")
+                self.skipped.append(sample_id)
+                continue
+            except (_BadTrack, DatasetFormatError) as exc:
+                if isinstance(exc, _WholeDatasetError):
+                    raise
+                self.record_error(sample_id, str(exc))
                 continue
             target = [_union([t[i] for t in tracks]) for i in range(len(frame_ids))]
             extra = {k: v for k, v in exp.items() if k not in EXPRESSION_KEYS and k != "exp"}
@@ -204,8 +286,9 @@ class ReVOSDataset(Dataset):
                 )
             try:
                 track_masks = track(a)
-            except _SkipExpression:
-                continue  # on_length_mismatch="skip": the object is left out with its expressions
+            except (_SkipExpression, _BadTrack):
+                # left out with its expressions ("skip", or bad data: the expressions record the reason)
+                continue
             out.append(InstanceAnnotation(id=a, label=str(entry.get("label", "")), masks=track_masks, depth=depth))
         return out
 
@@ -216,7 +299,7 @@ class ReVOSDataset(Dataset):
             return rles
         message = f"{expected}, got {len(rles)} entries"
         if self.on_length_mismatch == "error":
-            raise DatasetFormatError(message + " (dataset.on_length_mismatch=error)")
+            raise _WholeDatasetError(message + " (dataset.on_length_mismatch=error)")
         log.warning("%s (on_length_mismatch=%s)", message, self.on_length_mismatch)
         if self.on_length_mismatch == "skip":
             raise _SkipExpression(message)
@@ -227,9 +310,9 @@ class ReVOSDataset(Dataset):
             return None
         try:
             rles = self.foreground(video)
-        except DatasetFormatError:
+        except DatasetFormatError as exc:
             if self._require_foreground:
-                raise
+                raise _WholeDatasetError(str(exc)) from exc
             log.warning("revos: %s has no entry for video %r; R is not scored for its expressions",
                         self._foreground_path, video)
             return None
@@ -258,3 +341,41 @@ def _union(rles: list[RLE | None]) -> RLE | None:
         return None
     height, width = (int(v) for v in present[0]["size"])
     return masks.union(present, height, width)
+
+
+def _compressed(rle: RLE) -> RLE:
+    """An uncompressed COCO RLE (list counts) in compressed form with ASCII counts."""
+    height, width = (int(v) for v in rle["size"])
+    coded = mask_utils.frPyObjects({"size": [height, width], "counts": list(rle["counts"])}, height, width)
+    return {"size": [height, width], "counts": coded["counts"].decode("ascii")}
+
+
+def rle_problem(rle: Any, size: tuple[int, int]) -> str | None:
+    """What is wrong with one per-frame mask entry of mask_dict.json for a frame of ``size`` (H, W),
+    or None when it is a well-formed COCO RLE of that size. Cheap: no mask is decoded (compressed
+    counts are summed by pycocotools ``area``, uncompressed counts in Python)."""
+    height, width = size
+    if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
+        return f"expected a COCO RLE {{'size', 'counts'}}, got {str(rle)[:80]}"
+    try:
+        got = [int(v) for v in rle["size"]]
+    except (TypeError, ValueError):
+        got = None
+    if got != [height, width]:
+        return f"size {str(rle['size'])[:40]} differs from the frame size [H, W] = {[height, width]}"
+    counts = rle["counts"]
+    if isinstance(counts, list):  # uncompressed: runs alternate background / foreground, summing to H*W
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            return "uncompressed counts must be non-negative ints"
+        if sum(counts) != height * width:
+            return f"uncompressed counts sum to {sum(counts)}, expected H*W = {height * width}"
+        return None
+    if not isinstance(counts, (str, bytes)):
+        return f"counts must be str, bytes or list, got {type(counts).__name__}"
+    try:
+        area = int(mask_utils.area({"size": [height, width], "counts": counts.encode("ascii") if isinstance(counts, str) else counts}))
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        return f"counts {counts[:40]!r} cannot be read by pycocotools: {exc}"
+    if not 0 <= area <= height * width:
+        return f"counts {counts[:40]!r} are corrupt: they give an area of {area} pixels, more than H*W = {height * width}"
+    return None

@@ -1,0 +1,48 @@
+"""DemoDataset's handling of bad data (the demo's content itself is tested in tests/test_demo.py):
+the parts' per-sample errors are carried over with the demo's id prefixes."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.datasets.demo import DemoDataset
+from bench.types import DatasetFormatError
+
+DEMO = Path(__file__).resolve().parents[1] / "demo"
+
+
+@pytest.fixture
+def demo_copy(tmp_path) -> Path:
+    root = tmp_path / "demo"
+    shutil.copytree(DEMO, root)
+    return root
+
+
+def test_shipped_demo_has_no_errors():
+    assert DemoDataset(DEMO).errors == []
+
+
+def test_part_errors_are_prefixed_like_the_samples(demo_copy):
+    (demo_copy / "reasonseg" / "val" / "astronaut_flag.jpg").write_text("not an image")
+    lines = (demo_copy / "rvtbench" / "test.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    frames = demo_copy / "revos" / "JPEGImages"
+    # the query's frames exist (RVTBench loads it) but its video is no ReVOS clip of the demo
+    (frames / "no_such_clip").symlink_to(frames / first["video"])
+    first["video"] = "no_such_clip"
+    (demo_copy / "rvtbench" / "test.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    ds = DemoDataset(demo_copy)
+    full = len(DemoDataset(DEMO))
+    assert len(ds) == full - 2
+    assert [(e["sample_id"], e["kind"]) for e in ds.errors] == [("image/astronaut_flag", "data"), (f"rvt/{first['id']}", "data")]
+    assert "astronaut_flag.jpg" in ds.errors[0]["message"]
+    assert "'no_such_clip' is not a clip of" in ds.errors[1]["message"]
+
+
+def test_missing_part_is_still_a_dataset_error(demo_copy):
+    shutil.rmtree(demo_copy / "revos")
+    with pytest.raises(DatasetFormatError, match="revos"):
+        DemoDataset(demo_copy)
