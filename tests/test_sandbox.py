@@ -75,7 +75,9 @@ def test_timeout_kills_forked_children_too(twin, tmp_path):
     pid_file = tmp_path / "pid"
     code = (f"import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(60)\n"
             f"open({str(pid_file)!r}, 'w').write(str(pid))\nwhile True:\n    pass")
-    assert not run_code(code, twin, timeout_s=1.5).ok
+    # isolation="none": the rlimits-and-process-group path (the pid must be visible to this test);
+    # the namespaced path is test_a_detached_grandchild_dies_with_the_sandbox.
+    assert not run_code(code, twin, timeout_s=1.5, isolation="none").ok
     pid = int(pid_file.read_text())
     time.sleep(0.2)
     status = Path(f"/proc/{pid}/status")
@@ -112,3 +114,72 @@ def test_runs_in_a_temporary_directory_that_is_removed(twin):
     workdir = Path(result.output.strip())
     assert result.ok and workdir != Path.cwd() and workdir.name.startswith("rvt-sandbox-")
     assert not workdir.exists()
+
+
+# --- isolation (network, PID and mount namespaces through unshare(1)) ----------------------------
+
+needs_namespaces = pytest.mark.skipif(not __import__("adapters.sandbox.runner", fromlist=["x"]).namespaces_available(),
+                                      reason="this kernel refuses unprivileged/privileged namespaces")
+
+
+@needs_namespaces
+def test_network_is_unreachable(twin):
+    code = ("import socket\n"
+            "for host in ('127.0.0.1', '8.8.8.8'):\n"
+            "    try:\n"
+            "        socket.create_connection((host, 53), timeout=1); print(host, 'open')\n"
+            "    except OSError as e:\n"
+            "        print(host, 'blocked')\n")
+    result = run_code(code, twin)
+    assert result.output == "127.0.0.1 blocked\n8.8.8.8 blocked\n", result.output
+
+
+@needs_namespaces
+def test_harness_environment_is_not_readable_through_proc(twin):
+    marker = "RVT_SANDBOX_SECRET_MARKER"
+    os.environ[marker] = "sk-should-not-leak"  # the harness's own environment, as at start-up
+    try:
+        code = ("import os\nfound = []\n"
+                "for pid in os.listdir('/proc'):\n"
+                "    try:\n"
+                "        found.append(open(f'/proc/{pid}/environ', 'rb').read())\n"
+                "    except Exception:\n"
+                "        pass\n"
+                f"print(any(b'{marker}' in e for e in found), os.getpid())\n")
+        result = run_code(code, twin)
+    finally:
+        del os.environ[marker]
+    assert result.ok and result.output.startswith("False"), result.output
+
+
+@needs_namespaces
+def test_filesystem_is_read_only_outside_the_working_directory(twin, tmp_path):
+    target = tmp_path / "escape.txt"
+    code = (f"try:\n    open({str(target)!r}, 'w').write('x'); print('escaped')\n"
+            "except OSError as e:\n    print(e.strerror)\n"
+            "open('mine.txt', 'w').write('ok'); print(open('mine.txt').read())\n")
+    result = run_code(code, twin)
+    assert result.output == "Read-only file system\nok\n", result.output
+    assert not target.exists()
+
+
+@needs_namespaces
+def test_a_detached_grandchild_dies_with_the_sandbox(twin, tmp_path):
+    # As root RLIMIT_NPROC is not enforced; the PID namespace still takes every process down.
+    marker = tmp_path / "late.txt"
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid(); time.sleep(2)\n"
+            f"    open({str(marker)!r}, 'w').write('alive')\n"
+            "    os._exit(0)\n"
+            "print('parent done')\n")
+    run_code(code, twin, isolation="namespaces")
+    time.sleep(3)
+    assert not marker.exists()
+
+
+def test_unknown_isolation_mode_is_refused(twin):
+    from bench.types import SandboxError
+
+    with pytest.raises(SandboxError, match="isolation"):
+        run_code("print(1)", twin, isolation="docker")

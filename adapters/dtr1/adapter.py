@@ -15,7 +15,7 @@ from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollou
 from adapters.policy.base import Policy
 from bench.types import AdapterError, Prediction, Sample
 
-SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars")
+SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars", "isolation")
 
 
 class DTR1Adapter(Adapter):

@@ -6,11 +6,20 @@ OPENAI_API_KEY), in its own process group, under ``resource.setrlimit`` limits o
 space, file size and core dumps (and no new processes once the child has imported its libraries),
 and kills the whole group at the wall-clock timeout. As in the DT-R1 paper (arXiv 2511.12365),
 stdout comes back truncated and an error comes back as its last traceback line only.
-Not yet done: network isolation and a read-only filesystem view.
+
+Isolation (`isolation="auto"`, the default, uses it wherever the kernel allows it, as here and in
+CI): the child runs under util-linux `unshare` in new network, PID and mount namespaces - no network
+at all (not even loopback), its own /proc (the harness's environment, secrets included, is not
+visible through /proc/<pid>/environ), the whole filesystem read-only except its working directory,
+and every process it starts dies with it (PID namespace). Reads are not restricted: the code can
+read what the harness can. Where namespaces are unavailable, "auto" falls back to the rlimits
+above with a warning; "namespaces" refuses to run instead; "none" skips them.
 """
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
 import os
 import resource
@@ -26,7 +35,18 @@ from pathlib import Path
 from adapters.twin.schema import Twin
 from bench.types import SandboxError
 
+log = logging.getLogger(__name__)
+
 CHILD = Path(__file__).with_name("child.py")
+ISOLATION = ("auto", "namespaces", "none")
+_UNSHARE = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--propagation", "private", "--kill-child"]
+# Runs as PID 1 of the new namespaces: make / read-only except the working directory, then exec.
+_MOUNTS = (
+    'set -e; W="$1"; shift; '
+    'mount --bind "$W" "$W"; mount --bind / /; mount -o remount,bind,ro /; mount -o remount,bind,rw "$W"; '
+    '(mount --bind /dev/shm /dev/shm && mount -o remount,bind,ro /dev/shm) 2>/dev/null || true; '
+    'cd "$W"; exec "$@"'  # cd again: the inherited cwd still points into the old, now read-only, mount
+)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_FILE_BYTES = 64 * 2**20
 """Largest file (stdout included: it is a file) the code may write; bounds a print flood."""
@@ -57,7 +77,7 @@ class SandboxResult:
 
 
 def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 2048,
-             max_output_chars: int = 2000) -> SandboxResult:
+             max_output_chars: int = 2000, isolation: str = "auto") -> SandboxResult:
     """Run ``code`` in a sandbox process that sees ``twin`` (dict: twin.to_llm_dict() unabridged),
     ``masks`` (instance id -> (T, H, W) bool numpy array, decoded lazily), ``np``, ``cv2``, ``math``
     and ``json``.
@@ -66,8 +86,14 @@ def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 20
     imports included, ~0.5 s); the process group is killed with SIGKILL at the limit, and CPU time is
     capped at ceil(timeout_s) + 1 s. memory_mb: address-space limit in MiB (an allocation beyond it
     raises MemoryError in the code). Failures of the code are results (ok=False), not exceptions;
-    raises SandboxError only when the sandbox itself cannot start.
+    raises SandboxError only when the sandbox itself cannot start (or when isolation="namespaces"
+    and the kernel refuses namespaces).
     """
+    if isolation not in ISOLATION:
+        raise SandboxError(f"sandbox isolation {isolation!r}: expected one of {ISOLATION}")
+    use_ns = isolation == "namespaces" or (isolation == "auto" and namespaces_available())
+    if isolation == "namespaces" and not namespaces_available():
+        raise SandboxError("sandbox isolation 'namespaces' requested but unshare(1) cannot create namespaces here")
     workdir = Path(tempfile.mkdtemp(prefix="rvt-sandbox-"))
     try:
         (workdir / "twin.json").write_text(json.dumps(twin.to_llm_dict()))
@@ -86,8 +112,11 @@ def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 20
         start = time.monotonic()
         with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
             try:
+                argv = [sys.executable, "-I", str(CHILD), str(workdir), str(REPO_ROOT)]
+                if use_ns:
+                    argv = [*_UNSHARE, "sh", "-c", _MOUNTS, "sandbox", str(workdir), *argv]
                 proc = subprocess.Popen(
-                    [sys.executable, "-I", str(CHILD), str(workdir), str(REPO_ROOT)],
+                    argv,
                     cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     start_new_session=True, preexec_fn=lambda: _set_limits(limits),
                 )
@@ -107,6 +136,20 @@ def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 20
                              error=None, duration_s=duration)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=1)
+def namespaces_available() -> bool:
+    """Whether unshare(1) can create the sandbox's namespaces here (checked once per process)."""
+    if shutil.which("unshare") is None:
+        log.warning("sandbox: unshare(1) not found; model code runs with rlimits only (no network/filesystem isolation)")
+        return False
+    probe = subprocess.run([*_UNSHARE, "sh", "-c", _MOUNTS, "probe", tempfile.gettempdir(), "true"],
+                           capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        log.warning("sandbox: namespaces unavailable (%s); model code runs with rlimits only",
+                    probe.stderr.decode(errors="replace").strip()[:200])
+    return probe.returncode == 0
 
 
 def _set_limits(limits: list[tuple[int, tuple[int, int]]]) -> None:
