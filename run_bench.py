@@ -75,9 +75,9 @@ def main(cfg: DictConfig) -> float | None:
     if result.not_published is not None:
         print(f"leaderboard: {result.not_published}", file=sys.stderr)
     print(f"run directory: {result.run_dir}")
-    headline = (result.metrics or {}).get("metrics", {})
-    first = next(iter(headline.values()), None)
-    return float(first) if isinstance(first, (int, float)) else None  # for Hydra sweepers
+    # The protocol's headline metric, for Hydra sweepers (optuna & co.); None while shards run.
+    value = (result.metrics or {}).get("metrics", {}).get(result.headline) if result.headline else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ class RunResult:
     predicted: int                  # samples predicted by this invocation (0 on a finished resume)
     leaderboard: Path | None
     not_published: str | None = None  # why no leaderboard row was written although publishing was on
+    headline: str | None = None       # the protocol's first headline metric key
 
 
 def run(cfg: DictConfig) -> RunResult:
@@ -94,7 +95,7 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
             log.error("%s; see %s", refused, run_dir / "metrics.json")
     elif cfg.run.limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", cfg.run.limit)
-    return RunResult(run_dir, metrics, predicted, board, refused)
+    return RunResult(run_dir, metrics, predicted, board, refused, (protocol.headline or [None])[0])
 
 
 def _refusal(metrics: dict[str, Any]) -> str | None:
@@ -218,7 +219,7 @@ def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path) -> i
             for pred in preds:
                 failures += pred.error is not None
                 out.append(pred)
-            bar.update(len(batch))
+            bar.update(len(preds))
             bar.set_postfix(failed=failures)
     finally:
         bar.close()
@@ -264,6 +265,8 @@ def _predict_batch(adapter: Any, batch: list[Sample], fail_fast: bool) -> list[P
     share = round((time.perf_counter() - start) / len(batch), 4)
     preds = []
     for sample, result in zip(batch, results, strict=True):
+        if isinstance(result, Prediction) and result.sample_id != sample.id:
+            result = RvtBenchError(f"adapter answered sample {result.sample_id!r} when asked for {sample.id!r}")
         if isinstance(result, RvtBenchError):
             if fail_fast:
                 raise result

@@ -168,11 +168,13 @@ def parse_verdict(reply: str | None) -> tuple[float, str, str | None]:
 # --- cache ------------------------------------------------------------------------------------------
 
 
-def cache_key(model: str, template: PromptTemplate, item: JudgeItem) -> str:
-    """sha256 hex of (judge model, template id, version, question, references, prediction)."""
+def cache_key(model: str, template: PromptTemplate, item: JudgeItem, settings: dict | None = None) -> str:
+    """sha256 hex of (judge model, template id, version, question, references, prediction) plus the
+    decoding settings that change a verdict (temperature, max_tokens) when given."""
     payload = json.dumps(
-        [model, template.id, template.version, item.question, list(item.references), item.prediction],
-        ensure_ascii=False,
+        [model, template.id, template.version, item.question, list(item.references), item.prediction]
+        + ([settings] if settings else []),
+        ensure_ascii=False, sort_keys=True,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -321,7 +323,7 @@ class Judge:
 
     def score(self, item: JudgeItem) -> Verdict:
         """Verdict on one item: from the cache when present, else one request (with retries)."""
-        key = cache_key(self.model, self.template, item)
+        key = cache_key(self.model, self.template, item, {"temperature": self.temperature, "max_tokens": self.max_tokens})
         if self.cache is not None:
             record = self.cache.get(key)
             if record is not None:

@@ -107,10 +107,17 @@ def r_result(ep: Episode, judge: Any = None, threshold: float = 0.5) -> float:
     """
     from adapters.dtr1.answer import parse_answer
 
+    from adapters.dtr1.answer import parse_task
+
     sample = ep.sample
     if ep.answer is None or ep.twin is None:
         return -1.0
     try:
+        # As evaluation does: the answer is read as the task the model declared, and an answer to
+        # another task than the sample's is scored as empty there, so it is wrong here.
+        declared = parse_task(ep.task)
+        if declared not in (None, sample.task):
+            return -1.0
         answer = parse_answer(sample.task, ep.answer, ep.twin)
     except ParseError:
         return -1.0

@@ -81,7 +81,9 @@ class RVTBenchProtocol(Protocol):
         else:
             if not sample.target.answers:
                 raise DatasetFormatError(f"sample {sample.id!r}: task {sample.task!r} needs target.answers")
-            record.update(question=sample.query, hypothesis=pred.text or "", references=list(sample.target.answers))
+            # An answer declared for another task is scored as empty, as for masks and boxes.
+            hypothesis = (pred.text or "") if pred.task in (None, sample.task) else ""
+            record.update(question=sample.query, hypothesis=hypothesis, references=list(sample.target.answers))
         return record
 
     def judge_records(self, records: list[dict]) -> None:
