@@ -185,6 +185,10 @@ def _grounding(sample: Sample, pred: Prediction) -> dict:
     pred_boxes = pred.boxes if pred.task in (None, "grounding") else None
     if pred_boxes is not None and len(pred_boxes) != sample.num_frames:
         raise AdapterError(f"sample {sample.id!r}: prediction has {len(pred_boxes)} box lists, the sample has {sample.num_frames} frames")
+    try:  # the GT first: a bad GT box is the dataset's fault, not the model's
+        sample_box_scores(None, gt_boxes)
+    except ValueError as exc:
+        raise DatasetFormatError(f"sample {sample.id!r}: ground truth {exc}") from exc
     try:
         return sample_box_scores(pred_boxes, gt_boxes)
     except ValueError as exc:
