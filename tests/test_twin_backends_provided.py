@@ -76,9 +76,20 @@ def test_dangling_mask_reference_is_refused(shipped, tmp_path):
         build_twin(sample, ["SAM2"], provided)
 
 
-def test_hydra_config_needs_a_root():
+def test_hydra_config_builds_with_and_without_a_root():
     cfg = OmegaConf.load(CONF / "perception" / "provided.yaml")
-    with pytest.raises(Exception, match="root"):
-        hydra.utils.instantiate(cfg)
+    assert hydra.utils.instantiate(cfg).root is None  # per-sample meta["twin_path"] then
     p = hydra.utils.instantiate(OmegaConf.merge(cfg, {"root": "/data/twins"}))
     assert isinstance(p, ProvidedPerception) and p.fingerprint()["path_template"] == "{video}.json"
+
+
+def test_a_sample_twin_path_wins_over_root(tmp_path):
+    from bench.types import Sample, Target
+
+    sample = Sample(id="q1", dataset="rvtbench", split="test", modality="video", frames=["a.jpg"], frame_ids=["0"],
+                    query="q", task="vqa", target=Target(answers=["x"]), meta={"twin_path": str(tmp_path / "t.json")})
+    assert ProvidedPerception().path(sample) == tmp_path / "t.json"
+    assert ProvidedPerception(root=str(tmp_path / "other")).path(sample) == tmp_path / "t.json"
+    sample.meta.pop("twin_path")
+    with pytest.raises(AdapterError, match="perception.root"):
+        ProvidedPerception().path(sample)

@@ -2,7 +2,8 @@
 
 A file holds ``Twin.to_dict()`` (adapters.twin.schema, ``version`` TWIN_VERSION; masks inline as COCO
 RLE under ``masks``, referenced by id from each instance frame) for the sample's frames in order.
-Its path is ``root / path_template.format(id=..., dataset=..., split=..., video=...)``; ``video`` is
+Its path is the sample's own ``meta["twin_path"]`` when the dataset names one (the RVTBench loader
+does), else ``root / path_template.format(id=..., dataset=..., split=..., video=...)``; ``video`` is
 ``sample.meta["video"]`` when present, else the sample id (so per-expression samples of one video
 can share a twin). Only the planned tools' fields are copied into the twin being built:
 - SAM2: instances (ids, per-frame bbox/centroid/area/mask) and their masks;
@@ -35,8 +36,8 @@ class ProvidedPerception(Perception):
 
     name = "provided"
 
-    def __init__(self, root: str, path_template: str = "{video}.json"):
-        self.root = Path(root)
+    def __init__(self, root: str | None = None, path_template: str = "{video}.json"):
+        self.root = Path(root) if root else None
         self.path_template = path_template
 
     def fingerprint(self) -> dict:
@@ -44,6 +45,11 @@ class ProvidedPerception(Perception):
                 "path_template": self.path_template}
 
     def path(self, sample: Sample) -> Path:
+        if sample.meta.get("twin_path"):
+            return Path(sample.meta["twin_path"])
+        if self.root is None:
+            raise AdapterError(f"sample {sample.id}: the dataset names no twin file (meta['twin_path']); "
+                               "set perception.root (and perception.path_template)")
         video = str(sample.meta.get("video", sample.id))
         try:
             rel = self.path_template.format(id=sample.id, dataset=sample.dataset, split=sample.split, video=video)
