@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -99,11 +100,11 @@ def prediction_files(run_dir: str | Path) -> list[Path]:
 
 def write_json_atomic(path: str | Path, obj) -> None:
     """Write JSON via a temporary file and rename, so a reader never sees a half-written file."""
-    _write_atomic(Path(path), json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> None:
-    _write_atomic(Path(path), "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
+    write_atomic(path, "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
@@ -113,11 +114,19 @@ def read_jsonl(path: str | Path) -> Iterator[dict]:
                 yield json.loads(line)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write a whole file so that readers see either the old file or the complete new one: a unique
+    temporary file beside it (safe with concurrent writers, threads or processes; the last rename
+    wins), flushed and fsynced, then os.replace. The temporary file is removed on any error."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:32]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

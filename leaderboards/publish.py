@@ -3,12 +3,13 @@ run's fingerprint so re-publishing a run replaces its row instead of adding one.
 from __future__ import annotations
 
 import fcntl
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
+
+from bench.store import write_atomic
 
 KEY = "fingerprint"
 # Identity columns first, then metrics in the order the row gives them.
@@ -43,9 +44,7 @@ def upsert(board_dir: str | Path, dataset: str, row: dict[str, Any]) -> Path:
         board = pd.concat([board, pd.DataFrame([row])], ignore_index=True)
         cols = [c for c in LEADING if c in board.columns] + [c for c in board.columns if c not in LEADING]
         board = board[cols].sort_values(["run_name", KEY], kind="stable")
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        board.to_csv(tmp, index=False, float_format="%.6f")
-        os.replace(tmp, path)
+        write_atomic(path, board.to_csv(index=False, float_format="%.6f"))
     return path
 
 

@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -38,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from bench.store import write_atomic
 from bench.types import JudgeError
 
 log = logging.getLogger(__name__)
@@ -201,17 +201,8 @@ class JudgeCache:
         return record if isinstance(record, dict) and isinstance(record.get("reply"), str) else None
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(record, f, ensure_ascii=False)
-            # readers see either no file or a complete one; with two writers the last one wins
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        # readers see either no file or a complete one; with two writers the last one wins
+        write_atomic(self.path(key), json.dumps(record, ensure_ascii=False))
 
 
 # --- the judge --------------------------------------------------------------------------------------

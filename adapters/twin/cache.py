@@ -24,7 +24,6 @@ import io
 import json
 import logging
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bench.store import write_atomic
 from bench.types import AdapterError
 
 log = logging.getLogger(__name__)
@@ -114,18 +114,7 @@ class ToolCache:
         decoded = _decode(blob)
         if not self.enabled:
             return decoded
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path(key), blob)
         return decoded
 
     def get_or_compute(self, key: str, compute: Callable[[], dict]) -> tuple[dict, bool]:

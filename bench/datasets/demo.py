@@ -28,7 +28,6 @@ from bench.datasets.base import Dataset, require_dir
 from bench.datasets.reasonseg import ReasonSegDataset
 from bench.datasets.revos import ReVOSDataset
 from bench.datasets.rvtbench import RVTBenchDataset
-from bench.types import DatasetFormatError
 
 LAYOUT = ("  reasonseg/val/<name>.jpg + <name>.json (ReasonSeg)\n"
           "  revos/ (ReVOS: JPEGImages/, meta_expressions_valid_.json, mask_dict.json)\n"
