@@ -31,11 +31,7 @@ def decode(rle: RLE) -> np.ndarray:
     try:
         h, w = (int(v) for v in rle["size"])
         counts = rle["counts"]
-        if isinstance(counts, list):  # uncompressed RLE (COCO iscrowd annotations)
-            coded = mask_utils.frPyObjects({"size": [h, w], "counts": counts}, h, w)
-        else:
-            coded = {"size": [h, w], "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
-        return mask_utils.decode(coded).astype(bool)
+        return mask_utils.decode(_coded({"size": [h, w], "counts": counts})).astype(bool)
     except (KeyError, TypeError, ValueError) as exc:
         raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
 
@@ -67,8 +63,19 @@ def union(rles: Iterable[RLE | None], height: int, width: int) -> RLE:
     return {"size": [height, width], "counts": merged["counts"].decode("ascii")}
 
 
+def compress(rle: RLE) -> RLE:
+    """The same mask as a compressed RLE with ASCII counts (uncompressed list counts, as COCO's
+    iscrowd annotations have them, are compressed; compressed ones are returned as str)."""
+    coded = _coded(rle)
+    return {"size": [int(v) for v in coded["size"]], "counts": coded["counts"].decode("ascii")}
+
+
 def _coded(rle: RLE) -> dict:
+    """pycocotools' form: compressed counts as bytes (list counts compressed first)."""
     counts = rle["counts"]
+    if isinstance(counts, list):
+        h, w = (int(v) for v in rle["size"])
+        return mask_utils.frPyObjects({"size": [h, w], "counts": counts}, h, w)
     return {"size": list(rle["size"]), "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
 
 

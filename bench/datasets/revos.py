@@ -212,7 +212,7 @@ class ReVOSDataset(Dataset):
                     + (f"\n  ... and {more} more" if more > 0 else "")
                 )
             # uncompressed counts (valid COCO) are compressed once here: pycocotools merge needs them so
-            return [_compressed(r) if r is not None and isinstance(r["counts"], list) else r for r in aligned]
+            return [masks.compress(r) if r is not None and isinstance(r["counts"], list) else r for r in aligned]
 
         samples = []
         foreground = self._video_foreground(video, len(frame_ids))
@@ -341,13 +341,6 @@ def _union(rles: list[RLE | None]) -> RLE | None:
         return None
     height, width = (int(v) for v in present[0]["size"])
     return masks.union(present, height, width)
-
-
-def _compressed(rle: RLE) -> RLE:
-    """An uncompressed COCO RLE (list counts) in compressed form with ASCII counts."""
-    height, width = (int(v) for v in rle["size"])
-    coded = mask_utils.frPyObjects({"size": [height, width], "counts": list(rle["counts"])}, height, width)
-    return {"size": [height, width], "counts": coded["counts"].decode("ascii")}
 
 
 def rle_problem(rle: Any, size: tuple[int, int]) -> str | None:

@@ -1,0 +1,78 @@
+"""bench/masks.py: LISA's polygon rasterisation (parity with the masks LISA's own code drew), the RLE
+codec and PNG masks."""
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from bench import masks
+from bench.types import DatasetFormatError
+
+POLYGONS = Path(__file__).parent / "data" / "parity" / "polygons_reasonseg.jsonl"
+CASES = [json.loads(line) for line in POLYGONS.read_text().splitlines() if line.strip()]
+
+
+def expected_for_this_opencv(case: dict) -> dict:
+    """The recorded masks of the OpenCV build installed here (see tests/data/parity/README.md)."""
+    for variant in case.get("opencv_variants", []):
+        if cv2.__version__ in variant["opencv"]:
+            return variant
+    return case
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_labelme_rasterisation_matches_lisa(case):
+    label_map = masks.rasterize_labelme(case["shapes"], case["height"], case["width"])
+    want = expected_for_this_opencv(case)
+    assert np.array_equal(label_map == 1, masks.decode(want["mask_value1"])), case["case"]
+    assert np.array_equal(label_map == 255, masks.decode(want["mask_value255"])), case["case"]
+    assert set(np.unique(label_map)) <= {0, 1, 255}
+
+
+def test_rle_round_trip_and_ascii_counts():
+    rng = np.random.default_rng(0)
+    m = rng.random((37, 53)) > 0.6
+    rle = masks.encode(m)
+    assert isinstance(rle["counts"], str) and rle["size"] == [37, 53]
+    assert np.array_equal(masks.decode(rle), m)
+    assert masks.area(rle) == int(m.sum())
+
+
+def test_uncompressed_counts_decode_and_compress():
+    # 2x3 frame, column-major runs: 1 background, 2 foreground, 3 background
+    rle = {"size": [2, 3], "counts": [1, 2, 3]}
+    want = np.array([[0, 1, 0], [1, 0, 0]], bool)
+    assert np.array_equal(masks.decode(rle), want)
+    compressed = masks.compress(rle)
+    assert isinstance(compressed["counts"], str) and np.array_equal(masks.decode(compressed), want)
+
+
+def test_union_and_tight_box():
+    a = np.zeros((10, 20), bool)
+    b = np.zeros((10, 20), bool)
+    a[1:3, 2:5] = True
+    b[6:8, 10:12] = True
+    u = masks.union([masks.encode(a), None, masks.encode(b)], 10, 20)
+    assert np.array_equal(masks.decode(u), a | b)
+    assert masks.to_bbox(u) == [2.0, 1.0, 12.0, 8.0]  # continuous: x2 = last column + 1
+    assert masks.to_bbox(masks.empty(10, 20)) is None
+
+
+def test_malformed_rle_is_a_dataset_error():
+    with pytest.raises(DatasetFormatError, match="malformed RLE"):
+        masks.decode({"size": [4], "counts": "xx"})
+
+
+def test_png_masks_any_nonzero_is_foreground(tmp_path):
+    m = np.zeros((5, 7), bool)
+    m[2, 3] = True
+    masks.write_png_mask(tmp_path / "m.png", m)
+    assert np.array_equal(masks.read_png_mask(tmp_path / "m.png"), m)
+    rgb = np.zeros((5, 7, 3), np.uint8)
+    rgb[1, 1, 2] = 1  # a faint colour in one channel still counts
+    cv2.imwrite(str(tmp_path / "c.png"), rgb)
+    assert masks.read_png_mask(tmp_path / "c.png").sum() == 1
+    with pytest.raises(DatasetFormatError, match="cannot read"):
+        masks.read_png_mask(tmp_path / "missing.png")
