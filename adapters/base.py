@@ -18,6 +18,9 @@ class Adapter(ABC):
     """
 
     name: str
+    preferred_batch_size: int = 1
+    """Samples the runner hands predict_batch at once when run.batch_size is null (e.g. a batching
+    policy's batch size); results must not depend on it."""
 
     @abstractmethod
     def fingerprint(self) -> dict:

@@ -30,6 +30,7 @@ PNGs are read one sample at a time, so memory stays at one expression's masks.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -58,8 +59,11 @@ class PrecomputedAdapter(Adapter):
     layout "jsonl" finds no predictions file.
     """
 
-    def __init__(self, root: str | Path, layout: str = "auto", name: str = "precomputed") -> None:
+    def __init__(self, root: str | Path, layout: str = "auto", name: str = "precomputed", workers: int = 2) -> None:
         self.name = name
+        # PNG decoding releases the GIL: threads read several samples' files at once.
+        self.workers = max(1, int(workers))
+        self.preferred_batch_size = 8 * self.workers
         self.root = Path(root)
         if layout not in LAYOUTS:
             raise AdapterError(f"precomputed: layout must be one of {list(LAYOUTS)}, got {layout!r}")
@@ -83,6 +87,19 @@ class PrecomputedAdapter(Adapter):
             return self._from_jsonl(sample)
         layout = self.layout if self.layout != "auto" else _layout_for(sample)
         return self._from_pngs(sample, layout)
+
+    def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:
+        """predict over `samples` in a pool of `workers` threads; per sample a Prediction or its AdapterError."""
+        def one(sample: Sample) -> Prediction | AdapterError:
+            try:
+                return self.predict(sample)
+            except AdapterError as exc:
+                return exc
+
+        if self.workers == 1 or len(samples) == 1:
+            return [one(s) for s in samples]
+        with ThreadPoolExecutor(self.workers) as pool:
+            return list(pool.map(one, samples))
 
     # --- PNG layouts ---------------------------------------------------------------------------
 

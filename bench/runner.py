@@ -204,7 +204,7 @@ def _load_samples(cfg: DictConfig) -> tuple[list[Sample], list[dict]]:
 def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path) -> int:
     out = PredictionLog(path)
     failures = 0
-    batch_size = max(1, int(cfg.run.batch_size))
+    batch_size = max(1, int(cfg.run.batch_size or getattr(adapter, "preferred_batch_size", 1)))
     bar = tqdm(total=len(todo), desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
     checker = _FrameChecker() if cfg.run.get("verify_frames", True) else None
     try:

@@ -188,3 +188,33 @@ def test_hydra_config_instantiates_the_adapter_with_a_fingerprint_naming_root_an
     adapter = instantiate(cfg, _convert_="all")
     assert isinstance(adapter, PrecomputedAdapter)
     assert adapter.fingerprint() == {"name": "precomputed", "root": str(tmp_path.resolve()), "layout": "auto"}
+
+
+def test_threaded_batches_give_the_same_predictions(tmp_path):
+    """predict_batch with 4 threads returns, in order, what predict returns one by one (errors too)."""
+    import numpy as np
+    from PIL import Image
+
+    from adapters.precomputed import PrecomputedAdapter
+    from bench import masks as mask_codec
+    from bench.types import AdapterError, Sample, Target
+
+    samples = []
+    for k in range(6):
+        frame = tmp_path / f"img{k}.jpg"
+        Image.fromarray(np.zeros((6, 8, 3), np.uint8)).save(frame)
+        gt = np.zeros((6, 8), bool)
+        samples.append(Sample(id=f"img{k}", dataset="reasonseg", split="val", modality="image", frames=[str(frame)],
+                              frame_ids=[f"img{k}"], query="q", task="segmentation",
+                              target=Target(masks=[mask_codec.encode(gt)]), meta={"name": f"img{k}"}))
+        if k != 3:  # img3 has no prediction file
+            pred = np.zeros((6, 8), bool)
+            pred[: k + 1, :2] = True
+            mask_codec.write_png_mask(tmp_path / "preds" / f"img{k}.png", pred)
+    adapter = PrecomputedAdapter(tmp_path / "preds", layout="reasonseg", workers=4)
+    batched = adapter.predict_batch(samples)
+    for sample, got in zip(samples, batched):
+        if sample.id == "img3":
+            assert isinstance(got, AdapterError) and "img3.png" in str(got)
+        else:
+            assert got.sample_id == sample.id and got.masks == adapter.predict(sample).masks

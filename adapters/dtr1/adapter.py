@@ -50,6 +50,11 @@ class DTR1Adapter(Adapter):
         if unknown:
             raise AdapterError(f"dtr1 sandbox config: unknown keys {sorted(unknown)}; expected {list(SANDBOX_KEYS)}")
 
+    @property
+    def preferred_batch_size(self) -> int:  # type: ignore[override]
+        """The policy's own batch (hf: batch_size, openai: max_concurrency; the GGUF policy: 1)."""
+        return int(getattr(self.policy, "batch_size", None) or getattr(self.policy, "max_concurrency", None) or 1)
+
     def fingerprint(self) -> dict:
         from adapters.twin.registry import describe_tools
 
