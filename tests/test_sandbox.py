@@ -183,3 +183,19 @@ def test_unknown_isolation_mode_is_refused(twin):
 
     with pytest.raises(SandboxError, match="isolation"):
         run_code("print(1)", twin, isolation="docker")
+
+
+@needs_namespaces
+def test_code_cannot_undo_the_isolation_from_inside(twin):
+    # Runs as uid 0 in the namespaces, but without capabilities: remounting, unmounting the private
+    # /proc and joining another network namespace are all refused.
+    code = ("import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "print(libc.mount(None, b'/', None, 32 | 4096, None), ctypes.get_errno())\n"   # MS_REMOUNT|MS_BIND
+            "print(libc.umount2(b'/proc', 2), ctypes.get_errno())\n"
+            "fd = os.open('/proc/self/ns/net', os.O_RDONLY)\n"
+            "print(libc.setns(fd, 0x40000000), ctypes.get_errno())\n"                        # CLONE_NEWNET
+            "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n")
+    result = run_code(code, twin)
+    assert result.ok, result.output
+    assert result.output == "-1 1\n-1 1\n-1 1\n0000000000000000\n", result.output  # EPERM each

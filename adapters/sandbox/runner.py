@@ -11,7 +11,8 @@ Isolation (`isolation="auto"`, the default, uses it wherever the kernel allows i
 CI): the child runs under util-linux `unshare` in new network, PID and mount namespaces - no network
 at all (not even loopback), its own /proc (the harness's environment, secrets included, is not
 visible through /proc/<pid>/environ), the whole filesystem read-only except its working directory,
-and every process it starts dies with it (PID namespace). Reads are not restricted: the code can
+and every process it starts dies with it (PID namespace); all capabilities are dropped (setpriv)
+before the code starts, so it cannot undo any of this from inside. Reads are not restricted: the code can
 read what the harness can. Where namespaces are unavailable, "auto" falls back to the rlimits
 above with a warning; "namespaces" refuses to run instead; "none" skips them.
 """
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 CHILD = Path(__file__).with_name("child.py")
 ISOLATION = ("auto", "namespaces", "none")
 _UNSHARE = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--propagation", "private", "--kill-child"]
+# After the mounts, every capability is dropped before the code runs: without CAP_SYS_ADMIN it can
+# neither undo the read-only mounts, unmount the private /proc, nor join the harness's namespaces.
+_DROP_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs"]
 # Runs as PID 1 of the new namespaces: make / read-only except the working directory, then exec.
 _MOUNTS = (
     'set -e; W="$1"; shift; '
@@ -114,7 +118,7 @@ def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 20
             try:
                 argv = [sys.executable, "-I", str(CHILD), str(workdir), str(REPO_ROOT)]
                 if use_ns:
-                    argv = [*_UNSHARE, "sh", "-c", _MOUNTS, "sandbox", str(workdir), *argv]
+                    argv = [*_UNSHARE, "sh", "-c", _MOUNTS, "sandbox", str(workdir), *_DROP_CAPS, *argv]
                 proc = subprocess.Popen(
                     argv,
                     cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -141,10 +145,10 @@ def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 20
 @functools.lru_cache(maxsize=1)
 def namespaces_available() -> bool:
     """Whether unshare(1) can create the sandbox's namespaces here (checked once per process)."""
-    if shutil.which("unshare") is None:
-        log.warning("sandbox: unshare(1) not found; model code runs with rlimits only (no network/filesystem isolation)")
+    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        log.warning("sandbox: unshare(1)/setpriv(1) not found; model code runs with rlimits only (no network/filesystem isolation)")
         return False
-    probe = subprocess.run([*_UNSHARE, "sh", "-c", _MOUNTS, "probe", tempfile.gettempdir(), "true"],
+    probe = subprocess.run([*_UNSHARE, "sh", "-c", _MOUNTS, "probe", tempfile.gettempdir(), *_DROP_CAPS, "true"],
                            capture_output=True, timeout=30)
     if probe.returncode != 0:
         log.warning("sandbox: namespaces unavailable (%s); model code runs with rlimits only",
