@@ -170,7 +170,7 @@ def parse_verdict(reply: str | None) -> tuple[float, str, str | None]:
 
 def cache_key(model: str, template: PromptTemplate, item: JudgeItem, settings: dict | None = None) -> str:
     """sha256 hex of (judge model, template id, version, question, references, prediction) plus the
-    decoding settings that change a verdict (temperature, max_tokens) when given."""
+    settings that can change a verdict (server, temperature, max_tokens) when given."""
     payload = json.dumps(
         [model, template.id, template.version, item.question, list(item.references), item.prediction]
         + ([settings] if settings else []),
@@ -295,6 +295,8 @@ class Judge:
                     temperature=self.temperature,
                     max_tokens=self.max_tokens,
                 )
+            except ValueError as exc:  # a 200 whose body is not JSON (the client's json.JSONDecodeError)
+                raise JudgeError(f"sample {item.sample_id}: unreadable response body from {self.base_url}: {str(exc)[:200]}") from exc
             except openai.APIError as exc:
                 status = getattr(exc, "status_code", None)
                 what = f"HTTP {status}" if status is not None else type(exc).__name__
@@ -314,7 +316,8 @@ class Judge:
 
     def score(self, item: JudgeItem) -> Verdict:
         """Verdict on one item: from the cache when present, else one request (with retries)."""
-        key = cache_key(self.model, self.template, item, {"temperature": self.temperature, "max_tokens": self.max_tokens})
+        key = cache_key(self.model, self.template, item,
+                        {"base_url": self.base_url, "temperature": self.temperature, "max_tokens": self.max_tokens})
         if self.cache is not None:
             record = self.cache.get(key)
             if record is not None:

@@ -40,6 +40,7 @@ class ScriptedServer:
         self.reply = lambda body, n: (200, GOOD)
         self.requests: list[dict] = []
         self.delay_s = 0.0
+        self.raw_body: bytes | None = None  # when set, sent as the 200 body instead of a completion
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -63,7 +64,7 @@ class ScriptedServer:
                     else:
                         status, text = server.reply(body, n)
                         payload = _completion(body, text) if status == 200 else {"error": {"message": text}}
-                    data = json.dumps(payload).encode()
+                    data = server.raw_body if server.raw_body is not None else json.dumps(payload).encode()
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -166,6 +167,22 @@ def test_500_forever_is_unscored_after_the_retries(server, tmp_path):
     assert math.isnan(v.score) and not v.cached
     assert v.error.startswith("request:") and "HTTP 500 after 4 attempt(s)" in v.error
     assert len(server.requests) == 4
+
+
+def test_a_body_that_is_not_json_is_unscored_not_a_crash(server, tmp_path):
+    server.raw_body = b"<html>gateway says hi</html>"
+    [v] = _judge(server, tmp_path).score_many([_item()])
+    assert math.isnan(v.score) and "unreadable response body" in v.error
+
+
+def test_the_same_model_on_another_server_is_not_served_from_the_cache(server, tmp_path):
+    _judge(server, tmp_path).score_many([_item()])
+    other = ScriptedServer()
+    try:
+        [v] = _judge(other, tmp_path).score_many([_item()])  # same cache dir, other base_url
+        assert not v.cached and len(other.requests) == 1
+    finally:
+        other.close()
 
 
 def test_client_error_is_not_retried(server, tmp_path):
