@@ -81,11 +81,13 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
                     "once all shards are done", len(missing))
         return RunResult(run_dir, None, predicted, None)
 
-    metrics = _score(samples, done, protocol, run_dir, resolved, run_name, fp)
+    metrics = _score(samples, done, protocol, run_dir / _derived_name("scores.jsonl", cfg.run.limit), resolved, run_name, fp)
+    if cfg.run.limit is not None:
+        metrics["partial"] = f"run.limit={cfg.run.limit}: the first {len(samples)} samples only"
     metrics["judge"] = _judge_block(judge, max_failure_rate, metrics.pop("_judged"))
     metrics["data_errors"] = len(data_errors)
     metrics["data_error_samples"] = data_errors
-    write_json_atomic(run_dir / "metrics.json", metrics)
+    write_json_atomic(run_dir / _derived_name("metrics.json", cfg.run.limit), metrics)
     board, refused = None, None
     if cfg.leaderboard.publish and cfg.run.limit is None:
         refused = _refusal(metrics)
@@ -155,12 +157,18 @@ def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
             raise RunStoreError(
                 f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
                 f"choose another run.name or remove that directory")
+        old_root = ((previous or {}).get("dataset") or {}).get("root")
+        new_root = (body.get("dataset") or {}).get("root")
+        if old_root != new_root:
+            log.warning("resuming %s with dataset.root=%s; its predictions so far were made on %s (the root is "
+                        "not part of the run's identity: use another run.name for a different copy of the data)",
+                        run_dir, new_root, old_root)
         if manifest_path.exists():
             first = json.loads(manifest_path.read_text(encoding="utf-8"))
             if first.get("git_sha") != now["git_sha"]:
                 log.warning("resuming %s with code %s; its first predictions were made with %s",
                             run_dir, now["git_sha"], first.get("git_sha"))
-            resume = {k: now[k] for k in ("started_utc", "git_sha", "host", "argv")}
+            resume = {**{k: now[k] for k in ("started_utc", "git_sha", "host", "argv")}, "dataset_root": new_root}
             first["resumes"] = [*first.get("resumes", []), resume]
             write_json_atomic(manifest_path, first)
             return
@@ -296,7 +304,16 @@ def _predict_one(adapter: Any, sample: Sample, fail_fast: bool) -> Prediction:
     return pred
 
 
-def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, run_dir: Path,
+def _derived_name(name: str, limit: Any) -> str:
+    """scores.jsonl / metrics.json, or scores.limit3.jsonl / metrics.limit3.json for a run.limit
+    run, so that a partial look never overwrites the full run's results."""
+    if limit is None:
+        return name
+    stem, ext = name.split(".", 1)
+    return f"{stem}.limit{int(limit)}.{ext}"
+
+
+def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, scores_path: Path,
            resolved: dict[str, Any], run_name: str, fp: str) -> dict[str, Any]:
     """Score every sample and write scores.jsonl; return the metrics.json body (the caller adds the
     judge block and writes it; no timestamps: a re-run of a finished run writes it byte-identical).
@@ -305,9 +322,11 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, r
     scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1)))
     records = [record for record, _ in scored]
     preds.update({pred.sample_id: pred for _, pred in scored})
-    write_jsonl_atomic(run_dir / "scores.jsonl", records)
+    write_jsonl_atomic(scores_path, records)
     failures = [{"sample_id": p.sample_id, **p.error} for p in (preds[s.id] for s in samples) if p.error]
     n_parse = sum(1 for f in failures if f["kind"] == "parse")
+    # parse_rate: of the samples the model answered (a sample failed for its data never reached it)
+    answered = len(samples) - sum(1 for f in failures if f["kind"] == "data")
     metrics = {
         "dataset": resolved["dataset"]["name"],
         "split": resolved["dataset"].get("split"),
@@ -319,7 +338,7 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, r
         "n": len(samples),
         "failures": len(failures),
         "failures_by_kind": _count_by(failures, "kind"),
-        "parse_rate": 1.0 - n_parse / len(samples),
+        "parse_rate": 1.0 - n_parse / answered if answered else 0.0,
         "failed_samples": failures,
         "tasks": _count_by([{"task": s.task} for s in samples], "task"),
         "_judged": [r["judge"] for r in records if "judge" in r],

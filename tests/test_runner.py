@@ -219,3 +219,37 @@ def test_a_corrupt_frame_fails_only_its_sample(tmp_path, monkeypatch):
     m = run(cfg).metrics
     assert m["failures_by_kind"] == {"data": 1}
     assert m["failed_samples"][0]["sample_id"] == "s03" and "bad.jpg" in m["failed_samples"][0]["message"]
+
+
+def test_a_limited_look_at_a_finished_run_leaves_its_results_alone(tmp_path):
+    full = run(make_cfg(tmp_path))
+    body = (full.run_dir / "metrics.json").read_text()
+    cfg = make_cfg(tmp_path)
+    cfg.run.limit = 2
+    part = run(cfg)
+    assert part.run_dir == full.run_dir and (full.run_dir / "metrics.json").read_text() == body
+    partial = json.loads((full.run_dir / "metrics.limit2.json").read_text())
+    assert partial["n"] == 2 and "run.limit=2" in partial["partial"]
+
+
+def test_parse_rate_counts_only_samples_the_model_answered(tmp_path, monkeypatch):
+    from PIL import Image
+
+    import tests.fakes as fakes
+
+    good, bad = tmp_path / "good.jpg", tmp_path / "bad.jpg"
+    Image.new("RGB", (8, 8)).save(good)
+    bad.write_bytes(b"not an image")
+    original = fakes.FakeDataset.__init__
+
+    def with_frames(self, *a, **kw):
+        original(self, *a, **kw)
+        for k, s in enumerate(self.items):
+            s.frames = [str(bad if k < 2 else good)]
+
+    monkeypatch.setattr(fakes.FakeDataset, "__init__", with_frames)
+    cfg = make_cfg(tmp_path, fail=["s02"])
+    cfg.run.verify_frames = True
+    m = run(cfg).metrics
+    assert m["failures_by_kind"] == {"data": 2, "parse": 1}
+    assert m["parse_rate"] == pytest.approx(3 / 4)

@@ -151,7 +151,7 @@ def test_saved_checkpoint_evaluates_on_the_demo_with_the_hf_policy(trained, base
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = Path(proc.stdout.strip().splitlines()[-1].split("run directory: ")[1])
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = json.loads((run_dir / "metrics.limit2.json").read_text())
     assert metrics["n"] == 2  # the random tiny policy fails both, and the run still scores them
     preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
     assert len(preds) == 2 and all(p["error"]["kind"] == "parse" for p in preds)
