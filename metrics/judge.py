@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from bench.http import call_with_retries
 from bench.store import write_atomic
 from bench.types import JudgeError
 
@@ -266,7 +266,6 @@ class Judge:
         if cache_dir is None:
             cache_dir = Path.home() / ".cache" / "rvt-bench" / "judge"
         self.cache = JudgeCache(cache_dir) if str(cache_dir) else None
-        self._openai = openai
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
 
     def __str__(self) -> str:
@@ -285,34 +284,18 @@ class Judge:
         Raises JudgeError naming the sample, the last error and the number of attempts when a
         retryable error persists past max_retries or another API error occurs.
         """
-        openai = self._openai
-        retryable = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)  # timeouts too
-        for attempt in range(1, self.max_retries + 2):
-            try:
-                resp = self._client.chat.completions.create(
-                    model=self.model,
-                    messages=self.template.messages(item),
-                    temperature=self.temperature,
-                    max_tokens=self.max_tokens,
-                )
-            except ValueError as exc:  # a 200 whose body is not JSON (the client's json.JSONDecodeError)
-                raise JudgeError(f"sample {item.sample_id}: unreadable response body from {self.base_url}: {str(exc)[:200]}") from exc
-            except openai.APIError as exc:
-                status = getattr(exc, "status_code", None)
-                what = f"HTTP {status}" if status is not None else type(exc).__name__
-                if not isinstance(exc, retryable) or attempt > self.max_retries:
-                    raise JudgeError(
-                        f"sample {item.sample_id}: {what} after {attempt} attempt(s) at {self.base_url}: {str(exc)[:200]}"
-                    ) from exc
-                wait = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
-                log.info("judge: sample %s attempt %d: %s; retrying in %.3g s", item.sample_id, attempt, what, wait)
-                time.sleep(wait)
-                continue
-            try:
-                return resp.choices[0].message.content
-            except (AttributeError, IndexError, TypeError) as exc:
-                raise JudgeError(f"sample {item.sample_id}: malformed chat-completion response from {self.base_url}: {exc}") from exc
-        raise AssertionError("unreachable")
+        resp = call_with_retries(
+            lambda: self._client.chat.completions.create(
+                model=self.model, messages=self.template.messages(item),
+                temperature=self.temperature, max_tokens=self.max_tokens,
+            ),
+            what=f"sample {item.sample_id}", base_url=self.base_url, max_retries=self.max_retries,
+            backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=JudgeError,
+        )
+        try:
+            return resp.choices[0].message.content
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise JudgeError(f"sample {item.sample_id}: malformed chat-completion response from {self.base_url}: {exc}") from exc
 
     def score(self, item: JudgeItem) -> Verdict:
         """Verdict on one item: from the cache when present, else one request (with retries)."""

@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from adapters.policy.base import Generation, Policy, Request, split_at_stop
 from adapters.policy.chat import render_chat
+from bench.http import call_with_retries
 from bench.types import AdapterError
 
 log = logging.getLogger(__name__)
@@ -165,28 +165,19 @@ class OpenAIPolicy(Policy):
 
         if self._client is None:
             self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
-        retryable = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)  # timeouts too
-        for attempt in range(1, self.max_retries + 2):
-            try:
-                resp = self._client.completions.create(
-                    model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
-                    temperature=self.temperature, top_p=self.top_p, seed=self.seed,
-                    extra_body=self.extra_body or None,
-                )
-            except openai.APIError as exc:
-                status = getattr(exc, "status_code", None)
-                what = f"HTTP {status}" if status is not None else type(exc).__name__
-                if not isinstance(exc, retryable) or attempt > self.max_retries:
-                    raise AdapterError(f"policy {self.model} at {self.base_url}: {what} after {attempt} attempt(s): {str(exc)[:200]}") from exc
-                wait = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
-                log.info("policy %s attempt %d: %s; retrying in %.3g s", self.model, attempt, what, wait)
-                time.sleep(wait)
-                continue
-            try:
-                return resp.choices[0], resp.usage
-            except (AttributeError, IndexError, TypeError) as exc:
-                raise AdapterError(f"policy {self.model}: malformed completion response from {self.base_url}: {exc}") from exc
-        raise AssertionError("unreachable")
+        resp = call_with_retries(
+            lambda: self._client.completions.create(
+                model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
+                temperature=self.temperature, top_p=self.top_p, seed=self.seed,
+                extra_body=self.extra_body or None,
+            ),
+            what=f"policy {self.model}", base_url=self.base_url, max_retries=self.max_retries,
+            backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=AdapterError,
+        )
+        try:
+            return resp.choices[0], resp.usage
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise AdapterError(f"policy {self.model}: malformed completion response from {self.base_url}: {exc}") from exc
 
 
 def _generation(choice_usage: tuple[Any, Any], stop: list[str], max_new_tokens: int, base_url: str) -> Generation:

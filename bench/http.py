@@ -1,0 +1,42 @@
+"""Calls to OpenAI-compatible servers (the LLM judge, the `openai` policy) with one retry rule.
+
+Retried: HTTP 429, 5xx, timeouts and connection errors, with exponential backoff
+(backoff_s * 2**k, capped at backoff_max_s). Not retried: other API errors (400, 401, 404...) and a
+200 whose body is not JSON. Either way the caller gets its own error type with one message naming
+the server, the status and the number of attempts.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def call_with_retries(call: Callable[[], T], *, what: str, base_url: str, max_retries: int, backoff_s: float,
+                      backoff_max_s: float, error: Callable[[str], Exception]) -> T:
+    """`call()` (an openai client request), retried as the module docstring says.
+
+    what: names the caller in messages ("judge, sample 3"). error: builds the exception to raise
+    from a message (JudgeError, AdapterError...). Returns what `call` returns.
+    """
+    import openai
+
+    retryable = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)  # timeouts too
+    for attempt in range(1, max_retries + 2):
+        try:
+            return call()
+        except ValueError as exc:  # a 200 whose body is not JSON (the client's json.JSONDecodeError)
+            raise error(f"{what}: unreadable response body from {base_url}: {str(exc)[:200]}") from exc
+        except openai.APIError as exc:
+            status = getattr(exc, "status_code", None)
+            kind = f"HTTP {status}" if status is not None else type(exc).__name__
+            if not isinstance(exc, retryable) or attempt > max_retries:
+                raise error(f"{what}: {kind} after {attempt} attempt(s) at {base_url}: {str(exc)[:200]}") from exc
+            wait = min(backoff_max_s, backoff_s * 2 ** (attempt - 1))
+            log.info("%s: attempt %d: %s; retrying in %.3g s", what, attempt, kind, wait)
+            time.sleep(wait)
+    raise AssertionError("unreachable")

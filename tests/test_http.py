@@ -1,0 +1,54 @@
+"""bench.http.call_with_retries: which errors are retried, and what the caller's error says."""
+import httpx2 as httpx  # the HTTP library the openai client (3.x) is built on
+import openai
+import pytest
+
+from bench.http import call_with_retries
+
+
+class Boom(Exception):
+    pass
+
+
+def api_error(status: int) -> openai.APIStatusError:
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/x")
+    cls = {429: openai.RateLimitError, 500: openai.InternalServerError, 400: openai.BadRequestError}[status]
+    return cls("msg", response=httpx.Response(status, request=request), body=None)
+
+
+def call(outcomes):
+    calls = []
+
+    def once():
+        calls.append(1)
+        outcome = outcomes[min(len(calls), len(outcomes)) - 1]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    return once, calls
+
+
+KW = dict(what="judge, sample 1", base_url="http://127.0.0.1:9/v1", max_retries=2, backoff_s=0.0, backoff_max_s=0.0, error=Boom)
+
+
+def test_rate_limit_then_success_is_retried():
+    once, calls = call([api_error(429), "ok"])
+    assert call_with_retries(once, **KW) == "ok" and len(calls) == 2
+
+
+def test_server_errors_are_retried_up_to_the_limit():
+    once, calls = call([api_error(500)])
+    with pytest.raises(Boom, match=r"judge, sample 1: HTTP 500 after 3 attempt\(s\) at http://127.0.0.1:9/v1"):
+        call_with_retries(once, **KW)
+    assert len(calls) == 3
+
+
+def test_client_errors_and_unreadable_bodies_are_not_retried():
+    once, calls = call([api_error(400)])
+    with pytest.raises(Boom, match="HTTP 400 after 1 attempt"):
+        call_with_retries(once, **KW)
+    once, calls = call([ValueError("Expecting value: line 1 column 1")])
+    with pytest.raises(Boom, match="unreadable response body"):
+        call_with_retries(once, **KW)
+    assert len(calls) == 1
