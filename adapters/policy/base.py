@@ -90,3 +90,9 @@ def split_at_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
     if best is None:
         return text, None
     return text[: best[0]], best[2]
+
+
+def decoding_fingerprint(temperature: float, top_p: float, seed: int) -> str | dict:
+    """How a policy decodes, for fingerprints: "greedy" at temperature 0 (top_p and seed are then
+    irrelevant), else the sampling settings."""
+    return "greedy" if temperature == 0 else {"temperature": temperature, "top_p": top_p, "seed": seed}

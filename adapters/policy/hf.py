@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from adapters.policy.base import Generation, Policy, Request, split_at_stop
+from adapters.policy.base import Generation, Policy, Request, split_at_stop, decoding_fingerprint
 from bench.types import AdapterError
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class HFPolicy(Policy):
             "adapter": self.adapter,
             "adapter_sha256": _dir_digest(self.adapter) if self.adapter else None,
             "dtype": self.dtype,
-            "decoding": "greedy" if self.temperature == 0 else {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed},
+            "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed),
             "chat_template": self.chat_template or "tokenizer",
         }
 

@@ -21,7 +21,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.policy.base import Generation, Policy, Request, split_at_stop
+from adapters.policy.base import Generation, Policy, Request, split_at_stop, decoding_fingerprint
 from adapters.policy.chat import render_chat
 from bench.http import call_with_retries
 from bench.types import AdapterError
@@ -119,7 +119,7 @@ class OpenAIPolicy(Policy):
             "tokenizer": self.tokenizer_id,
             "chat_template": self.chat_template or "tokenizer",
             "extra_body": self.extra_body,
-            "decoding": "greedy" if self.temperature == 0 else {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed},
+            "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed),
         }
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
