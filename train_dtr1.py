@@ -12,6 +12,17 @@ Multi-node (N nodes x 8 GPUs; run on every node, NODE_RANK = 0..N-1, MASTER = no
         grpo.per_device_train_batch_size=4 grpo.gradient_accumulation_steps=1 ...   # keep the product = 32
   (under Slurm: `srun --nodes N --ntasks-per-node 1` with NODE_RANK=$SLURM_NODEID and MASTER the
   first host of `scontrol show hostnames $SLURM_JOB_NODELIST`.)
+Rollouts through vLLM (TRL syncs the LoRA-merged weights into it before every rollout call; the
+rollout function returns vLLM's sampled-token logprobs for TRL's importance-sampling correction):
+  colocate (each training process holds an engine):
+    accelerate launch --config_file conf/accelerate/zero2.yaml train_dtr1.py grpo.use_vllm=true \
+        grpo.vllm_mode=colocate +grpo.vllm_gpu_memory_utilization=0.3 ...
+  server (8-GPU node: vLLM on GPU 7, training on GPUs 0-3, 4 x 8 = 32 completions per step):
+    CUDA_VISIBLE_DEVICES=7 trl vllm-serve --model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B --port 8000 &
+    CUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file conf/accelerate/zero2.yaml --num_processes 4 \
+        train_dtr1.py grpo.use_vllm=true grpo.vllm_mode=server grpo.per_device_train_batch_size=8 ...
+  (`trl vllm-serve` runs `VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --weight-transfer-config
+  '{"backend": "nccl"}' --logprobs-mode processed_logprobs`; another host: +grpo.vllm_server_base_url=http://HOST:8000)
 Reward ablations: python train_dtr1.py -m sweep=reward_ablation
 Evaluate the result: python run_bench.py +model=dtr1 policy=hf policy.model=BASE policy.adapter=<output_dir>/final
 """
@@ -65,6 +76,25 @@ def load_samples(cfg: DictConfig) -> list[Sample]:
     return samples if cfg.data.limit is None else samples[: int(cfg.data.limit)]
 
 
+def check_vllm_settings(grpo: dict) -> None:
+    """Refuse vLLM settings the multi-turn rollout cannot honour (AdapterError, naming the fix).
+
+    The rollout calls the engine once per stage with each process's own unfinished rollouts, so
+    ranks do not stay in step: colocate tensor parallelism (a collective over the TP group per
+    generate call) would deadlock, and sleep mode would need TRL's wake/sleep around every call."""
+    if not grpo.get("use_vllm"):
+        return
+    mode = grpo.get("vllm_mode", "colocate")
+    if mode not in ("colocate", "server"):
+        raise AdapterError(f"grpo.vllm_mode must be colocate or server, got {mode!r}")
+    if mode == "colocate" and int(grpo.get("vllm_tensor_parallel_size", 1)) > 1:
+        raise AdapterError("grpo.vllm_tensor_parallel_size > 1 is not supported in colocate mode for multi-turn DT-R1 "
+                           "rollouts; use grpo.vllm_mode=server with a tensor-parallel vLLM server instead")
+    if grpo.get("vllm_enable_sleep_mode"):
+        raise AdapterError("grpo.vllm_enable_sleep_mode=true is not supported by the DT-R1 rollout function "
+                           "(it calls the engine outside TRL's wake/sleep); lower grpo.vllm_gpu_memory_utilization instead")
+
+
 def build_trainer(cfg: DictConfig, policy: Any = None):
     """The GRPOTrainer of `cfg` (conf/train/dtr1_grpo.yaml). `policy`: None = roll out with the
     model being trained; else a Policy to roll out with (tests use a scripted one)."""
@@ -80,8 +110,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     from adapters.dtr1.training import DTR1RolloutFunc, sample_key
 
     grpo = OmegaConf.to_container(cfg.grpo, resolve=True)
-    if grpo.get("use_vllm"):
-        raise AdapterError("grpo.use_vllm=true is not supported yet: the DT-R1 rollout function decodes with the trained model")
+    check_vllm_settings(grpo)
     if cfg.reward.ablation not in cfg.reward.ablations:
         raise AdapterError(f"reward.ablation {cfg.reward.ablation!r} unknown; expected one of {list(cfg.reward.ablations)}")
     samples = load_samples(cfg)

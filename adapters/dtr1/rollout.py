@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Protocol
 
 from adapters.dtr1 import protocol as P
+from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Generation, Policy, Request
 from bench.types import AdapterError
 
@@ -70,9 +71,9 @@ class Rollout:
     answer:  contents of <answer> (unparsed).
     n_tokens: tokens the policy generated.
     segments: the trace in pieces, "".join(seg["text"]) == trace; each a dict {"kind", "text",
-             "token_ids", "ended"} with kind "prefill" (the template's pre-filled text), "policy"
-             (generated text with its closing tag; token_ids and ended = the Generation's
-             token_ids and stop_reason) or "env" (an inserted <dt_rep> / <results> block with its
+             "token_ids", "ended", "logprobs"} with kind "prefill" (the template's pre-filled text),
+             "policy" (generated text with its closing tag; token_ids, ended and logprobs = the
+             Generation's token_ids, stop_reason and logprobs) or "env" (an inserted <dt_rep> / <results> block with its
              surrounding newlines). Training masks the "env" pieces out of the loss.
     """
 
@@ -94,9 +95,10 @@ class _State:
     n_tokens: int = 0
     segments: list[dict] = field(default_factory=list)
 
-    def add(self, kind: str, text: str, token_ids: tuple[int, ...] | None = None, ended: str | None = None) -> None:
+    def add(self, kind: str, text: str, token_ids: tuple[int, ...] | None = None, ended: str | None = None,
+            logprobs: tuple[float | None, ...] | None = None) -> None:
         self.trace += text
-        self.segments.append({"kind": kind, "text": text, "token_ids": token_ids, "ended": ended})
+        self.segments.append({"kind": kind, "text": text, "token_ids": token_ids, "ended": ended, "logprobs": logprobs})
 
 
 # A rollout is a generator: it yields the next policy request and receives its Generation, so one
@@ -226,9 +228,14 @@ def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _
     if remaining < 1:
         raise P.ProtocolError("token_budget", f"max_total_tokens={limits.max_total_tokens} spent before {' or '.join(stop)}")
     prompt = policy.render(messages, st.trace)
-    gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining))
+    prompt_ids = None
+    if policy.token_prompts:
+        # Continue from the ids sampled so far, not a re-tokenisation of their text: these are the
+        # ids training scores (adapters.dtr1.training), so sampler and learner see one sequence.
+        prompt_ids = tuple(turn_ids(policy.encode, policy.render(messages, policy.prefill), st.segments).all_ids)
+    gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining), prompt_ids)
     st.n_tokens += gen.n_tokens
-    st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason)
+    st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason, gen.logprobs)
     if gen.stop_reason == "length":
         raise P.ProtocolError("token_budget", f"no {' or '.join(stop)} within the token budget ({gen.n_tokens} tokens generated)")
     if gen.stop_reason == "eos" or gen.matched_stop not in stop:

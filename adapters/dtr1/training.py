@@ -24,6 +24,7 @@ from typing import Any, Mapping
 from adapters.dtr1 import prompt as prompts_mod
 from adapters.dtr1.rewards import Episode
 from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollouts
+from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Policy
 from bench.types import AdapterError, Sample
 
@@ -38,45 +39,39 @@ class Encoded:
     """One rollout as token ids. prompt_ids: the rendered chat with the template's pre-fill.
     completion_ids: the assistant turn after the pre-fill, EOS appended when the episode finished
     (or the model ended its turn). env_mask: per completion token, 0 inside harness insertions
-    (<dt_rep>, <results> and their newlines), 1 on policy tokens."""
+    (<dt_rep>, <results> and their newlines), 1 on policy tokens. logprobs: per completion token,
+    the sampler's log-probability (vLLM backends), 0.0 on harness tokens, None where unknown (an
+    appended EOS, or a backend that reports none; TRL reads None as "no correction")."""
 
     prompt_ids: list[int]
     completion_ids: list[int]
     env_mask: list[int]
+    logprobs: list[float | None]
 
 
 def encode_rollout(tokenizer: Any, prompt_text: str, segments: list[dict], finished: bool,
                    max_completion_length: int | None = None) -> Encoded:
-    """Token ids and env mask of a rollout's `segments` (adapters.dtr1.rollout.Rollout.segments).
+    """Token ids, env mask and logprobs of a rollout's `segments`
+    (adapters.dtr1.rollout.Rollout.segments), through adapters.dtr1.tokens.turn_ids.
 
-    Policy pieces use the token ids the policy sampled when it reports them (hf), else the
-    tokenisation of their text; each harness piece is tokenised on its own, so the mask boundary is
-    exact. EOS is appended (mask 1) when `finished` or the last policy piece ended with "eos" (the
-    model sampled it). An empty completion becomes [EOS] with mask 0. Truncated to
+    EOS is appended (mask 1) when `finished` or the last policy piece ended with "eos" (the model
+    sampled it). An empty completion becomes [EOS] with mask 0. Truncated to
     `max_completion_length` tokens when given.
     """
-    def ids(text: str) -> list[int]:
-        return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
-
-    completion: list[int] = []
-    mask: list[int] = []
-    for seg in segments:
-        if seg["kind"] == "prefill":
-            continue
-        piece = list(seg["token_ids"]) if seg["kind"] == "policy" and seg.get("token_ids") is not None else ids(seg["text"])
-        completion += piece
-        mask += [0 if seg["kind"] == "env" else 1] * len(piece)
+    turn = turn_ids(lambda text: tokenizer(text, add_special_tokens=False)["input_ids"], prompt_text, segments)
+    completion, mask, logprobs = turn.completion_ids, turn.env_mask, turn.logprobs
     last_policy = next((s for s in reversed(segments) if s["kind"] == "policy"), None)
     if finished or (last_policy is not None and last_policy.get("ended") == "eos"):
         completion.append(tokenizer.eos_token_id)
         mask.append(1)
+        logprobs.append(None)  # the backends strip end-of-turn; its sampling logprob is not kept
     if not completion:
         # Nothing generated (the rollout failed before its first generation): TRL needs one token;
         # masked out, it carries no gradient.
-        completion, mask = [tokenizer.eos_token_id], [0]
+        completion, mask, logprobs = [tokenizer.eos_token_id], [0], [0.0]
     if max_completion_length is not None:
-        completion, mask = completion[:max_completion_length], mask[:max_completion_length]
-    return Encoded(ids(prompt_text), completion, mask)
+        completion, mask, logprobs = (x[:max_completion_length] for x in (completion, mask, logprobs))
+    return Encoded(turn.prompt_ids, completion, mask, logprobs)
 
 
 class DTR1RolloutFunc:
@@ -86,12 +81,19 @@ class DTR1RolloutFunc:
     perception:  the twin's perception backend (adapters.twin.perception.Perception).
     limits:      rollout budgets (RolloutLimits).
     sandbox:     keyword limits for adapters.sandbox.runner.run_code.
-    policy:      None = decode with the model being trained (HFPolicy over the unwrapped model,
-                 sampling at the trainer's temperature / top_p); a Policy to roll out with instead
-                 (an `openai` policy over a vLLM server, or a scripted one in tests).
-    batch_size:  rollouts decoded together by the trained-model policy.
-    Returns from __call__: {"prompt_ids", "completion_ids", "logprobs": None, "env_mask",
-    "episode"} with one entry per prompt, in order. Raises AdapterError for an unknown sample key.
+    policy:      None = decode with what the trainer generates with: with `use_vllm`, TRL's vLLM
+                 (colocate: its in-process engine, adapters.policy.vllm_engine; server: the vLLM
+                 server at vllm_server_base_url or host:port, adapters.policy.openai_compat with
+                 token ids), whose weights TRL syncs before each call; else the model being trained
+                 (HFPolicy over the unwrapped model). Sampling follows the trainer's temperature,
+                 top_p, top_k, min_p, repetition_penalty. Or a Policy to roll out with instead
+                 (tests use a scripted one).
+    batch_size:  rollouts decoded together by the trained-model policy; requests in flight to a
+                 vLLM server.
+    Returns from __call__: {"prompt_ids", "completion_ids", "logprobs", "env_mask", "episode"}
+    with one entry per prompt, in order; "logprobs" holds the sampler's per-token log-probabilities
+    when the policy reports them (vLLM), else None (TRL then recomputes what it needs).
+    Raises AdapterError for an unknown sample key.
     """
 
     def __init__(self, samples: Mapping[str, Sample], perception: Any, limits: RolloutLimits,
@@ -103,6 +105,7 @@ class DTR1RolloutFunc:
         self.policy = policy
         self.batch_size = int(batch_size)
         self.calls: list[list[str]] = []  # prompts received per call (inspected by tests and logs)
+        self._vllm_policy: Policy | None = None
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, list]:
         from adapters.twin.registry import describe_tools
@@ -115,12 +118,12 @@ class DTR1RolloutFunc:
         tools = describe_tools()
         jobs = [(prompts_mod.messages(s, tools, self.limits.max_rounds), self._env(s)) for s in samples]
         tokenizer = trainer.processing_class
-        if self.policy is not None:
-            results = run_rollouts(self.policy, jobs, self.limits)
-            policy = self.policy
+        policy = self.policy if self.policy is not None else self.vllm_policy(trainer)
+        if policy is not None:
+            results = run_rollouts(policy, jobs, self.limits)
         else:
             results, policy = self._with_trained_model(jobs, trainer)
-        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": None, "env_mask": [], "episode": []}
+        out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "episode": []}
         max_len = getattr(trainer.args, "max_completion_length", None)
         for (messages, _), sample, result in zip(jobs, samples, results):
             finished = isinstance(result, Rollout)
@@ -128,9 +131,47 @@ class DTR1RolloutFunc:
             enc = encode_rollout(tokenizer, policy.render(messages, policy.prefill), result.segments, finished, max_len)
             out["prompt_ids"].append(enc.prompt_ids)
             out["completion_ids"].append(enc.completion_ids)
+            out["logprobs"].append(enc.logprobs)
             out["env_mask"].append(enc.env_mask)
             out["episode"].append(episode)
+        if not any(lp is not None and m for lps, ms in zip(out["logprobs"], out["env_mask"]) for lp, m in zip(lps, ms)):
+            out["logprobs"] = None  # the policy reported none: let TRL recompute instead of reading NaNs
         return out
+
+    def vllm_policy(self, trainer: Any) -> Policy | None:
+        """The policy over TRL's vLLM (see the class docstring), built once; None without use_vllm."""
+        if not getattr(trainer, "use_vllm", False):
+            return None
+        if self._vllm_policy is None:
+            args = trainer.args
+            sampling = {
+                "temperature": float(args.temperature),
+                "top_p": float(getattr(args, "top_p", 1.0) or 1.0),
+                "top_k": int(getattr(args, "top_k", 0) or 0),
+                "min_p": float(getattr(args, "min_p", 0.0) or 0.0),
+                "repetition_penalty": float(getattr(args, "repetition_penalty", 1.0) or 1.0),
+            }
+            if trainer.vllm_mode == "colocate":
+                from adapters.policy.vllm_engine import VLLMEnginePolicy
+
+                # seed=None: every rollout draws its own stream (K rollouts of a prompt must differ).
+                self._vllm_policy = VLLMEnginePolicy(llm=trainer.vllm_generation.llm, tokenizer=trainer.processing_class,
+                                                     seed=None, **sampling)
+            elif trainer.vllm_mode == "server":
+                from adapters.policy.openai_compat import OpenAIPolicy, served_models
+
+                root = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
+                base_url = root + "/v1"
+                models = served_models(base_url)
+                self._vllm_policy = OpenAIPolicy(
+                    model=models[0], base_url=base_url, tokenizer=trainer.processing_class, token_ids=True,
+                    temperature=sampling["temperature"], top_p=sampling["top_p"], seed=None,
+                    extra_body={k: v for k, v in sampling.items() if k in ("top_k", "min_p", "repetition_penalty")},
+                    max_concurrency=max(1, self.batch_size),
+                )
+            else:
+                raise AdapterError(f"rollout_func: unknown vllm_mode {trainer.vllm_mode!r}; expected colocate or server")
+        return self._vllm_policy
 
     def _with_trained_model(self, jobs: list, trainer: Any) -> tuple[list, Policy]:
         from trl.models.utils import unwrap_model_for_generation

@@ -24,6 +24,10 @@ class Generation:
     token_ids:   the generated token ids (the stop string's tokens included, end-of-turn excluded)
                  when the backend knows them (hf), else None; training uses them so the loss sees
                  the tokens that were sampled rather than a re-tokenisation of the text.
+    logprobs:    per token of `token_ids`, the log-probability the sampler gave it (natural log,
+                 after temperature; None where the backend could not score it), when the backend
+                 reports them (vLLM engine and server); else None. GRPO's importance-sampling
+                 correction compares them with the trained model's.
     """
 
     text: str
@@ -31,15 +35,22 @@ class Generation:
     matched_stop: str | None
     n_tokens: int
     token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float | None, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Request:
-    """One continuation to compute: `generate(prompt, stop, max_new_tokens)`'s arguments."""
+    """One continuation to compute: `generate(prompt, stop, max_new_tokens)`'s arguments.
+
+    prompt_ids: the same prompt as token ids, set by the rollout loop for policies with
+    `token_prompts` (adapters.dtr1.tokens.turn_ids): the pieces the policy generated keep the ids it
+    sampled, so the model continues from exactly the ids that training scores.
+    """
 
     prompt: str
     stop: list[str]
     max_new_tokens: int
+    prompt_ids: tuple[int, ...] | None = None
 
 
 class Policy(ABC):
@@ -52,6 +63,8 @@ class Policy(ABC):
 
     name: str
     prefill: str = ""
+    # True: generate_batch continues Request.prompt_ids when set (and `encode` works).
+    token_prompts: bool = False
 
     @abstractmethod
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
@@ -74,6 +87,13 @@ class Policy(ABC):
     @abstractmethod
     def fingerprint(self) -> dict:
         """Semantic configuration (model id, weights digest, runtime, decoding), JSON-serialisable."""
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` with no special tokens added (the rendered prompt writes its own
+        BOS). Raises AdapterError where the backend has no tokenizer."""
+        from bench.types import AdapterError
+
+        raise AdapterError(f"policy {self.name} cannot tokenize text")
 
     def close(self) -> None:
         """Release the model; the default has nothing to release."""

@@ -74,7 +74,11 @@ class HFPolicy(Policy):
     max_context:    prompt + generation tokens at most; None = the model's max_position_embeddings.
     Loading happens on the first render/generate. Raises AdapterError for a bad dtype, a missing
     directory, or a prompt that does not fit max_context.
+    Rollouts continue from token ids (Request.prompt_ids): the ids sampled so far plus the
+    harness's insertions, exactly the sequence GRPO scores, not a re-tokenisation of the text.
     """
+
+    token_prompts = True
 
     def __init__(
         self,
@@ -138,11 +142,15 @@ class HFPolicy(Policy):
             "adapter_sha256": _dir_digest(self.adapter) if self.adapter else None,
             "dtype": self.dtype,
             "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed),
+            "prompts": "token_ids",
             "chat_template": self.chat_template or "tokenizer",
         }
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
         return render_with_tokenizer(self._load()[1], messages, assistant_prefix, self.prefill)
+
+    def encode(self, text: str) -> list[int]:
+        return self._load()[1](text, add_special_tokens=False)["input_ids"]
 
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
         return self.generate_batch([Request(prompt, list(stop), int(max_new_tokens))])[0]
@@ -200,7 +208,8 @@ class HFPolicy(Policy):
         device = next(model.parameters()).device
         limit = self.max_context or getattr(model.config, "max_position_embeddings", None)
         # The rendered prompt already holds BOS and the template's control tokens as text.
-        prompts = [tokenizer(r.prompt, add_special_tokens=False)["input_ids"] for r in requests]
+        prompts = [list(r.prompt_ids) if r.prompt_ids is not None else tokenizer(r.prompt, add_special_tokens=False)["input_ids"]
+                   for r in requests]
         budgets = []
         for ids, r in zip(prompts, requests):
             room = (limit - len(ids)) if limit else r.max_new_tokens

@@ -8,6 +8,11 @@ then `policy.model=dtr1`. Which stop string ended a completion comes from the ch
 inferred from the text: the closing tag of the last block the text opened and did not close
 (a rollout pauses exactly there); with no such block, the turn ended ("eos").
 
+With `token_ids=true` (vLLM only: GRPO's server mode, adapters.dtr1.training) prompts go as token
+ids (Request.prompt_ids) and each completion comes back with vLLM's `token_ids` and the sampled
+tokens' `logprobs`, read by adapters.policy.vllm_output.from_vllm; the server should run with
+`--logprobs-mode processed_logprobs` so they include temperature.
+
 Retries: HTTP 429, 5xx, timeouts and connection errors are retried `max_retries` times after
 `backoff_s * 2**attempt` seconds (capped at backoff_max_s); the openai client's own retries are
 off so this loop is the only one. generate_batch sends up to `max_concurrency` requests at once
@@ -23,6 +28,7 @@ from typing import Any
 
 from adapters.policy.base import Generation, Policy, Request, split_at_stop, decoding_fingerprint
 from adapters.policy.chat import render_chat
+from adapters.policy.vllm_output import from_vllm
 from bench.http import call_with_retries
 from bench.types import AdapterError
 
@@ -36,7 +42,7 @@ class OpenAIPolicy(Policy):
     base_url:       e.g. "http://localhost:8000/v1".
     api_key:        None = the OPENAI_API_KEY environment variable, else "EMPTY" (servers without auth).
     tokenizer:      hub id or directory whose chat template renders prompts (only the tokenizer
-                    files are read); or None with `chat_template` set.
+                    files are read), or a loaded tokenizer; or None with `chat_template` set.
     chat_template:  a Jinja2 template or a name of adapters.policy.chat.NAMED_TEMPLATES; overrides
                     the tokenizer's. One of tokenizer / chat_template is required.
     bos_token:      the template's `bos_token` variable when chat_template is given (else the
@@ -47,6 +53,8 @@ class OpenAIPolicy(Policy):
     timeout_s:      per-request timeout in seconds.
     max_retries, backoff_s, backoff_max_s: see the module docstring.
     max_concurrency: requests in flight at most in generate_batch.
+    token_ids:      send prompts as token ids and read back the sampled ids and their logprobs
+                    (vLLM's `return_token_ids`); needs `tokenizer`.
     Raises AdapterError for a missing model or template, and, naming the server, when a request
     fails past its retries or the response is malformed.
     """
@@ -68,17 +76,22 @@ class OpenAIPolicy(Policy):
         backoff_s: float = 1.0,
         backoff_max_s: float = 30.0,
         max_concurrency: int = 8,
+        token_ids: bool = False,
     ):
         if not model or model == "???":
             raise AdapterError("openai policy: `model` is required (the served model or LoRA name)")
         if not tokenizer and not chat_template:
             raise AdapterError("openai policy: set `tokenizer` (a hub id or directory with a chat template) or `chat_template`")
+        if token_ids and not tokenizer:
+            raise AdapterError("openai policy: token_ids=true needs `tokenizer` (prompts are sent as its token ids)")
         if max_retries < 0 or max_concurrency < 1:
             raise AdapterError(f"openai policy: need max_retries >= 0, max_concurrency >= 1; got {max_retries}, {max_concurrency}")
         self.model = model
         self.base_url = base_url
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        self.tokenizer_id = tokenizer
+        self.tokenizer_id = tokenizer if isinstance(tokenizer, str) or tokenizer is None else getattr(tokenizer, "name_or_path", "loaded")
+        self._tokenizer: Any = None if isinstance(tokenizer, str) else tokenizer
+        self.token_prompts = bool(token_ids)
         self.chat_template = chat_template
         self.bos_token = bos_token
         self.extra_body = dict(extra_body or {})
@@ -92,7 +105,6 @@ class OpenAIPolicy(Policy):
         self.max_concurrency = int(max_concurrency)
         self.name = f"openai:{model}"
         self._client: Any = None
-        self._tokenizer: Any = None
         self._prefill: str | None = None
 
     # --- Policy interface --------------------------------------------------------------------------
@@ -119,6 +131,7 @@ class OpenAIPolicy(Policy):
             "tokenizer": self.tokenizer_id,
             "chat_template": self.chat_template or "tokenizer",
             "extra_body": self.extra_body,
+            "token_ids": self.token_prompts,
             "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed),
         }
 
@@ -133,18 +146,37 @@ class OpenAIPolicy(Policy):
 
         return render_with_tokenizer(self._load_tokenizer(), messages, assistant_prefix, prefill)
 
+    def encode(self, text: str) -> list[int]:
+        return self._load_tokenizer()(text, add_special_tokens=False)["input_ids"]
+
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
-        if max_new_tokens < 1:
-            raise AdapterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        choice = self._request(prompt, list(stop), int(max_new_tokens))
-        return _generation(choice, list(stop), int(max_new_tokens), self.base_url)
+        return self._generate(Request(prompt, list(stop), int(max_new_tokens)))
 
     def generate_batch(self, requests: list[Request]) -> list[Generation]:
         if len(requests) <= 1 or self.max_concurrency == 1:
-            return super().generate_batch(requests)
+            return [self._generate(r) for r in requests]
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
-            futures = [pool.submit(self.generate, r.prompt, list(r.stop), r.max_new_tokens) for r in requests]
+            futures = [pool.submit(self._generate, r) for r in requests]
             return [f.result() for f in futures]
+
+    def _generate(self, r: Request) -> Generation:
+        if r.max_new_tokens < 1:
+            raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
+        stop = list(r.stop)
+        if not self.token_prompts:
+            return _generation(self._request(r.prompt, stop, int(r.max_new_tokens)), stop, int(r.max_new_tokens), self.base_url)
+        ids = list(r.prompt_ids) if r.prompt_ids is not None else self.encode(r.prompt)
+        choice, _ = self._request(ids, stop, int(r.max_new_tokens))
+        extra = getattr(choice, "model_extra", None) or {}
+        token_ids = extra.get("token_ids")
+        token_logprobs = getattr(getattr(choice, "logprobs", None), "token_logprobs", None)
+        if token_ids is None or token_logprobs is None:
+            raise AdapterError(f"policy {self.model}: {self.base_url} returned no token_ids/logprobs; "
+                               "token_ids=true needs a vLLM server (return_token_ids)")
+        tok = self._load_tokenizer()
+        return from_vllm(choice.text or "", choice.finish_reason, extra.get("stop_reason"), token_ids,
+                         [None if lp is None or lp != lp else float(lp) for lp in token_logprobs],
+                         stop, {tok.eos_token_id} - {None}, f"policy {self.model} at {self.base_url}")
 
     def close(self) -> None:
         if self._client is not None:
@@ -160,16 +192,22 @@ class OpenAIPolicy(Policy):
             self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
         return self._tokenizer
 
-    def _request(self, prompt: str, stop: list[str], max_new_tokens: int) -> Any:
+    def _request(self, prompt: str | list[int], stop: list[str], max_new_tokens: int) -> Any:
         import openai
 
         if self._client is None:
             self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        extra_body = dict(self.extra_body)
+        logprobs = None
+        if self.token_prompts:
+            # vLLM: the sampled ids, and ids rather than strings in the logprobs' `tokens`.
+            extra_body.update(return_token_ids=True, return_tokens_as_token_ids=True)
+            logprobs = 0
         resp = call_with_retries(
             lambda: self._client.completions.create(
                 model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
-                temperature=self.temperature, top_p=self.top_p, seed=self.seed,
-                extra_body=self.extra_body or None,
+                temperature=self.temperature, top_p=self.top_p, seed=self.seed, logprobs=logprobs,
+                extra_body=extra_body or None,
             ),
             what=f"policy {self.model}", base_url=self.base_url, max_retries=self.max_retries,
             backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=AdapterError,
@@ -215,3 +253,19 @@ def _inferred_stop(text: str, stop: list[str]) -> str | None:
         if opened >= 0 and text.find(s, opened) < 0 and (best is None or opened > best[0]):
             best = (opened, s)
     return None if best is None else best[1]
+
+
+def served_models(base_url: str, timeout_s: float = 30.0) -> list[str]:
+    """Model names an OpenAI-compatible server serves (GET {base_url}/models). Raises
+    AdapterError naming the server when it cannot be reached or serves none."""
+    import openai
+
+    try:
+        with openai.OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "EMPTY",
+                           timeout=timeout_s, max_retries=2) as client:
+            names = [m.id for m in client.models.list()]
+    except openai.OpenAIError as exc:
+        raise AdapterError(f"cannot list the models of {base_url}: {exc}") from exc
+    if not names:
+        raise AdapterError(f"{base_url} serves no model")
+    return names
