@@ -146,8 +146,12 @@ class FakeJudge:
         self.score_value, self.items = score, []
 
     def score(self, item):
-        self.items.append(item)
-        return type("Verdict", (), {"score": self.score_value})()
+        raise AssertionError("rewards send the judge's items together (score_many)")
+
+    def score_many(self, items):
+        self.batches = getattr(self, "batches", []) + [len(items)]
+        self.items += list(items)
+        return [type("Verdict", (), {"score": self.score_value if "wrong" not in i.prediction else 0.0})() for i in items]
 
 
 @pytest.mark.parametrize("score,expected", [(1.0, 1.0), (0.0, -1.0), (math.nan, 0.0)])
@@ -185,3 +189,17 @@ def test_trl_reward_functions_read_the_episode_column():
     funcs = trl_reward_funcs()
     assert [f.__name__ for f in funcs] == ["r_token", "r_dag", "r_exec", "r_task", "r_result"]
     assert [f(prompts=["k"], completions=["c"], episode=[ep])[0] for f in funcs] == [1.0, 0.5, 0.0, 0.0, -1.0]
+
+
+def test_result_reward_asks_the_judge_once_per_batch_in_episode_order():
+    from adapters.dtr1.rewards import TERMS, trl_reward_funcs
+
+    judge = FakeJudge(1.0)
+    vqa = _sample(task="vqa", answers=["the left paw"])
+    episodes = [Episode(vqa, GOOD, answer="left paw", twin=FakeTwin({})),
+                Episode(vqa, GOOD, answer=None, twin=None),  # no answer: -1 without asking
+                Episode(vqa, GOOD, answer="wrong paw", twin=FakeTwin({})),
+                Episode(vqa, GOOD, answer="the left paw", twin=FakeTwin({}))]
+    result = trl_reward_funcs(judge)[TERMS.index("result")]
+    assert result(prompts=[""] * 4, completions=[""] * 4, episode=episodes) == [1.0, -1.0, -1.0, 1.0]
+    assert judge.batches == [3] and [i.prediction for i in judge.items] == ["left paw", "wrong paw", "the left paw"]

@@ -105,9 +105,28 @@ def r_result(ep: Episode, judge: Any = None, threshold: float = 0.5) -> float:
     < 0.5 (-1); an unscored verdict (NaN) gives 0.0. Raises AdapterError when a text task has no
     judge, or the sample has no target of its task.
     """
-    from adapters.dtr1.answer import parse_answer
+    return r_result_many([ep], judge, threshold)[0]
 
-    from adapters.dtr1.answer import parse_task
+
+def r_result_many(episodes: list[Episode], judge: Any = None, threshold: float = 0.5) -> list[float]:
+    """r_result of each episode, in order; the judge's items go together through
+    judge.score_many (concurrent requests) instead of one request per episode."""
+    outcomes = [_result_or_item(ep, judge, threshold) for ep in episodes]
+    items = [o for o in outcomes if not isinstance(o, float)]
+    verdicts = iter(judge.score_many(items) if items else [])
+    out = []
+    for o in outcomes:
+        if isinstance(o, float):
+            out.append(o)
+            continue
+        score = next(verdicts).score
+        out.append(0.0 if math.isnan(score) else (1.0 if score >= 0.5 else -1.0))
+    return out
+
+
+def _result_or_item(ep: Episode, judge: Any, threshold: float) -> Any:
+    """r_result when it needs no judge, else the JudgeItem to ask the judge about."""
+    from adapters.dtr1.answer import parse_answer, parse_task
 
     sample = ep.sample
     if ep.answer is None or ep.twin is None:
@@ -133,10 +152,7 @@ def r_result(ep: Episode, judge: Any = None, threshold: float = 0.5) -> float:
         raise AdapterError(f"sample {sample.id}: a {sample.task} reward needs a judge (train.judge)")
     from metrics.judge import JudgeItem
 
-    verdict = judge.score(JudgeItem(sample.id, sample.query, list(sample.target.answers or []), answer.text))
-    if math.isnan(verdict.score):
-        return 0.0
-    return 1.0 if verdict.score >= 0.5 else -1.0
+    return JudgeItem(sample.id, sample.query, list(sample.target.answers or []), answer.text)
 
 
 def _mean_j(sample: Sample, masks: list | None) -> float:
@@ -191,6 +207,8 @@ def trl_reward_funcs(judge: Any = None) -> list[Callable[..., list[float]]]:
 
     def make(term: str) -> Callable[..., list[float]]:
         def reward(prompts: list, completions: list, episode: list[Episode], **_: Any) -> list[float]:
+            if term == "result":
+                return r_result_many(list(episode), judge)
             return [_term(term, ep, judge) for ep in episode]
 
         reward.__name__ = f"r_{term}"
