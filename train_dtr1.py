@@ -9,20 +9,23 @@ One GPU: python train_dtr1.py grpo.per_device_train_batch_size=4 grpo.gradient_a
 Multi-node (N nodes x 8 GPUs; run on every node, NODE_RANK = 0..N-1, MASTER = node 0's address):
     accelerate launch --config_file conf/accelerate/zero3.yaml --num_machines N --num_processes $((8*N)) \\
         --machine_rank $NODE_RANK --main_process_ip $MASTER --main_process_port 29500 train_dtr1.py \\
-        grpo.per_device_train_batch_size=4 grpo.gradient_accumulation_steps=1 ...   # keep the product = 32
+        grpo.per_device_train_batch_size=$((32 / (8*N))) grpo.gradient_accumulation_steps=1 ...
+  (per_device_train_batch_size x 8N processes x gradient_accumulation_steps = 32 completions per
+  step, the paper's batch: N = 1, 2 or 4; with more nodes the batch grows to 8N, one per GPU.)
   (under Slurm: `srun --nodes N --ntasks-per-node 1` with NODE_RANK=$SLURM_NODEID and MASTER the
   first host of `scontrol show hostnames $SLURM_JOB_NODELIST`.)
 Rollouts through vLLM (TRL syncs the LoRA-merged weights into it before every rollout call; the
 rollout function returns vLLM's sampled-token logprobs for TRL's importance-sampling correction):
   colocate (each training process holds an engine):
-    accelerate launch --config_file conf/accelerate/zero2.yaml train_dtr1.py grpo.use_vllm=true \
+    accelerate launch --config_file conf/accelerate/zero2.yaml train_dtr1.py grpo.use_vllm=true \\
         grpo.vllm_mode=colocate +grpo.vllm_gpu_memory_utilization=0.3 ...
   server (8-GPU node: vLLM on GPU 7, training on GPUs 0-3, 4 x 8 = 32 completions per step):
-    CUDA_VISIBLE_DEVICES=7 trl vllm-serve --model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B --port 8000 &
-    CUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file conf/accelerate/zero2.yaml --num_processes 4 \
+    CUDA_VISIBLE_DEVICES=7 VLLM_SERVER_DEV_MODE=1 vllm serve deepseek-ai/DeepSeek-R1-Distill-Qwen-7B --port 8000 \\
+        --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1 &
+    CUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file conf/accelerate/zero2.yaml --num_processes 4 \\
         train_dtr1.py grpo.use_vllm=true grpo.vllm_mode=server grpo.per_device_train_batch_size=8 ...
-  (`trl vllm-serve` runs `VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --weight-transfer-config
-  '{"backend": "nccl"}' --logprobs-mode processed_logprobs`; another host: +grpo.vllm_server_base_url=http://HOST:8000)
+  (what the deprecated `trl vllm-serve --model MODEL` runs; a server on another host:
+  +grpo.vllm_server_base_url=http://HOST:8000)
 Reward ablations: python train_dtr1.py -m sweep=reward_ablation
 Evaluate the result: python run_bench.py +model=dtr1 policy=hf policy.model=BASE policy.adapter=<output_dir>/final
 """
@@ -90,9 +93,17 @@ def check_vllm_settings(grpo: dict) -> None:
     if mode == "colocate" and int(grpo.get("vllm_tensor_parallel_size", 1)) > 1:
         raise AdapterError("grpo.vllm_tensor_parallel_size > 1 is not supported in colocate mode for multi-turn DT-R1 "
                            "rollouts; use grpo.vllm_mode=server with a tensor-parallel vLLM server instead")
+    if grpo.get("vllm_structured_outputs_regex"):
+        raise AdapterError("grpo.vllm_structured_outputs_regex is not supported: a DT-R1 turn is generated in pieces "
+                           "around the harness's insertions, which no single regex describes")
     if grpo.get("vllm_enable_sleep_mode"):
         raise AdapterError("grpo.vllm_enable_sleep_mode=true is not supported by the DT-R1 rollout function "
                            "(it calls the engine outside TRL's wake/sleep); lower grpo.vllm_gpu_memory_utilization instead")
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:  # say so before loading data and a 7B model
+        raise AdapterError("grpo.use_vllm=true needs vLLM in this environment (pip install vllm, on the GPU machine); "
+                           "or set grpo.use_vllm=false to roll out with the trained model itself")
 
 
 def build_trainer(cfg: DictConfig, policy: Any = None):

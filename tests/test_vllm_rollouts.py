@@ -186,6 +186,9 @@ def test_each_generation_continues_from_the_ids_sampled_before_it(tiny, server_f
 
 # --- GRPO with use_vllm ---------------------------------------------------------------------------------
 
+EVENTS: list[str] = []  # order of weight sync, barrier and first request in the GRPO test
+
+
 class RecordingVLLMGeneration:
     """Stands in for trl.generation.vllm_generation.VLLMGeneration (which needs vLLM and, for the
     weight push, NCCL): records sync_weights; colocate exposes `llm`, server a client whose server
@@ -201,6 +204,7 @@ class RecordingVLLMGeneration:
 
     def sync_weights(self):
         self.synced += 1
+        EVENTS.append("sync")
 
     def generate(self, *args, **kwargs):
         raise AssertionError("the DT-R1 rollout function must not use TRL's single-turn generate")
@@ -220,12 +224,20 @@ def test_grpo_step_with_vllm_returns_logprobs_the_trained_model_agrees_with(tiny
         RecordingVLLMGeneration.llm = FakeLLM(sampler)
     try:
         trainer = build_trainer(_cfg(tmp_path, path, **over))
+        EVENTS.clear()
+        barrier = trainer.accelerator.wait_for_everyone
+        monkeypatch.setattr(trainer.accelerator, "wait_for_everyone", lambda: (EVENTS.append("wait"), barrier())[1])
+        first_request = sampler.complete
+        monkeypatch.setattr(sampler, "complete", lambda *a: (EVENTS.append("request"), first_request(*a))[1])
         seen = _capture(trainer)
         before = _lora_state(trainer.model)
         trainer.train()
     finally:
         RecordingVLLMGeneration.llm = None
     assert trainer.vllm_generation.synced == 1  # TRL pushed the weights before the rollouts
+    first = EVENTS.index("request")
+    # Server mode: every rank waits for the main process's weight push before sampling.
+    assert EVENTS[:first] == (["sync", "wait"] if mode == "server" else ["sync"])
     expected_policy = "OpenAIPolicy" if mode == "server" else "VLLMEnginePolicy"
     assert type(trainer.rollout_func.vllm_policy(trainer)).__name__ == expected_policy
     assert len(sampler.requests) >= 8 * 2  # 8 rollouts, each at least plan + answer
@@ -249,9 +261,20 @@ def test_grpo_step_with_vllm_returns_logprobs_the_trained_model_agrees_with(tiny
     assert any(not before[n].equal(after[n]) for n in before)
 
 
-def test_vllm_settings_the_multi_turn_rollout_cannot_honour_are_refused():
+def test_use_vllm_without_vllm_installed_stops_before_loading_anything(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else importlib.machinery.PathFinder.find_spec(name))
+    with pytest.raises(AdapterError, match="needs vLLM in this environment"):
+        check_vllm_settings({"use_vllm": True, "vllm_mode": "server"})
+
+
+def test_vllm_settings_the_multi_turn_rollout_cannot_honour_are_refused(fake_vllm):
     check_vllm_settings({"use_vllm": False, "vllm_tensor_parallel_size": 4})
     check_vllm_settings({"use_vllm": True, "vllm_mode": "server", "vllm_tensor_parallel_size": 4})
+    with pytest.raises(AdapterError, match="regex"):
+        check_vllm_settings({"use_vllm": True, "vllm_mode": "server", "vllm_structured_outputs_regex": "<think>.*"})
     with pytest.raises(AdapterError, match="colocate"):
         check_vllm_settings({"use_vllm": True, "vllm_mode": "colocate", "vllm_tensor_parallel_size": 2})
     with pytest.raises(AdapterError, match="sleep"):
@@ -273,3 +296,82 @@ def test_vllm_policy_config_builds_lazily_and_names_a_missing_vllm(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     with pytest.raises(AdapterError, match="vllm is not installed"):
         policy.generate("x", ["</dt_plan>"], 4)
+
+
+def test_malformed_vllm_values_are_adapter_errors_and_non_finite_logprobs_mean_unknown():
+    from adapters.policy.vllm_output import from_vllm
+
+    ok = from_vllm("a", "length", None, [5, 6], [-0.5, float("-inf")], [], set(), "srv")
+    assert ok.logprobs == (-0.5, None) and ok.token_ids == (5, 6)
+    with pytest.raises(AdapterError, match="srv: completion token_ids are not all non-negative integers"):
+        from_vllm("a", "length", None, ["5", 6], [-0.5, -0.1], [], set(), "srv")
+    with pytest.raises(AdapterError, match="srv: completion logprobs are not numbers"):
+        from_vllm("a", "length", None, [5, 6], ["x", -0.1], [], set(), "srv")
+    with pytest.raises(AdapterError, match="2 token ids but 1 logprobs"):
+        from_vllm("a", "length", None, [5, 6], [-0.5], [], set(), "srv")
+
+
+class _BatchFails(VLLMEnginePolicy):
+    """An engine whose batched call fails (one prompt too long): the rollout redoes the requests
+    one at a time, and each must keep its prompt ids."""
+
+    def __init__(self, llm, tok):
+        super().__init__(llm=llm, tokenizer=tok, seed=None)
+        self.seen = []
+
+    def generate_batch(self, requests):
+        self.seen.append([r.prompt_ids is not None for r in requests])
+        if len(requests) > 1:
+            raise AdapterError("prompt longer than max_model_len")
+        return super().generate_batch(requests)
+
+
+def test_one_at_a_time_fallback_keeps_the_sampled_prompt_ids(tiny, fake_vllm):
+    path, tok, model = tiny
+    sampler = ModelSampler(model, tok, script=lambda p: PLAN if "</dt_rep>" not in p else RIGHT)
+    policy = _BatchFails(FakeLLM(sampler), tok)
+    env = RolloutEnv(plan=lambda text: ["SAM2"], build_twin=lambda order: _Twin(), execute=lambda code, twin: _Result())
+    results = run_rollouts(policy, [(MESSAGES, env), (MESSAGES, env)], RolloutLimits(max_new_tokens=64, max_total_tokens=256))
+    assert all(r.answer == '{"instances": []}' for r in results)
+    # Each step: the batch of two fails, then each request alone, with its prompt ids.
+    assert [len(s) for s in policy.seen] == [2, 1, 1, 2, 1, 1] and all(all(s) for s in policy.seen)
+
+
+class _SandboxDown:
+    def __call__(self, code, twin):
+        from bench.types import SandboxError
+
+        raise SandboxError("the sandbox could not start: unshare failed")
+
+
+def test_rollouts_ended_outside_the_policy_get_no_gradient_and_logprobs_stay_lists(tiny, fake_vllm, monkeypatch):
+    from types import SimpleNamespace
+
+    from adapters.dtr1.training import DTR1RolloutFunc
+    from bench.datasets.demo import DemoDataset
+    from train_dtr1 import REPO_ROOT
+
+    path, tok, model = tiny
+    samples = [s for s in DemoDataset(str(REPO_ROOT / "demo"), "demo") if s.task == "segmentation"][:1]
+    # Every rollout runs code (EXECUTE), and the sandbox is down; the other call's engine emits
+    # only end-of-turn, so no policy token has a logprob.
+    turn = lambda p: p.rsplit("<｜Assistant｜>", 1)[1]  # noqa: E731 (the system prompt's example has every tag)
+    sampler = ModelSampler(model, tok, script=lambda p: PLAN if "</dt_rep>" not in turn(p) else EXECUTE)
+    trainer = SimpleNamespace(use_vllm=True, vllm_mode="colocate", processing_class=tok,
+                              vllm_generation=SimpleNamespace(llm=FakeLLM(sampler)),
+                              args=SimpleNamespace(temperature=1.0, top_p=1.0, top_k=0, min_p=None, repetition_penalty=1.0,
+                                                   generation_kwargs=None, max_completion_length=None))
+    func = DTR1RolloutFunc({f"{s.dataset}/{s.split}/{s.id}": s for s in samples}, perception=None,
+                           limits=RolloutLimits(max_new_tokens=64, max_total_tokens=256))
+    monkeypatch.setattr(func, "_env", lambda s: RolloutEnv(plan=lambda t: ["SAM2"], build_twin=lambda o: _Twin(), execute=_SandboxDown()))
+    key = next(iter(func.samples))
+    out = func([key, key], trainer)
+    assert [ep.error.split(":")[0] for ep in out["episode"]] == ["sandbox", "sandbox"], [ep.error for ep in out["episode"]]
+    assert all(set(m) == {0} for m in out["env_mask"])  # no gradient from these rows
+    assert all(len(lp) == len(ids) for lp, ids in zip(out["logprobs"], out["completion_ids"]))
+
+    sampler.script = lambda p: tok.eos_token  # the model ends its turn at once
+    func._vllm_policy = None
+    out = func([key], trainer)
+    assert out["logprobs"] is not None and len(out["logprobs"][0]) == len(out["completion_ids"][0])
+    assert out["logprobs"][0][-1] is None  # TRL reads None as NaN: no correction, no crash

@@ -149,7 +149,10 @@ class Logprob:
 
 def fake_vllm_module() -> types.ModuleType:
     """A module to put at sys.modules["vllm"]: SamplingParams only."""
+    import importlib.machinery
+
     mod = types.ModuleType("vllm")
+    mod.__spec__ = importlib.machinery.ModuleSpec("vllm", None)  # find_spec("vllm") sees it
     mod.SamplingParams = SamplingParams
     return mod
 

@@ -172,7 +172,8 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
 
 def _one(policy: Policy, request: Request) -> Generation | AdapterError:
     try:
-        return policy.generate(request.prompt, list(request.stop), request.max_new_tokens)
+        # generate_batch, not generate: the request keeps its prompt_ids (token-prompt policies).
+        return policy.generate_batch([request])[0]
     except AdapterError as exc:
         return exc
 

@@ -6,6 +6,11 @@ The prompt is the rendered chat with the template's pre-fill; the completion is 
 policy sampled when it reports them, every other piece (an inserted <dt_rep> / <results> block, or
 a policy piece without ids) is tokenised on its own, so the boundary between policy and harness
 tokens is exact.
+
+A policy piece's ids are every token the policy sampled, so when the token that completed a stop
+string also carried text after it (">\n" after "</dt_plan"), the ids hold that text while the
+trace (what answer parsing and rewards read) is cut at the stop string. Sampler and learner still
+see one sequence; only the reward's text differs by those characters.
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ on different videos).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -27,6 +28,8 @@ from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollou
 from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Policy
 from bench.types import AdapterError, Sample
+
+log = logging.getLogger(__name__)
 
 
 def sample_key(sample: Sample) -> str:
@@ -47,6 +50,7 @@ class Encoded:
     completion_ids: list[int]
     env_mask: list[int]
     logprobs: list[float | None]
+    truncated: bool = False
 
 
 def encode_rollout(tokenizer: Any, prompt_text: str, segments: list[dict], finished: bool,
@@ -69,9 +73,10 @@ def encode_rollout(tokenizer: Any, prompt_text: str, segments: list[dict], finis
         # Nothing generated (the rollout failed before its first generation): TRL needs one token;
         # masked out, it carries no gradient.
         completion, mask, logprobs = [tokenizer.eos_token_id], [0], [0.0]
-    if max_completion_length is not None:
+    cut = max_completion_length is not None and len(completion) > max_completion_length
+    if cut:
         completion, mask, logprobs = (x[:max_completion_length] for x in (completion, mask, logprobs))
-    return Encoded(turn.prompt_ids, completion, mask, logprobs)
+    return Encoded(turn.prompt_ids, completion, mask, logprobs, cut)
 
 
 class DTR1RolloutFunc:
@@ -118,6 +123,10 @@ class DTR1RolloutFunc:
         tools = describe_tools()
         jobs = [(prompts_mod.messages(s, tools, self.limits.max_rounds), self._env(s)) for s in samples]
         tokenizer = trainer.processing_class
+        if self.policy is None and getattr(trainer, "use_vllm", False) and trainer.vllm_mode == "server":
+            # TRL's weight push runs on the main process only; the other ranks return from
+            # sync_weights at once and must not sample from the server before the push is done.
+            trainer.accelerator.wait_for_everyone()
         policy = self.policy if self.policy is not None else self.vllm_policy(trainer)
         if policy is not None:
             results = run_rollouts(policy, jobs, self.limits)
@@ -125,17 +134,32 @@ class DTR1RolloutFunc:
             results, policy = self._with_trained_model(jobs, trainer)
         out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "episode": []}
         max_len = getattr(trainer.args, "max_completion_length", None)
+        infra: list[str] = []
+        truncated = 0
         for (messages, _), sample, result in zip(jobs, samples, results):
             finished = isinstance(result, Rollout)
             episode = _episode(sample, result)
             enc = encode_rollout(tokenizer, policy.render(messages, policy.prefill), result.segments, finished, max_len)
+            if not finished and getattr(result, "kind", "parse") != "parse":
+                # Not the policy's fault (server error, sandbox that could not start, perception
+                # failure): no gradient from it, or GRPO would push down tokens that were fine.
+                enc.env_mask = [0] * len(enc.env_mask)
+                infra.append(episode.error or "")
+            truncated += enc.truncated
             out["prompt_ids"].append(enc.prompt_ids)
             out["completion_ids"].append(enc.completion_ids)
             out["logprobs"].append(enc.logprobs)
             out["env_mask"].append(enc.env_mask)
             out["episode"].append(episode)
-        if not any(lp is not None and m for lps, ms in zip(out["logprobs"], out["env_mask"]) for lp, m in zip(lps, ms)):
-            out["logprobs"] = None  # the policy reported none: let TRL recompute instead of reading NaNs
+        if infra:
+            log.warning("rollout_func: %d of %d rollouts ended by an error outside the policy, masked out of the loss; first: %s",
+                        len(infra), len(prompts), infra[0])
+        if truncated:
+            log.warning("rollout_func: %d of %d rollouts longer than max_completion_length=%s were cut (the reward "
+                        "still reads the whole rollout)", truncated, len(prompts), max_len)
+        if not getattr(trainer, "use_vllm", False) and not any(
+                lp is not None and m for lps, ms in zip(out["logprobs"], out["env_mask"]) for lp, m in zip(lps, ms)):
+            out["logprobs"] = None  # the policy reported none: TRL recomputes what it needs
         return out
 
     def vllm_policy(self, trainer: Any) -> Policy | None:
@@ -144,6 +168,7 @@ class DTR1RolloutFunc:
             return None
         if self._vllm_policy is None:
             args = trainer.args
+            extra = dict(getattr(args, "generation_kwargs", None) or {})  # as TRL applies it to vLLM
             sampling = {
                 "temperature": float(args.temperature),
                 "top_p": float(getattr(args, "top_p", 1.0) or 1.0),
@@ -156,17 +181,17 @@ class DTR1RolloutFunc:
 
                 # seed=None: every rollout draws its own stream (K rollouts of a prompt must differ).
                 self._vllm_policy = VLLMEnginePolicy(llm=trainer.vllm_generation.llm, tokenizer=trainer.processing_class,
-                                                     seed=None, **sampling)
+                                                     seed=None, extra_sampling=extra, **sampling)
             elif trainer.vllm_mode == "server":
                 from adapters.policy.openai_compat import OpenAIPolicy, served_models
 
                 root = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
-                base_url = root + "/v1"
+                base_url = root if root.endswith("/v1") else root + "/v1"
                 models = served_models(base_url)
                 self._vllm_policy = OpenAIPolicy(
                     model=models[0], base_url=base_url, tokenizer=trainer.processing_class, token_ids=True,
                     temperature=sampling["temperature"], top_p=sampling["top_p"], seed=None,
-                    extra_body={k: v for k, v in sampling.items() if k in ("top_k", "min_p", "repetition_penalty")},
+                    extra_body={**{k: v for k, v in sampling.items() if k in ("top_k", "min_p", "repetition_penalty")}, **extra},
                     max_concurrency=max(1, self.batch_size),
                 )
             else:

@@ -174,8 +174,7 @@ class OpenAIPolicy(Policy):
             raise AdapterError(f"policy {self.model}: {self.base_url} returned no token_ids/logprobs; "
                                "token_ids=true needs a vLLM server (return_token_ids)")
         tok = self._load_tokenizer()
-        return from_vllm(choice.text or "", choice.finish_reason, extra.get("stop_reason"), token_ids,
-                         [None if lp is None or lp != lp else float(lp) for lp in token_logprobs],
+        return from_vllm(choice.text or "", choice.finish_reason, extra.get("stop_reason"), token_ids, token_logprobs,
                          stop, {tok.eos_token_id} - {None}, f"policy {self.model} at {self.base_url}")
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ class VLLMEnginePolicy(Policy):
                   and min_p 0 = off). seed: per-request seed, None = vLLM's own randomness (GRPO:
                   the K rollouts of a prompt must differ).
     batch_size:   samples the evaluation runner rolls out together (vLLM batches their requests).
+    extra_sampling: more SamplingParams fields, applied last (GRPOConfig.generation_kwargs).
     Raises AdapterError when vllm is not installed, and for a prompt longer than the engine's
     max_model_len (that request only; run_rollouts isolates it).
     """
@@ -41,7 +42,8 @@ class VLLMEnginePolicy(Policy):
 
     def __init__(self, llm: Any = None, tokenizer: Any = None, model: str | None = None, adapter: str | None = None,
                  engine_kwargs: dict | None = None, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
-                 min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = 0, batch_size: int = 32):
+                 min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = 0, batch_size: int = 32,
+                 extra_sampling: dict | None = None):
         if llm is None and not model:
             raise AdapterError("vllm policy: set `model` (hub id or directory) or pass an engine")
         self._llm = llm
@@ -52,6 +54,7 @@ class VLLMEnginePolicy(Policy):
         self.temperature, self.top_p, self.top_k = float(temperature), float(top_p), int(top_k)
         self.min_p, self.repetition_penalty, self.seed = float(min_p), float(repetition_penalty), seed
         self.batch_size = int(batch_size)
+        self.extra_sampling = dict(extra_sampling or {})
         self.name = f"vllm:{model or 'engine'}"
         self._prefill: str | None = None
 
@@ -77,7 +80,8 @@ class VLLMEnginePolicy(Policy):
             "model": self.model_id,
             "adapter": None if self.adapter is None else {"path": self.adapter, "sha256_16": _dir_digest(self.adapter)},
             "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed or 0),
-            "sampling": {"top_k": self.top_k, "min_p": self.min_p, "repetition_penalty": self.repetition_penalty},
+            "sampling": {"top_k": self.top_k, "min_p": self.min_p, "repetition_penalty": self.repetition_penalty,
+                         **self.extra_sampling},
         }
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
@@ -141,6 +145,7 @@ class VLLMEnginePolicy(Policy):
             kw["repetition_penalty"] = self.repetition_penalty
         if self.seed is not None:
             kw["seed"] = int(self.seed)
+        kw.update(self.extra_sampling)
         return SamplingParams(**kw)
 
     def _eos_ids(self) -> set[int]:
@@ -160,8 +165,5 @@ class VLLMEnginePolicy(Policy):
         lps = None
         if comp.logprobs is not None:
             # logprobs=0: each position maps the sampled id (and nothing else) to a Logprob.
-            lps = []
-            for tid, pos in zip(ids, comp.logprobs):
-                lp = pos[tid].logprob if tid in pos else float("nan")
-                lps.append(None if lp != lp else float(lp))
+            lps = [pos[tid].logprob if tid in pos else None for tid, pos in zip(ids, comp.logprobs)]
         return from_vllm(comp.text, comp.finish_reason, comp.stop_reason, ids, lps, list(r.stop), eos, self.name)

@@ -9,6 +9,7 @@ Generation keeps the stop string's tokens and drops the end-of-turn token (adapt
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from adapters.policy.base import Generation, split_at_stop
@@ -26,6 +27,14 @@ def from_vllm(text: str, finish_reason: str | None, stop_reason: int | str | Non
     """
     ids = list(token_ids) if token_ids is not None else None
     lps = list(logprobs) if logprobs is not None else None
+    if ids is not None and not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids):
+        raise AdapterError(f"{where}: completion token_ids are not all non-negative integers: {ids[:8]}")
+    if lps is not None:
+        try:
+            # A non-finite logprob (NaN, -inf) cannot be corrected against: None, as TRL reads NaN.
+            lps = [None if lp is None or not math.isfinite(float(lp)) else float(lp) for lp in lps]
+        except (TypeError, ValueError) as exc:
+            raise AdapterError(f"{where}: completion logprobs are not numbers: {lps[:8]}") from exc
     if ids is not None and lps is not None and len(ids) != len(lps):
         raise AdapterError(f"{where}: completion has {len(ids)} token ids but {len(lps)} logprobs")
     head, matched = split_at_stop(text, stop)  # a server that echoes the stop string
