@@ -100,6 +100,7 @@ def test_stop_string_and_end_of_turn_follow_vllm_conventions(tiny, server_for, f
     assert tok.decode(list(first.token_ids)) == "look</think> <dt_plan>{}</dt_plan>"  # the stop's tokens kept
     assert (second.text, second.stop_reason) == ("done", "eos")
     assert tok.eos_token_id not in second.token_ids and len(second.logprobs) == len(second.token_ids)
+    assert second.end_token[0] == tok.eos_token_id and second.end_token[1] <= 0  # kept aside, with its logprob
     assert all(lp is not None and lp <= 0 for g in (first, second) for lp in g.logprobs)
 
 
@@ -353,8 +354,8 @@ def test_rollouts_ended_outside_the_policy_get_no_gradient_and_logprobs_stay_lis
 
     path, tok, model = tiny
     samples = [s for s in DemoDataset(str(REPO_ROOT / "demo"), "demo") if s.task == "segmentation"][:1]
-    # Every rollout runs code (EXECUTE), and the sandbox is down; the other call's engine emits
-    # only end-of-turn, so no policy token has a logprob.
+    # Every rollout runs code (EXECUTE), and the sandbox is down. Then the model ends its turn at
+    # once: the episode is that one sampled end token.
     turn = lambda p: p.rsplit("<｜Assistant｜>", 1)[1]  # noqa: E731 (the system prompt's example has every tag)
     sampler = ModelSampler(model, tok, script=lambda p: PLAN if "</dt_rep>" not in turn(p) else EXECUTE)
     trainer = SimpleNamespace(use_vllm=True, vllm_mode="colocate", processing_class=tok,
@@ -370,8 +371,8 @@ def test_rollouts_ended_outside_the_policy_get_no_gradient_and_logprobs_stay_lis
     assert all(set(m) == {0} for m in out["env_mask"])  # no gradient from these rows
     assert all(len(lp) == len(ids) for lp, ids in zip(out["logprobs"], out["completion_ids"]))
 
-    sampler.script = lambda p: tok.eos_token  # the model ends its turn at once
+    sampler.script = lambda p: tok.eos_token
     func._vllm_policy = None
     out = func([key], trainer)
-    assert out["logprobs"] is not None and len(out["logprobs"][0]) == len(out["completion_ids"][0])
-    assert out["logprobs"][0][-1] is None  # TRL reads None as NaN: no correction, no crash
+    assert out["completion_ids"][0] == [tok.eos_token_id] and out["env_mask"][0] == [1]
+    assert out["logprobs"][0][-1] is not None and out["completion_ids"][0][-1] == tok.eos_token_id  # the sampled end token

@@ -71,9 +71,9 @@ class Rollout:
     answer:  contents of <answer> (unparsed).
     n_tokens: tokens the policy generated.
     segments: the trace in pieces, "".join(seg["text"]) == trace; each a dict {"kind", "text",
-             "token_ids", "ended", "logprobs"} with kind "prefill" (the template's pre-filled text),
-             "policy" (generated text with its closing tag; token_ids, ended and logprobs = the
-             Generation's token_ids, stop_reason and logprobs) or "env" (an inserted <dt_rep> / <results> block with its
+             "token_ids", "ended", "logprobs", "end_token"} with kind "prefill" (the template's
+             pre-filled text), "policy" (generated text with its closing tag; token_ids, ended,
+             logprobs, end_token = the Generation's token_ids, stop_reason, logprobs, end_token) or "env" (an inserted <dt_rep> / <results> block with its
              surrounding newlines). Training masks the "env" pieces out of the loss.
     """
 
@@ -96,9 +96,10 @@ class _State:
     segments: list[dict] = field(default_factory=list)
 
     def add(self, kind: str, text: str, token_ids: tuple[int, ...] | None = None, ended: str | None = None,
-            logprobs: tuple[float | None, ...] | None = None) -> None:
+            logprobs: tuple[float | None, ...] | None = None, end_token: tuple[int, float | None] | None = None) -> None:
         self.trace += text
-        self.segments.append({"kind": kind, "text": text, "token_ids": token_ids, "ended": ended, "logprobs": logprobs})
+        self.segments.append({"kind": kind, "text": text, "token_ids": token_ids, "ended": ended, "logprobs": logprobs,
+                              "end_token": end_token})
 
 
 # A rollout is a generator: it yields the next policy request and receives its Generation, so one
@@ -236,7 +237,7 @@ def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _
         prompt_ids = tuple(turn_ids(policy.encode, policy.render(messages, policy.prefill), st.segments).all_ids)
     gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining), prompt_ids)
     st.n_tokens += gen.n_tokens
-    st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason, gen.logprobs)
+    st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason, gen.logprobs, gen.end_token)
     if gen.stop_reason == "length":
         raise P.ProtocolError("token_budget", f"no {' or '.join(stop)} within the token budget ({gen.n_tokens} tokens generated)")
     if gen.stop_reason == "eos" or gen.matched_stop not in stop:

@@ -59,16 +59,21 @@ def encode_rollout(tokenizer: Any, prompt_text: str, segments: list[dict], finis
     (adapters.dtr1.rollout.Rollout.segments), through adapters.dtr1.tokens.turn_ids.
 
     EOS is appended (mask 1) when `finished` or the last policy piece ended with "eos" (the model
-    sampled it). An empty completion becomes [EOS] with mask 0. Truncated to
+    sampled it: then the end token it sampled, with its logprob when the backend reported it). An empty completion becomes [EOS] with mask 0. Truncated to
     `max_completion_length` tokens when given.
     """
     turn = turn_ids(lambda text: tokenizer(text, add_special_tokens=False)["input_ids"], prompt_text, segments)
     completion, mask, logprobs = turn.completion_ids, turn.env_mask, turn.logprobs
     last_policy = next((s for s in reversed(segments) if s["kind"] == "policy"), None)
-    if finished or (last_policy is not None and last_policy.get("ended") == "eos"):
+    sampled_end = last_policy.get("end_token") if last_policy is not None and last_policy.get("ended") == "eos" else None
+    if sampled_end is not None:
+        completion.append(int(sampled_end[0]))  # the end-of-turn token the model sampled, as sampled
+        mask.append(1)
+        logprobs.append(sampled_end[1])
+    elif finished or (last_policy is not None and last_policy.get("ended") == "eos"):
         completion.append(tokenizer.eos_token_id)
         mask.append(1)
-        logprobs.append(None)  # the backends strip end-of-turn; its sampling logprob is not kept
+        logprobs.append(None)  # not sampled (the episode ended at </answer>) or not reported
     if not completion:
         # Nothing generated (the rollout failed before its first generation): TRL needs one token;
         # masked out, it carries no gradient.

@@ -28,6 +28,9 @@ class Generation:
                  after temperature; None where the backend could not score it), when the backend
                  reports them (vLLM engine and server); else None. GRPO's importance-sampling
                  correction compares them with the trained model's.
+    end_token:   (id, logprob or None) of the end-of-turn token the backend sampled and dropped from
+                 `token_ids` (stop_reason "eos"), when it reports it (vLLM); training ends the
+                 episode with that token and its logprob.
     """
 
     text: str
@@ -36,6 +39,7 @@ class Generation:
     n_tokens: int
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float | None, ...] | None = None
+    end_token: tuple[int, float | None] | None = None
 
 
 @dataclass(frozen=True)

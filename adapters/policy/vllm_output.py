@@ -48,12 +48,15 @@ def from_vllm(text: str, finish_reason: str | None, stop_reason: int | str | Non
         raise AdapterError(f"{where}: completion ended with finish_reason {finish_reason!r}; expected 'stop' or 'length'")
     # Stopped without a stop string: end-of-sequence or a stop token id; drop that token.
     ends = set(eos_ids) | ({stop_reason} if isinstance(stop_reason, int) else set())
+    end = None
     if ids and ids[-1] in ends:
+        end = (ids[-1], lps[-1] if lps is not None else None)
         ids = ids[:-1]
         lps = lps[:-1] if lps is not None else None
-    return _gen(text, "eos", None, ids, lps)
+    return _gen(text, "eos", None, ids, lps, end)
 
 
-def _gen(text: str, reason: str, matched: str | None, ids: list[int] | None, lps: list | None) -> Generation:
+def _gen(text: str, reason: str, matched: str | None, ids: list[int] | None, lps: list | None,
+         end: tuple[int, float | None] | None = None) -> Generation:
     return Generation(text, reason, matched, len(ids) if ids is not None else 0,  # type: ignore[arg-type]
-                      tuple(ids) if ids is not None else None, tuple(lps) if lps is not None else None)
+                      tuple(ids) if ids is not None else None, tuple(lps) if lps is not None else None, end)
