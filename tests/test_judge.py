@@ -6,17 +6,16 @@ returns for (request body, request number): a status code and either a completio
 """
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from bench.types import JudgeError
+from tests.loopback import JSONHandler, Loopback
 from metrics.judge import (
     NOT_CONFIGURED,
     Judge,
@@ -46,12 +45,9 @@ class ScriptedServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
+        class Handler(JSONHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.read_json()
                 with server._lock:
                     server.requests.append(body)
                     n = len(server.requests)
@@ -64,24 +60,16 @@ class ScriptedServer:
                     else:
                         status, text = server.reply(body, n)
                         payload = _completion(body, text) if status == 200 else {"error": {"message": text}}
-                    data = server.raw_body if server.raw_body is not None else json.dumps(payload).encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self.send_json(status, server.raw_body if server.raw_body is not None else payload)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-        self.thread.start()
+        self.loopback = Loopback(Handler)
+        self.base_url = self.loopback.root + "/v1"
 
     def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.loopback.close()
 
 
 def _completion(body: dict, text: str) -> dict:

@@ -1,8 +1,6 @@
 """The OpenAI-compatible policy (adapters/policy/openai_compat.py) against a real HTTP server on
 loopback, started by the test, that speaks the completions API the way vLLM and Ollama do."""
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -10,6 +8,7 @@ from adapters.policy.base import Request
 from adapters.policy.openai_compat import OpenAIPolicy
 from bench.types import AdapterError
 from tests.tiny_models import R1_TEMPLATE
+from tests.loopback import JSONHandler, Loopback
 
 MESSAGES = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "find the dog"}]
 
@@ -27,30 +26,18 @@ class Server:
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.read_json()
                 with server.lock:
                     server.bodies.append(body)
                     status = server.fail.pop(0) if server.fail else 200
                 if status != 200:
-                    return self._send(status, {"error": {"message": f"injected {status}", "type": "server_error"}})
-                self._send(200, server.complete(body))
+                    return self.send_json(status, {"error": {"message": f"injected {status}", "type": "server_error"}})
+                self.send_json(200, server.complete(body))
 
-            def _send(self, status, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.loopback = Loopback(Handler)
+        self.url = self.loopback.root + "/v1"
 
     def complete(self, body):
         words = self.continuation(body["prompt"]).split(" ")
@@ -69,8 +56,7 @@ class Server:
                 "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}
 
     def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.loopback.close()
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ None of this is vLLM; it reproduces the output conventions adapters.policy.vllm_
 """
 from __future__ import annotations
 
-import json
 import threading
 import types
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
+
+from tests.loopback import JSONHandler, Loopback
 
 
 class ModelSampler:
@@ -76,32 +76,20 @@ class CompletionsServer:
         self.bodies: list[dict] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_GET(self):
                 if self.path.rstrip("/") == "/v1/models":
-                    return self._send(200, {"object": "list", "data": [{"id": server.model_name, "object": "model"}]})
-                return self._send(200, {}) if self.path == "/health" else self._send(404, {"error": "not found"})
+                    return self.send_json(200, {"object": "list", "data": [{"id": server.model_name, "object": "model"}]})
+                return self.send_json(200, {}) if self.path == "/health" else self.send_json(404, {"error": "not found"})
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.read_json()
                 server.bodies.append(body)
-                self._send(200, server.complete(body))
+                self.send_json(200, server.complete(body))
 
-            def _send(self, status, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.loopback = Loopback(Handler)
+        self.root = self.loopback.root
         self.url = self.root + "/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def complete(self, body: dict) -> dict:
         prompt = body["prompt"]
@@ -120,8 +108,7 @@ class CompletionsServer:
                 "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": n + len(ids)}}
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.loopback.close()
 
 
 # --- the vllm.LLM surface --------------------------------------------------------------------------

@@ -103,6 +103,26 @@ class Policy(ABC):
         """Release the model; the default has nothing to release."""
 
 
+class BatchPolicy(Policy):
+    """A backend whose primitive is a batch (hf, vLLM, OpenAI-compatible servers): `generate` is a
+    batch of one, and every request's budget is checked before `decode_batch` sees it."""
+
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+        return self.generate_batch([Request(prompt, list(stop), int(max_new_tokens))])[0]
+
+    def generate_batch(self, requests: list[Request]) -> list[Generation]:
+        for r in requests:
+            if r.max_new_tokens < 1:
+                from bench.types import AdapterError
+
+                raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
+        return self.decode_batch(requests)
+
+    @abstractmethod
+    def decode_batch(self, requests: list[Request]) -> list[Generation]:
+        """generate_batch's work, on requests already checked."""
+
+
 def split_at_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
     """(text before the earliest stop string, that stop string) or (text, None) when none occurs.
     Ties at the same position go to the longer stop string."""

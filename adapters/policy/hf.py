@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from adapters.policy.base import Generation, Policy, Request, split_at_stop, decoding_fingerprint
+from adapters.policy.base import BatchPolicy, Generation, Request, split_at_stop, decoding_fingerprint
 from bench.types import AdapterError
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def render_with_tokenizer(tokenizer: Any, messages: list[dict], assistant_prefix
     return rendered + assistant_prefix
 
 
-class HFPolicy(Policy):
+class HFPolicy(BatchPolicy):
     """A transformers causal LM behind the Policy interface.
 
     model:          checkpoint directory or hub id (a base model, or a merged GRPO checkpoint).
@@ -152,13 +152,7 @@ class HFPolicy(Policy):
     def encode(self, text: str) -> list[int]:
         return self._load()[1](text, add_special_tokens=False)["input_ids"]
 
-    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
-        return self.generate_batch([Request(prompt, list(stop), int(max_new_tokens))])[0]
-
-    def generate_batch(self, requests: list[Request]) -> list[Generation]:
-        for r in requests:
-            if r.max_new_tokens < 1:
-                raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
+    def decode_batch(self, requests: list[Request]) -> list[Generation]:
         out: list[Generation] = []
         for start in range(0, len(requests), self.batch_size):
             out.extend(self._decode(requests[start: start + self.batch_size]))

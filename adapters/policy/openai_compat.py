@@ -26,7 +26,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.policy.base import Generation, Policy, Request, split_at_stop, decoding_fingerprint
+from adapters.policy.base import BatchPolicy, Generation, Request, split_at_stop, decoding_fingerprint
 from adapters.policy.chat import render_chat
 from adapters.policy.vllm_output import from_vllm
 from bench.http import call_with_retries
@@ -35,7 +35,7 @@ from bench.types import AdapterError
 log = logging.getLogger(__name__)
 
 
-class OpenAIPolicy(Policy):
+class OpenAIPolicy(BatchPolicy):
     """An OpenAI-compatible completions endpoint behind the Policy interface.
 
     model:          the served model name (with vLLM --lora-modules, the adapter's name).
@@ -149,10 +149,7 @@ class OpenAIPolicy(Policy):
     def encode(self, text: str) -> list[int]:
         return self._load_tokenizer()(text, add_special_tokens=False)["input_ids"]
 
-    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
-        return self._generate(Request(prompt, list(stop), int(max_new_tokens)))
-
-    def generate_batch(self, requests: list[Request]) -> list[Generation]:
+    def decode_batch(self, requests: list[Request]) -> list[Generation]:
         if len(requests) <= 1 or self.max_concurrency == 1:
             return [self._generate(r) for r in requests]
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
@@ -160,8 +157,6 @@ class OpenAIPolicy(Policy):
             return [f.result() for f in futures]
 
     def _generate(self, r: Request) -> Generation:
-        if r.max_new_tokens < 1:
-            raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
         stop = list(r.stop)
         if not self.token_prompts:
             return _generation(self._request(r.prompt, stop, int(r.max_new_tokens)), stop, int(r.max_new_tokens), self.base_url)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from adapters.policy.base import Generation, Policy, Request, decoding_fingerprint
+from adapters.policy.base import BatchPolicy, Generation, Request, decoding_fingerprint
 from adapters.policy.hf import render_with_tokenizer, template_prefill
 from adapters.policy.vllm_output import from_vllm
 from bench.types import AdapterError
@@ -19,7 +19,7 @@ from bench.types import AdapterError
 log = logging.getLogger(__name__)
 
 
-class VLLMEnginePolicy(Policy):
+class VLLMEnginePolicy(BatchPolicy):
     """vLLM's offline engine behind the Policy interface.
 
     llm:          a `vllm.LLM` to use (TRL's `trainer.vllm_generation.llm` in colocate mode); or
@@ -90,13 +90,7 @@ class VLLMEnginePolicy(Policy):
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
-        return self.generate_batch([Request(prompt, list(stop), int(max_new_tokens))])[0]
-
-    def generate_batch(self, requests: list[Request]) -> list[Generation]:
-        for r in requests:
-            if r.max_new_tokens < 1:
-                raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
+    def decode_batch(self, requests: list[Request]) -> list[Generation]:
         llm = self._engine()
         prompts = [{"prompt_token_ids": list(r.prompt_ids) if r.prompt_ids is not None else self.encode(r.prompt)}
                    for r in requests]
