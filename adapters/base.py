@@ -43,5 +43,11 @@ class Adapter(ABC):
                 out.append(exc)
         return out
 
+    def preflight(self) -> None:
+        """Check, once before the first sample, that predictions can be made at all: load the model,
+        reach its server. Raises AdapterError naming the setting to fix, so a missing package or a
+        server that is down stops the run with one message instead of failing every sample. The
+        default checks nothing."""
+
     def close(self) -> None:
         """Release models, processes and files; the default has nothing to release."""

@@ -38,6 +38,10 @@ class RunResult:
     headline: str | None = None       # the protocol's first headline metric key
 
 
+# Failure kinds a resume predicts again by default: not the model's answer but its surroundings.
+RETRY_FAILED = ("adapter", "exception", "sandbox")
+
+
 def run(cfg: DictConfig) -> RunResult:
     """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml)."""
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
@@ -66,10 +70,17 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
     mine = samples[shard::num_shards]  # deterministic partition by dataset order
 
     done = read_predictions(prediction_files(run_dir))
-    todo = [s for s in mine if s.id not in done]
+    retry = set(cfg.run.get("retry_failed", RETRY_FAILED) or ())
+    again = [s for s in mine if s.id in done and done[s.id].error is not None and done[s.id].error.get("kind") in retry]
+    todo = [s for s in mine if s.id not in done] + again
     predicted = 0
     if todo and not cfg.run.merge:
+        if again:
+            log.warning("%d samples failed earlier outside the model's output (%s): predicting them again "
+                        "(run.retry_failed)", len(again), _count_by([done[s.id].error for s in again], "kind"))
         log.info("%d of %d samples to predict (%d already done) -> %s", len(todo), len(mine), len(mine) - len(todo), run_dir)
+        if hasattr(adapter, "preflight"):
+            adapter.preflight()  # a model that cannot load or a server that is down stops here, named, once
         predicted = _predict(cfg, adapter, todo, run_dir / predictions_filename(shard, num_shards))
         done = read_predictions(prediction_files(run_dir))
     elif not todo:
@@ -325,8 +336,9 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
     write_jsonl_atomic(scores_path, records)
     failures = [{"sample_id": p.sample_id, **p.error} for p in (preds[s.id] for s in samples) if p.error]
     n_parse = sum(1 for f in failures if f["kind"] == "parse")
-    # parse_rate: of the samples the model answered (a sample failed for its data never reached it)
-    answered = len(samples) - sum(1 for f in failures if f["kind"] == "data")
+    # parse_rate: of the samples the model answered; a sample failed for its data, the adapter or the
+    # sandbox never produced an output to parse. None (n/a) when the model answered none.
+    answered = len(samples) - sum(1 for f in failures if f["kind"] != "parse")
     metrics = {
         "dataset": resolved["dataset"]["name"],
         "split": resolved["dataset"].get("split"),
@@ -338,7 +350,7 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
         "n": len(samples),
         "failures": len(failures),
         "failures_by_kind": _count_by(failures, "kind"),
-        "parse_rate": 1.0 - n_parse / answered if answered else 0.0,
+        "parse_rate": 1.0 - n_parse / answered if answered else None,
         "failed_samples": failures,
         "tasks": _count_by([{"task": s.task} for s in samples], "task"),
         "_judged": [r["judge"] for r in records if "judge" in r],
@@ -397,7 +409,8 @@ def format_summary(result: RunResult) -> str:
     if m is None:
         return "scoring skipped: predictions missing (shards still running?)"
     lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  "
-             f"n={m['n']} failures={m['failures']} parse_rate={m['parse_rate']:.2f}"]
+             f"n={m['n']} failures={m['failures']} parse_rate="
+             + ("n/a" if m["parse_rate"] is None else f"{m['parse_rate']:.2f}")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
     if m.get("failures"):
         lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "

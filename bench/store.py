@@ -71,7 +71,9 @@ def read_predictions(paths: Iterable[str | Path]) -> dict[str, Prediction]:
 
     A line that is not valid JSON is skipped with a warning only when it is the last line of its file
     (torn write); anywhere else it raises RunStoreError naming the file and line. When an id appears
-    twice, the first record wins (later ones can only come from a concurrent writer) and a warning says so.
+    twice, a later record replaces an earlier failure (a resume retried it, see run.retry_failed);
+    otherwise the first record wins (a later one can only come from a concurrent writer) and a
+    warning says so.
     """
     out: dict[str, Prediction] = {}
     for path in sorted(Path(p) for p in paths):
@@ -87,6 +89,9 @@ def read_predictions(paths: Iterable[str | Path]) -> dict[str, Prediction]:
                     continue
                 raise RunStoreError(f"{path}:{lineno}: not a JSON prediction record ({exc})") from exc
             pred = Prediction.from_dict(record)
+            if pred.sample_id in out and out[pred.sample_id].error is not None:
+                out[pred.sample_id] = pred  # a retry of a failed sample
+                continue
             if pred.sample_id in out:
                 log.warning("%s:%d: duplicate prediction for %r ignored", path, lineno, pred.sample_id)
                 continue

@@ -63,11 +63,19 @@ class MeanIoUProtocol(Protocol):
 
 class FakeAdapter(Adapter):
     """Answers the GT for ids not listed; raises for `fail`, crashes for `crash`, emits a wrong-size
-    mask for `bad_size`. Appends every id it is asked about to `calls_file` (to count model work)."""
+    mask for `bad_size`; raises AdapterError for `down` while the file `down_while` exists (a server
+    that is down) and from preflight() when `preflight_error` is set. Appends every id it is asked
+    about to `calls_file` (to count model work)."""
 
-    def __init__(self, name="fake", calls_file=None, fail=(), crash=(), bad_size=(), sleep_s=0.0, dataset=None, api_key=None):
+    def __init__(self, name="fake", calls_file=None, fail=(), crash=(), bad_size=(), sleep_s=0.0, dataset=None, api_key=None,
+                 down=(), down_while=None, preflight_error=None):
         self.name, self.calls_file = name, calls_file
         self.fail, self.crash, self.bad_size, self.sleep_s = set(fail), set(crash), set(bad_size), sleep_s
+        self.down, self.down_while, self.preflight_error = set(down), down_while, preflight_error
+
+    def preflight(self):
+        if self.preflight_error:
+            raise AdapterError(self.preflight_error)
 
     def predict(self, sample: Sample) -> Prediction:
         if self.calls_file:
@@ -80,6 +88,8 @@ class FakeAdapter(Adapter):
             raise ParseError(f"{sample.id}: no <answer> tag")
         if sample.id in self.crash:
             raise ZeroDivisionError("adapter bug")
+        if sample.id in self.down and self.down_while and os.path.exists(self.down_while):
+            raise AdapterError("server at http://127.0.0.1:9 cannot be reached")
         if sample.id in self.bad_size:
             return Prediction(sample.id, task="segmentation", masks=[masks.encode(np.ones((4, 4), bool))])
         return Prediction(sample.id, task="segmentation", masks=list(sample.target.masks))

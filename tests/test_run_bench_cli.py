@@ -94,3 +94,19 @@ def test_missing_dataset_root_says_what_to_fix(tmp_path):
     assert proc.returncode == 2
     assert "DatasetFormatError" in proc.stderr and "nope" in proc.stderr and "JPEGImages" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_backend_that_cannot_run_stops_once_with_the_setting_to_fix(tmp_path):
+    # An OpenAI-compatible server that is not running (nothing listens on port 9): one message
+    # naming policy.base_url, before any sample, instead of every sample failing.
+    tok = tmp_path / "tok"
+    from tests.tiny_models import build_tokenizer
+
+    build_tokenizer(tok)
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "policy=openai", "policy.model=dtr1",
+                           "policy.base_url=http://127.0.0.1:9/v1", f"policy.tokenizer={tok}", "policy.max_retries=0",
+                           f"run.root={tmp_path / 'runs'}", "run.limit=2"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "policy.base_url=http://127.0.0.1:9/v1 cannot be reached" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list((tmp_path / "runs").rglob("predictions.jsonl"))

@@ -27,7 +27,9 @@ def test_failures_are_recorded_and_the_run_goes_on(tmp_path):
     m = result.metrics
     assert m["n"] == 6 and m["failures"] == 3
     assert m["failures_by_kind"] == {"adapter": 1, "exception": 1, "parse": 1}
-    assert m["parse_rate"] == pytest.approx(5 / 6)
+    # parse_rate: of the 4 samples whose output was parsed or failed to parse (not the crash or the
+    # scoring-time size mismatch), 3 parsed
+    assert m["parse_rate"] == pytest.approx(3 / 4)
     # failed samples score as empty predictions: IoU 0 for those three, 1 for the others
     assert m["metrics"]["IoU"] == pytest.approx(3 / 6)
     crashed = next(f for f in m["failed_samples"] if f["sample_id"] == "s02")
@@ -253,3 +255,46 @@ def test_parse_rate_counts_only_samples_the_model_answered(tmp_path, monkeypatch
     m = run(cfg).metrics
     assert m["failures_by_kind"] == {"data": 2, "parse": 1}
     assert m["parse_rate"] == pytest.approx(3 / 4)
+
+
+def test_a_resume_predicts_again_what_failed_outside_the_model(tmp_path):
+    outage = tmp_path / "server_down"
+    outage.touch()
+    cfg = make_cfg(tmp_path, down=["s02", "s03"], down_while=str(outage), fail=["s05"])
+    first = run(cfg).metrics
+    assert first["failures_by_kind"] == {"adapter": 2, "parse": 1} and len(calls(tmp_path)) == 6
+    assert first["parse_rate"] == pytest.approx(3 / 4)  # s02, s03 never reached the model
+    outage.unlink()  # the server is back
+    second = run(cfg)
+    assert second.predicted == 2 and calls(tmp_path)[6:] == ["s02", "s03"]  # the parse failure stays
+    assert second.metrics["failures_by_kind"] == {"parse": 1}
+    third = run(cfg)
+    assert third.predicted == 0 and len(calls(tmp_path)) == 8
+
+
+def test_retry_failed_empty_keeps_recorded_failures(tmp_path):
+    outage = tmp_path / "server_down"
+    outage.touch()
+    cfg = make_cfg(tmp_path, down=["s01"], down_while=str(outage))
+    cfg.run.retry_failed = []
+    run(cfg)
+    outage.unlink()
+    second = run(cfg)
+    assert second.predicted == 0 and second.metrics["failures_by_kind"] == {"adapter": 1}
+
+
+def test_preflight_failure_stops_the_run_before_any_sample(tmp_path):
+    from bench.types import AdapterError
+
+    cfg = make_cfg(tmp_path, preflight_error="openai policy: the server at policy.base_url=http://127.0.0.1:9/v1 cannot be reached")
+    with pytest.raises(AdapterError, match="policy.base_url"):
+        run(cfg)
+    assert calls(tmp_path) == [] and not list((tmp_path / "runs").rglob("predictions.jsonl"))
+
+
+def test_parse_rate_is_not_available_when_the_model_answered_nothing(tmp_path):
+    from bench.runner import format_summary
+
+    result = run(make_cfg(tmp_path, crash=[f"s{k:02d}" for k in range(6)]))
+    assert result.metrics["parse_rate"] is None
+    assert "parse_rate=n/a" in format_summary(result)

@@ -376,3 +376,14 @@ def test_rollouts_ended_outside_the_policy_get_no_gradient_and_logprobs_stay_lis
     out = func([key], trainer)
     assert out["completion_ids"][0] == [tok.eos_token_id] and out["env_mask"][0] == [1]
     assert out["logprobs"][0][-1] is not None and out["completion_ids"][0][-1] == tok.eos_token_id  # the sampled end token
+
+
+def test_openai_preflight_names_a_model_the_server_does_not_serve(tiny, server_for):
+    path, tok, model = tiny
+    server = server_for(ModelSampler(model, tok))
+    _server_policy(server, tok).preflight()  # serves "tiny"
+    wrong = OpenAIPolicy("dtr1", server.url, tokenizer=tok, api_key="EMPTY")
+    with pytest.raises(AdapterError, match=r"policy.model='dtr1' is not served at .*; it serves \['tiny'\]"):
+        wrong.preflight()
+    with pytest.raises(AdapterError, match="cannot load the tokenizer '/nonexistent/tok' \\(policy.tokenizer"):
+        OpenAIPolicy("tiny", server.url, tokenizer="/nonexistent/tok", api_key="EMPTY").preflight()

@@ -69,6 +69,9 @@ class DTR1Adapter(Adapter):
                        "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds)},
         }
 
+    def preflight(self) -> None:
+        self.policy.preflight()
+
     def predict(self, sample: Sample) -> Prediction:
         """Roll out on `sample` and parse the answer into masks (segmentation), pixel boxes
         (grounding) or text (vqa, summarization).

@@ -92,6 +92,12 @@ class Policy(ABC):
     def fingerprint(self) -> dict:
         """Semantic configuration (model id, weights digest, runtime, decoding), JSON-serialisable."""
 
+    def preflight(self) -> None:
+        """Load what generation needs (tokenizer, template, weights or engine) and reach the server,
+        once, before the first sample; raises AdapterError naming the setting to fix. The default
+        renders a probe prompt, which loads the tokenizer or template."""
+        self.render([{"role": "user", "content": "x"}], self.prefill)
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` with no special tokens added (the rendered prompt writes its own
         BOS). Raises AdapterError where the backend has no tokenizer."""

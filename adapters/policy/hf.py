@@ -176,14 +176,21 @@ class HFPolicy(BatchPolicy):
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             dtype = "auto" if self.dtype == "auto" else getattr(torch, self.dtype)
             log.info("loading %s (adapter %s) on %s", self.model_id, self.adapter, device)
-            tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=self.trust_remote_code)
-            if self.chat_template:
-                tokenizer.chat_template = self.chat_template
-            model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=dtype, trust_remote_code=self.trust_remote_code)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=self.trust_remote_code)
+                if self.chat_template:
+                    tokenizer.chat_template = self.chat_template
+                model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=dtype, trust_remote_code=self.trust_remote_code)
+            except (OSError, ValueError) as exc:
+                raise AdapterError(f"hf policy: cannot load {self.model_id!r} (policy.model; a hub id needs the network "
+                                   f"once, or a local directory): {exc}") from exc
             if self.adapter:
                 from peft import PeftModel
 
-                model = PeftModel.from_pretrained(model, self.adapter).merge_and_unload()
+                try:
+                    model = PeftModel.from_pretrained(model, self.adapter).merge_and_unload()
+                except (OSError, ValueError) as exc:
+                    raise AdapterError(f"hf policy: cannot load the LoRA adapter {self.adapter!r} (policy.adapter): {exc}") from exc
             self._model, self._tokenizer = model.to(device).eval(), tokenizer
         return self._model, self._tokenizer
 

@@ -183,8 +183,22 @@ class OpenAIPolicy(BatchPolicy):
         if self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
+            try:
+                self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
+            except (OSError, ValueError) as exc:
+                raise AdapterError(f"openai policy: cannot load the tokenizer {self.tokenizer_id!r} (policy.tokenizer; "
+                                   f"a hub id needs the network once, or a local directory): {exc}") from exc
         return self._tokenizer
+
+    def preflight(self) -> None:
+        super().preflight()
+        try:
+            names = served_models(self.base_url)
+        except AdapterError as exc:
+            raise AdapterError(f"openai policy: the server at policy.base_url={self.base_url} cannot be reached "
+                               f"(is it running?): {exc}") from exc
+        if self.model not in names:
+            raise AdapterError(f"openai policy: policy.model={self.model!r} is not served at {self.base_url}; it serves {names}")
 
     def _request(self, prompt: str | list[int], stop: list[str], max_new_tokens: int) -> Any:
         import openai
