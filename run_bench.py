@@ -17,10 +17,9 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import MissingMandatoryValue
 
+from bench.cli import exit_on_known_errors
 from bench.runner import format_summary, run
-from bench.types import RvtBenchError
 
 REPO_ROOT = Path(__file__).resolve().parent
 DEFAULT_GROUPS = {"dataset": "demo", "model": "dtr1"}
@@ -40,35 +39,12 @@ def with_default_groups(argv: list[str]) -> list[str]:
     return argv + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
 
 
-def _our_error(exc: BaseException) -> RvtBenchError | None:
-    """The RvtBenchError behind `exc` (Hydra wraps errors raised while instantiating), if any."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, RvtBenchError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     with open_dict(cfg):
         cfg._overrides = list(HydraConfig.get().overrides.task)
-    try:
-        result = run(cfg)
-    except MissingMandatoryValue as exc:
-        key = exc.full_key or "a required value"
-        print(f"error: {key} is required: pass {key}=... on the command line (see conf/ for what it means)",
-              file=sys.stderr)
-        sys.exit(2)
-    except Exception as exc:
-        ours = _our_error(exc)
-        if ours is None:
-            raise
-        # A known problem (missing data, a run dir of another config...): its message says what to fix.
-        print(f"error ({type(ours).__name__}): {ours}", file=sys.stderr)
-        sys.exit(2)
+    # A known problem (missing data, a run dir of another config...): one line saying what to fix.
+    result = exit_on_known_errors(lambda: run(cfg))
     print(format_summary(result))
     if result.leaderboard is not None:
         print(f"leaderboard: {result.leaderboard}")

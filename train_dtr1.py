@@ -11,7 +11,8 @@ Multi-node (N nodes x 8 GPUs; run on every node, NODE_RANK = 0..N-1, MASTER = no
         --machine_rank $NODE_RANK --main_process_ip $MASTER --main_process_port 29500 train_dtr1.py \\
         grpo.per_device_train_batch_size=$((32 / (8*N))) grpo.gradient_accumulation_steps=1 ...
   (per_device_train_batch_size x 8N processes x gradient_accumulation_steps = 32 completions per
-  step, the paper's batch: N = 1, 2 or 4; with more nodes the batch grows to 8N, one per GPU.)
+  step, the paper's batch, for N = 1, 2 or 4; with N > 4 set per_device_train_batch_size=1 and the
+  batch is 8N.)
   (under Slurm: `srun --nodes N --ntasks-per-node 1` with NODE_RANK=$SLURM_NODEID and MASTER the
   first host of `scontrol show hostnames $SLURM_JOB_NODELIST`.)
 Rollouts through vLLM (TRL syncs the LoRA-merged weights into it before every rollout call; the
@@ -40,6 +41,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bench.cli import exit_on_known_errors
 from bench.types import AdapterError, DatasetFormatError, Sample
 
 REPO_ROOT = Path(__file__).resolve().parent
@@ -73,6 +75,9 @@ def load_samples(cfg: DictConfig) -> list[Sample]:
         if name not in cfg.data.sources:
             raise DatasetFormatError(f"data.use names {name!r}; configured sources: {list(cfg.data.sources)}")
         src = cfg.data.sources[name]
+        if OmegaConf.is_missing(src.dataset, "root"):
+            raise DatasetFormatError(f"data.sources.{name}.dataset.root is required: the directory of the {name} "
+                                     f"download (or train on the bundled demo: data.use=[demo])")
         dataset = instantiate(OmegaConf.to_container(src.dataset, resolve=True), _convert_="all")
         sources[name] = (float(src.weight), list(dataset))
     samples = mix_samples(sources, int(cfg.data.seed))
@@ -127,7 +132,11 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     samples = load_samples(cfg)
     by_key = {sample_key(s): s for s in samples}
 
-    tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
+    except (OSError, ValueError) as exc:
+        raise AdapterError(f"cannot load base_model={cfg.base_model!r} (a hub id needs the network once, or a local "
+                           f"directory; a CPU smoke run: see README, 'Training DT-R1'): {exc}") from exc
     if cfg.add_tag_tokens:
         tags = [t(tag) for tag in (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER) for t in (P.open_tag, P.close_tag)]
         tokenizer.add_tokens(tags)  # ordinary tokens: decode(skip_special_tokens=True) keeps them
@@ -165,7 +174,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
 
 @hydra.main(config_path="conf", config_name="train/dtr1_grpo", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    trainer = build_trainer(cfg)
+    trainer = exit_on_known_errors(lambda: build_trainer(cfg))
     trainer.train()
     final = Path(cfg.output_dir) / "final"
     trainer.save_model(str(final))  # LoRA adapter + tokenizer: policy=hf policy.adapter=<final>

@@ -37,6 +37,42 @@ CIDER_MIN_SAMPLES = 50
 """Below this many samples CIDEr's corpus IDF is coarse; we log a warning (N = 1 gives 0)."""
 
 
+@functools.lru_cache(maxsize=None)
+def _warn_small_cider(n: int) -> None:
+    """Once per corpus size and process (breakdowns score many small groups)."""
+    log.warning("CIDEr over %d sample(s) is unreliable: its IDF comes from the scored samples themselves "
+                "(stable from about %d; with 1 sample it is always 0)", n, CIDER_MIN_SAMPLES)
+
+
+@contextlib.contextmanager
+def _java_stderr_to_log():
+    """PTBTokenizer's Java process inherits our stderr and prints a line per call ("PTBTokenizer
+    tokenized N tokens at ..."); send file descriptor 2 to a temporary file meanwhile and log what
+    it wrote at debug level (warning level when the block fails)."""
+    import os
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace").strip()
+            if text:
+                (log.warning if failed else log.debug)("PTBTokenizer (Java) stderr: %s", text)
+
+
 class JavaMissingError(RvtBenchError, RuntimeError):
     """No working `java` on PATH; pycocoevalcap's PTBTokenizer and METEOR cannot run."""
 
@@ -126,8 +162,9 @@ def caption_scores(
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
     tokenizer = PTBTokenizer()
-    res = tokenizer.tokenize({sid: [{"caption": _one_line(text)}] for sid, text in hyps.items()})
-    gts = tokenizer.tokenize({sid: [{"caption": _one_line(r)} for r in references[sid]] for sid in hyps})
+    with _java_stderr_to_log():
+        res = tokenizer.tokenize({sid: [{"caption": _one_line(text)}] for sid, text in hyps.items()})
+        gts = tokenizer.tokenize({sid: [{"caption": _one_line(r)} for r in references[sid]] for sid in hyps})
     ids = list(gts.keys())
     corpus: dict[str, float] = {}
     per_sample: dict[Hashable, dict[str, float]] = {sid: {} for sid in ids}
@@ -158,11 +195,6 @@ def caption_scores(
             from pycocoevalcap.cider.cider import Cider
 
             if len(ids) < CIDER_MIN_SAMPLES:
-                log.warning(
-                    "CIDEr on %d sample(s): its IDF comes from this corpus, so it is unstable below %d "
-                    "samples and 0 by construction for 1 sample",
-                    len(ids),
-                    CIDER_MIN_SAMPLES,
-                )
+                _warn_small_cider(len(ids))
             record("CIDEr", *Cider().compute_score(gts, res))
     return {"corpus": corpus, "per_sample": per_sample, "n": len(ids)}

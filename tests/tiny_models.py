@@ -89,3 +89,14 @@ def build_checkpoint(directory: str | Path, seed: int = 0):
     """Tokenizer and model saved together in `directory` (a loadable `policy.model`)."""
     tok = build_tokenizer(directory)
     return tok, build_model(tok, directory, seed)
+
+
+if __name__ == "__main__":
+    # python -m tests.tiny_models DIR: a tiny random R1-style checkpoint for CPU smoke runs
+    # (train_dtr1.py base_model=DIR, run_bench.py policy=hf policy.model=DIR); see README.
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tests.tiny_models DIR")
+    build_checkpoint(sys.argv[1])
+    print(f"tiny checkpoint: {sys.argv[1]}")
