@@ -39,7 +39,7 @@ class RunResult:
 
 
 # Failure kinds a resume predicts again by default: not the model's answer but its surroundings.
-RETRY_FAILED = ("adapter", "exception", "sandbox")
+RETRY_FAILED = ("adapter", "exception", "sandbox", "data")
 
 
 def run(cfg: DictConfig) -> RunResult:

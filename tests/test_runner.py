@@ -221,6 +221,9 @@ def test_a_corrupt_frame_fails_only_its_sample(tmp_path, monkeypatch):
     m = run(cfg).metrics
     assert m["failures_by_kind"] == {"data": 1}
     assert m["failed_samples"][0]["sample_id"] == "s03" and "bad.jpg" in m["failed_samples"][0]["message"]
+    bad.write_bytes(good.read_bytes())  # the frame is repaired: a resume predicts that sample again
+    again = run(cfg)
+    assert again.predicted == 1 and again.metrics["failures"] == 0 and calls(tmp_path).count("s03") == 1
 
 
 def test_a_limited_look_at_a_finished_run_leaves_its_results_alone(tmp_path):
