@@ -135,8 +135,10 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     try:
         tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
     except (OSError, ValueError) as exc:
+        from adapters.policy.hf import first_line
+
         raise AdapterError(f"cannot load base_model={cfg.base_model!r} (a hub id needs the network once, or a local "
-                           f"directory; a CPU smoke run: see README, 'Training DT-R1'): {exc}") from exc
+                           f"directory; a CPU smoke run: see README, 'Training DT-R1'): {first_line(exc)}") from exc
     if cfg.add_tag_tokens:
         tags = [t(tag) for tag in (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER) for t in (P.open_tag, P.close_tag)]
         tokenizer.add_tokens(tags)  # ordinary tokens: decode(skip_special_tokens=True) keeps them

@@ -17,6 +17,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Keys of the dataset config that say where the data lies, not what is evaluated: moving a copy of
 # ReVOS must not change the run.
 _NON_SEMANTIC_DATASET_KEYS = {"root"}
+# Policy keys that say where and how patiently a server is reached, not what answers: moving the
+# server or raising a timeout resumes the same run (and retries its failed samples).
+_NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "max_concurrency"}
 
 _VERSIONED_PACKAGES = (
     "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
@@ -34,7 +37,10 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     protocol) without its root, the model with its policy and perception as resolved, and the
     judge's model and template when one is configured."""
     dataset = {k: v for k, v in cfg["dataset"].items() if k not in _NON_SEMANTIC_DATASET_KEYS}
-    out = {"dataset": dataset, "model": _redact(cfg["model"])}
+    model = dict(cfg["model"])
+    if isinstance(model.get("policy"), dict):
+        model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
+    out = {"dataset": dataset, "model": _redact(model)}
     judge = cfg.get("judge") or {}
     if judge.get("_target_"):
         out["judge"] = {k: judge.get(k) for k in _SEMANTIC_JUDGE_KEYS}

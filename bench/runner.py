@@ -63,28 +63,42 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
     protocol = instantiate(cfg.dataset.protocol)
     judge, max_failure_rate = _make_judge(resolved)
     protocol.attach_judge(judge)
-    _claim_run_dir(run_dir, cfg, fp)
+    _refuse_other_config(run_dir, fp)
     shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
     if not 0 <= shard < num_shards:
         raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
     mine = samples[shard::num_shards]  # deterministic partition by dataset order
 
-    done = read_predictions(prediction_files(run_dir))
-    retry = set(cfg.run.get("retry_failed", RETRY_FAILED) or ())
-    again = [s for s in mine if s.id in done and done[s.id].error is not None and done[s.id].error.get("kind") in retry]
+    attempts: dict[str, int] = {}
+    done = read_predictions(prediction_files(run_dir), attempts)
+    retry, max_attempts = _retry_settings(cfg)
+    failed_outside = [s for s in mine if s.id in done and done[s.id].error is not None and done[s.id].error.get("kind") in retry]
+    again = [s for s in failed_outside if attempts.get(s.id, 0) < max_attempts]
     todo = [s for s in mine if s.id not in done] + again
     predicted = 0
+    checker = _FrameChecker() if cfg.run.get("verify_frames", True) else None
     if todo and not cfg.run.merge:
         if again:
             log.warning("%d samples failed earlier outside the model's output (%s): predicting them again "
                         "(run.retry_failed)", len(again), _count_by([done[s.id].error for s in again], "kind"))
+        if len(again) < len(failed_outside):
+            log.warning("%d samples failed outside the model %d times: kept as failures (run.max_attempts)",
+                        len(failed_outside) - len(again), max_attempts)
         log.info("%d of %d samples to predict (%d already done) -> %s", len(todo), len(mine), len(mine) - len(todo), run_dir)
-        if hasattr(adapter, "preflight"):
-            adapter.preflight()  # a model that cannot load or a server that is down stops here, named, once
-        predicted = _predict(cfg, adapter, todo, run_dir / predictions_filename(shard, num_shards))
+        # A model that cannot load or a server that is down stops here, named, once, before the run
+        # directory is written; not needed when every sample to do fails its frame check anyway.
+        if hasattr(adapter, "preflight") and any(checker is None or checker.check(s) is None for s in todo):
+            adapter.preflight()
+        _claim_run_dir(run_dir, cfg, fp)
+        predicted = _predict(cfg, adapter, todo, run_dir / predictions_filename(shard, num_shards), checker)
         done = read_predictions(prediction_files(run_dir))
-    elif not todo:
-        log.info("all %d samples of this shard already predicted in %s: no model work", len(mine), run_dir)
+    else:
+        _claim_run_dir(run_dir, cfg, fp)
+        if not todo:
+            log.info("all %d samples of this shard already predicted in %s: no model work", len(mine), run_dir)
+        elif failed_outside:
+            log.warning("%d samples failed outside the model's output; re-run their shard (without run.merge) to "
+                        "predict them again", len(failed_outside))
 
     missing = [s.id for s in samples if s.id not in done]
     if missing:
@@ -153,6 +167,34 @@ def _judge_block(judge: Any, max_failure_rate: float, verdicts: list[dict]) -> d
             "max_failure_rate": max_failure_rate}
 
 
+# Failure kinds a prediction can record (bench.types error kinds, and "exception" for adapter bugs).
+FAILURE_KINDS = ("parse", "adapter", "exception", "sandbox", "data")
+
+
+def _retry_settings(cfg: DictConfig) -> tuple[set[str], int]:
+    """run.retry_failed (a kind or a list of kinds; unknown names refused) and run.max_attempts."""
+    kinds = cfg.run.get("retry_failed", list(RETRY_FAILED))
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    unknown = sorted(set(kinds) - set(FAILURE_KINDS))
+    if unknown:
+        raise RunStoreError(f"run.retry_failed: unknown failure kinds {unknown}; expected some of {list(FAILURE_KINDS)}")
+    max_attempts = int(cfg.run.get("max_attempts", 3))
+    if max_attempts < 1:
+        raise RunStoreError(f"run.max_attempts must be >= 1, got {max_attempts}")
+    return set(kinds), max_attempts
+
+
+def _refuse_other_config(run_dir: Path, fp: str) -> None:
+    """RunStoreError when `run_dir` already holds a run of another fingerprint."""
+    cfg_path = run_dir / "config.yaml"
+    if cfg_path.exists():
+        old_fp = (OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False) or {}).get("_fingerprint")
+        if old_fp != fp:
+            raise RunStoreError(
+                f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
+                f"choose another run.name or remove that directory")
+
+
 def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
     """Write config.yaml and manifest.json for a new run; for a resumed one keep both and append
     this invocation to the manifest's `resumes` (warning when the code changed in between).
@@ -162,12 +204,8 @@ def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
     body["_fingerprint"] = fp
     now = manifest_mod.manifest(body, fp)
     if cfg_path.exists():
+        _refuse_other_config(run_dir, fp)
         previous = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
-        old_fp = (previous or {}).get("_fingerprint")
-        if old_fp != fp:
-            raise RunStoreError(
-                f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
-                f"choose another run.name or remove that directory")
         old_root = ((previous or {}).get("dataset") or {}).get("root")
         new_root = (body.get("dataset") or {}).get("root")
         if old_root != new_root:
@@ -220,12 +258,11 @@ def _load_samples(cfg: DictConfig) -> tuple[list[Sample], list[dict]]:
     return samples, errors
 
 
-def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path) -> int:
+def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path, checker: "_FrameChecker | None") -> int:
     out = PredictionLog(path)
     failures = 0
     batch_size = max(1, int(cfg.run.batch_size or getattr(adapter, "preferred_batch_size", 1)))
     bar = tqdm(total=len(todo), desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
-    checker = _FrameChecker() if cfg.run.get("verify_frames", True) else None
     try:
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]

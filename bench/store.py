@@ -66,14 +66,23 @@ class PredictionLog:
             self._fh = None
 
 
-def read_predictions(paths: Iterable[str | Path]) -> dict[str, Prediction]:
+def _standing(pred: Prediction) -> int:
+    """2: an answer; 1: the model's output that did not parse; 0: a failure outside the model."""
+    if pred.error is None:
+        return 2
+    return 1 if pred.error.get("kind") == "parse" else 0
+
+
+def read_predictions(paths: Iterable[str | Path], attempts: dict[str, int] | None = None) -> dict[str, Prediction]:
     """Finished predictions by sample id, from one or several (shard) files.
 
     A line that is not valid JSON is skipped with a warning only when it is the last line of its file
     (torn write); anywhere else it raises RunStoreError naming the file and line. When an id appears
-    twice, a later record replaces an earlier failure (a resume retried it, see run.retry_failed);
-    otherwise the first record wins (a later one can only come from a concurrent writer) and a
-    warning says so.
+    more than once (a resume retried a failure, see run.retry_failed, possibly from another shard
+    file), the record that says most about the model wins: an answer over a parse failure over a
+    failure outside the model; between failures of the same standing the one read last; between
+    two answers the first (a later one can only come from a concurrent writer), with a warning.
+    attempts: when given, filled with the number of records per sample id.
     """
     out: dict[str, Prediction] = {}
     for path in sorted(Path(p) for p in paths):
@@ -89,10 +98,14 @@ def read_predictions(paths: Iterable[str | Path]) -> dict[str, Prediction]:
                     continue
                 raise RunStoreError(f"{path}:{lineno}: not a JSON prediction record ({exc})") from exc
             pred = Prediction.from_dict(record)
-            if pred.sample_id in out and out[pred.sample_id].error is not None:
-                out[pred.sample_id] = pred  # a retry of a failed sample
+            if attempts is not None:
+                attempts[pred.sample_id] = attempts.get(pred.sample_id, 0) + 1
+            old = out.get(pred.sample_id)
+            if old is not None and old.error is not None:
+                if _standing(pred) >= _standing(old):
+                    out[pred.sample_id] = pred  # a retry of a failed sample
                 continue
-            if pred.sample_id in out:
+            if old is not None:
                 log.warning("%s:%d: duplicate prediction for %r ignored", path, lineno, pred.sample_id)
                 continue
             out[pred.sample_id] = pred

@@ -125,3 +125,14 @@ def test_batched_rollouts_equal_one_at_a_time(policy):
         assert isinstance(got, AdapterError) and got.trace == single.value.trace
         assert got.trace.startswith("<think>\n") and len(got.trace) > len("<think>\n")
     assert len({r.trace for r in batched}) > 1
+
+
+def test_an_adapter_directory_without_a_peft_adapter_is_named(ckpt, tmp_path):
+    from adapters.policy.hf import HFPolicy
+    from bench.types import AdapterError
+
+    path = ckpt[0]
+    with pytest.raises(AdapterError, match=r"policy.adapter=.* holds no adapter_config.json"):
+        HFPolicy(str(path), adapter=str(tmp_path)).preflight()
+    with pytest.raises(AdapterError, match=r"policy.adapter=/nonexistent is not a directory"):
+        HFPolicy(str(path), adapter="/nonexistent").preflight()

@@ -292,7 +292,7 @@ def test_preflight_failure_stops_the_run_before_any_sample(tmp_path):
     cfg = make_cfg(tmp_path, preflight_error="openai policy: the server at policy.base_url=http://127.0.0.1:9/v1 cannot be reached")
     with pytest.raises(AdapterError, match="policy.base_url"):
         run(cfg)
-    assert calls(tmp_path) == [] and not list((tmp_path / "runs").rglob("predictions.jsonl"))
+    assert calls(tmp_path) == [] and not (tmp_path / "runs").exists()  # nothing written, no empty run dir
 
 
 def test_parse_rate_is_not_available_when_the_model_answered_nothing(tmp_path):
@@ -301,3 +301,56 @@ def test_parse_rate_is_not_available_when_the_model_answered_nothing(tmp_path):
     result = run(make_cfg(tmp_path, crash=[f"s{k:02d}" for k in range(6)]))
     assert result.metrics["parse_rate"] is None
     assert "parse_rate=n/a" in format_summary(result)
+
+
+def test_a_failure_that_keeps_recurring_is_retried_at_most_max_attempts_times(tmp_path):
+    cfg = make_cfg(tmp_path, crash=["s01"])  # a deterministic adapter bug
+    for _ in range(4):
+        result = run(cfg)
+    assert calls(tmp_path).count("s01") == 3 and result.predicted == 0
+    assert result.metrics["failures_by_kind"] == {"exception": 1}
+
+
+def test_retry_failed_takes_one_kind_and_refuses_unknown_ones(tmp_path):
+    from bench.types import RunStoreError
+
+    outage = tmp_path / "down"
+    outage.touch()
+    cfg = make_cfg(tmp_path, down=["s01"], down_while=str(outage))
+    run(cfg)
+    outage.unlink()
+    cfg.run.retry_failed = "adapter"
+    assert run(cfg).predicted == 1
+    cfg.run.retry_failed = ["adpter"]
+    with pytest.raises(RunStoreError, match=r"unknown failure kinds \['adpter'\]"):
+        run(cfg)
+
+
+def test_no_preflight_when_every_sample_to_do_fails_its_frame_check(tmp_path, monkeypatch):
+    import tests.fakes as fakes
+
+    original = fakes.FakeDataset.__init__
+
+    def unreadable(self, *a, **kw):
+        original(self, *a, **kw)
+        for s in self.items:
+            s.frames = [str(tmp_path / "missing.jpg")]
+
+    monkeypatch.setattr(fakes.FakeDataset, "__init__", unreadable)
+    cfg = make_cfg(tmp_path, preflight_error="server down")
+    cfg.run.verify_frames = True
+    m = run(cfg).metrics  # rescoring a run of unreadable frames needs no backend
+    assert m["failures_by_kind"] == {"data": 6} and calls(tmp_path) == []
+
+
+def test_where_and_how_patiently_a_server_is_reached_is_not_part_of_the_run():
+    from bench.manifest import fingerprint
+
+    def cfg(**policy):
+        base = {"_target_": "adapters.policy.openai_compat.OpenAIPolicy", "model": "dtr1", "base_url": "http://a:8000/v1",
+                "timeout_s": 300, "max_retries": 4, "api_key": None, "temperature": 0.0}
+        return {"dataset": {"name": "demo", "root": "/x"}, "model": {"name": "dtr1", "policy": {**base, **policy}}}
+
+    same = fingerprint(cfg())
+    assert fingerprint(cfg(base_url="http://b:9000/v1", timeout_s=30, max_retries=0, api_key="k")) == same
+    assert fingerprint(cfg(model="other")) != same and fingerprint(cfg(temperature=0.7)) != same

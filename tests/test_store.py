@@ -43,3 +43,22 @@ def test_duplicate_ids_keep_the_first(tmp_path):
     path.write_text(json.dumps(Prediction("a", text="first").to_dict()) + "\n"
                     + json.dumps(Prediction("a", text="second").to_dict()) + "\n")
     assert read_predictions([path])["a"].text == "first"
+
+
+def test_the_record_that_says_most_about_the_model_wins_across_files(tmp_path):
+    from bench.store import read_predictions
+    from bench.types import Prediction
+
+    def write(name, *preds):
+        (tmp_path / name).write_text("".join(json.dumps(p.to_dict()) + "\n" for p in preds))
+
+    write("predictions.jsonl", Prediction.failure("a", "parse", "no tag"), Prediction.failure("b", "adapter", "down"),
+          Prediction("c", task="vqa", text="x"))
+    write("predictions.shard0of2.jsonl", Prediction.failure("a", "adapter", "down"), Prediction("b", task="vqa", text="y"),
+          Prediction.failure("c", "adapter", "down"))
+    attempts = {}
+    out = read_predictions(sorted(tmp_path.glob("predictions*.jsonl")), attempts)
+    assert out["a"].error["kind"] == "parse"  # the model's answer outranks a later outage
+    assert out["b"].error is None and out["b"].text == "y"
+    assert out["c"].error is None and out["c"].text == "x"
+    assert attempts == {"a": 2, "b": 2, "c": 2}

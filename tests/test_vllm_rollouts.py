@@ -126,7 +126,7 @@ def test_server_without_token_ids_is_refused_clearly(tiny):
     path, tok, model = tiny
     with pytest.raises(AdapterError, match="token_ids=true needs `tokenizer`"):
         OpenAIPolicy("m", "http://127.0.0.1:9/v1", chat_template="x", token_ids=True)
-    with pytest.raises(AdapterError, match="cannot list the models"):
+    with pytest.raises(AdapterError, match=r"the server at base_url=http://127.0.0.1:9/v1 cannot be reached"):
         served_models("http://127.0.0.1:9/v1", timeout_s=2)
 
 
@@ -387,3 +387,23 @@ def test_openai_preflight_names_a_model_the_server_does_not_serve(tiny, server_f
         wrong.preflight()
     with pytest.raises(AdapterError, match="cannot load the tokenizer '/nonexistent/tok' \\(policy.tokenizer"):
         OpenAIPolicy("tiny", server.url, tokenizer="/nonexistent/tok", api_key="EMPTY").preflight()
+
+
+def test_preflight_sends_the_configured_api_key(tiny, monkeypatch):
+    from tests.loopback import JSONHandler, Loopback
+
+    class Guarded(JSONHandler):
+        def do_GET(self):
+            if self.headers.get("Authorization") != "Bearer sekrit":
+                return self.send_json(401, {"error": {"message": "invalid api key"}})
+            self.send_json(200, {"object": "list", "data": [{"id": "dtr1", "object": "model"}]})
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = Loopback(Guarded)
+    try:
+        path, tok, model = tiny
+        OpenAIPolicy("dtr1", server.root + "/v1", tokenizer=tok, api_key="sekrit").preflight()
+        with pytest.raises(AdapterError, match="refused the API key"):
+            OpenAIPolicy("dtr1", server.root + "/v1", tokenizer=tok, api_key="wrong").preflight()
+    finally:
+        server.close()

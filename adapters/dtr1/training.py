@@ -192,7 +192,7 @@ class DTR1RolloutFunc:
 
                 root = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
                 base_url = root if root.endswith("/v1") else root + "/v1"
-                models = served_models(base_url)
+                models = served_models(base_url, what="grpo.vllm_server_base_url")
                 self._vllm_policy = OpenAIPolicy(
                     model=models[0], base_url=base_url, tokenizer=trainer.processing_class, token_ids=True,
                     temperature=sampling["temperature"], top_p=sampling["top_p"], seed=None,

@@ -169,9 +169,12 @@ class HFPolicy(BatchPolicy):
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            for path in (self.model_id, self.adapter):
+            for key, path in (("policy.model", self.model_id), ("policy.adapter", self.adapter)):
                 if path is not None and path.startswith((".", "/")) and not Path(path).is_dir():
-                    raise AdapterError(f"hf policy: {path} is not a directory")
+                    raise AdapterError(f"hf policy: {key}={path} is not a directory")
+            if self.adapter and not (Path(self.adapter) / "adapter_config.json").is_file() and self.adapter.startswith((".", "/")):
+                raise AdapterError(f"hf policy: policy.adapter={self.adapter} holds no adapter_config.json "
+                                   "(expected the LoRA directory train_dtr1.py saves, <output_dir>/final)")
             tok_src = self.tokenizer_id or (self.adapter if self.adapter and (Path(self.adapter) / "tokenizer_config.json").is_file() else self.model_id)
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
             dtype = "auto" if self.dtype == "auto" else getattr(torch, self.dtype)
@@ -183,14 +186,15 @@ class HFPolicy(BatchPolicy):
                 model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=dtype, trust_remote_code=self.trust_remote_code)
             except (OSError, ValueError) as exc:
                 raise AdapterError(f"hf policy: cannot load {self.model_id!r} (policy.model; a hub id needs the network "
-                                   f"once, or a local directory): {exc}") from exc
+                                   f"once, or a local directory): {first_line(exc)}") from exc
             if self.adapter:
                 from peft import PeftModel
 
                 try:
                     model = PeftModel.from_pretrained(model, self.adapter).merge_and_unload()
                 except (OSError, ValueError) as exc:
-                    raise AdapterError(f"hf policy: cannot load the LoRA adapter {self.adapter!r} (policy.adapter): {exc}") from exc
+                    raise AdapterError(f"hf policy: cannot load the LoRA adapter {self.adapter!r} (policy.adapter): "
+                                       f"{first_line(exc)}") from exc
             self._model, self._tokenizer = model.to(device).eval(), tokenizer
         return self._model, self._tokenizer
 
@@ -294,16 +298,23 @@ def _new_cache(model: Any) -> dict:
     return {key: DynamicCache(config=model.config)}
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (transformers' hub errors run to many lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _dir_digest(path: str) -> str:
-    """Short sha256 over the files of an adapter directory (names and bytes), so a retrained
-    adapter at the same path is a new run."""
+    """Short sha256 over a PEFT adapter directory's own files (adapter_config.json and
+    adapter_model.*: names and bytes), so a retrained adapter at the same path is a new run;
+    "missing" when the path is not a directory."""
     import hashlib
 
     root = Path(path)
     if not root.is_dir():
         return "missing"
     h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+    for f in sorted(p for p in root.glob("adapter_*") if p.is_file()):
         h.update(str(f.relative_to(root)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]

@@ -127,7 +127,6 @@ class OpenAIPolicy(BatchPolicy):
         return {
             "policy": "openai",
             "model": self.model,
-            "base_url": self.base_url,
             "tokenizer": self.tokenizer_id,
             "chat_template": self.chat_template or "tokenizer",
             "extra_body": self.extra_body,
@@ -186,17 +185,15 @@ class OpenAIPolicy(BatchPolicy):
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
             except (OSError, ValueError) as exc:
+                from adapters.policy.hf import first_line
+
                 raise AdapterError(f"openai policy: cannot load the tokenizer {self.tokenizer_id!r} (policy.tokenizer; "
-                                   f"a hub id needs the network once, or a local directory): {exc}") from exc
+                                   f"a hub id needs the network once, or a local directory): {first_line(exc)}") from exc
         return self._tokenizer
 
     def preflight(self) -> None:
         super().preflight()
-        try:
-            names = served_models(self.base_url)
-        except AdapterError as exc:
-            raise AdapterError(f"openai policy: the server at policy.base_url={self.base_url} cannot be reached "
-                               f"(is it running?): {exc}") from exc
+        names = served_models(self.base_url, api_key=self.api_key, timeout_s=min(self.timeout_s, 30.0), what="policy.base_url")
         if self.model not in names:
             raise AdapterError(f"openai policy: policy.model={self.model!r} is not served at {self.base_url}; it serves {names}")
 
@@ -263,17 +260,23 @@ def _inferred_stop(text: str, stop: list[str]) -> str | None:
     return None if best is None else best[1]
 
 
-def served_models(base_url: str, timeout_s: float = 30.0) -> list[str]:
-    """Model names an OpenAI-compatible server serves (GET {base_url}/models). Raises
-    AdapterError naming the server when it cannot be reached or serves none."""
+def served_models(base_url: str, api_key: str | None = None, timeout_s: float = 30.0, what: str = "base_url") -> list[str]:
+    """Model names an OpenAI-compatible server serves (GET {base_url}/models). api_key: None = the
+    OPENAI_API_KEY environment variable, else "EMPTY". Raises AdapterError naming `what` and the
+    server when it cannot be reached, refuses the key (401/403), or serves nothing."""
     import openai
 
+    key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
     try:
-        with openai.OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "EMPTY",
-                           timeout=timeout_s, max_retries=2) as client:
+        with openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=2) as client:
             names = [m.id for m in client.models.list()]
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        raise AdapterError(f"the server at {what}={base_url} refused the API key (policy.api_key or "
+                           f"$OPENAI_API_KEY): {exc}") from exc
+    except openai.APIConnectionError as exc:
+        raise AdapterError(f"the server at {what}={base_url} cannot be reached (is it running?): {exc}") from exc
     except openai.OpenAIError as exc:
-        raise AdapterError(f"cannot list the models of {base_url}: {exc}") from exc
+        raise AdapterError(f"cannot list the models of {what}={base_url}: {exc}") from exc
     if not names:
-        raise AdapterError(f"{base_url} serves no model")
+        raise AdapterError(f"{what}={base_url} serves no model")
     return names
