@@ -42,7 +42,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bench.cli import exit_on_known_errors
-from bench.types import AdapterError, DatasetFormatError, Sample
+from bench.types import AdapterError, DatasetFormatError, Sample, first_line
 
 REPO_ROOT = Path(__file__).resolve().parent
 OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO_ROOT / rel), replace=True)
@@ -135,8 +135,6 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     try:
         tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
     except (OSError, ValueError) as exc:
-        from adapters.policy.hf import first_line
-
         raise AdapterError(f"cannot load base_model={cfg.base_model!r} (a hub id needs the network once, or a local "
                            f"directory; a CPU smoke run: see README, 'Training DT-R1'): {first_line(exc)}") from exc
     if cfg.add_tag_tokens:

@@ -186,3 +186,10 @@ class Prediction:
             )
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, for one-line errors that wrap a library's
+    (transformers' hub errors run to many lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.policy.base import BatchPolicy, Generation, Request, split_at_stop, decoding_fingerprint
-from bench.types import AdapterError
+from bench.types import AdapterError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -296,12 +296,6 @@ def _new_cache(model: Any) -> dict:
     params = inspect.signature(model.forward).parameters
     key = "cache" if "cache" in params else "past_key_values"
     return {key: DynamicCache(config=model.config)}
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (transformers' hub errors run to many lines)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _dir_digest(path: str) -> str:

@@ -30,7 +30,7 @@ from adapters.policy.base import BatchPolicy, Generation, Request, split_at_stop
 from adapters.policy.chat import render_chat
 from adapters.policy.vllm_output import from_vllm
 from bench.http import call_with_retries
-from bench.types import AdapterError
+from bench.types import AdapterError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +185,6 @@ class OpenAIPolicy(BatchPolicy):
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
             except (OSError, ValueError) as exc:
-                from adapters.policy.hf import first_line
-
                 raise AdapterError(f"openai policy: cannot load the tokenizer {self.tokenizer_id!r} (policy.tokenizer; "
                                    f"a hub id needs the network once, or a local directory): {first_line(exc)}") from exc
         return self._tokenizer
