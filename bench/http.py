@@ -1,7 +1,8 @@
 """Calls to OpenAI-compatible servers (the LLM judge, the `openai` policy) with one retry rule.
 
 Retried: HTTP 429, 5xx, timeouts and connection errors, with exponential backoff
-(backoff_s * 2**k, capped at backoff_max_s). Not retried: other API errors (400, 401, 404...) and a
+(backoff_s * 2**k, capped at backoff_max_s), or longer when the server's Retry-After header asks
+for it (seconds or an HTTP date; at most RETRY_AFTER_MAX_S). Not retried: other API errors (400, 401, 404...) and a
 200 whose body is not JSON. Either way the caller gets its own error type with one message naming
 the server, the status and the number of attempts.
 """
@@ -14,6 +15,30 @@ from typing import Callable, TypeVar
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+RETRY_AFTER_MAX_S = 600.0
+"""The longest Retry-After we wait for; a longer one is cut to this."""
+
+
+def retry_after_s(exc: Exception) -> float | None:
+    """Seconds a response's Retry-After header asks to wait (RFC 9110: delay-seconds or an
+    HTTP-date), or None without a usable header."""
+    import email.utils
+    import time as _time
+
+    response = getattr(exc, "response", None)
+    value = None if response is None else response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - _time.time())
 
 
 def call_with_retries(call: Callable[[], T], *, what: str, base_url: str, max_retries: int, backoff_s: float,
@@ -37,6 +62,9 @@ def call_with_retries(call: Callable[[], T], *, what: str, base_url: str, max_re
             if not isinstance(exc, retryable) or attempt > max_retries:
                 raise error(f"{what}: {kind} after {attempt} attempt(s) at {base_url}: {str(exc)[:200]}") from exc
             wait = min(backoff_max_s, backoff_s * 2 ** (attempt - 1))
+            asked = retry_after_s(exc)
+            if asked is not None:
+                wait = min(RETRY_AFTER_MAX_S, max(wait, asked))  # the server knows when it has room
             log.info("%s: attempt %d: %s; retrying in %.3g s", what, attempt, kind, wait)
             time.sleep(wait)
     raise AssertionError("unreachable")

@@ -52,3 +52,19 @@ def test_client_errors_and_unreadable_bodies_are_not_retried():
     with pytest.raises(Boom, match="unreadable response body"):
         call_with_retries(once, **KW)
     assert len(calls) == 1
+
+
+def test_retry_after_is_honoured(monkeypatch):
+    import bench.http as http
+
+    slept = []
+    monkeypatch.setattr(http.time, "sleep", slept.append)
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/x")
+    busy = openai.RateLimitError("msg", response=httpx.Response(429, request=request, headers={"Retry-After": "7"}), body=None)
+    once, calls = call([busy, api_error(429), "ok"])
+    assert call_with_retries(once, **KW) == "ok"
+    assert slept == [7.0, 0.0]  # the header's 7 s, then plain backoff (0 here)
+    dated = openai.RateLimitError("msg", response=httpx.Response(
+        429, request=request, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}), body=None)
+    assert http.retry_after_s(dated) == 0.0  # a date in the past: no extra wait
+    assert http.retry_after_s(api_error(429)) is None

@@ -94,3 +94,9 @@ def test_no_phrases_is_an_adapter_error(owl):
 def test_fingerprint_names_model_revision_and_params(owl):
     assert owl.fingerprint() == {"backend": "owlv2", "model_id": "tiny-random/owlv2", "revision": "seed0",
                                  "params": {"threshold": 0.0, "nms_iou": 0.3, "max_detections": 10}}
+
+
+def test_nms_keeps_equal_scores_in_input_order_and_handles_no_boxes():
+    boxes = np.array([[0, 0, 10, 10], [100, 0, 110, 10], [1, 0, 11, 10], [200, 0, 210, 10]], dtype=float)
+    assert nms(boxes, np.array([0.5, 0.5, 0.5, 0.5]), 0.3) == [0, 1, 3]
+    assert nms(np.zeros((0, 4)), np.zeros(0), 0.3) == []

@@ -128,13 +128,18 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
-    """Indices kept by greedy class-agnostic NMS, best score first (ties: lower index first)."""
-    order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
-    kept: list[int] = []
-    for i in order:
-        if not kept or box_iou(boxes[i:i + 1], boxes[kept]).max() <= iou:
-            kept.append(i)
-    return kept
+    """Indices kept by greedy class-agnostic NMS (torchvision.ops.nms: a box overlapping a better
+    one by IoU > `iou` is dropped), best score first; equal scores keep their input order, which
+    torchvision's sort does not promise, so boxes go in ranked by a stable sort."""
+    import torch
+    from torchvision.ops import nms as tv_nms
+
+    if len(scores) == 0:
+        return []
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    ranked = torch.as_tensor(np.asarray(boxes, dtype=np.float64)[order])
+    rank_scores = torch.arange(len(order), 0, -1, dtype=torch.float64)  # strictly decreasing: no ties
+    return [int(order[i]) for i in tv_nms(ranked, rank_scores, float(iou)).tolist()]
 
 
 def _tiny_clip_tokenizer() -> Any:
