@@ -153,9 +153,15 @@ def caption_scores(
     Raises ValueError on a duplicate / missing id or a sample without references, and
     JavaMissingError when Java is unavailable.
     """
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown:
-        raise ValueError(f"caption_scores: unknown metrics {unknown}, expected a subset of {METRICS}")
+    return score_tokenized(*tokenize_captions(predictions, references), metrics=metrics)
+
+
+def tokenize_captions(predictions: Iterable[tuple[Hashable, str]],
+                      references: Mapping[Hashable, Sequence[str]]) -> tuple[dict, dict]:
+    """(res, gts): hypotheses and references through pycocoevalcap's PTBTokenizer, as
+    caption_scores feeds its scorers ({id: [tokenised text, ...]}). The tokenizer treats each text
+    on its own, so a subset of these dicts scores exactly as tokenising that subset would: groups
+    of one corpus (breakdowns) tokenise once. Raises as caption_scores."""
     hyps = _check_inputs(predictions, references)
     check_java()
     # imported here so that importing metrics.text does not need pycocoevalcap
@@ -165,6 +171,18 @@ def caption_scores(
     with _java_stderr_to_log():
         res = tokenizer.tokenize({sid: [{"caption": _one_line(text)}] for sid, text in hyps.items()})
         gts = tokenizer.tokenize({sid: [{"caption": _one_line(r)} for r in references[sid]] for sid in hyps})
+    return res, gts
+
+
+def score_tokenized(res: Mapping[Hashable, list], gts: Mapping[Hashable, list], metrics: Sequence[str] = METRICS) -> dict:
+    """caption_scores' result from tokenize_captions' output (or a subset of its ids, in the
+    order of `gts`). Raises ValueError on unknown metrics or mismatched ids."""
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"caption_scores: unknown metrics {unknown}, expected a subset of {METRICS}")
+    if set(res) != set(gts) or not gts:
+        raise ValueError("score_tokenized: hypotheses and references must cover the same, non-empty set of ids")
+    res, gts = dict(res), dict(gts)
     ids = list(gts.keys())
     corpus: dict[str, float] = {}
     per_sample: dict[Hashable, dict[str, float]] = {sid: {} for sid in ids}

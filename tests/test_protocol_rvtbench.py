@@ -113,6 +113,29 @@ def test_text_tasks_are_scored_at_corpus_level_per_task():
     assert out["metrics"]["summarization/BLEU-1"] == pytest.approx(1.0)
 
 
+@needs_java
+def test_breakdown_groups_score_as_their_own_corpus_with_one_tokenizer_pass(monkeypatch):
+    import metrics.text as text
+    from metrics.text import caption_scores
+
+    p = RVTBenchProtocol()
+    pairs = [("v1", "three birds", ["three birds land"], 1), ("v2", "a red car", ["a red car parks"], 2),
+             ("v3", "a red truck", ["a red truck waits"], 2), ("v4", "the dog", ["the dog sleeps"], 1)]
+    records = [p.score(sample(sid, "vqa", level=lvl, answers=refs), Prediction(sid, text=hyp)) for sid, hyp, refs, lvl in pairs]
+    passes = []
+    real = text.tokenize_captions
+    monkeypatch.setattr(text, "tokenize_captions", lambda *a: (passes.append(1), real(*a))[1])
+    out = p.aggregate(records)
+    assert len(passes) == 1  # one Java tokenizer run for the task, its groups included
+    monkeypatch.undo()
+    for level in (1, 2):
+        group = [(sid, hyp, refs) for sid, hyp, refs, lvl in pairs if lvl == level]
+        alone = caption_scores([(sid, hyp) for sid, hyp, _ in group], {sid: refs for sid, _, refs in group},
+                               metrics=("BLEU", "CIDEr"))["corpus"]
+        got = out["breakdown"]["vqa/level"][str(level)]  # group keys are strings
+        assert got["BLEU-4"] == alone["BLEU-4"] and got["CIDEr"] == alone["CIDEr"] and got["n"] == 2
+
+
 def test_jitbench_run_end_to_end_from_a_predictions_file(tmp_path):
     """+dataset=jitbench +model=precomputed on canonical records and a predictions.jsonl."""
     from hydra import compose, initialize_config_dir

@@ -142,24 +142,34 @@ class RVTBenchProtocol(Protocol):
             own = [r for r in records if r["task"] == task]
             if not own:
                 continue
-            metrics.update({f"{task}/{k}": v for k, v in self._task_metrics(task, own).items() if k != "n"})
+            tokens = self._tokenize(own) if task in TEXT_TASKS else None
+            metrics.update({f"{task}/{k}": v for k, v in self._task_metrics(task, own, tokens).items() if k != "n"})
             for key in GROUP_KEYS:
                 groups = group_by(own, key)
                 if groups:
-                    breakdown[f"{task}/{key}"] = {value: self._task_metrics(task, g) for value, g in groups.items()}
+                    breakdown[f"{task}/{key}"] = {value: self._task_metrics(task, g, tokens) for value, g in groups.items()}
         return {"metrics": metrics, "breakdown": breakdown, "n": len(records)}
 
-    def _task_metrics(self, task: str, group: list[dict]) -> dict:
+    @staticmethod
+    def _tokenize(records: list[dict]) -> tuple[dict, dict]:
+        """One PTBTokenizer pass over a task's records; groups score slices of it."""
+        from metrics.text import tokenize_captions  # pycocoevalcap and Java only when text is scored
+
+        return tokenize_captions([(r["sample_id"], r["hypothesis"]) for r in records],
+                                 {r["sample_id"]: r["references"] for r in records})
+
+    def _task_metrics(self, task: str, group: list[dict], tokens: tuple[dict, dict] | None = None) -> dict:
         if task == "segmentation":
             j = float(np.mean(np.asarray([r["J"] for r in group], dtype=np.float64)))
             f = float(np.mean(np.asarray([r["F"] for r in group], dtype=np.float64)))
             return {"J&F": (j + f) / 2, "J": j, "F": f, "n": len(group)}
         if task == "grounding":
             return aggregate_boxes(group)
-        from metrics.text import caption_scores  # pycocoevalcap and Java only when text is scored
+        from metrics.text import score_tokenized
 
-        scores = caption_scores([(r["sample_id"], r["hypothesis"]) for r in group],
-                                {r["sample_id"]: r["references"] for r in group}, metrics=self.text_metrics)
+        res, gts = tokens if tokens is not None else self._tokenize(group)
+        ids = [r["sample_id"] for r in group]
+        scores = score_tokenized({i: res[i] for i in ids}, {i: gts[i] for i in ids}, metrics=self.text_metrics)
         return {**scores["corpus"], **_judge_metrics(group), "n": len(group)}
 
 
