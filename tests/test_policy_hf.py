@@ -5,16 +5,13 @@ import torch
 from adapters.policy.base import Request
 from adapters.policy.hf import HFPolicy
 from bench.types import AdapterError
-from tests.tiny_models import build_checkpoint
 
 MESSAGES = [{"role": "system", "content": "You plan tools."}, {"role": "user", "content": "find the dog"}]
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny_r1")
-    tok, model = build_checkpoint(path)
-    return path, tok, model
+def ckpt(tiny_r1):
+    return tiny_r1
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from adapters.policy.base import Generation, Policy
-from tests.tiny_models import build_checkpoint
 from train_dtr1 import REPO_ROOT, build_trainer
 
 PLAN = '<think>plan</think> <dt_plan>{"SAM2": []}</dt_plan>'
@@ -87,10 +86,8 @@ def _lora_state(model):
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny_r1")
-    build_checkpoint(path)
-    return path
+def base(tiny_r1):
+    return tiny_r1[0]
 
 
 @pytest.fixture(scope="module")

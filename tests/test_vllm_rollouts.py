@@ -19,7 +19,6 @@ from adapters.policy.openai_compat import OpenAIPolicy, served_models
 from adapters.policy.vllm_engine import VLLMEnginePolicy
 from bench.types import AdapterError
 from tests.test_train_grpo import ENV_SPAN, _capture, _cfg, _lora_state
-from tests.tiny_models import build_checkpoint
 from tests.vllm_stand_in import CompletionsServer, FakeLLM, ModelSampler, fake_vllm_module
 from train_dtr1 import build_trainer, check_vllm_settings
 
@@ -27,10 +26,8 @@ MESSAGES = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "f
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny_vllm")
-    tok, model = build_checkpoint(path)
-    return path, tok, model
+def tiny(tiny_r1):
+    return tiny_r1
 
 
 @pytest.fixture
