@@ -11,6 +11,7 @@ scores.jsonl, metrics.json).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from bench.cli import exit_on_known_errors
+from bench.cli import exit_on_known_errors, stop
 from bench.runner import format_summary, run
 
 REPO_ROOT = Path(__file__).resolve().parent
@@ -56,6 +57,33 @@ def main(cfg: DictConfig) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def unwritable_root(argv: list[str]) -> tuple[str, str] | None:
+    """(stop reason, message) when run.root (from `run.root=...`, default `runs`) cannot be written:
+    Hydra creates its job directory there before any of our code runs, and would stop with a
+    traceback. None when it looks writable (or does not matter: --cfg, --help)."""
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
+        return None
+    root = Path(next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("run.root=")), "runs"))
+    if "${" in str(root):
+        return None
+    probe = root.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if os.access(probe, os.W_OK | os.X_OK):
+        return None
+    read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+    what = "is on a read-only file system" if read_only else "is not writable (permission denied)"
+    return ("read_only" if read_only else "permission",
+            f"run.root={root} {what} ({probe}); set run.root to a writable directory")
+
+
 if __name__ == "__main__":
-    sys.argv = [sys.argv[0]] + with_default_groups(sys.argv[1:])
-    main()
+    argv = with_default_groups(sys.argv[1:])
+    sys.argv = [sys.argv[0]] + argv
+    problem = unwritable_root(argv)
+    if problem is not None:
+        stop(*problem)
+    try:
+        main()
+    except KeyboardInterrupt:  # before or after the run itself (composing the config, printing)
+        stop("interrupted", "interrupted (Ctrl-C); the same command resumes the run")

@@ -20,6 +20,16 @@ _TRANSPOSING_ORIENTATIONS = {5, 6, 7, 8}
 # verify_frame switches PIL's process-wide LOAD_TRUNCATED_IMAGES off for the duration of one decode;
 # the lock keeps concurrent verify_frame calls from restoring each other's saved value out of order.
 _TRUNCATION_LOCK = threading.Lock()
+# What PIL raises for a file that is not a usable image: corrupt, truncated, a symlink loop (OSError),
+# or larger than Image.MAX_IMAGE_PIXELS allows (a decompression bomb: DecompressionBombError).
+_UNREADABLE = (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError)
+_WIDE_MODES = ("I;16", "I;16B", "I;16L", "I")
+
+
+def _to_uint8(arr: np.ndarray) -> np.ndarray:
+    """16-bit (or 32-bit) grey values to uint8 by their top 8 bits (cv2.imread's IMREAD_COLOR rule
+    for 16-bit files: value >> 8)."""
+    return (np.clip(arr.astype(np.int64), 0, 65535) >> 8).astype(np.uint8)
 
 
 def read_frame(path: str | Path) -> np.ndarray:
@@ -31,10 +41,12 @@ def read_frame(path: str | Path) -> np.ndarray:
     try:
         with Image.open(path) as im:
             im = ImageOps.exif_transpose(im)
+            if im.mode in _WIDE_MODES:  # 16/32-bit grey: keep the top 8 bits, as cv2.imread does
+                return np.repeat(_to_uint8(np.asarray(im))[..., None], 3, axis=2)
             return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
     except FileNotFoundError as exc:
         raise DatasetFormatError(f"frame {path} does not exist") from exc
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except _UNREADABLE as exc:
         raise DatasetFormatError(f"frame {path} is not a readable image: {exc}") from exc
 
 
@@ -49,7 +61,7 @@ def frame_size(path: str | Path) -> tuple[int, int]:
             orientation = im.getexif().get(_EXIF_ORIENTATION, 1)
     except FileNotFoundError as exc:
         raise DatasetFormatError(f"frame {path} does not exist") from exc
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except _UNREADABLE as exc:
         raise DatasetFormatError(f"frame {path} is not a readable image: {exc}") from exc
     if orientation in _TRANSPOSING_ORIENTATIONS:
         return width, height
@@ -74,7 +86,7 @@ def verify_frame(path: str | Path) -> None:
                 im.load()
         except FileNotFoundError as exc:
             raise DatasetFormatError(f"frame {path} does not exist") from exc
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        except _UNREADABLE as exc:
             raise DatasetFormatError(f"frame {path} is truncated, empty or corrupt (full decode failed): {exc}") from exc
         finally:
             ImageFile.LOAD_TRUNCATED_IMAGES = saved

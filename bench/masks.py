@@ -6,7 +6,7 @@ with ASCII counts so they serialise to JSON as-is.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import cv2
 import numpy as np
@@ -34,6 +34,81 @@ def decode(rle: RLE) -> np.ndarray:
         return mask_utils.decode(_coded({"size": [h, w], "counts": counts})).astype(bool)
     except (KeyError, TypeError, ValueError) as exc:
         raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+
+
+def compressed_runs(counts: str | bytes) -> list[int]:
+    """The run lengths of COCO's compressed RLE string, decoded as pycocotools ``rleFrString`` does
+    (maskApi.c: 6-bit groups offset by 48, 5 value bits + a continuation bit, sign from bit 4 of the
+    last group, runs from the fourth on stored as the difference to the run two before).
+
+    Unlike pycocotools, which reads past a cut-short string and wraps negative runs into huge
+    unsigned ones, this raises ValueError naming the problem: a character outside '0'..'o', a
+    string that ends inside a run, or a negative run length."""
+    data = counts.encode("ascii") if isinstance(counts, str) else bytes(counts)
+    runs: list[int] = []
+    p = 0
+    while p < len(data):
+        x, k, more = 0, 0, True
+        while more:
+            if p >= len(data):
+                raise ValueError(f"truncated: the string ends inside run {len(runs)}")
+            c = data[p] - 48
+            if not 0 <= c < 64:
+                raise ValueError(f"character {chr(data[p])!r} at offset {p} is not an RLE character ('0'..'o')")
+            x |= (c & 0x1F) << (5 * k)
+            more = bool(c & 0x20)
+            p += 1
+            k += 1
+            if not more and c & 0x10:
+                x |= -1 << (5 * k)
+        if len(runs) > 2:
+            x += runs[-2]
+        if x < 0:
+            raise ValueError(f"run {len(runs)} has a negative length ({x})")
+        runs.append(x)
+    return runs
+
+
+def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
+    """What is wrong with one COCO RLE entry, or None when it is well formed (and of ``size`` = (H, W)
+    when given). Checks what scoring will need, without decoding the mask: a dict with ``size`` [H, W]
+    (two non-negative ints) and ``counts``; uncompressed counts (a list) of non-negative ints; compressed
+    counts (str or bytes) readable run by run (``compressed_runs``); and the runs summing to exactly
+    H*W (more = runs that overrun the frame, fewer = a truncated string). Cost: one pass over the
+    counts string (no H x W array)."""
+    if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
+        return f"expected a COCO RLE {{'size': [H, W], 'counts': ...}}, got {str(rle)[:80]}"
+    shape = rle["size"]
+    if (not isinstance(shape, (list, tuple)) or len(shape) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape)):
+        return f"'size' must be [H, W] (two non-negative ints), got {str(shape)[:40]}"
+    height, width = int(shape[0]), int(shape[1])
+    if size is not None and [height, width] != [int(size[0]), int(size[1])]:
+        return f"'size' {[height, width]} differs from the frame size [H, W] = {[int(size[0]), int(size[1])]}"
+    counts = rle["counts"]
+    if isinstance(counts, list):
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            return "uncompressed 'counts' must be non-negative ints"
+        runs = counts
+    elif isinstance(counts, (str, bytes)):
+        try:
+            runs = compressed_runs(counts)
+        except (ValueError, UnicodeEncodeError) as exc:
+            return f"compressed 'counts' {counts[:40]!r} are corrupt: {exc}"
+    else:
+        return f"'counts' must be a str, bytes or list, got {type(counts).__name__}"
+    total = sum(runs)
+    if total != height * width:
+        what = "overrun the frame" if total > height * width else "stop short (truncated?)"
+        return f"'counts' runs sum to {total} pixels, expected H*W = {height * width}: they {what}"
+    return None
+
+
+def check_rle(rle: Any, size: tuple[int, int] | None, where: str) -> None:
+    """Raise DatasetFormatError "<where>: <problem>" when ``rle_problem(rle, size)`` finds one."""
+    problem = rle_problem(rle, size)
+    if problem is not None:
+        raise DatasetFormatError(f"{where}: {problem}")
 
 
 def empty(height: int, width: int) -> RLE:
@@ -96,10 +171,12 @@ def rasterize_labelme(shapes: Sequence[dict], height: int, width: int) -> np.nda
     areas, kept = [], []
     for k, shape in enumerate(shapes):
         try:
-            label, points = str(shape["label"]), shape["points"]
+            label, points = shape["label"], shape["points"]
             poly = np.array([points], dtype=np.int32)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise DatasetFormatError(f"shape {k}: expected {{'label', 'points': [[x, y], ...]}}, got {str(shape)[:120]}") from exc
+        if not isinstance(label, str):  # LISA calls label.lower(): anything but a str stops it
+            raise DatasetFormatError(f"shape {k}: field 'label' must be a string, got {label!r}")
         if label.lower() == "flag":
             continue
         if poly.ndim != 3 or poly.shape[-1] != 2 or poly.shape[1] == 0:

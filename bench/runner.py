@@ -1,17 +1,24 @@
 """The evaluation loop: resolve a run directory, predict what is not done yet, score, publish.
 
-A sample that fails (adapter exception, unparsable model output, bad frame) becomes a Prediction with
-`error` set, is scored as an empty prediction and listed in metrics.json; the run goes on.
+A sample that fails (adapter exception, unparsable model output) becomes a Prediction with `error`
+set, is scored as an empty prediction and listed in metrics.json; the run goes on. A sample whose
+data is bad (the loader could not build it, a frame does not decode, its frames disagree in size)
+is a data error: listed and counted apart, not in `n` (the one rule, README "Failures").
 Predictions are appended and fsynced one by one, so a killed run loses at most the sample in flight
-and a restart skips every finished sample (design.md section 3).
+and a restart skips every finished sample (design.md section 3). One invocation at a time owns a
+run directory's predictions file (bench.store.RunLock); a stop by the surroundings (Ctrl-C, a
+full disk, a read-only root...) is a RunStopped with one line, its traceback in <run_dir>/run.log.
+A resume never makes results worse: metrics.json and the leaderboard row are only replaced by a
+scoring that is not worse (_not_worse).
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +27,15 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from bench import manifest as manifest_mod
-from bench.store import (PredictionLog, prediction_files, predictions_filename, read_predictions,
+from bench.store import (PredictionLog, RunLock, finite, prediction_files, predictions_filename, read_predictions,
                          write_json_atomic, write_jsonl_atomic)
-from bench.types import Prediction, RunStoreError, RvtBenchError, Sample
+from bench.types import (Prediction, RunStopped, RunStoreError, RvtBenchError, Sample, ServerUnreachableError)
 from leaderboards import publish
 
 log = logging.getLogger(__name__)
+
+RUN_LOG = "run.log"
+DATA = "data"  # the failure kind of a data error (bench.types.DatasetFormatError.kind)
 
 
 @dataclass
@@ -36,45 +46,218 @@ class RunResult:
     leaderboard: Path | None
     not_published: str | None = None  # why no leaderboard row was written although publishing was on
     headline: str | None = None       # the protocol's first headline metric key
+    kept: str | None = None           # why metrics.json was not replaced (the last good one kept)
+
+
+@dataclass
+class _Progress:
+    """Where an invocation is, for the one line a stop prints."""
+
+    run_dir: Path | None = None
+    phase: str = "starting"           # starting | predicting | scoring | publishing
+    predicted: int = 0
+    in_flight: list[str] = field(default_factory=list)
 
 
 # Failure kinds a resume predicts again by default: not the model's answer but its surroundings.
 RETRY_FAILED = ("adapter", "exception", "sandbox", "data")
 
+# OSError numbers that are the machine's state, not a bug: one line and an exit status each.
+_OS_STOPS = {errno.ENOSPC: "no_space", errno.EDQUOT: "no_space", errno.EROFS: "read_only",
+             errno.EACCES: "permission", errno.EPERM: "permission"}
+
 
 def run(cfg: DictConfig) -> RunResult:
-    """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml)."""
+    """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml).
+
+    Raises RunStopped (one line; reason "interrupted", "no_space", "read_only", "permission",
+    "missing_package", "server_down" or "locked") when the surroundings stop the run, with the
+    traceback written to <run_dir>/run.log when the run directory is known; RvtBenchError subclasses
+    for a bad config or dataset."""
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
-    adapter = instantiate(cfg.model, _convert_="all")  # cheap: adapters load weights on first predict
+    progress = _Progress()
     try:
-        return _run(cfg, resolved, adapter)
-    finally:
-        adapter.close()
+        try:
+            adapter = instantiate(cfg.model, _convert_="all")  # cheap: adapters load weights on first predict
+        except Exception as exc:
+            missing = _missing_module(exc)
+            if missing is None:
+                raise
+            raise RunStopped(f"model {resolved['model']['name']!r} needs the Python package {missing!r}, which is "
+                             f"not installed: pip install {missing.split('.')[0]}", "missing_package") from exc
+        try:
+            return _run(cfg, resolved, adapter, progress)
+        finally:
+            adapter.close()
+    except KeyboardInterrupt:
+        stop = RunStopped(_interrupted(progress), "interrupted")
+        _log_stop(progress, stop, traceback.format_exc())
+        raise stop from None
+    except OSError as exc:
+        reason = _OS_STOPS.get(exc.errno or 0)
+        if reason is None:
+            raise
+        stop = RunStopped(_os_stop(exc, reason, progress), reason)
+        _log_stop(progress, stop, traceback.format_exc())
+        raise stop from exc
+    except ModuleNotFoundError as exc:  # a backend imports its package on first use
+        stop = RunStopped(f"the Python package {exc.name!r} is not installed (needed by model "
+                          f"{resolved['model']['name']!r}): pip install {str(exc.name).split('.')[0]}", "missing_package")
+        _log_stop(progress, stop, traceback.format_exc())
+        raise stop from exc
+    except ServerUnreachableError as exc:
+        stop = RunStopped(f"{exc}; nothing was lost: the same command resumes once the server is up", "server_down")
+        _log_stop(progress, stop, traceback.format_exc())
+        raise stop from exc
+    except RvtBenchError as exc:
+        _log_stop(progress, exc, traceback.format_exc())
+        raise
 
 
-def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
+def _missing_module(exc: BaseException | None) -> str | None:
+    """The name of the module a ModuleNotFoundError behind `exc` (Hydra wraps it) could not import."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            return exc.name
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _interrupted(p: _Progress) -> str:
+    where = f" in {p.run_dir}" if p.run_dir else ""
+    if p.phase == "predicting":
+        flight = f"; the sample in flight ({', '.join(p.in_flight)}) was abandoned" if p.in_flight else ""
+        return (f"interrupted (Ctrl-C) while predicting: {p.predicted} predictions of this invocation are saved{where}"
+                f"{flight}; the same command resumes from there")
+    if p.phase == "scoring":
+        return (f"interrupted (Ctrl-C) while scoring: every prediction is saved{where} and metrics.json was not "
+                f"changed; the same command scores again without model work")
+    return f"interrupted (Ctrl-C) while {p.phase}: nothing was lost{where}; the same command starts again"
+
+
+def _os_stop(exc: OSError, reason: str, p: _Progress) -> str:
+    what = {"no_space": "no space left on the device", "read_only": "the file system is read-only",
+            "permission": "permission denied"}[reason]
+    fix = {"no_space": "free space (or set run.root elsewhere)", "read_only": "set run.root to a writable directory",
+           "permission": "fix the permissions or set run.root to a directory you own"}[reason]
+    kept = (f"; the {p.predicted} predictions made so far are saved and the same command resumes"
+            if p.phase == "predicting" else "")
+    return f"{what} writing {exc.filename or 'a run file'} while {p.phase}{kept}; {fix}"
+
+
+def _log_stop(p: _Progress, exc: BaseException, tb: str) -> None:
+    """Append a stop's full traceback to <run_dir>/run.log (the terminal gets one line)."""
+    if p.run_dir is None:
+        return
+    try:
+        with open(p.run_dir / RUN_LOG, "a", encoding="utf-8") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped: {exc}\n{tb}\n")
+    except OSError:
+        pass  # the disk that stopped the run may not take the log either
+
+
+def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any, progress: _Progress) -> RunResult:
     fp = manifest_mod.fingerprint(resolved, adapter.fingerprint() if hasattr(adapter, "fingerprint") else None)
     dataset_name, model_name = resolved["dataset"]["name"], resolved["model"]["name"]
     run_name = cfg.run.name or fp
     run_dir = Path(cfg.run.root) / dataset_name / model_name / run_name
-    # Everything that can fail on a bad config or bad data runs before the run directory is touched.
+    shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
+    if not 0 <= shard < num_shards:
+        raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
+    # The lock comes first, so that a second invocation on the same files stops at once; a run
+    # directory this invocation creates and then leaves without writing anything is removed again.
+    created = _missing_dirs(run_dir)
+    lock = RunLock(run_dir, "merge" if cfg.run.merge else predictions_filename(shard, num_shards))
+    lock.acquire()
+    progress.run_dir = run_dir
+    claimed = False
+    handler = _attach_run_log(run_dir)
+    try:
+        result = _locked_run(cfg, resolved, adapter, progress, fp, run_dir, run_name, shard, num_shards)
+        claimed = True
+        return result
+    except BaseException:
+        claimed = (run_dir / "config.yaml").exists()
+        raise
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+        lock.release()
+        if not claimed:
+            _remove_unclaimed(run_dir, created)
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, deepest first."""
+    out = []
+    while not path.exists() and path != path.parent:
+        out.append(path)
+        path = path.parent
+    return out
+
+
+def _remove_unclaimed(run_dir: Path, created: list[Path]) -> None:
+    """Remove the lock files and the directories an invocation created before failing, so that a
+    failed start leaves nothing behind (an empty run dir would look like a run)."""
+    for name in list(run_dir.glob(".*.lock")) + list(run_dir.glob(".*.owner")) + [run_dir / RUN_LOG]:
+        if created and name.exists():
+            name.unlink(missing_ok=True)
+    for d in created:
+        try:
+            d.rmdir()
+        except OSError:
+            break
+
+
+class _QuietFileHandler(logging.FileHandler):
+    """A log file that, when the disk refuses it (full, read-only), drops records silently: the
+    stop is reported once by the runner, not as a logging traceback per record."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        pass
+
+
+def _attach_run_log(run_dir: Path) -> logging.Handler:
+    """Send the root logger's INFO+ records to <run_dir>/run.log while the run holds its lock."""
+    handler = _QuietFileHandler(run_dir / RUN_LOG, encoding="utf-8", delay=True)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    return handler
+
+
+def _plan(run_dir: Path, mine: list[Sample], retry: set[str], max_attempts: int, quiet: bool = False):
+    """(done, failed_outside, again, todo) from the run's prediction files: `again` = samples that
+    failed outside the model and may be predicted again; `todo` = never predicted + again."""
+    attempts: dict[str, int] = {}
+    if quiet:
+        logging.getLogger("bench.store").disabled = True  # the second read repeats the first one's warnings
+    try:
+        done = read_predictions(prediction_files(run_dir), attempts)
+    finally:
+        logging.getLogger("bench.store").disabled = False
+    failed_outside = [s for s in mine if s.id in done and done[s.id].error is not None and done[s.id].error.get("kind") in retry]
+    again = [s for s in failed_outside if attempts.get(s.id, 0) < max_attempts]
+    todo = [s for s in mine if s.id not in done] + again
+    return done, failed_outside, again, todo
+
+
+def _locked_run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any, progress: _Progress, fp: str, run_dir: Path,
+                run_name: str, shard: int, num_shards: int) -> RunResult:
+    dataset_name = resolved["dataset"]["name"]
+    # Everything that can fail on a bad config or bad data runs before the run directory is written.
     samples, data_errors = _load_samples(cfg)
     protocol = instantiate(cfg.dataset.protocol)
     judge, max_failure_rate = _make_judge(resolved)
     protocol.attach_judge(judge)
     _refuse_other_config(run_dir, fp)
-    shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
-    if not 0 <= shard < num_shards:
-        raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
     mine = samples[shard::num_shards]  # deterministic partition by dataset order
 
-    attempts: dict[str, int] = {}
-    done = read_predictions(prediction_files(run_dir), attempts)
     retry, max_attempts = _retry_settings(cfg)
-    failed_outside = [s for s in mine if s.id in done and done[s.id].error is not None and done[s.id].error.get("kind") in retry]
-    again = [s for s in failed_outside if attempts.get(s.id, 0) < max_attempts]
-    todo = [s for s in mine if s.id not in done] + again
+    done, failed_outside, again, todo = _plan(run_dir, mine, retry, max_attempts)
     predicted = 0
     checker = _FrameChecker() if cfg.run.get("verify_frames", True) else None
     if todo and not cfg.run.merge:
@@ -90,8 +273,9 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
         if hasattr(adapter, "preflight") and any(checker is None or checker.check(s) is None for s in todo):
             adapter.preflight()
         _claim_run_dir(run_dir, cfg, fp)
-        predicted = _predict(cfg, adapter, todo, run_dir / predictions_filename(shard, num_shards), checker)
-        done = read_predictions(prediction_files(run_dir))
+        progress.phase = "predicting"
+        predicted = _predict(cfg, adapter, todo, run_dir / predictions_filename(shard, num_shards), checker, progress)
+        done = _plan(run_dir, mine, retry, max_attempts, quiet=True)[0]
     else:
         _claim_run_dir(run_dir, cfg, fp)
         if not todo:
@@ -106,23 +290,56 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any) -> RunResult:
                     "once all shards are done", len(missing))
         return RunResult(run_dir, None, predicted, None)
 
-    metrics = _score(samples, done, protocol, run_dir / _derived_name("scores.jsonl", cfg.run.limit), resolved, run_name, fp)
+    progress.phase = "scoring"
+    metrics_path = run_dir / _derived_name("metrics.json", cfg.run.limit)
+    metrics = _score(samples, done, protocol, run_dir / _derived_name("scores.jsonl", cfg.run.limit), resolved,
+                     run_name, fp, data_errors)
     if cfg.run.limit is not None:
         metrics["partial"] = f"run.limit={cfg.run.limit}: the first {len(samples)} samples only"
     metrics["judge"] = _judge_block(judge, max_failure_rate, metrics.pop("_judged"))
-    metrics["data_errors"] = len(data_errors)
-    metrics["data_error_samples"] = data_errors
-    write_json_atomic(run_dir / _derived_name("metrics.json", cfg.run.limit), metrics)
+    nulls: dict[str, str] = {}
+    metrics = finite(metrics, "", nulls)
+    if nulls:
+        metrics["null_values"] = nulls
+    worse = _worse_than_before(metrics_path, metrics)
+    if worse is not None:
+        kept = f"metrics.json and the leaderboard row were NOT updated: {worse}; the last good results are kept"
+        log.error("%s (%s)", kept, metrics_path)
+        previous = json.loads(metrics_path.read_text(encoding="utf-8"))
+        return RunResult(run_dir, previous, predicted, None, kept, (protocol.headline or [None])[0], kept)
+    progress.phase = "publishing"
+    write_json_atomic(metrics_path, metrics)
     board, refused = None, None
     if cfg.leaderboard.publish and cfg.run.limit is None:
         refused = _refusal(metrics)
         if refused is None:
             board = publish.upsert(cfg.leaderboard.dir, dataset_name, _leaderboard_row(resolved, metrics, run_dir, protocol))
         else:
-            log.error("%s; see %s", refused, run_dir / "metrics.json")
+            log.error("%s; see %s", refused, metrics_path)
     elif cfg.run.limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", cfg.run.limit)
     return RunResult(run_dir, metrics, predicted, board, refused, (protocol.headline or [None])[0])
+
+
+def _worse_than_before(path: Path, new: dict[str, Any]) -> str | None:
+    """Why `new` must not replace the metrics.json at `path`, or None. Worse = the same run scored
+    with more unscored judge verdicts (a judge that is down or failing on this resume), or the
+    judge no longer publishable where it was: the model did not change, its surroundings failed."""
+    if not path.exists():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # an unreadable old file is nothing to keep
+    old_judge, new_judge = old.get("judge") or {}, new.get("judge") or {}
+    old_failed, new_failed = old_judge.get("n_failed"), new_judge.get("n_failed")
+    if isinstance(old_failed, int) and isinstance(new_failed, int) and new_failed > old_failed:
+        return (f"the judge failed on {new_failed} of {new_judge.get('n')} answers this time, against {old_failed} "
+                f"before ({new_judge.get('reason') or 'judge errors'}); re-run once the judge ({new_judge.get('status')}) "
+                f"works")
+    if old_judge.get("publishable", True) and not new_judge.get("publishable", True):
+        return f"{new_judge.get('reason')}, where the previous scoring was publishable"
+    return None
 
 
 def _refusal(metrics: dict[str, Any]) -> str | None:
@@ -132,6 +349,9 @@ def _refusal(metrics: dict[str, Any]) -> str | None:
     if not metrics["judge"].get("publishable", True):
         return f"not published to the leaderboard: {metrics['judge']['reason']} (judge.max_failure_rate)"
     kinds = metrics["failures_by_kind"]
+    if metrics["n"] == 0:
+        return (f"not published to the leaderboard: no sample could be scored, all {metrics['data_errors']} have "
+                f"data errors (listed in metrics.json 'data_error_samples')")
     if metrics["failures"] == metrics["n"] and "parse" not in kinds:
         return (f"not published to the leaderboard: all {metrics['n']} samples failed ({kinds}), none because of "
                 f"the model's output; check the setup (paths, model.root, data)")
@@ -242,11 +462,18 @@ def _load_samples(cfg: DictConfig) -> tuple[list[Sample], list[dict]]:
     dataset = instantiate(kwargs, _convert_="all")
     samples = list(dataset)
     errors = [dict(e, kind=e.get("kind", "data")) for e in getattr(dataset, "errors", []) or []]
-    seen: set[str] = set()
-    for s in samples:
+    seen: dict[str, Sample] = {}
+    unique = []
+    for s in samples:  # a repeated id is the later sample's data error: results are keyed by id
         if s.id in seen:
-            raise RunStoreError(f"dataset {cfg.dataset.name!r} yields sample id {s.id!r} twice; ids must be unique")
-        seen.add(s.id)
+            errors.append({"sample_id": s.id, "kind": DATA, "message": (
+                f"dataset {cfg.dataset.name!r}: sample id {s.id!r} repeats an earlier sample's id "
+                f"(frames {s.frames[0] if s.frames else '?'} vs {seen[s.id].frames[0] if seen[s.id].frames else '?'}); "
+                f"ids must be unique, the first one is kept")})
+            continue
+        seen[s.id] = s
+        unique.append(s)
+    samples = unique
     if cfg.run.limit is not None:
         if int(cfg.run.limit) < 1:
             raise ValueError(f"run.limit must be a positive number of samples or null, got {cfg.run.limit}")
@@ -258,7 +485,9 @@ def _load_samples(cfg: DictConfig) -> tuple[list[Sample], list[dict]]:
     return samples, errors
 
 
-def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path, checker: "_FrameChecker | None") -> int:
+def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path, checker: "_FrameChecker | None",
+             progress: _Progress | None = None) -> int:
+    progress = progress or _Progress()
     out = PredictionLog(path)
     failures = 0
     batch_size = max(1, int(cfg.run.batch_size or getattr(adapter, "preferred_batch_size", 1)))
@@ -269,12 +498,15 @@ def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path, chec
             bad = {s.id: p for s in batch if checker and (p := checker.check(s)) is not None}
             batch = [s for s in batch if s.id not in bad]
             preds = list(bad.values())
+            progress.in_flight = [s.id for s in batch]
             if batch:
                 preds += ([_predict_one(adapter, batch[0], bool(cfg.run.fail_fast))] if len(batch) == 1
                           else _predict_batch(adapter, batch, bool(cfg.run.fail_fast)))
             for pred in preds:
                 failures += pred.error is not None
                 out.append(pred)
+                progress.predicted += 1
+            progress.in_flight = []
             bar.update(len(preds))
             bar.set_postfix(failed=failures)
     finally:
@@ -285,23 +517,32 @@ def _predict(cfg: DictConfig, adapter: Any, todo: list[Sample], path: Path, chec
 
 class _FrameChecker:
     """Decodes every frame of a sample once per run before the model sees it, so a corrupt or
-    truncated frame fails that sample (kind "data") even when the model never reads pixels."""
+    truncated frame fails that sample (a data error) even when the model never reads pixels; and
+    checks that the sample's frames share one size, that of its target masks (a frame of another
+    size is the data's fault, not the model's)."""
 
     def __init__(self) -> None:
-        self.ok: set[str] = set()
+        self.sizes: dict[str, tuple[int, int]] = {}
 
     def check(self, sample: Sample) -> Prediction | None:
-        from bench.frames import verify_frame
+        from bench.frames import frame_size, verify_frame
 
-        for path in sample.frames:
-            if path in self.ok:
-                continue
-            try:
-                verify_frame(path)
-            except RvtBenchError as exc:
-                log.info("sample %s: unreadable frame: %s", sample.id, exc)
-                return Prediction.failure(sample.id, "data", str(exc))
-            self.ok.add(path)
+        expected = next((tuple(int(v) for v in m["size"]) for m in (sample.target.masks or []) if m), None)
+        try:
+            for t, path in enumerate(sample.frames):
+                if path not in self.sizes:
+                    verify_frame(path)
+                    self.sizes[path] = frame_size(path)
+                size = self.sizes[path]
+                if expected is None:
+                    expected = size
+                elif size != expected:
+                    raise RvtBenchError(f"frame {t} ({path}) is {list(size)} (H, W) where the sample's "
+                                        f"{'target masks are' if sample.target.masks else 'first frame is'} "
+                                        f"{list(expected)}: frame sizes must agree within a sample")
+        except RvtBenchError as exc:
+            log.info("sample %s: bad frame: %s", sample.id, exc)
+            return Prediction.failure(sample.id, DATA, str(exc))
         return None
 
 
@@ -362,12 +603,28 @@ def _derived_name(name: str, limit: Any) -> str:
 
 
 def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, scores_path: Path,
-           resolved: dict[str, Any], run_name: str, fp: str) -> dict[str, Any]:
+           resolved: dict[str, Any], run_name: str, fp: str, load_errors: list[dict] | None = None) -> dict[str, Any]:
     """Score every sample and write scores.jsonl; return the metrics.json body (the caller adds the
     judge block and writes it; no timestamps: a re-run of a finished run writes it byte-identical).
-    "_judged" holds the records' judge verdicts for the caller and is not written."""
+    "_judged" holds the records' judge verdicts for the caller and is not written.
+
+    The data-error rule (README "Failures"): a sample whose prediction failed with kind "data" (a
+    frame that does not decode, frames of disagreeing sizes) is treated like a sample the loader
+    could not build (`load_errors`): not scored, not in `n` nor `failures`, listed in
+    `data_error_samples` and counted in `data_errors`."""
+    data_errors = [dict(e) for e in load_errors or []]
+    data_errors += [{"sample_id": s.id, **preds[s.id].error} for s in samples
+                    if preds[s.id].error is not None and preds[s.id].error.get("kind") == DATA]
+    bad_data = {e["sample_id"] for e in data_errors}
+    samples = [s for s in samples if s.id not in bad_data]
     # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
-    scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1)))
+    scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1))) \
+        if samples else []
+    # a ground truth found unusable only now (bench.masks could not decode it) is a data error too
+    late = {pred.sample_id for _, pred in scored if pred.error is not None and pred.error.get("kind") == DATA}
+    data_errors += [{"sample_id": pred.sample_id, **pred.error} for _, pred in scored if pred.sample_id in late]
+    scored = [(record, pred) for record, pred in scored if pred.sample_id not in late]
+    samples = [s for s in samples if s.id not in late]
     records = [record for record, _ in scored]
     preds.update({pred.sample_id: pred for _, pred in scored})
     write_jsonl_atomic(scores_path, records)
@@ -383,13 +640,15 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
         "run_name": run_name,
         "fingerprint": fp,
         "protocol": protocol.name,
-        **protocol.aggregate(records),
+        **(protocol.aggregate(records) if records else {"metrics": {}, "breakdown": {}}),
         "n": len(samples),
         "failures": len(failures),
         "failures_by_kind": _count_by(failures, "kind"),
         "parse_rate": 1.0 - n_parse / answered if answered else None,
         "failed_samples": failures,
         "tasks": _count_by([{"task": s.task} for s in samples], "task"),
+        "data_errors": len(data_errors),
+        "data_error_samples": data_errors,
         "_judged": [r["judge"] for r in records if "judge" in r],
     }
     return metrics
@@ -453,12 +712,13 @@ def format_summary(result: RunResult) -> str:
         lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
                      f"pictures: python -m bench.visualize <run dir> --worst 10)")
     if m.get("data_errors"):
-        lines.append(f"  DATA ERRORS: {m['data_errors']} samples could not be loaded and are not in n "
-                     f"(listed in metrics.json 'data_error_samples')")
+        lines.append(f"  DATA ERRORS: {m['data_errors']} samples have bad data and are not in n "
+                     f"(listed with the file and field in metrics.json 'data_error_samples')")
     judge = m.get("judge") or {}
     if "n" in judge:
+        rate = judge.get("failure_rate")
         lines.append(f"  {judge['status']}: n={judge['n']} failed={judge['n_failed']} "
-                     f"failure_rate={judge['failure_rate']:.3f} (max {judge['max_failure_rate']})")
+                     f"failure_rate={'n/a' if rate is None else f'{rate:.3f}'} (max {judge['max_failure_rate']})")
     elif judge:
         lines.append(f"  {judge['status']}")
     width = max((len(k) for k in m["metrics"]), default=8)

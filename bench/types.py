@@ -67,6 +67,35 @@ class RunStoreError(RvtBenchError):
     kind = "store"
 
 
+class RunLockedError(RunStoreError):
+    """Another live process holds the run directory (bench.store.RunLock); the message names its
+    PID and host."""
+
+    kind = "locked"
+
+
+class ServerUnreachableError(AdapterError):
+    """A server the run needs (an OpenAI-compatible policy or judge) cannot be reached."""
+
+
+class RunStopped(RvtBenchError):
+    """A run stopped before its end by its surroundings, not by its data or model: Ctrl-C, a full
+    disk, a read-only or forbidden run root, a missing package, a server that is down.
+
+    reason: one of STOP_REASONS (the command line maps it to its exit status); the message is one
+    line saying what happened, what was kept and how to resume.
+    """
+
+    kind = "stopped"
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+STOP_REASONS = ("interrupted", "no_space", "read_only", "permission", "missing_package", "server_down", "locked")
+
+
 # --- records --------------------------------------------------------------------------------------
 
 

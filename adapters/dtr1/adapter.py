@@ -71,6 +71,8 @@ class DTR1Adapter(Adapter):
 
     def preflight(self) -> None:
         self.policy.preflight()
+        if hasattr(self.perception, "preflight"):  # weights of the vision tools (foundation perception)
+            self.perception.preflight()
 
     def predict(self, sample: Sample) -> Prediction:
         """Roll out on `sample` and parse the answer into masks (segmentation), pixel boxes

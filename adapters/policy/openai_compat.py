@@ -30,7 +30,7 @@ from adapters.policy.base import BatchPolicy, Generation, Request, split_at_stop
 from adapters.policy.chat import render_chat
 from adapters.policy.vllm_output import from_vllm
 from bench.http import call_with_retries
-from bench.types import AdapterError, first_line
+from bench.types import AdapterError, ServerUnreachableError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,13 @@ class OpenAIPolicy(BatchPolicy):
     model:          the served model name (with vLLM --lora-modules, the adapter's name).
     base_url:       e.g. "http://localhost:8000/v1".
     api_key:        None = the OPENAI_API_KEY environment variable, else "EMPTY" (servers without auth).
-    tokenizer:      hub id or directory whose chat template renders prompts (only the tokenizer
-                    files are read), or a loaded tokenizer; or None with `chat_template` set.
+    tokenizer:      directory or hub id whose chat template renders prompts (only the tokenizer
+                    files are read; a hub id is read from the local cache first), or a loaded
+                    tokenizer; None: `chat_template`, or else the server's own template.
     chat_template:  a Jinja2 template or a name of adapters.policy.chat.NAMED_TEMPLATES; overrides
-                    the tokenizer's. One of tokenizer / chat_template is required.
+                    the tokenizer's. With neither tokenizer nor chat_template (the default), the
+                    server renders its own chat template: POST /tokenize with the messages, then
+                    /detokenize (vLLM, SGLang), so nothing is fetched from the hub.
     bos_token:      the template's `bos_token` variable when chat_template is given (else the
                     tokenizer's own).
     extra_body:     extra request fields, e.g. {"add_special_tokens": false} so vLLM does not add
@@ -80,8 +83,6 @@ class OpenAIPolicy(BatchPolicy):
     ):
         if not model or model == "???":
             raise AdapterError("openai policy: `model` is required (the served model or LoRA name)")
-        if not tokenizer and not chat_template:
-            raise AdapterError("openai policy: set `tokenizer` (a hub id or directory with a chat template) or `chat_template`")
         if token_ids and not tokenizer:
             raise AdapterError("openai policy: token_ids=true needs `tokenizer` (prompts are sent as its token ids)")
         if max_retries < 0 or max_concurrency < 1:
@@ -106,13 +107,21 @@ class OpenAIPolicy(BatchPolicy):
         self.name = f"openai:{model}"
         self._client: Any = None
         self._prefill: str | None = None
+        # neither a tokenizer nor a template: the server renders its own chat template (no hub access)
+        self.server_template = not tokenizer and not chat_template
+        self._rendered: dict[str, str] = {}
 
     # --- Policy interface --------------------------------------------------------------------------
 
     @property
     def prefill(self) -> str:  # type: ignore[override]
         if self._prefill is None:
-            if self.chat_template:
+            if self.server_template:
+                from adapters.policy.hf import THINK_PREFILL
+
+                probe = self._render_on_server([{"role": "user", "content": "x"}])
+                self._prefill = THINK_PREFILL if probe.endswith(THINK_PREFILL) else ""
+            elif self.chat_template:
                 probe = render_chat(self.chat_template, [{"role": "user", "content": "x"}], bos_token=self.bos_token)
                 from adapters.policy.hf import THINK_PREFILL
 
@@ -128,7 +137,7 @@ class OpenAIPolicy(BatchPolicy):
             "policy": "openai",
             "model": self.model,
             "tokenizer": self.tokenizer_id,
-            "chat_template": self.chat_template or "tokenizer",
+            "chat_template": self.chat_template or ("server" if self.server_template else "tokenizer"),
             "extra_body": self.extra_body,
             "token_ids": self.token_prompts,
             "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed),
@@ -136,17 +145,68 @@ class OpenAIPolicy(BatchPolicy):
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
         prefill = self.prefill
-        if self.chat_template:
+        if self.chat_template or self.server_template:
             if prefill and not assistant_prefix.startswith(prefill):
                 raise AdapterError(f"the assistant turn must start with the template's prefill {prefill!r}")
-            rendered = render_chat(self.chat_template, messages, bos_token=self.bos_token)
+            rendered = (self._render_on_server(messages) if self.server_template
+                        else render_chat(self.chat_template, messages, bos_token=self.bos_token))
             return rendered[: len(rendered) - len(prefill)] + assistant_prefix
         from adapters.policy.hf import render_with_tokenizer
 
         return render_with_tokenizer(self._load_tokenizer(), messages, assistant_prefix, prefill)
 
     def encode(self, text: str) -> list[int]:
+        if self.server_template:
+            return list(self._post("tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False})["tokens"])
         return self._load_tokenizer()(text, add_special_tokens=False)["input_ids"]
+
+    # --- the server's own chat template (vLLM / SGLang /tokenize and /detokenize) ------------------
+
+    def _render_on_server(self, messages: list[dict]) -> str:
+        """`messages` through the served model's chat template with the generation prompt, as text:
+        POST /tokenize {messages, add_generation_prompt} then /detokenize {tokens} (vLLM's endpoints,
+        beside /v1). Memoised per message list: a rollout renders the same messages every round."""
+        import json
+
+        key = json.dumps(messages, sort_keys=True)
+        if key not in self._rendered:
+            tokens = self._post("tokenize", {"model": self.model, "messages": messages, "add_generation_prompt": True,
+                                             "add_special_tokens": False})["tokens"]
+            self._rendered[key] = str(self._post("detokenize", {"model": self.model, "tokens": tokens})["prompt"])
+        return self._rendered[key]
+
+    def _post(self, endpoint: str, body: dict) -> dict:
+        """POST <server root>/<endpoint> (the root is base_url without its /v1). Raises
+        ServerUnreachableError when nothing answers, AdapterError naming the settings to use
+        instead when the server has no such endpoint or answers an error."""
+        import json
+        import urllib.error
+        import urllib.request
+
+        root = self.base_url.rstrip("/")
+        root = root[: -len("/v1")] if root.endswith("/v1") else root
+        url = f"{root}/{endpoint}"
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"})
+        try:
+            with urllib.request.urlopen(request, timeout=min(self.timeout_s, 60.0)) as resp:
+                text = resp.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 405):
+                raise AdapterError(f"openai policy: the server at policy.base_url={self.base_url} has no /{endpoint} "
+                                   f"endpoint to render its chat template (vLLM and SGLang have one): set policy.tokenizer "
+                                   f"to a local tokenizer directory or policy.chat_template") from exc
+            raise AdapterError(f"openai policy: {url} answered HTTP {exc.code}: {exc.read()[:200]!r}") from exc
+        except (urllib.error.URLError, OSError) as exc:  # refused, unreachable, timed out
+            raise ServerUnreachableError(f"openai policy: the server at policy.base_url={self.base_url} cannot be "
+                                         f"reached (is it running?): {exc}") from exc
+        try:
+            out = json.loads(text)
+        except ValueError as exc:
+            raise AdapterError(f"openai policy: {url} returned {text[:200]!r}, not JSON") from exc
+        if not isinstance(out, dict) or ("tokens" not in out and "prompt" not in out):
+            raise AdapterError(f"openai policy: {url} returned {str(out)[:200]}, expected 'tokens' or 'prompt'")
+        return out
 
     def decode_batch(self, requests: list[Request]) -> list[Generation]:
         if len(requests) <= 1 or self.max_concurrency == 1:
@@ -183,17 +243,23 @@ class OpenAIPolicy(BatchPolicy):
             from transformers import AutoTokenizer
 
             try:
-                self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
+                try:  # a hub id already in the local cache: no network (HF_HUB_OFFLINE or not)
+                    self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id, local_files_only=True)
+                except (OSError, ValueError):
+                    self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
             except (OSError, ValueError) as exc:
                 raise AdapterError(f"openai policy: cannot load the tokenizer {self.tokenizer_id!r} (policy.tokenizer; "
                                    f"a hub id needs the network once, or a local directory): {first_line(exc)}") from exc
         return self._tokenizer
 
     def preflight(self) -> None:
-        super().preflight()
+        """Reach the server first (a server that is down is named before any tokenizer is loaded),
+        check it serves policy.model, then render a probe prompt (the server's template, the
+        tokenizer's or chat_template)."""
         names = served_models(self.base_url, api_key=self.api_key, timeout_s=min(self.timeout_s, 30.0), what="policy.base_url")
         if self.model not in names:
             raise AdapterError(f"openai policy: policy.model={self.model!r} is not served at {self.base_url}; it serves {names}")
+        super().preflight()
 
     def _request(self, prompt: str | list[int], stop: list[str], max_new_tokens: int) -> Any:
         import openai
@@ -272,7 +338,7 @@ def served_models(base_url: str, api_key: str | None = None, timeout_s: float = 
         raise AdapterError(f"the server at {what}={base_url} refused the API key (policy.api_key or "
                            f"$OPENAI_API_KEY): {exc}") from exc
     except openai.APIConnectionError as exc:
-        raise AdapterError(f"the server at {what}={base_url} cannot be reached (is it running?): {exc}") from exc
+        raise ServerUnreachableError(f"the server at {what}={base_url} cannot be reached (is it running?): {exc}") from exc
     except openai.OpenAIError as exc:
         raise AdapterError(f"cannot list the models of {what}={base_url}: {exc}") from exc
     if not names:

@@ -99,6 +99,13 @@ class FoundationPerception(Perception):
         self.match_iou = float(match_iou)
         self.summary_frames = int(summary_frames)
 
+    def preflight(self) -> None:
+        """Check that every enabled tool's weights can be had (ModelBackend.preflight) before the
+        first sample; raises AdapterError naming the backend and model id."""
+        for node, backend in self.backends.items():
+            if backend is not None and node not in self.disable and hasattr(backend, "preflight"):
+                backend.preflight()
+
     def fingerprint(self) -> dict:
         return {
             "name": self.name, "version": FOUNDATION_VERSION,

@@ -13,7 +13,8 @@ Bad data is handled at two levels, the same way in every loader:
   corrupt or wrongly sized mask) leaves that sample out: it is appended to ``dataset.errors`` as
   ``{"sample_id": str, "kind": "data", "message": str}`` (``sample_id`` is the id the sample would
   have had, or the annotation file / record when no id can be formed) and logged as a warning, and
-  loading goes on. The runner reports ``dataset.errors`` as data failures and counts them in n.
+  loading goes on. The runner lists ``dataset.errors`` as data errors, apart from ``n`` (README
+  "Data errors: one rule"), like a frame found undecodable before prediction.
 - if every sample of the split fails, the constructor raises DatasetFormatError quoting the first
   few reasons: a dataset made only of errors is a configuration problem, not a result.
 """
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 ERROR_KIND = "data"  # the runner's failure kind for samples that could not be built from the data
 ALL_FAILED_SHOWN = 5  # reasons quoted when every sample failed
+UTF8_BOM = b"\xef\xbb\xbf"
 
 class Dataset(Sequence[Sample]):
     """A loaded benchmark split: ``len(ds)``, ``ds[i]``, ``iter(ds)`` over ``Sample`` in a fixed order.
@@ -127,6 +129,8 @@ def read_json(path: Path, encodings: Sequence[str] = ("utf-8",)) -> Any:
     except OSError as exc:
         raise DatasetFormatError(f"cannot read {path}: {exc}") from exc
     last: Exception | None = None
+    if raw.startswith(UTF8_BOM):  # written by some Windows editors; json.loads refuses it
+        raw = raw[len(UTF8_BOM):]
     for encoding in encodings:
         try:
             return json.loads(raw.decode(encoding))

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from bench import masks
-from bench.datasets.base import Dataset, existing_splits, read_json, require_dir
+from bench.datasets.base import UTF8_BOM, Dataset, existing_splits, read_json, require_dir
 from bench.frames import frame_size
 from bench.types import RLE, TASKS, DatasetFormatError, Sample, Target
 
@@ -65,6 +65,7 @@ REQUIRED_FIELDS = ("id", "video", "query")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 BOX_FORMATS = ("xyxy", "xywh")
 BOX_UNITS = ("pixels", "normalized")
+BOX_SLACK_PX = 1.0  # coordinates this far outside the frame are taken as rounding, not as an error
 NEEDED_TARGET = {"segmentation": "masks", "grounding": "boxes", "vqa": "answers", "summarization": "answers"}
 
 
@@ -144,6 +145,9 @@ class CanonicalDataset(Dataset):
         source, records = self._records(annotation, hf_dataset, hf_config)
         seen: set[str] = set()
         for k, record in enumerate(records):
+            if isinstance(record, _BadLine):
+                self.record_error(record.message.split(" is not", 1)[0], record.message)
+                continue
             with self.sample_errors(self._record_id(record, f"{source} record {k}")):
                 sample = self._sample(record, f"{source} record {k}")
                 if sample.id in seen:
@@ -297,6 +301,7 @@ class CanonicalDataset(Dataset):
                 rle = masks.encode(mask) if mask.any() else None
                 got = list(mask.shape)
             elif isinstance(entry, Mapping) and "size" in entry and "counts" in entry:
+                masks.check_rle(dict(entry), size, f"{where} field 'masks' frame {t}")
                 try:
                     decoded = masks.decode(dict(entry))
                 except DatasetFormatError as exc:
@@ -332,7 +337,11 @@ class CanonicalDataset(Dataset):
                 arr = np.concatenate([arr[:, :2], arr[:, :2] + arr[:, 2:]], axis=1)
             arr = arr * scale
             if not np.all(np.isfinite(arr)) or np.any(arr[:, 2] < arr[:, 0]) or np.any(arr[:, 3] < arr[:, 1]):
-                raise DatasetFormatError(f"{where} frame {t}: invalid box {str(frame)[:80]} (need finite x1 <= x2, y1 <= y2 after conversion)")
+                raise DatasetFormatError(f"{where} field 'boxes' frame {t}: invalid box {str(frame)[:80]} (need finite x1 <= x2, y1 <= y2 after conversion)")
+            # a box must overlap its frame's [0, W] x [0, H] by its coordinates (BOX_SLACK_PX of rounding allowed)
+            if np.any(arr[:, :2] < -BOX_SLACK_PX) or np.any(arr[:, 2] > width + BOX_SLACK_PX) or np.any(arr[:, 3] > height + BOX_SLACK_PX):
+                raise DatasetFormatError(f"{where} field 'boxes' frame {t}: box {str(frame)[:80]} lies outside the "
+                                         f"frame [0, {width}] x [0, {height}] (xyxy pixels after conversion)")
             out.append(arr.tolist())
         return out
 
@@ -347,16 +356,32 @@ def _answers(value: Any, where: str) -> list[str] | None:
     return list(value)
 
 
+class _BadLine:
+    """A JSONL line that is not a JSON record: it fails its own sample, not the file."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
 def _file_records(path: Path) -> list[Any]:
+    """The records of a .jsonl file (one per non-blank line; a line that is not UTF-8 JSON becomes a
+    _BadLine; a UTF-8 BOM at the start is skipped) or of a .json file (a list, or an object holding
+    exactly one list; the whole file fails when it is not JSON)."""
     if path.suffix == ".jsonl":
-        records = []
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise DatasetFormatError(f"{path} line {n} is not valid JSON: {exc}") from exc
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise DatasetFormatError(f"cannot read {path}: {exc}") from exc
+        if raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM):]
+        records: list[Any] = []
+        for n, line in enumerate(raw.split(b"\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line.decode("utf-8")))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                records.append(_BadLine(f"{path} line {n} is not a JSON record: {exc}"))
         return records
     data = read_json(path)
     if isinstance(data, Mapping):  # {"queries": [...]} or similar single-key wrapper

@@ -179,6 +179,8 @@ class LLMSeg40KDataset(Dataset):
         image_path = self.image_dirs[source] / image
         stem = Path(image).stem
         require_keys(qa, ("question", "answer"), qa_where)
+        if not isinstance(qa["question"], str) or not qa["question"].strip():
+            raise DatasetFormatError(f"{qa_where}: field 'question' must be a non-empty string, got {str(qa['question'])[:80]!r}")
         rle = self._mask(qa, qa_where)
         if self.check_sizes:
             size = size_of()
@@ -206,6 +208,7 @@ class LLMSeg40KDataset(Dataset):
             rle = qa["rle_seg"]
             if not isinstance(rle, dict):
                 raise DatasetFormatError(f"{where}: 'rle_seg' must be a COCO RLE {{'size', 'counts'}}, got {type(rle).__name__}")
+            masks.check_rle(rle, None, f"{where} field 'rle_seg'")
             try:
                 mask = masks.decode(rle)
             except DatasetFormatError as exc:

@@ -122,8 +122,11 @@ class ReasonSegDataset(Dataset):
         texts = anno["text"]
         if isinstance(texts, str):
             texts = [texts]
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise DatasetFormatError(f"{json_path}: 'text' must be a non-empty list of str, got {anno['text']!r}")
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+            raise DatasetFormatError(f"{json_path}: field 'text' must be a non-empty list of non-empty str, "
+                                     f"got {str(anno['text'])[:80]}")
+        if not isinstance(anno["is_sentence"], bool):
+            raise DatasetFormatError(f"{json_path}: field 'is_sentence' must be true or false, got {anno['is_sentence']!r}")
         if not isinstance(anno["shapes"], list):
             raise DatasetFormatError(f"{json_path}: 'shapes' must be a list of LabelMe shapes, got {type(anno['shapes']).__name__}")
         height, width = frame_size(image_path)

@@ -57,8 +57,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pycocotools import mask as mask_utils
-
 from bench import masks
 from bench.datasets.base import Dataset, existing_splits, read_json, require_dir, require_file, require_keys
 from bench.frames import frame_size
@@ -221,8 +219,7 @@ class ReVOSDataset(Dataset):
             sample_id = f"{video}/{exp_id}"
             try:
                 require_keys(exp, EXPRESSION_KEYS, f"{where} expression {exp_id!r}")
-                if not isinstance(exp["anno_id"], list) or not isinstance(exp["obj_id"], list):
-                    raise DatasetFormatError(f"{where} expression {exp_id!r}: 'anno_id' and 'obj_id' must be lists of int")
+                _check_expression(exp, f"{where} expression {exp_id!r}")
                 missing = [a for a in exp["anno_id"] if str(a) not in mask_dict]
                 if missing:
                     raise DatasetFormatError("; ".join(
@@ -238,7 +235,7 @@ class ReVOSDataset(Dataset):
                 continue
             target = [_union([t[i] for t in tracks]) for i in range(len(frame_ids))]
             extra = {k: v for k, v in exp.items() if k not in EXPRESSION_KEYS and k != "exp"}
-            type_id = int(exp["type_id"])
+            type_id = exp["type_id"]
             samples.append(
                 Sample(
                     id=f"{video}/{exp_id}",
@@ -271,7 +268,9 @@ class ReVOSDataset(Dataset):
             side[str(entry["anno_id"])] = entry
         ids: list[str] = []
         for exp in info["expressions"].values():
-            for a in exp.get("anno_id", []):
+            # a malformed expression is reported by its own sample; here only well-formed ids count
+            anno_ids = exp.get("anno_id") if isinstance(exp, dict) else None
+            for a in anno_ids if isinstance(anno_ids, list) else []:
                 if str(a) not in ids:
                     ids.append(str(a))
         ids += [a for a in side if a not in ids]
@@ -335,6 +334,23 @@ class ReVOSDataset(Dataset):
         return entry["masks_rle"]
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_expression(exp: dict, where: str) -> None:
+    """DatasetFormatError naming the field when an expression's fields are not what eval_revos reads:
+    exp a non-empty str, obj_id / anno_id lists of ints, type_id one of TYPE_NAMES' ints."""
+    if not isinstance(exp["exp"], str) or not exp["exp"].strip():
+        raise DatasetFormatError(f"{where}: field 'exp' must be a non-empty string, got {str(exp['exp'])[:80]!r}")
+    for key in ("anno_id", "obj_id"):
+        if not isinstance(exp[key], list) or not all(_is_int(v) for v in exp[key]):
+            raise DatasetFormatError(f"{where}: field {key!r} must be a list of ints, got {str(exp[key])[:80]}")
+    if not _is_int(exp["type_id"]) or exp["type_id"] not in TYPE_NAMES:
+        raise DatasetFormatError(f"{where}: field 'type_id' must be one of {sorted(TYPE_NAMES)} (int), "
+                                 f"got {exp['type_id']!r}")
+
+
 def _union(rles: list[RLE | None]) -> RLE | None:
     present = [r for r in rles if r is not None]
     if not present:
@@ -345,30 +361,6 @@ def _union(rles: list[RLE | None]) -> RLE | None:
 
 def rle_problem(rle: Any, size: tuple[int, int]) -> str | None:
     """What is wrong with one per-frame mask entry of mask_dict.json for a frame of ``size`` (H, W),
-    or None when it is a well-formed COCO RLE of that size. Cheap: no mask is decoded (compressed
-    counts are summed by pycocotools ``area``, uncompressed counts in Python)."""
-    height, width = size
-    if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
-        return f"expected a COCO RLE {{'size', 'counts'}}, got {str(rle)[:80]}"
-    try:
-        got = [int(v) for v in rle["size"]]
-    except (TypeError, ValueError):
-        got = None
-    if got != [height, width]:
-        return f"size {str(rle['size'])[:40]} differs from the frame size [H, W] = {[height, width]}"
-    counts = rle["counts"]
-    if isinstance(counts, list):  # uncompressed: runs alternate background / foreground, summing to H*W
-        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-            return "uncompressed counts must be non-negative ints"
-        if sum(counts) != height * width:
-            return f"uncompressed counts sum to {sum(counts)}, expected H*W = {height * width}"
-        return None
-    if not isinstance(counts, (str, bytes)):
-        return f"counts must be str, bytes or list, got {type(counts).__name__}"
-    try:
-        area = int(mask_utils.area({"size": [height, width], "counts": counts.encode("ascii") if isinstance(counts, str) else counts}))
-    except (TypeError, ValueError, UnicodeEncodeError) as exc:
-        return f"counts {counts[:40]!r} cannot be read by pycocotools: {exc}"
-    if not 0 <= area <= height * width:
-        return f"counts {counts[:40]!r} are corrupt: they give an area of {area} pixels, more than H*W = {height * width}"
-    return None
+    or None when it is a well-formed COCO RLE of that size (``bench.masks.rle_problem``: the runs must
+    sum to exactly H*W, so counts that overrun the frame or stop short are caught here, at load)."""
+    return masks.rle_problem(rle, size)

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from bench.types import AdapterError
+from bench.types import AdapterError, first_line
 
 
 def resolve_device(device: str) -> str:
@@ -118,6 +118,34 @@ class ModelBackend:
             self._components = (model.to(self.device).eval(), processor)
             self._placed = True
         return self._components
+
+    def preflight(self) -> None:
+        """Check, without loading anything, that the weights can be had: already built, a local
+        directory that exists, or a hub id in the local Hugging Face cache, else a hub that answers.
+        Raises AdapterError (one line, naming the model id and the setting) otherwise, so a run
+        without the weights and without network stops before its first sample."""
+        if self._components is not None or os.path.isdir(self.model_id):
+            return
+        if os.path.isabs(self.model_id) or self.model_id.startswith("."):
+            raise AdapterError(f"{self.name}: model directory {self.model_id} does not exist")
+        from huggingface_hub import HfApi, snapshot_download
+
+        try:
+            snapshot_download(self.model_id, revision=self.revision, local_files_only=True)
+            return
+        except Exception:  # huggingface_hub raises several types for "not in the cache"
+            pass
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        reason = "HF_HUB_OFFLINE is set"
+        if not offline:
+            try:
+                HfApi().model_info(self.model_id, revision=self.revision, timeout=10)
+                return
+            except Exception as exc:  # no network, unknown repo, gated repo
+                reason = f"the hub cannot be reached or refuses it: {first_line(exc)}"
+        raise AdapterError(f"{self.name}: the weights of {self.model_id!r} (revision {self.revision!r}) are not in the "
+                           f"local Hugging Face cache and {reason}; download them once on a machine with network "
+                           f"(huggingface-cli download {self.model_id}) or set the backend's model_id to a local directory")
 
     def load(self) -> tuple[Any, Any]:
         """Load (model, processor) from ``model_id`` / ``revision``; subclasses implement."""

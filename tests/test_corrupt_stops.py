@@ -1,0 +1,393 @@
+"""Runs that meet a hostile machine: two invocations on one run directory, Ctrl-C while predicting
+and while scoring, a full disk, a read-only root, a judge that is down on a resume. Each stop is one
+line with its own exit status (bench.cli.EXIT_CODES), the traceback goes to <run_dir>/run.log,
+and the same command then completes the run with the metrics.json of an uninterrupted run."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from bench import masks
+from bench.cli import EXIT_CODES
+from bench.runner import run
+from bench.store import RunLock, read_jsonl
+from bench.types import Prediction, RunLockedError, RunStopped
+from tests.fakes import FakeAdapter, MeanIoUProtocol, calls, make_cfg
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER = ("import sys; from omegaconf import OmegaConf; from bench.cli import exit_on_known_errors; "
+          "from bench.runner import run; exit_on_known_errors(lambda: run(OmegaConf.load(sys.argv[1])))")
+
+
+def start(cfg, tmp: Path, name: str = "cfg.yaml") -> subprocess.Popen:
+    """The runner in a child process, through bench.cli as run_bench.py calls it."""
+    path = tmp / name
+    OmegaConf.save(cfg, path)
+    return subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, timeout_s: float = 60.0) -> None:
+    deadline = time.time() + timeout_s
+    while not condition():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def last_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def metrics_of(run_dir: Path) -> dict:
+    body = json.loads((run_dir / "metrics.json").read_text())
+    body.pop("run_name"), body.pop("fingerprint")
+    return body
+
+
+def reference_metrics(tmp: Path, n: int = 6) -> dict:
+    """metrics.json of the same evaluation run without interruption (its own directory)."""
+    cfg = make_cfg(tmp / "reference")
+    cfg.dataset.n = n
+    return metrics_of(run(cfg).run_dir)
+
+
+# --- one owner per run directory ---------------------------------------------------------------------
+
+
+def test_a_second_invocation_meets_the_lock_naming_pid_and_host(tmp_path):
+    import socket
+
+    cfg = make_cfg(tmp_path, sleep_s=1.0)
+    cfg.dataset.n = 8
+    first = start(cfg, tmp_path)
+    wait_for(lambda: len(calls(tmp_path)) >= 1)
+    t0 = time.time()
+    second = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "cfg.yaml")], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    took = time.time() - t0
+    first.wait(timeout=120)
+    assert second.returncode == EXIT_CODES["locked"], second.stderr
+    line = last_line(second.stderr)
+    assert f"PID {first.pid}" in line and socket.gethostname() in line and "Traceback" not in second.stderr
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert sorted(calls(tmp_path)) == [f"s{k:02d}" for k in range(8)]  # every sample predicted once, by the first
+    assert took < 30
+
+
+def test_a_killed_runs_lock_is_taken_over(tmp_path):
+    cfg = make_cfg(tmp_path, sleep_s=0.3)
+    cfg.dataset.n = 8
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: len(calls(tmp_path)) >= 2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    result = run(OmegaConf.load(tmp_path / "cfg.yaml"))  # the kernel released the flock with the process
+    assert result.metrics["n"] == 8
+
+
+def test_a_resume_after_concurrent_writers_warns_once(tmp_path, caplog):
+    cfg = make_cfg(tmp_path)
+    result = run(cfg)
+    path = result.run_dir / "predictions.jsonl"
+    path.write_text(path.read_text() * 3)  # what two unlocked runs used to leave: every answer twice more
+    with caplog.at_level("WARNING"):
+        run(cfg)
+    duplicates = [r for r in caplog.records if "duplicate" in r.getMessage()]
+    assert len(duplicates) == 1 and "12 duplicate answers" in duplicates[0].getMessage()
+
+
+def test_shards_lock_their_own_files_and_still_merge(tmp_path):
+    holder = make_cfg(tmp_path)
+    holder.run.shard, holder.run.num_shards = 0, 2
+    run_dir = run(holder).run_dir  # shard 0 done; its directory exists
+    lock = RunLock(run_dir, "predictions.shard0of2.jsonl")
+    lock.acquire()  # someone re-running shard 0 right now
+    try:
+        other = make_cfg(tmp_path)
+        other.run.shard, other.run.num_shards = 1, 2
+        result = run(other)  # shard 1 is not blocked by shard 0's lock, and completes the union
+        assert result.metrics["n"] == 6
+        with pytest.raises(RunLockedError, match=f"PID {os.getpid()}"):
+            run(holder)
+    finally:
+        lock.release()
+
+
+# --- Ctrl-C ----------------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_while_predicting_is_one_line_and_the_same_command_completes(tmp_path):
+    cfg = make_cfg(tmp_path, sleep_s=0.3)
+    cfg.dataset.n = 8
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: len(calls(tmp_path)) >= 3)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES["interrupted"], stderr[-2000:]
+    line = last_line(stderr)
+    assert line.startswith("stopped: interrupted (Ctrl-C) while predicting") and "resumes" in line, line
+    assert "Traceback" not in stderr
+    run_dir = next((tmp_path / "runs").glob("fake/fake/*"))
+    assert "KeyboardInterrupt" in (run_dir / "run.log").read_text()
+    done = run(OmegaConf.load(tmp_path / "cfg.yaml"))
+    assert metrics_of(done.run_dir) == reference_metrics(tmp_path, n=8)
+
+
+class SlowIoUProtocol(MeanIoUProtocol):
+    """MeanIoUProtocol that takes its time and says when scoring began (a file beside the run root)."""
+
+    def __init__(self, started: str, sleep_s: float = 0.3) -> None:
+        self.started, self.sleep_s = started, sleep_s
+
+    def score(self, sample, pred):
+        Path(self.started).touch()
+        time.sleep(self.sleep_s)
+        return super().score(sample, pred)
+
+
+def test_ctrl_c_while_scoring_keeps_every_prediction(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.dataset.protocol = {"_target_": "tests.test_corrupt_stops.SlowIoUProtocol", "started": str(tmp_path / "scoring")}
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: (tmp_path / "scoring").exists())
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES["interrupted"], stderr[-2000:]
+    assert last_line(stderr).startswith("stopped: interrupted (Ctrl-C) while scoring"), stderr[-500:]
+    assert "Traceback" not in stderr
+    run_dir = next((tmp_path / "runs").glob("fake/fake/*"))
+    assert not (run_dir / "metrics.json").exists()
+    done = run(OmegaConf.load(tmp_path / "cfg.yaml"))
+    assert done.predicted == 0 and len(calls(tmp_path)) == 6  # no model work on the resume
+    assert metrics_of(done.run_dir) == reference_metrics(tmp_path)
+
+
+# --- the disk --------------------------------------------------------------------------------------------
+
+
+class BulkyAdapter(FakeAdapter):
+    """FakeAdapter whose predictions carry a 3 kB trace, to fill a small disk."""
+
+    def predict(self, sample):
+        pred = super().predict(sample)
+        pred.trace = "x" * 3000
+        return pred
+
+
+def test_a_full_disk_stops_with_one_line_and_the_run_resumes(tmp_path, monkeypatch):
+    """ENOSPC simulated at the fourth prediction (a real tmpfs is below, where the machine allows it)."""
+    import bench.store as store
+
+    original, count = store.PredictionLog.append, {"n": 0}
+
+    def append(self, pred):
+        count["n"] += 1
+        if count["n"] == 4:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        original(self, pred)
+
+    monkeypatch.setattr(store.PredictionLog, "append", append)
+    cfg = make_cfg(tmp_path)
+    with pytest.raises(RunStopped) as stop:
+        run(cfg)
+    assert stop.value.reason == "no_space" and "\n" not in str(stop.value)
+    assert "no space left" in str(stop.value) and "3 predictions" in str(stop.value)
+    monkeypatch.setattr(store.PredictionLog, "append", original)
+    done = run(cfg)
+    assert metrics_of(done.run_dir) == reference_metrics(tmp_path)
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir()
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+def test_a_full_tmpfs_as_run_root(tmp_path):
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "64k"):
+        pytest.skip("mounting a tmpfs needs root and CAP_SYS_ADMIN")
+    try:
+        cfg = make_cfg(tmp_path)
+        cfg.model._target_ = "tests.test_corrupt_stops.BulkyAdapter"
+        cfg.dataset.n = 40  # 40 x 3 kB > 64 kB
+        cfg.run.root = str(disk / "runs")
+        proc = start(cfg, tmp_path)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == EXIT_CODES["no_space"], stderr[-2000:]
+        assert "No space left" in last_line(stderr) or "no space left" in last_line(stderr), stderr[-500:]
+        assert "Traceback" not in stderr
+        subprocess.run(["mount", "-o", "remount,size=4m", str(disk)], check=True)  # space is freed
+        done = run(cfg)
+        assert done.metrics["n"] == 40 and done.metrics["failures"] == 0
+        ref = make_cfg(tmp_path / "reference")
+        ref.model._target_ = cfg.model._target_
+        ref.dataset.n = 40
+        assert metrics_of(done.run_dir) == metrics_of(run(ref).run_dir)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_read_only_run_root_is_one_line(tmp_path):
+    disk = tmp_path / "ro"
+    if not _mount_tmpfs(disk, "1m"):
+        pytest.skip("mounting a tmpfs needs root and CAP_SYS_ADMIN")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        cfg = make_cfg(tmp_path)
+        cfg.run.root = str(disk / "runs")
+        proc = start(cfg, tmp_path)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == EXIT_CODES["read_only"], stderr[-2000:]
+        assert "read-only" in last_line(stderr) and "Traceback" not in stderr
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.mark.parametrize("code, reason", [(errno.EROFS, "read_only"), (errno.EACCES, "permission"),
+                                          (errno.ENOSPC, "no_space")])
+def test_each_os_stop_has_its_reason(tmp_path, monkeypatch, code, reason):
+    import bench.runner as runner
+
+    def refuse(*a, **kw):
+        raise OSError(code, os.strerror(code), "config.yaml")
+
+    monkeypatch.setattr(runner, "_claim_run_dir", refuse)
+    with pytest.raises(RunStopped) as stop:
+        run(make_cfg(tmp_path))
+    assert stop.value.reason == reason and "config.yaml" in str(stop.value)
+
+
+def test_a_missing_package_is_one_line(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.model._target_ = "tests.test_corrupt_stops_no_such_module.Adapter"
+    proc = start(cfg, tmp_path)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_CODES["missing_package"], stderr[-2000:]
+    assert "tests.test_corrupt_stops_no_such_module" in last_line(stderr) and "Traceback" not in stderr
+
+
+def test_a_server_that_is_down_is_one_line_with_its_own_status(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.model._target_ = "tests.test_corrupt_stops.DownAdapter"
+    proc = start(cfg, tmp_path)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_CODES["server_down"], stderr[-2000:]
+    assert "cannot be reached" in last_line(stderr) and "Traceback" not in stderr
+
+
+class DownAdapter(FakeAdapter):
+    def preflight(self):
+        from bench.types import ServerUnreachableError
+
+        raise ServerUnreachableError("the server at policy.base_url=http://127.0.0.1:9/v1 cannot be reached")
+
+
+# --- a resume never makes results worse; no NaN in JSON -------------------------------------------------
+
+
+class JudgedIoUProtocol(MeanIoUProtocol):
+    """MeanIoUProtocol whose records carry a judge verdict: 1.0, or unscored (NaN) while the file
+    `down` exists (a judge server that is down)."""
+
+    def __init__(self, down: str) -> None:
+        self.down = down
+
+    def score(self, sample, pred):
+        record = super().score(sample, pred)
+        if os.path.exists(self.down):
+            record["judge"] = {"score": None, "reason": "judge: HTTP 503 after 3 attempt(s)"}
+        else:
+            record["judge"] = {"score": 1.0, "reason": ""}
+        return record
+
+    def aggregate(self, records):
+        out = super().aggregate(records)
+        scores = [r["judge"]["score"] for r in records if r["judge"]["score"] is not None]
+        out["metrics"]["judge_score"] = float(np.mean(scores)) if scores else float("nan")
+        return out
+
+
+class StubJudge:
+    """Stands in for metrics.judge.Judge: the verdicts come from JudgedIoUProtocol."""
+
+    def __init__(self, **kw) -> None:
+        pass
+
+    def __str__(self) -> str:
+        return "judge: stub"
+
+
+def judged_cfg(tmp: Path):
+    cfg = make_cfg(tmp)
+    cfg.dataset.protocol = {"_target_": "tests.test_corrupt_stops.JudgedIoUProtocol", "down": str(tmp / "down")}
+    cfg.judge = {"_target_": "tests.test_corrupt_stops.StubJudge", "max_failure_rate": 0.02}
+    return cfg
+
+
+def strict_json(text: str):
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_resume_with_the_judge_down_keeps_the_last_good_results(tmp_path):
+    cfg = judged_cfg(tmp_path)
+    first = run(cfg)
+    good = (first.run_dir / "metrics.json").read_bytes()
+    board = (tmp_path / "boards" / "fake.csv").read_bytes()
+    (tmp_path / "down").touch()
+    again = run(cfg)
+    assert (first.run_dir / "metrics.json").read_bytes() == good
+    assert (tmp_path / "boards" / "fake.csv").read_bytes() == board
+    assert again.kept is not None and "NOT updated" in again.kept and "judge failed on 6" in again.kept
+    assert again.metrics["judge"]["n_failed"] == 0  # what the run reports is the kept file
+
+
+def test_no_nan_literal_in_any_json_written(tmp_path):
+    (tmp_path / "down").touch()  # every verdict fails: the judge mean is NaN
+    result = run(judged_cfg(tmp_path))
+    for path in result.run_dir.iterdir():
+        if path.suffix in (".json", ".jsonl"):
+            for line in ([path.read_text()] if path.suffix == ".json" else path.read_text().splitlines()):
+                strict_json(line)
+    m = strict_json((result.run_dir / "metrics.json").read_text())
+    assert m["metrics"]["judge_score"] is None and "metrics.judge_score" in m["null_values"]
+
+
+def test_predictions_with_nan_are_written_as_null(tmp_path):
+    from bench.store import PredictionLog
+
+    log = PredictionLog(tmp_path / "predictions.jsonl")
+    log.append(Prediction("s", task="grounding", boxes=[[[float("nan"), 0.0, 1.0, 1.0]]], timings={"total": float("inf")}))
+    log.close()
+    record = strict_json((tmp_path / "predictions.jsonl").read_text())
+    assert record["boxes"] == [[[None, 0.0, 1.0, 1.0]]] and record["timings"] == {"total": None}
+
+
+def test_the_run_log_holds_the_traceback_of_a_stop(tmp_path, monkeypatch):
+    import bench.runner as runner
+
+    first = run(make_cfg(tmp_path))
+
+    def refuse(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", "metrics.json")
+
+    monkeypatch.setattr(runner, "write_json_atomic", refuse)
+    with pytest.raises(RunStopped):
+        run(make_cfg(tmp_path))
+    text = (first.run_dir / "run.log").read_text()
+    assert "Traceback" in text and "No space left on device" in text
