@@ -99,5 +99,20 @@ def exit_on_known_errors(call: Callable[[], T]) -> T:
 def stop(reason: str, message: str) -> NoReturn:
     """Print `error: <message>` (or `stopped: ...` for Ctrl-C) on stderr and exit with EXIT_CODES[reason]."""
     prefix = "stopped" if reason == "interrupted" else "error"
+    _close_progress_bars()
     print(f"{prefix}: {message}", file=sys.stderr, flush=True)
     sys.exit(EXIT_CODES[reason])
+
+
+def _close_progress_bars() -> None:
+    """Close progress bars an exception left open (a loop interrupted mid-way), so the stop's line
+    starts on a line of its own instead of after a half-drawn bar."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    for bar in list(getattr(tqdm, "_instances", [])):
+        try:
+            bar.close()
+        except Exception:  # a bar half torn down by the interrupt: nothing more to draw
+            pass

@@ -612,10 +612,10 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
     frame that does not decode, frames of disagreeing sizes) is treated like a sample the loader
     could not build (`load_errors`): not scored, not in `n` nor `failures`, listed in
     `data_error_samples` and counted in `data_errors`."""
+    # load-time errors are samples that never made it into `samples` (a repeated id names a kept one)
     data_errors = [dict(e) for e in load_errors or []]
-    data_errors += [{"sample_id": s.id, **preds[s.id].error} for s in samples
-                    if preds[s.id].error is not None and preds[s.id].error.get("kind") == DATA]
-    bad_data = {e["sample_id"] for e in data_errors}
+    bad_data = {s.id for s in samples if preds[s.id].error is not None and preds[s.id].error.get("kind") == DATA}
+    data_errors += [{"sample_id": s.id, **preds[s.id].error} for s in samples if s.id in bad_data]
     samples = [s for s in samples if s.id not in bad_data]
     # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
     scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1))) \
