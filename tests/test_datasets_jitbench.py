@@ -124,7 +124,7 @@ def test_unknown_key_is_an_error_unless_not_strict(root):
     ({"query": ""}, "'query'.*non-empty"),
     ({"masks": [None, None]}, "masks must be a list of 3"),
     ({"masks": None}, "task 'segmentation' needs 'masks'"),
-    ({"masks": [masks.encode(np.zeros((H + 1, W), bool)), None, None]}, r"frame 0: mask is \[7, 8\].*\[6, 8\]"),
+    ({"masks": [masks.encode(np.zeros((H + 1, W), bool)), None, None]}, r"'masks' frame 0: 'size' \[7, 8\] differs.*\[6, 8\]"),
     ({"masks": [{"size": [H, W]}, None, None]}, "frame 0: a mask must be"),
     ({"frames": ["00000.jpg", "missing.jpg"]}, "frame file.*missing.jpg"),
     ({"task": "tracking"}, "task 'tracking' is not one of"),

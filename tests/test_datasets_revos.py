@@ -276,11 +276,11 @@ def test_corrupt_and_wrongly_sized_rles_are_all_reported_at_load(root):
     bad5 = by_id[f"{NESTED}/0"]
     assert str(root / "mask_dict.json") in bad5 and "anno_id 5" in bad5 and "2 bad per-frame RLE(s)" in bad5
     assert "frame 1 (00000)" in bad5 and "corrupt" in bad5
-    assert f"frame 2 (00005): size [{H + 1}, {W}] differs from the frame size [H, W] = [{H}, {W}]" in bad5
+    assert f"frame 2 (00005): 'size' [{H + 1}, {W}] differs from the frame size [H, W] = [{H}, {W}]" in bad5
     assert "frame 0" not in bad5
     bad9 = by_id["vidB/0"]
-    assert "frame 0 (00000): counts must be str, bytes or list, got int" in bad9
-    assert f"frame 1 (00001): uncompressed counts sum to 3, expected H*W = {H * W}" in bad9
+    assert "frame 0 (00000): 'counts' must be a str, bytes or list, got int" in bad9
+    assert f"frame 1 (00001): 'counts' runs sum to 3 pixels, expected H*W = {H * W}" in bad9
 
 
 def test_a_long_list_of_bad_frames_is_capped(tmp_path):

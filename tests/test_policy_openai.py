@@ -136,8 +136,72 @@ def test_batch_is_sent_concurrently_and_returned_in_order(serve):
     assert sorted(b["prompt"] for b in server.bodies) == sorted(f"q{i}" for i in range(8))
 
 
-def test_missing_model_or_template_is_refused():
+def test_missing_model_is_refused():
     with pytest.raises(AdapterError, match="model"):
         OpenAIPolicy("???", "http://127.0.0.1:1/v1", chat_template=R1_TEMPLATE)
-    with pytest.raises(AdapterError, match="tokenizer"):
-        OpenAIPolicy("dtr1", "http://127.0.0.1:1/v1")
+
+
+class TemplatingServer(Server):
+    """Server plus vLLM's /tokenize (messages -> token ids of the chat-template rendering, here one
+    id per character) and /detokenize (ids -> text); `tokenize=False` answers them 404, as a server
+    without these endpoints does."""
+
+    def __init__(self, continuation, tokenize=True):
+        super().__init__(continuation)
+        self.loopback.close()
+        server = self
+
+        class Handler(JSONHandler):
+            def do_GET(self):
+                if self.path.rstrip("/") == "/v1/models":
+                    return self.send_json(200, {"object": "list", "data": [{"id": "dtr1", "object": "model"}]})
+                self.send_json(404, {})
+
+            def do_POST(self):
+                body = self.read_json()
+                server.bodies.append({"path": self.path, **body})
+                if self.path in ("/tokenize", "/detokenize") and not tokenize:
+                    return self.send_json(404, {"detail": "Not Found"})
+                if self.path == "/tokenize":
+                    text = body.get("prompt") or "".join(f"<|{m['role']}|>{m['content']}" for m in body["messages"]) + "<|assistant|><think>\n"
+                    return self.send_json(200, {"tokens": [ord(c) for c in text], "count": len(text)})
+                if self.path == "/detokenize":
+                    return self.send_json(200, {"prompt": "".join(chr(t) for t in body["tokens"])})
+                self.send_json(200, server.complete(body))
+
+        self.loopback = Loopback(Handler)
+        self.url = self.loopback.root + "/v1"
+
+
+def test_without_tokenizer_the_server_renders_its_own_chat_template(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no hub: nothing may be fetched
+    server = TemplatingServer(lambda prompt: "plan</think>")
+    try:
+        policy = OpenAIPolicy("dtr1", server.url, api_key="EMPTY", max_retries=0)
+        policy.preflight()
+        prompt = policy.render(MESSAGES, policy.prefill + "R0")
+        assert policy.prefill == "<think>\n"
+        assert prompt == "<|system|>SYS<|user|>find the dog<|assistant|><think>\nR0"
+        out = policy.generate(prompt, ["</think>"], 8)
+        assert out.text == "plan" and server.bodies[-1]["prompt"] == prompt
+        assert policy.fingerprint()["chat_template"] == "server"
+    finally:
+        server.close()
+
+
+def test_a_server_without_tokenize_endpoints_names_the_settings_to_use():
+    server = TemplatingServer(lambda prompt: "x", tokenize=False)
+    try:
+        policy = OpenAIPolicy("dtr1", server.url, api_key="EMPTY", max_retries=0)
+        with pytest.raises(AdapterError, match="no /tokenize endpoint.*policy.tokenizer.*policy.chat_template"):
+            policy.preflight()
+    finally:
+        server.close()
+
+
+def test_a_server_that_is_down_is_named_before_any_tokenizer_is_loaded(tmp_path):
+    from bench.types import ServerUnreachableError
+
+    policy = OpenAIPolicy("dtr1", "http://127.0.0.1:9/v1", tokenizer=str(tmp_path / "no-such-tokenizer"), api_key="EMPTY")
+    with pytest.raises(ServerUnreachableError, match="policy.base_url=http://127.0.0.1:9/v1 cannot be reached"):
+        policy.preflight()

@@ -219,11 +219,13 @@ def test_a_corrupt_frame_fails_only_its_sample(tmp_path, monkeypatch):
     cfg = make_cfg(tmp_path)
     cfg.run.verify_frames = True
     m = run(cfg).metrics
-    assert m["failures_by_kind"] == {"data": 1}
-    assert m["failed_samples"][0]["sample_id"] == "s03" and "bad.jpg" in m["failed_samples"][0]["message"]
+    # a data error (README "Data errors: one rule"): listed apart, not in n nor failures
+    assert m["failures"] == 0 and m["n"] == 5 and m["data_errors"] == 1
+    assert m["data_error_samples"][0]["sample_id"] == "s03" and "bad.jpg" in m["data_error_samples"][0]["message"]
     bad.write_bytes(good.read_bytes())  # the frame is repaired: a resume predicts that sample again
     again = run(cfg)
-    assert again.predicted == 1 and again.metrics["failures"] == 0 and calls(tmp_path).count("s03") == 1
+    assert again.predicted == 1 and again.metrics["failures"] == 0 and again.metrics["data_errors"] == 0
+    assert again.metrics["n"] == 6 and calls(tmp_path).count("s03") == 1
 
 
 def test_a_limited_look_at_a_finished_run_leaves_its_results_alone(tmp_path):
@@ -256,7 +258,7 @@ def test_parse_rate_counts_only_samples_the_model_answered(tmp_path, monkeypatch
     cfg = make_cfg(tmp_path, fail=["s02"])
     cfg.run.verify_frames = True
     m = run(cfg).metrics
-    assert m["failures_by_kind"] == {"data": 2, "parse": 1}
+    assert m["failures_by_kind"] == {"parse": 1} and m["data_errors"] == 2 and m["n"] == 4
     assert m["parse_rate"] == pytest.approx(3 / 4)
 
 
@@ -340,7 +342,7 @@ def test_no_preflight_when_every_sample_to_do_fails_its_frame_check(tmp_path, mo
     cfg = make_cfg(tmp_path, preflight_error="server down")
     cfg.run.verify_frames = True
     m = run(cfg).metrics  # rescoring a run of unreadable frames needs no backend
-    assert m["failures_by_kind"] == {"data": 6} and calls(tmp_path) == []
+    assert m["n"] == 0 and m["data_errors"] == 6 and calls(tmp_path) == []
 
 
 def test_where_and_how_patiently_a_server_is_reached_is_not_part_of_the_run():
