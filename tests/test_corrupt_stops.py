@@ -391,3 +391,18 @@ def test_the_run_log_holds_the_traceback_of_a_stop(tmp_path, monkeypatch):
         run(make_cfg(tmp_path))
     text = (first.run_dir / "run.log").read_text()
     assert "Traceback" in text and "No space left on device" in text
+
+
+def test_run_bench_on_a_read_only_run_root_is_one_line(tmp_path):
+    """Hydra makes its job directory under run.root before the run starts: run_bench.py checks first."""
+    disk = tmp_path / "ro"
+    if not _mount_tmpfs(disk, "1m"):
+        pytest.skip("mounting a tmpfs needs root and CAP_SYS_ADMIN")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), f"run.root={disk / 'runs'}"], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == EXIT_CODES["read_only"], proc.stderr[-2000:]
+        assert proc.stderr.strip().splitlines() == [last_line(proc.stderr)] and "read-only" in proc.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
