@@ -65,24 +65,39 @@ def reference_metrics(tmp: Path, n: int = 6) -> dict:
 # --- one owner per run directory ---------------------------------------------------------------------
 
 
+class GatedAdapter(FakeAdapter):
+    """FakeAdapter that, after recording a call, waits until the file `gate` exists."""
+
+    def __init__(self, gate: str, **kw) -> None:
+        super().__init__(**kw)
+        self.gate = gate
+
+    def predict(self, sample):
+        pred = super().predict(sample)
+        while not os.path.exists(self.gate):
+            time.sleep(0.02)
+        return pred
+
+
 def test_a_second_invocation_meets_the_lock_naming_pid_and_host(tmp_path):
     import socket
 
-    cfg = make_cfg(tmp_path, sleep_s=1.0)
-    cfg.dataset.n = 8
+    cfg = make_cfg(tmp_path, gate=str(tmp_path / "open"))
+    cfg.model._target_ = "tests.test_corrupt_stops.GatedAdapter"
     first = start(cfg, tmp_path)
-    wait_for(lambda: len(calls(tmp_path)) >= 1)
-    t0 = time.time()
-    second = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "cfg.yaml")], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
-    took = time.time() - t0
-    first.wait(timeout=120)
+    try:
+        wait_for(lambda: len(calls(tmp_path)) >= 1)  # the first holds the run, waiting at its gate
+        second = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "cfg.yaml")], cwd=REPO,
+                                capture_output=True, text=True, timeout=300)
+        assert first.poll() is None  # the second did not wait for the first
+    finally:
+        (tmp_path / "open").touch()
+    first.wait(timeout=300)
     assert second.returncode == EXIT_CODES["locked"], second.stderr
     line = last_line(second.stderr)
     assert f"PID {first.pid}" in line and socket.gethostname() in line and "Traceback" not in second.stderr
     assert first.returncode == 0, first.stderr[-2000:]
-    assert sorted(calls(tmp_path)) == [f"s{k:02d}" for k in range(8)]  # every sample predicted once, by the first
-    assert took < 30
+    assert sorted(calls(tmp_path)) == [f"s{k:02d}" for k in range(6)]  # every sample predicted once, by the first
 
 
 def test_a_killed_runs_lock_is_taken_over(tmp_path):
