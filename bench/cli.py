@@ -85,15 +85,25 @@ def one_line(exc: BaseException) -> str:
 
 def exit_on_known_errors(call: Callable[[], T]) -> T:
     """call(); a known stop ends the process with one line on stderr and its EXIT_CODES status.
-    The traceback is logged at DEBUG level (Hydra's job log file keeps it)."""
+    The traceback goes to the log files only (Hydra's job log, <run.root>/.hydra/.../run_bench.log;
+    the runner has already appended it to <run_dir>/run.log when the run directory was known)."""
     try:
         return call()
     except (Exception, KeyboardInterrupt) as exc:
         reason = stop_reason(exc)
         if reason is None:
             raise
-        log.debug("stopped", exc_info=True)
+        _traceback_to_log_files(exc)
         stop(reason, one_line(exc))
+
+
+def _traceback_to_log_files(exc: BaseException) -> None:
+    """Hand the stop's traceback to the root logger's file handlers, not to its console handlers."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "stopped: %s", (one_line(exc),),
+                            (type(exc), exc, exc.__traceback__))
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def stop(reason: str, message: str) -> NoReturn:

@@ -421,3 +421,13 @@ def test_run_bench_on_a_read_only_run_root_is_one_line(tmp_path):
         assert proc.stderr.strip().splitlines() == [last_line(proc.stderr)] and "read-only" in proc.stderr
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_stop_before_the_run_directory_exists_keeps_its_traceback_in_hydras_log(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "+dataset=revos",
+                           f"dataset.root={tmp_path / 'nope'}", f"run.root={tmp_path / 'runs'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_CODES["error"] and "Traceback" not in proc.stderr
+    logs = list((tmp_path / "runs" / ".hydra").rglob("run_bench.log"))
+    assert len(logs) == 1 and "Traceback" in logs[0].read_text()
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [".hydra"]  # no empty run directory left
