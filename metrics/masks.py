@@ -265,7 +265,10 @@ def jf_counts(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH
     inter = int(np.count_nonzero(g & p))
     union = int(np.count_nonzero(g)) + int(np.count_nonzero(p)) - inter
 
-    radius = int(bound_pixels(height, width, bound_th))
+    radius = bound_pixels(height, width, bound_th)
+    if radius != int(radius):  # a fractional pixel tolerance: the reference's dilation, on the full frame
+        return inter, union, _f_measure_dilate(gt, pred, radius)
+    radius = int(radius)
     box = (y0, y1, x0, x1)
     gb = _boundary_padded(gt, box, radius) if box_g is not None else None
     pb = _boundary_padded(pred, box, radius) if box_p is not None else None

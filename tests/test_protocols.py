@@ -98,13 +98,25 @@ def test_revos_record_fields_and_per_frame_counts():
     assert rec["J"] == 0.75
 
 
-def test_revos_failed_prediction_scores_as_empty():
+def test_revos_failed_prediction_scores_zero_as_visa():
+    """VISA eval_revos.py's bare `except` records [0, 0, 0, 0] for the expression, even on frames
+    whose GT is empty (where an empty mask would score 1)."""
     gt = [box_mask(10, 10, 0, 4, 0, 4), None, None]
     failed = Prediction.failure("v/0", "parse", "no <answer>")
     rec = ReVOSProtocol().score(video_sample("v/0", gt), failed)
-    assert rec["failed"] is True and rec["error_kind"] == "parse"
+    assert rec["failed"] is True and rec["error_kind"] == "parse" and rec["zeroed"] is True
+    assert (rec["J"], rec["F"], rec["A"], rec["J&F"]) == (0.0, 0.0, 0.0, 0.0)
+    assert ReVOSProtocol().aggregate([rec])["failed_zero"] == ["v/0"]
+
+
+def test_revos_failed_empty_option_scores_a_failure_as_an_empty_mask_under_its_own_name():
+    gt = [box_mask(10, 10, 0, 4, 0, 4), None, None]
+    protocol = ReVOSProtocol(failed="empty")
+    rec = protocol.score(video_sample("v/0", gt), Prediction.failure("v/0", "parse", "no <answer>"))
     assert rec["frames"]["J"] == [0.0, 1.0, 1.0]
     assert rec["frames"]["F"] == [0.0, 1.0, 1.0]
+    assert protocol.headline == ["J&F[failed-empty]", "J[failed-empty]", "F[failed-empty]"]
+    assert protocol.aggregate([rec])["metrics"]["J[failed-empty]"] == pytest.approx(2 / 3, abs=0.005)
 
 
 def test_revos_wrong_frame_count_raises_adapter_error_naming_both():

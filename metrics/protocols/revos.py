@@ -35,7 +35,7 @@ What the reference does, and this protocol with it by default (variant="visa", f
   overall (NaN + x). Here the absent type is left out, overall = the present type's value, and the
   run warns that VISA would print NaN (no published number has a type missing).
 Warnings (aggregate()["warnings"]): expressions whose GT is empty in every frame (an empty
-prediction scores 1 there, as in VISA), more than EMPTY_GT_WARN of them, non-0/1 PNG values, and a
+prediction scores 1 there, as in VISA), more than base.EMPTY_GT_WARN of them, non-0/1 PNG values, and a
 headline equal to the empty-prediction baseline (aggregate()["baseline_empty"]: the protocol's
 score of an empty prediction on every sample).
 """
@@ -48,7 +48,8 @@ import numpy as np
 from bench.masks import area, decode
 from bench.types import DatasetFormatError, Prediction, Sample
 from metrics.masks import DAVIS_BOUND_TH, jf_counts
-from metrics.protocols.base import Protocol, check_mode, decode_pair, group_by, predicted_masks, record_header
+from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, decode_pair, empty_gt_warnings, group_by,
+                                    predicted_masks, record_header)
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,6 @@ SCORED_TYPES = (0, 1)
 
 VARIANTS = ("visa", "binarized")
 FAILED = ("zero", "empty")
-EMPTY_GT_WARN = 0.03  # warn when more than this fraction of scored expressions has an all-empty GT
 METRICS = ("J", "F", "A", "R")
 
 
@@ -224,24 +224,13 @@ class ReVOSProtocol(Protocol):
         return metrics, warnings
 
     def _warnings(self, scored: list[dict], metrics: dict, baseline: dict) -> list[str]:
-        out = []
-        empty = [r["sample_id"] for r in scored if r.get("gt_empty")]
-        if empty:
-            out.append(f"{len(empty)} of {len(scored)} scored expressions have an empty GT in every frame (an empty "
-                       f"prediction scores 1 on them, as in VISA): {', '.join(empty[:5])}" + (" ..." if len(empty) > 5 else ""))
-            if len(empty) > EMPTY_GT_WARN * len(scored):
-                out.append(f"{100 * len(empty) / len(scored):.1f}% of the scored expressions have an all-empty GT "
-                           f"(more than {100 * EMPTY_GT_WARN:.0f}%): check the annotations (mask_dict.json)")
+        out = empty_gt_warnings([r["sample_id"] for r in scored if r.get("gt_empty")], len(scored), "expressions")
         nonbinary = [r["sample_id"] for r in scored if r.get("nonbinary")]
         if nonbinary and self.variant == "visa":
             out.append(f"{len(nonbinary)} expressions' predictions hold pixel values other than 0/1 (e.g. 0/255 PNGs): "
                        "VISA's A and R on them are not comparable to published ones (VISA's were computed on 0/1 "
                        "index PNGs); dataset.protocol.variant=binarized gives A[binarized], R[binarized]")
-        head = self.key("J&F")
-        if head in metrics and metrics[head] == baseline.get(head):
-            out.append(f"{head} = {metrics[head]:.6f} equals the empty-prediction baseline: the predictions score "
-                       "no better than predicting nothing")
-        return out
+        return out + baseline_warnings(metrics, baseline, [self.key("J&F")])
 
     def _keys(self, records: list[dict]) -> tuple[str, ...]:
         """Per-expression metrics every record has (records of older runs may lack A or R)."""
