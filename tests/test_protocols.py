@@ -205,6 +205,20 @@ def test_reasonseg_failed_prediction_scores_as_empty_and_breakdown_by_query_kind
     assert out["metrics"] == {"gIoU": 0.5, "cIoU": 0.5}
 
 
+def test_reasonseg_baseline_and_warnings_for_empty_gt_and_a_baseline_score():
+    """Two samples, one with an empty GT: an empty prediction scores gIoU (0 + 1) / 2, and a run of
+    empty predictions equals that baseline and is flagged."""
+    gt = box_mask(10, 10, 0, 5, 0, 5)
+    records = [ReasonSegProtocol(mode="textbook").score(image_sample("a", gt), Prediction("a", masks=[None])),
+               ReasonSegProtocol(mode="textbook").score(image_sample("b", None), Prediction("b", masks=[None]))]
+    out = ReasonSegProtocol(mode="textbook").aggregate(records)
+    assert out["baseline_empty"] == {"gIoU": 0.5, "cIoU": 0.0}
+    assert out["metrics"]["gIoU"] == 0.5
+    assert any("1 of 2 scored samples have an empty GT" in w and "b" in w for w in out["warnings"])
+    assert any("more than 3%" in w for w in out["warnings"])
+    assert any(w.startswith("gIoU = 0.500000 equals the empty-prediction baseline") for w in out["warnings"])
+
+
 def test_reasonseg_rejects_multi_frame_samples():
     sample = image_sample("a", None)
     sample.frames, sample.frame_ids, sample.target.masks = ["1", "2"], ["1", "2"], [None, None]
