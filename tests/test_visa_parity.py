@@ -196,3 +196,13 @@ def test_r_is_left_out_without_foreground_masks():
     rec = ReVOSProtocol().score(_one_frame_sample(None), Prediction("v/0"))
     assert "R" not in rec and rec["A"] == 12 / 16
     assert "R" not in ReVOSProtocol().aggregate([rec])["metrics"]
+
+
+def test_run_summary_prints_the_warnings_and_each_metrics_empty_baseline(raw):
+    from bench.runner import format_summary
+
+    metrics, _, out = raw
+    text = format_summary(out)
+    assert "WARNING: " in text and "variant=binarized" in text
+    baseline = metrics["baseline_empty"]["J&F"]
+    assert f"(empty prediction: {100 * baseline:6.2f})" in text
