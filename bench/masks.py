@@ -25,6 +25,117 @@ def encode(mask: np.ndarray) -> RLE:
     return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": rle["counts"].decode("ascii")}
 
 
+def encode_fast(mask: np.ndarray) -> RLE:
+    """`encode(mask)` (the same COCO RLE string) computed from the mask's bounding box only.
+
+    mask: (H, W) bool. pycocotools needs a full Fortran-order copy of the frame; here the runs come
+    from the object's box (column by column, joined where an object runs from the bottom of one
+    column into the top of the next), then pycocotools compresses them.
+    """
+    h, w = mask.shape
+    rows = np.flatnonzero(mask.any(axis=1))
+    if rows.size == 0:
+        return encode(mask)
+    y0, y1 = int(rows[0]), int(rows[-1]) + 1
+    cols = np.flatnonzero(mask[y0:y1].any(axis=0))
+    x0, x1 = int(cols[0]), int(cols[-1]) + 1
+    padded = np.zeros((x1 - x0, y1 - y0 + 2), dtype=bool)
+    padded[:, 1:-1] = mask[y0:y1, x0:x1].T
+    flat = np.flatnonzero(padded[:, 1:] != padded[:, :-1])  # run starts and ends, column by column
+    col, row = np.divmod(flat, y1 - y0 + 1)  # row = offset of the start / end in the column
+    edges = (x0 + col) * h + y0 + row
+    # an end at the bottom of a column equals the start at the top of the next: one run
+    keep = np.ones(edges.size, dtype=bool)
+    joined = np.flatnonzero(edges[1:-1:2] == edges[2::2])
+    keep[2 * joined + 1] = keep[2 * joined + 2] = False
+    edges = edges[keep]
+    counts = np.diff(np.concatenate(([0], edges, [h * w])))
+    if counts[-1] == 0:  # the mask ends with foreground: pycocotools writes no empty last run
+        counts = counts[:-1]
+    return compress({"size": [h, w], "counts": counts.tolist()})
+
+
+def bbox(rle: RLE) -> tuple[int, int, int, int] | None:
+    """(y0, y1, x0, x1) half-open bounding box of an RLE's foreground, None when empty."""
+    coded = _coded(rle)
+    if int(mask_utils.area(coded)) == 0:
+        return None
+    x, y, bw, bh = (int(v) for v in mask_utils.toBbox(coded))
+    return y, y + bh, x, x + bw
+
+
+def decode_box(rle: RLE, box: tuple[int, int, int, int]) -> np.ndarray:
+    """The part of an RLE's mask inside box (y0, y1, x0, x1), as a (y1 - y0, x1 - x0) bool array,
+    without building the full frame (the runs are decoded from the compressed counts).
+    Raises DatasetFormatError on a malformed RLE."""
+    try:
+        h, w = (int(v) for v in rle["size"])
+        counts = _counts(rle["counts"])
+    except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+    if counts.size and (int(counts.sum()) != h * w or int(counts.min()) < 0):
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: its runs cover {int(counts.sum())} pixels, "
+                                 f"not H*W = {h * w}")
+    y0, y1, x0, x1 = box
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    fg_start, fg_end = starts[1::2], ends[1::2]
+    lo, hi = x0 * h, x1 * h
+    use = (fg_end > lo) & (fg_start < hi)
+    fg_start, fg_end = np.maximum(fg_start[use], lo), np.minimum(fg_end[use], hi)
+    # split runs at column boundaries: each piece lies in one column
+    first_col, last_col = fg_start // h, (fg_end - 1) // h
+    n_cols = last_col - first_col + 1
+    piece_col = np.repeat(first_col, n_cols) + (np.arange(n_cols.sum()) - np.repeat(np.cumsum(n_cols) - n_cols, n_cols))
+    piece_start = np.maximum(np.repeat(fg_start, n_cols), piece_col * h) - piece_col * h
+    piece_end = np.minimum(np.repeat(fg_end, n_cols), (piece_col + 1) * h) - piece_col * h
+    piece_start, piece_end = np.clip(piece_start, y0, y1) - y0, np.clip(piece_end, y0, y1) - y0
+    nonempty = piece_end > piece_start
+    c, top, bottom = piece_col[nonempty] - x0, piece_start[nonempty], piece_end[nonempty]
+    if c.size == 0:
+        return np.zeros((y1 - y0, x1 - x0), dtype=bool)
+    # pieces come column by column, top to bottom: the k-th piece of each column forms layer k
+    first = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
+    rank = np.arange(c.size) - np.repeat(first, np.diff(np.concatenate((first, [c.size]))))
+    layers = int(rank.max()) + 1
+    if layers <= 8:
+        rows = np.arange(y1 - y0)[:, None]
+        out = np.zeros((y1 - y0, x1 - x0), dtype=bool)
+        for k in range(layers):
+            sel = rank == k
+            lo_k = np.full(x1 - x0, y1 - y0)
+            hi_k = np.zeros(x1 - x0, dtype=lo_k.dtype)
+            lo_k[c[sel]], hi_k[c[sel]] = top[sel], bottom[sel]
+            out |= (rows >= lo_k) & (rows < hi_k)
+        return out
+    # many runs per column (noise): toggles at every start and end (all distinct), then a running xor
+    toggles = np.zeros((y1 - y0 + 1, x1 - x0), dtype=np.uint8)  # one spare row for the run ends
+    toggles[top, c] = 1
+    toggles[bottom, c] = 1
+    return np.bitwise_xor.accumulate(toggles, axis=0)[:-1].view(bool)
+
+
+def _counts(counts) -> np.ndarray:
+    """Run lengths of an RLE's counts (a list, or pycocotools' compressed string: rleFrString)."""
+    if isinstance(counts, list):
+        return np.asarray(counts, dtype=np.int64)
+    s = np.frombuffer(counts.encode("ascii") if isinstance(counts, str) else counts, dtype=np.uint8).astype(np.int64) - 48
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    last = (s & 0x20) == 0  # the last character of each number
+    number = np.cumsum(np.concatenate(([0], last[:-1])))
+    start = np.flatnonzero(np.concatenate(([True], last[:-1])))
+    k = np.arange(s.size) - start[number]
+    x = np.zeros(int(number[-1]) + 1, dtype=np.int64)
+    np.add.at(x, number, (s & 0x1f) << (5 * k))
+    negative = last & ((s & 0x10) != 0)
+    x[number[negative]] |= -1 << (5 * (k[negative] + 1))
+    # counts after the second are coded as the difference to the count two places before
+    x[3::2] = np.cumsum(x[1::2])[1:]
+    x[4::2] = np.cumsum(x[2::2])[1:]
+    return x
+
+
 def decode(rle: RLE) -> np.ndarray:
     """Decode a COCO RLE dict (compressed counts as str or bytes, or uncompressed counts as a list)
     into an (H, W) bool array. Raises DatasetFormatError on a malformed RLE."""

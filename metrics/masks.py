@@ -185,18 +185,18 @@ def _bbox(mask: np.ndarray) -> tuple[int, int, int, int] | None:
     return y0, y1, int(cols[0]), int(cols[-1]) + 1
 
 
-def _boundary_padded(seg: np.ndarray, box: tuple[int, int, int, int], pad: int) -> np.ndarray:
-    """`boundary_map(seg)` restricted to `box`, as a uint8 array with `pad` zero pixels on every side.
+def _boundary_padded(crop: np.ndarray, last_row: bool, last_col: bool, pad: int) -> np.ndarray:
+    """`boundary_map` of a frame restricted to a box, as a uint8 array with `pad` zero pixels on every side.
 
-    box must contain every foreground pixel of seg with one background pixel (or the frame edge)
-    around it: outside the box the boundary is empty, and a box side that is not the frame's last
-    row / column has only background beyond it, so zero padding there is what davis2017 sees; at
-    the frame's last row / column davis2017's special rules apply (see boundary_map).
+    crop: the frame's mask inside the box, which must hold every foreground pixel with one
+    background pixel (or the frame edge) around it: outside the box the boundary is empty, and a
+    box side that is not the frame's last row / column has only background beyond it, so zero
+    padding there is what davis2017 sees. last_row / last_col: the box ends at the frame's last row /
+    column, where davis2017's special rules apply (see boundary_map).
     """
-    y0, y1, x0, x1 = box
-    h, w = y1 - y0, x1 - x0
+    h, w = crop.shape
     s = np.zeros((h + 1, w + 1), dtype=bool)
-    s[:h, :w] = seg[y0:y1, x0:x1]
+    s[:h, :w] = crop
     inner = s[:h, :w]
     out = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.uint8)
     b = out[pad:pad + h, pad:pad + w].view(bool)
@@ -204,11 +204,11 @@ def _boundary_padded(seg: np.ndarray, box: tuple[int, int, int, int], pad: int) 
     np.not_equal(inner, s[:h, 1:], out=b)
     b |= np.not_equal(inner, s[1:, :w], out=tmp)
     b |= np.not_equal(inner, s[1:, 1:], out=tmp)
-    if y1 == seg.shape[0]:  # frame's last row: east neighbour only
+    if last_row:  # east neighbour only
         b[-1, :] = inner[-1, :] != s[h - 1, 1:]
-    if x1 == seg.shape[1]:  # frame's last column: south neighbour only
+    if last_col:  # south neighbour only
         b[:, -1] = inner[:, -1] != s[1:, w - 1]
-        if y1 == seg.shape[0]:
+        if last_row:
             b[-1, -1] = False
     return out
 
@@ -247,31 +247,50 @@ def jf_counts(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH
 
     gt, pred: (H, W) bool masks of one shape (callers check; `jaccard`/`f_measure` do).
     J = I / U (1.0 when U == 0). Same values as `db_eval_iou` and `f_measure` (held to the parity
-    vectors), computed on the objects' bounding box only: the boundary maps on the box plus one
-    pixel, and the disk dilation replaced by an exact equivalent at the boundary pixels only: a
-    boundary pixel matches when the other boundary has a pixel in one of the disk's rectangles
-    (`disk_rectangles`), each counted with an integral image.
+    vectors), computed on the objects' bounding box only (`jf_counts_box`).
     """
     box_g, box_p = _bbox(gt), _bbox(pred)
     if box_g is None and box_p is None:
         return 0, 0, 1.0
-    height, width = gt.shape
-    boxes = [b for b in (box_g, box_p) if b is not None]
-    y0 = max(min(b[0] for b in boxes) - 1, 0)
-    y1 = min(max(b[1] for b in boxes) + 1, height)
-    x0 = max(min(b[2] for b in boxes) - 1, 0)
-    x1 = min(max(b[3] for b in boxes) + 1, width)
-    g, p = gt[y0:y1, x0:x1], pred[y0:y1, x0:x1]
-    inter = int(np.count_nonzero(g & p))
-    union = int(np.count_nonzero(g)) + int(np.count_nonzero(p)) - inter
+    box = object_box([b for b in (box_g, box_p) if b is not None], gt.shape)
+    y0, y1, x0, x1 = box
+    return jf_counts_box(gt[y0:y1, x0:x1], pred[y0:y1, x0:x1], box, gt.shape, bound_th)
 
+
+def object_box(boxes: Sequence[tuple[int, int, int, int]], shape: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The union of (y0, y1, x0, x1) boxes grown by one pixel on each side, clipped to the frame:
+    the box `jf_counts_box` needs."""
+    height, width = shape
+    return (max(min(b[0] for b in boxes) - 1, 0), min(max(b[1] for b in boxes) + 1, height),
+            max(min(b[2] for b in boxes) - 1, 0), min(max(b[3] for b in boxes) + 1, width))
+
+
+def jf_counts_box(g: np.ndarray, p: np.ndarray, box: tuple[int, int, int, int], shape: tuple[int, int],
+                  bound_th: float = DAVIS_BOUND_TH) -> tuple[int, int, float]:
+    """`jf_counts` of a frame of `shape` (H, W) from its masks inside `box` (y0, y1, x0, x1) only.
+
+    g, p: bool crops of the box, which must hold every foreground pixel of both masks with one
+    background pixel (or the frame edge) around it (`object_box`). The boundary maps are computed
+    on the box, and the disk dilation is replaced by an exact equivalent at the boundary pixels
+    only: a boundary pixel matches when the other boundary has a pixel in one of the disk's
+    rectangles (`disk_rectangles`), each counted with an integral image.
+    """
+    height, width = shape
+    inter = int(np.count_nonzero(g & p))
+    n_g, n_p = int(np.count_nonzero(g)), int(np.count_nonzero(p))
+    union = n_g + n_p - inter
+    if union == 0:
+        return 0, 0, 1.0
     radius = bound_pixels(height, width, bound_th)
+    y0, y1, x0, x1 = box
     if radius != int(radius):  # a fractional pixel tolerance: the reference's dilation, on the full frame
-        return inter, union, _f_measure_dilate(gt, pred, radius)
+        full_g, full_p = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+        full_g[y0:y1, x0:x1], full_p[y0:y1, x0:x1] = g, p
+        return inter, union, _f_measure_dilate(full_g, full_p, radius)
     radius = int(radius)
-    box = (y0, y1, x0, x1)
-    gb = _boundary_padded(gt, box, radius) if box_g is not None else None
-    pb = _boundary_padded(pred, box, radius) if box_p is not None else None
+    last_row, last_col = y1 == height, x1 == width
+    gb = _boundary_padded(g, last_row, last_col, radius) if n_g else None
+    pb = _boundary_padded(p, last_row, last_col, radius) if n_p else None
     g_flat = np.flatnonzero(gb.view(bool)) if gb is not None else np.empty(0, np.intp)
     p_flat = np.flatnonzero(pb.view(bool)) if pb is not None else np.empty(0, np.intp)
     n_gt, n_fg = g_flat.size, p_flat.size
@@ -282,9 +301,9 @@ def jf_counts(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH
     elif n_fg == 0 and n_gt == 0:
         precision, recall = 1.0, 1.0
     else:
-        width = gb.shape[1]
-        precision = _matched(p_flat, width, cv2.integral(gb), radius) / float(n_fg)
-        recall = _matched(g_flat, width, cv2.integral(pb), radius) / float(n_gt)
+        pad_width = gb.shape[1]
+        precision = _matched(p_flat, pad_width, cv2.integral(gb), radius) / float(n_fg)
+        recall = _matched(g_flat, pad_width, cv2.integral(pb), radius) / float(n_gt)
     if precision + recall == 0:
         return inter, union, 0.0
     return inter, union, 2 * precision * recall / (precision + recall)

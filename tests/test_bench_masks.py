@@ -84,3 +84,43 @@ def test_png_masks_any_nonzero_is_foreground(tmp_path):
     assert masks.read_png_mask(tmp_path / "c.png").sum() == 1
     with pytest.raises(DatasetFormatError, match="cannot read"):
         masks.read_png_mask(tmp_path / "missing.png")
+
+
+def _random_masks():
+    rng = np.random.default_rng(17)
+    for k in range(120):
+        h, w = int(rng.integers(1, 50)), int(rng.integers(1, 50))
+        m = np.zeros((h, w), dtype=bool)
+        if k % 4 == 0:
+            m = rng.random((h, w)) < 0.5  # many runs per column
+        elif k % 4 == 1:
+            m[int(rng.integers(0, h)):, :] = True  # runs that continue into the next column
+        elif k % 4 == 2:
+            y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+            m[y:y + int(rng.integers(1, 9)), x:x + int(rng.integers(1, 9))] = True
+        yield m
+
+
+def test_encode_fast_gives_pycocotools_strings():
+    for m in _random_masks():
+        assert masks.encode_fast(m) == masks.encode(m)
+
+
+def test_decode_box_and_bbox_agree_with_the_full_decode():
+    for m in _random_masks():
+        rle = masks.encode(m)
+        box = masks.bbox(rle)
+        if box is None:
+            assert not m.any()
+            continue
+        ys, xs = np.nonzero(m)
+        assert box == (ys.min(), ys.max() + 1, xs.min(), xs.max() + 1)
+        h, w = m.shape
+        for y0, y1, x0, x1 in (box, (0, h, 0, w), (h // 2, h, 0, max(1, w // 3))):
+            if y1 > y0:
+                assert np.array_equal(masks.decode_box(rle, (y0, y1, x0, x1)), m[y0:y1, x0:x1])
+
+
+def test_decode_box_rejects_runs_that_do_not_cover_the_frame():
+    with pytest.raises(DatasetFormatError, match="H\\*W"):
+        masks.decode_box({"size": [4, 4], "counts": [1, 2]}, (0, 4, 0, 4))

@@ -45,10 +45,10 @@ import logging
 
 import numpy as np
 
-from bench.masks import area, decode
-from bench.types import DatasetFormatError, Prediction, Sample
-from metrics.masks import DAVIS_BOUND_TH, jf_counts
-from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, decode_pair, empty_gt_warnings, group_by,
+from bench.masks import area, bbox, decode_box
+from bench.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
+from metrics.masks import DAVIS_BOUND_TH, jf_counts_box, object_box
+from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, empty_gt_warnings, group_by,
                                     predicted_masks, record_header)
 
 log = logging.getLogger(__name__)
@@ -140,11 +140,14 @@ class ReVOSProtocol(Protocol):
                 row = {"I": 0, "U": 0, "J": 1.0, "F": 1.0, "A": 1.0, "R": 1.0}
                 empty = {"J": 1.0, "F": 1.0, "A": 1.0, "R": 1.0}
             else:
-                gt, pr = decode_pair(sample, k, gt_rle, pred_rle)
-                gt_count = _gt_count(tracks, k, gt)
-                pr_values = _values(values[k], pr, sample, k)
-                row = self._frame(gt, pr, gt_count, pr_values, fg_area)
-                empty = _empty_prediction(gt, gt_count)
+                # everything is computed on the objects' box: outside it both masks are background
+                shape, box = frame_box(sample, k, gt_rle, pred_rle)
+                gt = _crop(sample, k, gt_rle, box, "ground-truth", DatasetFormatError)
+                pr = _crop(sample, k, pred_rle, box, "predicted", AdapterError)
+                gt_count = _gt_count(tracks, k, gt, box)
+                pr_values = _values(values[k], pr, sample, k, box)
+                row = self._frame(gt, pr, gt_count, pr_values, fg_area, box, shape)
+                empty = _empty_prediction(gt, gt_count, shape)
             for key in frames:
                 frames[key].append(row[key])
             for key in keys:
@@ -163,19 +166,19 @@ class ReVOSProtocol(Protocol):
                        "baseline": {key: _mean(base[key]) for key in keys}})
         return record
 
-    def _frame(self, gt: np.ndarray, pr: np.ndarray, gt_count: np.ndarray, pr_values: np.ndarray, fg_area: int) -> dict:
-        """I, U, J, F, A, R of one frame (both masks (H, W) bool; counts/values uint8)."""
-        inter, union, f = jf_counts(gt, pr, self.bound_th)
-        n = gt.size
+    def _frame(self, gt: np.ndarray, pr: np.ndarray, gt_count: np.ndarray, pr_values: np.ndarray, fg_area: int,
+               box: tuple[int, int, int, int], shape: tuple[int, int]) -> dict:
+        """I, U, J, F, A, R of one frame of `shape` from its masks inside `box` (bool crops; GT
+        counts and predicted values as uint8 crops); outside the box both masks are background."""
+        inter, union, f = jf_counts_box(gt, pr, box, shape, self.bound_th)
+        n = shape[0] * shape[1]
         if self.variant == "binarized":
             a = (n - (union - inter)) / n  # = np.mean(gt == pred) on the binarised masks
             neg = int(np.count_nonzero(pr)) - inter
         else:
-            rows = np.flatnonzero(gt.any(axis=1) | pr.any(axis=1))  # outside these rows both are 0: equal, neg 0
-            g = gt_count[rows[0]:rows[-1] + 1] if rows.size else gt_count[:0]
-            p = pr_values[rows[0]:rows[-1] + 1] if rows.size else pr_values[:0]
-            a = (n - int(np.count_nonzero(g != p))) / n  # VISA: np.mean(gt_mask == pred_mask)
-            neg = int(((1 - g) * p).sum(dtype=np.uint64))  # VISA: ((1 - gt_mask) * pred_mask).sum(), uint8 products
+            a = (n - int(np.count_nonzero(gt_count != pr_values))) / n  # VISA: np.mean(gt_mask == pred_mask)
+            # VISA: ((1 - gt_mask) * pred_mask).sum(), uint8 products
+            neg = int(((1 - gt_count) * pr_values).sum(dtype=np.uint64))
         return {"I": inter, "U": union, "J": 1.0 if union == 0 else inter / union, "F": f, "A": a,
                 "R": r2vos_robustness(neg, fg_area)}
 
@@ -285,14 +288,51 @@ def _anno_tracks(sample: Sample) -> list[list] | None:
     return [by_id[a] for a in anno_ids]
 
 
-def _gt_count(tracks: list[list] | None, frame: int, union: np.ndarray) -> np.ndarray:
-    """VISA's GT of one frame: the uint8 sum of the expression's anno masks (2 where two overlap)."""
+def frame_box(sample: Sample, frame: int, gt: RLE | None, pred: RLE | None) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """((H, W), box) of one frame: box = `metrics.masks.object_box` of both masks' foreground (at
+    least one pixel when both are empty), from the RLEs without decoding them. Raises AdapterError
+    for a malformed predicted RLE or one whose size differs from the GT's, DatasetFormatError for a
+    malformed GT RLE (messages name the sample and frame)."""
+    sizes, boxes = [], []
+    for rle, what, error in ((gt, "ground-truth", DatasetFormatError), (pred, "predicted", AdapterError)):
+        if rle is None:
+            continue
+        try:
+            size = tuple(int(v) for v in rle["size"])
+            found = bbox(rle)
+        except (DatasetFormatError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
+        if len(size) != 2:
+            raise error(f"sample {sample.id!r} frame {frame}: {what} mask has size {list(size)}, expected (H, W)")
+        sizes.append(size)
+        if found is not None:
+            boxes.append(found)
+    if len(sizes) == 2 and sizes[0] != sizes[1]:
+        raise AdapterError(f"sample {sample.id!r} frame {frame}: predicted mask is {list(sizes[1])} (H, W), "
+                           f"the ground truth is {list(sizes[0])}")
+    shape = sizes[0]
+    return shape, object_box(boxes or [(0, 1, 0, 1)], shape)
+
+
+def _crop(sample: Sample, frame: int, rle: RLE | None, box: tuple[int, int, int, int], what: str,
+          error: type[Exception]) -> np.ndarray:
+    """The mask of `rle` inside box as bool (all False for None); a malformed RLE raises `error`."""
+    if rle is None:
+        return np.zeros((box[1] - box[0], box[3] - box[2]), dtype=bool)
+    try:
+        return decode_box(rle, box)
+    except DatasetFormatError as exc:
+        raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
+
+
+def _gt_count(tracks: list[list] | None, frame: int, union: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    """VISA's GT of one frame inside box: the uint8 sum of the expression's anno masks (2 where two overlap)."""
     present = [t[frame] for t in tracks if frame < len(t) and t[frame] is not None] if tracks else []
     if len(present) < 2:
         return union.view(np.uint8)
     total = np.zeros(union.shape, dtype=np.uint8)
     for rle in present:
-        total += decode(rle).view(np.uint8)
+        total += decode_box(rle, box).view(np.uint8)
     return total
 
 
@@ -315,26 +355,26 @@ def _is_nonbinary(v) -> bool:
     return any(int(value) != 1 for value, _ in v)
 
 
-def _values(v, mask: np.ndarray, sample: Sample, frame: int) -> np.ndarray:
-    """(H, W) uint8 pixel values of one predicted frame (see _pixel_values)."""
+def _values(v, mask: np.ndarray, sample: Sample, frame: int, box: tuple[int, int, int, int]) -> np.ndarray:
+    """uint8 pixel values of one predicted frame inside box (see _pixel_values)."""
     if v is None or v == 1 or v == 0:
         return mask.view(np.uint8)
     if isinstance(v, int):
         return mask.view(np.uint8) * np.uint8(v)
     out = np.zeros(mask.shape, dtype=np.uint8)
     for value, rle in v:
-        level = decode(rle)
-        if level.shape != mask.shape:
-            raise DatasetFormatError(f"sample {sample.id!r} frame {frame}: pixel-value mask is {list(level.shape)}, "
-                                     f"the prediction {list(mask.shape)}")
+        try:
+            level = decode_box(rle, box)
+        except (DatasetFormatError, IndexError, ValueError) as exc:
+            raise AdapterError(f"sample {sample.id!r} frame {frame}: pixel-value mask {value} is not a valid RLE: {exc}") from exc
         out[level] = int(value)
     return out
 
 
-def _empty_prediction(gt: np.ndarray, gt_count: np.ndarray) -> dict:
-    """J, F, A, R of an empty prediction on one frame: J = 1 and F = 1 only where the GT is empty
-    (F also where the GT boundary is empty: a full-frame GT), A = share of pixels whose GT value is
-    0, R = 1 (no false positive)."""
-    n_gt = int(np.count_nonzero(gt))
-    return {"J": 1.0 if n_gt == 0 else 0.0, "F": 1.0 if n_gt in (0, gt.size) else 0.0,
-            "A": (gt.size - int(np.count_nonzero(gt_count))) / gt.size, "R": 1.0}
+def _empty_prediction(gt: np.ndarray, gt_count: np.ndarray, shape: tuple[int, int]) -> dict:
+    """J, F, A, R of an empty prediction on one frame (gt: the GT inside the objects' box): J = 1
+    and F = 1 only where the GT is empty (F also where the GT boundary is empty: a full-frame GT),
+    A = share of pixels whose GT value is 0, R = 1 (no false positive)."""
+    n, n_gt = shape[0] * shape[1], int(np.count_nonzero(gt))
+    return {"J": 1.0 if n_gt == 0 else 0.0, "F": 1.0 if n_gt in (0, n) else 0.0,
+            "A": (n - int(np.count_nonzero(gt_count))) / n, "R": 1.0}
