@@ -5,6 +5,7 @@ with ASCII counts so they serialise to JSON as-is.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -77,49 +78,27 @@ def decode_box(rle: RLE, box: tuple[int, int, int, int]) -> np.ndarray:
         raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: its runs cover {int(counts.sum())} pixels, "
                                  f"not H*W = {h * w}")
     y0, y1, x0, x1 = box
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    fg_start, fg_end = starts[1::2], ends[1::2]
+    # the columns x0..x1 are one contiguous stretch of the column-major runs: expand it, keep the rows
     lo, hi = x0 * h, x1 * h
-    use = (fg_end > lo) & (fg_start < hi)
-    fg_start, fg_end = np.maximum(fg_start[use], lo), np.minimum(fg_end[use], hi)
-    # split runs at column boundaries: each piece lies in one column
-    first_col, last_col = fg_start // h, (fg_end - 1) // h
-    n_cols = last_col - first_col + 1
-    piece_col = np.repeat(first_col, n_cols) + (np.arange(n_cols.sum()) - np.repeat(np.cumsum(n_cols) - n_cols, n_cols))
-    piece_start = np.maximum(np.repeat(fg_start, n_cols), piece_col * h) - piece_col * h
-    piece_end = np.minimum(np.repeat(fg_end, n_cols), (piece_col + 1) * h) - piece_col * h
-    piece_start, piece_end = np.clip(piece_start, y0, y1) - y0, np.clip(piece_end, y0, y1) - y0
-    nonempty = piece_end > piece_start
-    c, top, bottom = piece_col[nonempty] - x0, piece_start[nonempty], piece_end[nonempty]
-    if c.size == 0:
-        return np.zeros((y1 - y0, x1 - x0), dtype=bool)
-    # pieces come column by column, top to bottom: the k-th piece of each column forms layer k
-    first = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
-    rank = np.arange(c.size) - np.repeat(first, np.diff(np.concatenate((first, [c.size]))))
-    layers = int(rank.max()) + 1
-    if layers <= 8:
-        rows = np.arange(y1 - y0)[:, None]
-        out = np.zeros((y1 - y0, x1 - x0), dtype=bool)
-        for k in range(layers):
-            sel = rank == k
-            lo_k = np.full(x1 - x0, y1 - y0)
-            hi_k = np.zeros(x1 - x0, dtype=lo_k.dtype)
-            lo_k[c[sel]], hi_k[c[sel]] = top[sel], bottom[sel]
-            out |= (rows >= lo_k) & (rows < hi_k)
-        return out
-    # many runs per column (noise): toggles at every start and end (all distinct), then a running xor
-    toggles = np.zeros((y1 - y0 + 1, x1 - x0), dtype=np.uint8)  # one spare row for the run ends
-    toggles[top, c] = 1
-    toggles[bottom, c] = 1
-    return np.bitwise_xor.accumulate(toggles, axis=0)[:-1].view(bool)
+    ends = np.cumsum(counts)
+    lengths = np.clip(np.minimum(ends, hi) - np.maximum(ends - counts, lo), 0, None)
+    parity = np.zeros(counts.size, dtype=bool)
+    parity[1::2] = True  # runs alternate background, foreground
+    strip = np.repeat(parity, lengths).reshape(x1 - x0, h)
+    return strip[:, y0:y1].T
 
 
 def _counts(counts) -> np.ndarray:
-    """Run lengths of an RLE's counts (a list, or pycocotools' compressed string: rleFrString)."""
+    """Run lengths of an RLE's counts (a list, or pycocotools' compressed string: rleFrString).
+    Parsed strings are memoised (a ReVOS anno's mask is read by every expression that names it)."""
     if isinstance(counts, list):
         return np.asarray(counts, dtype=np.int64)
-    s = np.frombuffer(counts.encode("ascii") if isinstance(counts, str) else counts, dtype=np.uint8).astype(np.int64) - 48
+    return _parse_counts(counts if isinstance(counts, str) else bytes(counts).decode("ascii"))
+
+
+@lru_cache(maxsize=1024)
+def _parse_counts(counts: str) -> np.ndarray:
+    s = np.frombuffer(counts.encode("ascii"), dtype=np.uint8).astype(np.int64) - 48
     if s.size == 0:
         return np.zeros(0, dtype=np.int64)
     last = (s & 0x20) == 0  # the last character of each number
@@ -133,6 +112,7 @@ def _counts(counts) -> np.ndarray:
     # counts after the second are coded as the difference to the count two places before
     x[3::2] = np.cumsum(x[1::2])[1:]
     x[4::2] = np.cumsum(x[2::2])[1:]
+    x.setflags(write=False)  # shared by the memo
     return x
 
 

@@ -142,9 +142,10 @@ class ReVOSProtocol(Protocol):
             else:
                 # everything is computed on the objects' box: outside it both masks are background
                 shape, box = frame_box(sample, k, gt_rle, pred_rle)
-                gt = _crop(sample, k, gt_rle, box, "ground-truth", DatasetFormatError)
+                gt_count = _gt_count(tracks, k, box)
+                gt = (gt_count != 0) if gt_count is not None else _crop(sample, k, gt_rle, box, "ground-truth", DatasetFormatError)
+                gt_count = gt.view(np.uint8) if gt_count is None else gt_count
                 pr = _crop(sample, k, pred_rle, box, "predicted", AdapterError)
-                gt_count = _gt_count(tracks, k, gt, box)
                 pr_values = _values(values[k], pr, sample, k, box)
                 row = self._frame(gt, pr, gt_count, pr_values, fg_area, box, shape)
                 empty = _empty_prediction(gt, gt_count, shape)
@@ -325,12 +326,13 @@ def _crop(sample: Sample, frame: int, rle: RLE | None, box: tuple[int, int, int,
         raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
 
 
-def _gt_count(tracks: list[list] | None, frame: int, union: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
-    """VISA's GT of one frame inside box: the uint8 sum of the expression's anno masks (2 where two overlap)."""
+def _gt_count(tracks: list[list] | None, frame: int, box: tuple[int, int, int, int]) -> np.ndarray | None:
+    """VISA's GT of one frame inside box: the uint8 sum of the expression's anno masks (2 where two
+    overlap); None when fewer than two annos are present there (the GT is then the union, 0/1)."""
     present = [t[frame] for t in tracks if frame < len(t) and t[frame] is not None] if tracks else []
     if len(present) < 2:
-        return union.view(np.uint8)
-    total = np.zeros(union.shape, dtype=np.uint8)
+        return None
+    total = np.zeros((box[1] - box[0], box[3] - box[2]), dtype=np.uint8)
     for rle in present:
         total += decode_box(rle, box).view(np.uint8)
     return total
