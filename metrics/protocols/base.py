@@ -2,7 +2,10 @@
 
 A protocol is built by Hydra from the dataset config (`protocol: {_target_: ...}`), so constructors
 take only simple keyword options. The runner calls `score(sample, pred)` once per sample (one
-record of scores.jsonl) and `aggregate(records)` once (the body of metrics.json).
+record of scores.jsonl) and `aggregate(records)` once (the body of metrics.json). Besides
+"metrics", "breakdown" and "n", an aggregate may hold "baseline_empty" (the same metric keys scored
+for an empty prediction on every sample) and "warnings" (one-line strings: samples whose GT is
+empty in every frame, a headline equal to its baseline...); the run summary prints both.
 """
 from __future__ import annotations
 
