@@ -15,14 +15,19 @@ Layouts (``layout`` in conf/model/precomputed.yaml)::
                llmseg40k, name -> reasonseg (so a mixed set such as the demo works too).
 
 The adapter never looks at the dataset's name, only at the sample's meta and frame ids.
-A PNG mask is foreground wherever any channel is nonzero (bench.masks.read_png_mask).
+A PNG mask is foreground wherever any channel is nonzero (bench.masks.read_png_mask), except in the
+revos layout, which reads each PNG as VISA eval_revos.py does (``cv2.imread(path, IMREAD_GRAYSCALE)``:
+a colour PNG becomes its gray value, so a pixel can vanish) and keeps the gray values: foreground
+where the value is nonzero, and ``trace["pixel_values"]`` per frame = the one nonzero value the
+frame holds (0 when empty), or ``[[value, RLE], ...]`` when it holds several; VISA's A and R use
+these values (metrics/protocols/revos.py).
 
 Failures (raised as AdapterError, recorded by the runner for that sample, the run goes on):
-- a missing PNG: the message names the expected path. For a video, one missing frame PNG fails the
-  whole expression, as in VISA eval_revos.py, where ``cv2.imread`` of a missing frame returns None and
-  the expression's exception handler records J = F = 0. Difference: our runner scores a failed
-  sample as an empty prediction (design.md), which equals VISA's 0 except on frames whose ground
-  truth is empty too, where J = F = 1 (e.g. ReVOS type_id 2, which the protocol excludes anyway).
+- a missing PNG: the message names the expected path. For a video, one missing frame PNG (first,
+  middle or last; or the whole expression or video folder) fails the whole expression, as in VISA
+  eval_revos.py, whose bare ``except`` then records J = F = A = R = 0; the ReVOS protocol scores a
+  failed expression 0 the same way (its ``failed="zero"`` default), and metrics.json lists it.
+- an unreadable PNG (OpenCV returns None), likewise.
 - a PNG (or a jsonl RLE) whose [H, W] differs from its frame's EXIF-oriented size: the message names
   both sizes (VISA would fail the expression on such a PNG as well).
 - a sample whose id has no record in the jsonl file(s), or whose meta lacks the keys its layout needs.
@@ -33,6 +38,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+
+import cv2
+import numpy as np
 
 from adapters.base import Adapter
 from bench import masks
@@ -113,16 +121,20 @@ class PrecomputedAdapter(Adapter):
                 f"sample {sample.id}: prediction PNG {missing[0]} does not exist"
                 + (f" ({len(missing)} of {len(paths)} frame PNGs missing)" if len(paths) > 1 else "")
             )
-        rles = []
+        rles, values = [], []
         for path, frame in zip(paths, sample.frames):
             try:
-                mask = masks.read_png_mask(path)
+                mask, value = _read_gray(path) if layout == "revos" else (masks.read_png_mask(path), None)
             except DatasetFormatError as exc:
                 raise AdapterError(f"sample {sample.id}: {exc}") from exc
             _check_size(sample, frame, tuple(mask.shape), str(path))
-            rles.append(masks.encode(mask))
+            rles.append(masks.encode_fast(mask))
+            values.append(value)
         source = paths[0].parent if layout == "revos" else paths[0]
-        return Prediction(sample_id=sample.id, task="segmentation", masks=rles, trace={"layout": layout, "source": str(source)})
+        trace = {"layout": layout, "source": str(source)}
+        if layout == "revos":
+            trace["pixel_values"] = values
+        return Prediction(sample_id=sample.id, task="segmentation", masks=rles, trace=trace)
 
     # --- jsonl ---------------------------------------------------------------------------------
 
@@ -163,6 +175,28 @@ def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
     if layout == "llmseg40k":
         return [root / f"{meta['image']}_{meta['qa_index']}.png"]
     return [root / f"{meta['name']}.png"]
+
+
+def _read_gray(path: Path) -> tuple:
+    """(mask, value) of one PNG read as VISA reads it (cv2 IMREAD_GRAYSCALE): mask = gray != 0;
+    value = the frame's one nonzero gray value (0 when empty) or [[value, RLE], ...] for several.
+    Raises DatasetFormatError when OpenCV cannot read the file."""
+    try:  # the same decoder as cv2.imread, without its per-call file handling (measurably cheaper)
+        gray = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_GRAYSCALE)
+    except (OSError, cv2.error):
+        gray = None
+    if gray is None:
+        raise DatasetFormatError(f"cannot read mask PNG {path}")
+    mask = gray != 0
+    rows = np.flatnonzero(mask.any(axis=1))
+    if rows.size == 0:
+        return mask, 0
+    crop = gray[rows[0]:rows[-1] + 1]
+    top = int(crop.max())
+    if np.count_nonzero(crop == top) == np.count_nonzero(crop):
+        return mask, top
+    levels = np.flatnonzero(np.bincount(crop[crop != 0], minlength=256))
+    return mask, [[int(v), masks.encode_fast(gray == v)] for v in levels]
 
 
 def _layout_for(sample: Sample) -> str:

@@ -5,6 +5,7 @@ with ASCII counts so they serialise to JSON as-is.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -23,6 +24,96 @@ def encode(mask: np.ndarray) -> RLE:
         raise ValueError(f"encode expects a 2-D (H, W) mask, got shape {mask.shape}")
     rle = mask_utils.encode(np.asfortranarray(mask != 0, dtype=np.uint8))
     return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": rle["counts"].decode("ascii")}
+
+
+def encode_fast(mask: np.ndarray) -> RLE:
+    """`encode(mask)` (the same COCO RLE string) computed from the mask's bounding box only.
+
+    mask: (H, W) bool. pycocotools needs a full Fortran-order copy of the frame; here the runs come
+    from the object's box (column by column, joined where an object runs from the bottom of one
+    column into the top of the next), then pycocotools compresses them.
+    """
+    h, w = mask.shape
+    rows = np.flatnonzero(mask.any(axis=1))
+    if rows.size == 0:
+        return encode(mask)
+    y0, y1 = int(rows[0]), int(rows[-1]) + 1
+    cols = np.flatnonzero(mask[y0:y1].any(axis=0))
+    x0, x1 = int(cols[0]), int(cols[-1]) + 1
+    padded = np.zeros((x1 - x0, y1 - y0 + 2), dtype=bool)
+    padded[:, 1:-1] = mask[y0:y1, x0:x1].T
+    flat = np.flatnonzero(padded[:, 1:] != padded[:, :-1])  # run starts and ends, column by column
+    col, row = np.divmod(flat, y1 - y0 + 1)  # row = offset of the start / end in the column
+    edges = (x0 + col) * h + y0 + row
+    # an end at the bottom of a column equals the start at the top of the next: one run
+    keep = np.ones(edges.size, dtype=bool)
+    joined = np.flatnonzero(edges[1:-1:2] == edges[2::2])
+    keep[2 * joined + 1] = keep[2 * joined + 2] = False
+    edges = edges[keep]
+    counts = np.diff(np.concatenate(([0], edges, [h * w])))
+    if counts[-1] == 0:  # the mask ends with foreground: pycocotools writes no empty last run
+        counts = counts[:-1]
+    return compress({"size": [h, w], "counts": counts.tolist()})
+
+
+def bbox(rle: RLE) -> tuple[int, int, int, int] | None:
+    """(y0, y1, x0, x1) half-open bounding box of an RLE's foreground, None when empty."""
+    coded = _coded(rle)
+    if int(mask_utils.area(coded)) == 0:
+        return None
+    x, y, bw, bh = (int(v) for v in mask_utils.toBbox(coded))
+    return y, y + bh, x, x + bw
+
+
+def decode_box(rle: RLE, box: tuple[int, int, int, int]) -> np.ndarray:
+    """The part of an RLE's mask inside box (y0, y1, x0, x1), as a (y1 - y0, x1 - x0) bool array,
+    without building the full frame (the runs are decoded from the compressed counts).
+    Raises DatasetFormatError on a malformed RLE."""
+    try:
+        h, w = (int(v) for v in rle["size"])
+        counts = _counts(rle["counts"])
+    except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+    if counts.size and (int(counts.sum()) != h * w or int(counts.min()) < 0):
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: its runs cover {int(counts.sum())} pixels, "
+                                 f"not H*W = {h * w}")
+    y0, y1, x0, x1 = box
+    # the columns x0..x1 are one contiguous stretch of the column-major runs: expand it, keep the rows
+    lo, hi = x0 * h, x1 * h
+    ends = np.cumsum(counts)
+    lengths = np.clip(np.minimum(ends, hi) - np.maximum(ends - counts, lo), 0, None)
+    parity = np.zeros(counts.size, dtype=bool)
+    parity[1::2] = True  # runs alternate background, foreground
+    strip = np.repeat(parity, lengths).reshape(x1 - x0, h)
+    return strip[:, y0:y1].T
+
+
+def _counts(counts) -> np.ndarray:
+    """Run lengths of an RLE's counts (a list, or pycocotools' compressed string: rleFrString).
+    Parsed strings are memoised (a ReVOS anno's mask is read by every expression that names it)."""
+    if isinstance(counts, list):
+        return np.asarray(counts, dtype=np.int64)
+    return _parse_counts(counts if isinstance(counts, str) else bytes(counts).decode("ascii"))
+
+
+@lru_cache(maxsize=1024)
+def _parse_counts(counts: str) -> np.ndarray:
+    s = np.frombuffer(counts.encode("ascii"), dtype=np.uint8).astype(np.int64) - 48
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    last = (s & 0x20) == 0  # the last character of each number
+    number = np.cumsum(np.concatenate(([0], last[:-1])))
+    start = np.flatnonzero(np.concatenate(([True], last[:-1])))
+    k = np.arange(s.size) - start[number]
+    x = np.zeros(int(number[-1]) + 1, dtype=np.int64)
+    np.add.at(x, number, (s & 0x1f) << (5 * k))
+    negative = last & ((s & 0x10) != 0)
+    x[number[negative]] |= -1 << (5 * (k[negative] + 1))
+    # counts after the second are coded as the difference to the count two places before
+    x[3::2] = np.cumsum(x[1::2])[1:]
+    x[4::2] = np.cumsum(x[2::2])[1:]
+    x.setflags(write=False)  # shared by the memo
+    return x
 
 
 def decode(rle: RLE) -> np.ndarray:
@@ -164,7 +255,8 @@ def rasterize_labelme(shapes: Sequence[dict], height: int, width: int) -> np.nda
     Returns (H, W) uint8: 0 background, 1 target, 255 ignore. Rules (LISA's, kept exactly):
     a label whose lower() equals "flag" is skipped; "ignore" anywhere in lower() means 255;
     points are truncated toward zero by int32 conversion; each shape is drawn as a 1-px closed
-    outline then filled; shapes are drawn in descending order of their own rasterised area
+    outline (cv2.polylines) then filled (`fill_poly_cv48`: OpenCV 4.8.0's fillPoly, LISA's pin,
+    whatever OpenCV is installed); shapes are drawn in descending order of their own rasterised area
     (np.argsort(area)[::-1]), so smaller shapes end on top.
     Raises DatasetFormatError when a shape lacks a label or points.
     """
@@ -183,7 +275,7 @@ def rasterize_labelme(shapes: Sequence[dict], height: int, width: int) -> np.nda
             raise DatasetFormatError(f"shape {k} ({label!r}): points must be a non-empty [[x, y], ...] list")
         tmp = np.zeros((height, width), dtype=np.uint8)
         cv2.polylines(tmp, poly, True, 1, 1)
-        cv2.fillPoly(tmp, poly, 1)
+        fill_poly_cv48(tmp, poly[0], 1)
         areas.append(tmp.sum())
         kept.append((label, poly))
     label_map = np.zeros((height, width), dtype=np.uint8)
@@ -191,7 +283,7 @@ def rasterize_labelme(shapes: Sequence[dict], height: int, width: int) -> np.nda
         label, poly = kept[idx]
         value = IGNORE_VALUE if "ignore" in label.lower() else 1
         cv2.polylines(label_map, poly, True, value, 1)
-        cv2.fillPoly(label_map, poly, value)
+        fill_poly_cv48(label_map, poly[0], value)
     return label_map
 
 
@@ -200,8 +292,165 @@ def rasterize_polygon(points: Sequence[Sequence[float]], height: int, width: int
     poly = np.array([points], dtype=np.int32)
     out = np.zeros((height, width), dtype=np.uint8)
     cv2.polylines(out, poly, True, 1, 1)
-    cv2.fillPoly(out, poly, 1)
+    fill_poly_cv48(out, poly[0], 1)
     return out.astype(bool)
+
+
+# OpenCV's fixed-point drawing precision (imgproc/src/drawing.cpp XY_SHIFT)
+_XY_SHIFT = 16
+_XY_ONE = 1 << _XY_SHIFT
+
+
+def fill_poly_cv48(img: np.ndarray, points: np.ndarray, color: int) -> None:
+    """`cv2.fillPoly(img, [points], color)` exactly as OpenCV 4.8.0 draws it (LINE_8, shift 0), in place.
+
+    img: (H, W) uint8; points: (N, 2) int x, y pixels. Reference: OpenCV 4.8.0
+    (opencv-python-headless 4.8.0.74, LISA's pin) `modules/imgproc/src/drawing.cpp`:
+    `CollectPolyEdges` + `FillEdgeCollection`, ported line by line (64-bit fixed point with 16
+    fractional bits, edges started half a pixel right of unclipped vertices, clipped edges through
+    `clipLine`'s double arithmetic, the active-edge list with its insertion order and bubble sort).
+    The outline OpenCV's fillPoly also draws is `cv2.line`'s, the same in every version, drawn here
+    with cv2.polylines. OpenCV 4.11+ fills some sloped edges differently (opencv issue 26130), so
+    LISA's ReasonSeg masks depend on this port, not on the installed OpenCV.
+    """
+    pts = np.asarray(points, dtype=np.int64).reshape(-1, 2)
+    height, width = img.shape[:2]
+    cv2.polylines(img, [pts.astype(np.int32)], True, color, 1)
+    edges = []
+    x0, y0 = int(pts[-1, 0]) << _XY_SHIFT, int(pts[-1, 1])
+    for px, py in pts.tolist():
+        x1, y1 = int(px) << _XY_SHIFT, int(py)
+        c0x, c0y, c1x, c1y = x0, y0, x1, y1
+        t0x, t1x = (x0 + (_XY_ONE >> 1)) >> _XY_SHIFT, (x1 + (_XY_ONE >> 1)) >> _XY_SHIFT
+        t0y, t1y = y0, y1
+        if not (0 <= t0x < width and 0 <= t1x < width and 0 <= t0y < height and 0 <= t1y < height):
+            t0x, t0y, t1x, t1y = _clip_line(width, height, t0x, t0y, t1x, t1y)
+            if t0y != t1y:
+                c0x, c0y, c1x, c1y = t0x << _XY_SHIFT, t0y, t1x << _XY_SHIFT, t1y
+        else:
+            c0x += _XY_ONE >> 1
+            c1x += _XY_ONE >> 1
+        if y0 != y1:
+            dx = _cdiv(c1x - c0x, c1y - c0y)
+            if y0 < y1:
+                edges.append(_Edge(y0, y1, c0x + (y0 - c0y) * dx, dx))
+            else:
+                edges.append(_Edge(y1, y0, c1x + (y1 - c1y) * dx, dx))
+        x0, y0 = x1, y1
+    _fill_edge_collection(img, edges, color)
+
+
+class _Edge:
+    __slots__ = ("y0", "y1", "x", "dx", "next")
+
+    def __init__(self, y0: int, y1: int, x: int, dx: int) -> None:
+        self.y0, self.y1, self.x, self.dx, self.next = y0, y1, x, dx, None
+
+
+def _cdiv(a: int, b: int) -> int:
+    """C integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _clip_line(width: int, height: int, x1: int, y1: int, x2: int, y2: int) -> tuple[int, int, int, int]:
+    """OpenCV's clipLine(Size2l, Point2l&, Point2l&): the segment clipped to the image, in place
+    arithmetic as the C++ (double products, truncation toward zero, the second point clipped with
+    the first already moved)."""
+    right, bottom = width - 1, height - 1
+    if width <= 0 or height <= 0:
+        return x1, y1, x2, y2
+    c1 = (x1 < 0) + (x1 > right) * 2 + (y1 < 0) * 4 + (y1 > bottom) * 8
+    c2 = (x2 < 0) + (x2 > right) * 2 + (y2 < 0) * 4 + (y2 > bottom) * 8
+    if (c1 & c2) == 0 and (c1 | c2) != 0:
+        if c1 & 12:
+            a = 0 if c1 < 8 else bottom
+            x1 += int(float(a - y1) * (x2 - x1) / (y2 - y1))
+            y1 = a
+            c1 = (x1 < 0) + (x1 > right) * 2
+        if c2 & 12:
+            a = 0 if c2 < 8 else bottom
+            x2 += int(float(a - y2) * (x2 - x1) / (y2 - y1))
+            y2 = a
+            c2 = (x2 < 0) + (x2 > right) * 2
+        if (c1 & c2) == 0 and (c1 | c2) != 0:
+            if c1:
+                a = 0 if c1 == 1 else right
+                y1 += int(float(a - x1) * (y2 - y1) / (x2 - x1))
+                x1 = a
+            if c2:
+                a = 0 if c2 == 1 else right
+                y2 += int(float(a - x2) * (y2 - y1) / (x2 - x1))
+                x2 = a
+    return x1, y1, x2, y2
+
+
+def _fill_edge_collection(img: np.ndarray, edges: list[_Edge], color: int) -> None:
+    """OpenCV 4.8.0 FillEdgeCollection (LINE_8: no subpixel delta): scanlines from the first edge's
+    top, spans between consecutive active edges drawn inclusive of both ends."""
+    height, width = img.shape[:2]
+    if len(edges) < 2:
+        return
+    y_min, y_max = min(e.y0 for e in edges), max(e.y1 for e in edges)
+    ends = [e.x + (e.y1 - e.y0) * e.dx for e in edges]
+    x_min = min(min(e.x for e in edges), min(ends))
+    x_max = max(-1, max(e.x for e in edges), max(ends))  # C++ starts x_max at (int64)0xFFFF... = -1
+    if y_max < 0 or y_min >= height or x_max < 0 or x_min >= (width << _XY_SHIFT):
+        return
+    edges = sorted(edges, key=lambda e: (e.y0, e.x, e.dx))
+    total = len(edges)
+    edges.append(_Edge(2**31 - 1, 0, 0, 0))
+    head = _Edge(0, 0, 0, 0)
+    i, e = 0, edges[0]
+    for y in range(e.y0, min(y_max, height)):
+        draw = 0
+        prelast, last = head, head.next
+        while last is not None or e.y0 == y:
+            if last is not None and last.y1 == y:  # the edge ends: leave the active list
+                prelast.next = last.next
+                last = last.next
+                continue
+            keep_prelast = prelast
+            if last is not None and (e.y0 > y or last.x < e.x):
+                prelast, last = last, last.next
+            elif i < total:  # the next edge starts: insert it here
+                prelast.next = e
+                e.next = last
+                prelast = e
+                i += 1
+                e = edges[i]
+            else:
+                break
+            if draw:
+                if y >= 0:
+                    if keep_prelast.x > prelast.x:
+                        x1, x2 = prelast.x >> _XY_SHIFT, keep_prelast.x >> _XY_SHIFT
+                    else:
+                        x1, x2 = keep_prelast.x >> _XY_SHIFT, prelast.x >> _XY_SHIFT
+                    if x1 < width and x2 >= 0:
+                        img[y, max(x1, 0):min(x2, width - 1) + 1] = color
+                keep_prelast.x += keep_prelast.dx
+                prelast.x += prelast.dx
+            draw ^= 1
+        keep_prelast = None  # bubble sort of the active list by x
+        while True:
+            prelast, last = head, head.next
+            last_exchange = None
+            while last is not keep_prelast and last.next is not None:
+                te = last.next
+                if last.x > te.x:
+                    prelast.next = te
+                    last.next = te.next
+                    te.next = last
+                    prelast = te
+                    last_exchange = prelast
+                else:
+                    prelast, last = last, te
+            if last_exchange is None:
+                break
+            keep_prelast = last_exchange
+            if keep_prelast is head.next or keep_prelast is head:
+                break
 
 
 # --- PNG masks ------------------------------------------------------------------------------------

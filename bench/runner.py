@@ -721,9 +721,12 @@ def format_summary(result: RunResult) -> str:
                      f"failure_rate={'n/a' if rate is None else f'{rate:.3f}'} (max {judge['max_failure_rate']})")
     elif judge:
         lines.append(f"  {judge['status']}")
+    for warning in m.get("warnings") or []:  # from the protocol (metrics/protocols): empty GT, baseline, PNG values
+        lines.append(f"  WARNING: {warning}")
     width = max((len(k) for k in m["metrics"]), default=8)
+    baseline = m.get("baseline_empty") or {}
     for key, value in m["metrics"].items():
-        lines.append(f"  {key:<{width}}  {_pct(value)}")
+        lines.append(f"  {key:<{width}}  {_pct(value)}" + (f"   (empty prediction: {_pct(baseline[key])})" if key in baseline else ""))
     for group, rows in (m.get("breakdown") or {}).items():
         for name, vals in rows.items():
             if isinstance(vals, dict):

@@ -1,4 +1,6 @@
-"""Box metrics for grounding: IoU per frame, gIoU / cIoU per run, and accuracy at IoU > 0.5.
+"""Box metrics for grounding: IoU per frame; per run the spatio-temporal grounding measures
+m_vIoU and vIoU@0.3 / @0.5 (HC-STVG, VidSTG), and LISA-style gIoU / cIoU / Acc@0.5 over per-frame box
+regions.
 
 Boxes are float xyxy pixels in continuous coordinates: a box [x1, y1, x2, y2] covers the region
 x1 <= x < x2, y1 <= y < y2, so its area is (x2 - x1) * (y2 - y1) with no "+1" (torchvision
@@ -22,9 +24,19 @@ exactness for continuous boxes:
 - gIoU = mean over samples of (mean over frames of the frame IoU);
 - cIoU = sum of intersections / sum of unions over all frames of all samples (0.0 when the total
   union is 0, as metrics.masks.ciou);
-- Acc@0.5 = fraction of samples whose per-sample IoU (the gIoU term) is > 0.5, the "vIoU@0.5"
-  convention of spatio-temporal video grounding (HC-STVG). RefCOCO code bases (MDETR, Qwen-VL)
+- Acc@0.5 = fraction of samples whose gIoU term is > 0.5. RefCOCO code bases (MDETR, Qwen-VL)
   count IoU >= 0.5 instead; the two differ only for a sample at exactly 0.5.
+A frame where neither side has a box counts 1.0 in gIoU, so a model that never answers scores the
+share of box-less frames there (0.8 on a 10-frame clip whose object shows in 2 frames). The field's
+spatio-temporal measures do not credit silence:
+- vIoU of a sample (HC-STVG; TubeDETR `datasets/hcstvg_eval.py` and `vidstg_eval.py` @ d70c0ee) =
+  sum of the frame IoUs over S_i / max(|S_u|, 1), where S_i = frames where both sides have a box and
+  S_u = frames where either side has one (the temporal union of the two tubes). TubeDETR takes the
+  two tubes as intervals and S_u as their hull; for tubes that overlap that is the same set, and
+  for disjoint tubes S_i is empty and vIoU is 0 either way. A sample with no box on either side
+  scores 0 (the reference's max(|S_u|, 1)).
+- m_vIoU = mean vIoU over samples; vIoU@R = fraction of samples with vIoU > R (strictly, as the
+  reference), R in (0.3, 0.5).
 """
 from __future__ import annotations
 
@@ -34,6 +46,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 ACC_THRESHOLD = 0.5
+VIOU_THRESHOLDS = (0.3, 0.5)
 
 
 def as_boxes(boxes: Any, what: str = "boxes") -> np.ndarray:
@@ -130,9 +143,10 @@ def sample_box_scores(pred_frames: Sequence[Any] | None, gt_frames: Sequence[Any
     pred_frames: per frame, the predicted boxes ((N, 4) xyxy pixels, [] or None = no box);
                  None for the whole sample = no prediction (a failed sample scores as empty).
     gt_frames:   per frame, the GT boxes, same length as pred_frames.
-    Returns {"giou_term": float, "I": float, "U": float, "frame_ious": list[float]} where a frame
-    IoU is I/U and 1.0 when U == 0 (neither side has a box). Raises ValueError on a frame-count
-    mismatch, an empty sample or an invalid box (the message names the frame).
+    Returns {"giou_term": float, "I": float, "U": float, "frame_ious": list[float], "viou": float,
+    "tube_frames": int} where a frame IoU is I/U and 1.0 when U == 0 (neither side has a box),
+    viou = HC-STVG's vIoU (module docstring) and tube_frames = |S_u|. Raises ValueError on a
+    frame-count mismatch, an empty sample or an invalid box (the message names the frame).
     """
     if pred_frames is None:
         pred_frames = [None] * len(gt_frames)
@@ -141,27 +155,37 @@ def sample_box_scores(pred_frames: Sequence[Any] | None, gt_frames: Sequence[Any
     if len(gt_frames) == 0:
         raise ValueError("sample_box_scores: a sample needs at least one frame")
     frame_ious, total_i, total_u = [], 0.0, 0.0
+    both, either = [], 0
     for t, (pred, gt) in enumerate(zip(pred_frames, gt_frames)):
         try:
             inter, union = frame_box_iou(pred, gt)
+            has_pred, has_gt = len(as_boxes(pred)) > 0, len(as_boxes(gt)) > 0
         except ValueError as exc:
             raise ValueError(f"frame {t}: {exc}") from exc
-        frame_ious.append(1.0 if union == 0 else inter / union)
+        iou = 1.0 if union == 0 else inter / union
+        frame_ious.append(iou)
         total_i += inter
         total_u += union
+        either += has_pred or has_gt
+        if has_pred and has_gt:
+            both.append(iou)
     return {
         "giou_term": math.fsum(frame_ious) / len(frame_ious),
         "I": total_i,
         "U": total_u,
         "frame_ious": frame_ious,
+        "viou": math.fsum(both) / max(either, 1),
+        "tube_frames": either,
     }
 
 
 def aggregate_boxes(records: Iterable[dict], threshold: float = ACC_THRESHOLD) -> dict:
     """Run-level grounding scores from per-sample records of `sample_box_scores`.
 
-    records: dicts with "giou_term", "I", "U" (extra keys ignored).
-    Returns {"gIoU": mean giou_term, "cIoU": sum I / sum U (0.0 when sum U == 0),
+    records: dicts with "giou_term", "I", "U" and "viou" (extra keys ignored; records of older runs
+    without "viou" give no vIoU keys).
+    Returns {"m_vIoU": mean viou, "vIoU@0.3", "vIoU@0.5": fraction of samples with viou > R,
+    "gIoU": mean giou_term, "cIoU": sum I / sum U (0.0 when sum U == 0),
     "Acc@0.5": fraction of samples with giou_term > threshold (the key names the threshold),
     "n": number of samples}.
     Raises ValueError when there is no record.
@@ -172,7 +196,13 @@ def aggregate_boxes(records: Iterable[dict], threshold: float = ACC_THRESHOLD) -
     terms = [float(r["giou_term"]) for r in records]
     total_u = math.fsum(float(r["U"]) for r in records)
     total_i = math.fsum(float(r["I"]) for r in records)
+    out = {}
+    if all("viou" in r for r in records):
+        vious = [float(r["viou"]) for r in records]
+        out["m_vIoU"] = math.fsum(vious) / len(vious)
+        out.update({f"vIoU@{t:g}": sum(v > t for v in vious) / len(vious) for t in VIOU_THRESHOLDS})
     return {
+        **out,
         "gIoU": math.fsum(terms) / len(terms),
         "cIoU": 0.0 if total_u == 0 else total_i / total_u,
         f"Acc@{threshold:g}": sum(t > threshold for t in terms) / len(terms),

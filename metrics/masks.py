@@ -42,10 +42,21 @@ def jaccard(gt: np.ndarray, pred: np.ndarray) -> float:
     (both masks empty: a correct "no object" answer). Raises ValueError on mismatched shapes.
     """
     gt, pred = _check_pair(gt, pred, "jaccard")
-    union = int(np.count_nonzero(gt | pred))
+    inter, union = intersection_union(gt, pred)
     if union == 0:
         return 1.0
-    return int(np.count_nonzero(gt & pred)) / union
+    return inter / union
+
+
+def intersection_union(gt: np.ndarray, pred: np.ndarray) -> tuple[int, int]:
+    """(|gt & pred|, |gt | pred|) pixel counts of two (H, W) bool masks, counted on the rows that
+    hold an object only."""
+    rows = np.flatnonzero(gt.any(axis=1) | pred.any(axis=1))
+    if rows.size == 0:
+        return 0, 0
+    g, p = gt[rows[0]:rows[-1] + 1], pred[rows[0]:rows[-1] + 1]
+    inter = int(np.count_nonzero(g & p))
+    return inter, int(np.count_nonzero(g)) + int(np.count_nonzero(p)) - inter
 
 
 def boundary_map(seg: np.ndarray) -> np.ndarray:
@@ -98,13 +109,22 @@ def f_measure(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH
 
     gt, pred: (H, W) masks, bool or integer (nonzero = foreground).
     bound_th: tolerance, a fraction of the frame diagonal (< 1) or pixels (>= 1); see bound_pixels.
-    Boundaries come from `boundary_map`; a boundary pixel matches when the other mask's boundary
-    lies within the disk of radius bound_pix (cv2.dilate with the disk, as the reference; no
-    thinning). Precision/recall special cases, as the reference: pred boundary empty and GT not ->
+    Boundaries as `boundary_map`; a boundary pixel matches when the other mask's boundary lies
+    within the disk of radius bound_pix (the reference's cv2.dilate with that disk; here computed
+    exactly on the objects' box by `jf_counts` when bound_pix is a whole number; no thinning). Precision/recall special cases, as the reference: pred boundary empty and GT not ->
     P=1, R=0; GT boundary empty and pred not -> P=0, R=1; both empty -> F = 1.0; P + R = 0 -> 0.0.
     Returns F = 2PR / (P + R), a float64 in [0, 1]. Raises ValueError on mismatched shapes.
     """
     gt, pred = _check_pair(gt, pred, "f_measure")
+    radius = bound_pixels(*gt.shape, bound_th)
+    if radius == int(radius):
+        return jf_counts(gt, pred, bound_th)[2]
+    return _f_measure_dilate(gt, pred, radius)
+
+
+def _f_measure_dilate(gt: np.ndarray, pred: np.ndarray, radius: float) -> float:
+    """F by cv2.dilate with disk(radius) on the boundaries' box: the general path, for a radius that
+    is not a whole number of pixels (bound_th >= 1 given as a fraction of a pixel)."""
     fg_boundary = boundary_map(pred)
     gt_boundary = boundary_map(gt)
     n_fg = int(np.count_nonzero(fg_boundary))
@@ -125,7 +145,7 @@ def f_measure(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH
         box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
         fg_b = fg_boundary[box].view(np.uint8)
         gt_b = gt_boundary[box].view(np.uint8)
-        kernel = disk_kernel(bound_pixels(*gt.shape, bound_th))
+        kernel = disk_kernel(radius)
         fg_dil = cv2.dilate(fg_b, kernel)
         gt_dil = cv2.dilate(gt_b, kernel)
         precision = int(np.count_nonzero(fg_b & gt_dil)) / float(n_fg)
@@ -134,6 +154,159 @@ def f_measure(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH
     if precision + recall == 0:
         return 0.0
     return 2 * precision * recall / (precision + recall)
+
+
+# --- J and F in one pass on the objects' neighbourhood ----------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def disk_rectangles(radius: int) -> tuple[tuple[int, int], ...]:
+    """The disk of `disk_kernel(radius)` as a union of centred rectangles: ((half_height, half_width), ...).
+
+    Row |dy| of the disk spans |dx| <= w(dy) = max{x : x*x + dy*dy <= r*r}; w never grows with
+    |dy|, so for each distinct w the rectangle |dx| <= w, |dy| <= (the largest |dy| with w(dy) >= w)
+    lies inside the disk, and together they cover it exactly (9 rectangles at r = 12).
+    """
+    r = int(radius)
+    widths = [math.isqrt(r * r - dy * dy) for dy in range(r + 1)]
+    rects = []
+    for w in sorted(set(widths), reverse=True):
+        rects.append((max(dy for dy in range(r + 1) if widths[dy] >= w), w))
+    return tuple(rects)
+
+
+def _bbox(mask: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(y0, y1, x0, x1) half-open bounding box of the nonzero pixels, None when there are none."""
+    rows = np.flatnonzero(mask.any(axis=1))
+    if rows.size == 0:
+        return None
+    y0, y1 = int(rows[0]), int(rows[-1]) + 1
+    cols = np.flatnonzero(mask[y0:y1].any(axis=0))
+    return y0, y1, int(cols[0]), int(cols[-1]) + 1
+
+
+def _boundary_padded(crop: np.ndarray, last_row: bool, last_col: bool, pad: int) -> np.ndarray:
+    """`boundary_map` of a frame restricted to a box, as a uint8 array with `pad` zero pixels on every side.
+
+    crop: the frame's mask inside the box, which must hold every foreground pixel with one
+    background pixel (or the frame edge) around it: outside the box the boundary is empty, and a
+    box side that is not the frame's last row / column has only background beyond it, so zero
+    padding there is what davis2017 sees. last_row / last_col: the box ends at the frame's last row /
+    column, where davis2017's special rules apply (see boundary_map).
+    """
+    h, w = crop.shape
+    s = np.zeros((h + 1, w + 1), dtype=bool)
+    s[:h, :w] = crop
+    inner = s[:h, :w]
+    out = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.uint8)
+    b = out[pad:pad + h, pad:pad + w].view(bool)
+    tmp = np.empty((h, w), dtype=bool)
+    np.not_equal(inner, s[:h, 1:], out=b)
+    b |= np.not_equal(inner, s[1:, :w], out=tmp)
+    b |= np.not_equal(inner, s[1:, 1:], out=tmp)
+    if last_row:  # east neighbour only
+        b[-1, :] = inner[-1, :] != s[h - 1, 1:]
+    if last_col:  # south neighbour only
+        b[:, -1] = inner[:, -1] != s[1:, w - 1]
+        if last_row:
+            b[-1, -1] = False
+    return out
+
+
+@lru_cache(maxsize=256)
+def _rect_offsets(radius: int, width: int) -> np.ndarray:
+    """(R, 4) flat offsets, in an integral image of row length width + 1, of the four corners
+    (bottom-right, bottom-left, top-right, top-left) of each rectangle of `disk_rectangles(radius)`
+    around a pixel, largest rectangle first."""
+    w1 = width + 1
+    rects = sorted(disk_rectangles(radius), key=lambda r: -(2 * r[0] + 1) * (2 * r[1] + 1))
+    return np.array([[(dy + 1) * w1 + dx + 1, (dy + 1) * w1 - dx, -dy * w1 + dx + 1, -dy * w1 - dx]
+                     for dy, dx in rects], dtype=np.intp)
+
+
+def _matched(flat: np.ndarray, width: int, integral: np.ndarray, radius: int) -> int:
+    """How many pixels `flat` (flat indices into a padded boundary array of row length `width`)
+    have a pixel of the other boundary within the disk, read from that boundary's integral image
+    (cv2.integral, (H + 1, W + 1)): a rectangle sum per rectangle of the disk, largest first, each
+    asked only for the pixels no earlier rectangle matched."""
+    corner = flat + flat // width  # the same (row, col) in the integral image's layout
+    table = integral.ravel()
+    matched = 0
+    for offsets in _rect_offsets(radius, width):
+        v = table.take(corner[:, None] + offsets)
+        hit = (v[:, 0] - v[:, 1] - v[:, 2] + v[:, 3]) > 0
+        matched += int(np.count_nonzero(hit))
+        corner = corner[~hit]
+        if corner.size == 0:
+            break
+    return matched
+
+
+def jf_counts(gt: np.ndarray, pred: np.ndarray, bound_th: float = DAVIS_BOUND_TH) -> tuple[int, int, float]:
+    """(I, U, F) of one frame: |gt & pred|, |gt | pred| and davis2017's F, in one pass.
+
+    gt, pred: (H, W) bool masks of one shape (callers check; `jaccard`/`f_measure` do).
+    J = I / U (1.0 when U == 0). Same values as `db_eval_iou` and `f_measure` (held to the parity
+    vectors), computed on the objects' bounding box only (`jf_counts_box`).
+    """
+    box_g, box_p = _bbox(gt), _bbox(pred)
+    if box_g is None and box_p is None:
+        return 0, 0, 1.0
+    box = object_box([b for b in (box_g, box_p) if b is not None], gt.shape)
+    y0, y1, x0, x1 = box
+    return jf_counts_box(gt[y0:y1, x0:x1], pred[y0:y1, x0:x1], box, gt.shape, bound_th)
+
+
+def object_box(boxes: Sequence[tuple[int, int, int, int]], shape: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The union of (y0, y1, x0, x1) boxes grown by one pixel on each side, clipped to the frame:
+    the box `jf_counts_box` needs."""
+    height, width = shape
+    return (max(min(b[0] for b in boxes) - 1, 0), min(max(b[1] for b in boxes) + 1, height),
+            max(min(b[2] for b in boxes) - 1, 0), min(max(b[3] for b in boxes) + 1, width))
+
+
+def jf_counts_box(g: np.ndarray, p: np.ndarray, box: tuple[int, int, int, int], shape: tuple[int, int],
+                  bound_th: float = DAVIS_BOUND_TH) -> tuple[int, int, float]:
+    """`jf_counts` of a frame of `shape` (H, W) from its masks inside `box` (y0, y1, x0, x1) only.
+
+    g, p: bool crops of the box, which must hold every foreground pixel of both masks with one
+    background pixel (or the frame edge) around it (`object_box`). The boundary maps are computed
+    on the box, and the disk dilation is replaced by an exact equivalent at the boundary pixels
+    only: a boundary pixel matches when the other boundary has a pixel in one of the disk's
+    rectangles (`disk_rectangles`), each counted with an integral image.
+    """
+    height, width = shape
+    inter = int(np.count_nonzero(g & p))
+    n_g, n_p = int(np.count_nonzero(g)), int(np.count_nonzero(p))
+    union = n_g + n_p - inter
+    if union == 0:
+        return 0, 0, 1.0
+    radius = bound_pixels(height, width, bound_th)
+    y0, y1, x0, x1 = box
+    if radius != int(radius):  # a fractional pixel tolerance: the reference's dilation, on the full frame
+        full_g, full_p = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+        full_g[y0:y1, x0:x1], full_p[y0:y1, x0:x1] = g, p
+        return inter, union, _f_measure_dilate(full_g, full_p, radius)
+    radius = int(radius)
+    last_row, last_col = y1 == height, x1 == width
+    gb = _boundary_padded(g, last_row, last_col, radius) if n_g else None
+    pb = _boundary_padded(p, last_row, last_col, radius) if n_p else None
+    g_flat = np.flatnonzero(gb.view(bool)) if gb is not None else np.empty(0, np.intp)
+    p_flat = np.flatnonzero(pb.view(bool)) if pb is not None else np.empty(0, np.intp)
+    n_gt, n_fg = g_flat.size, p_flat.size
+    if n_fg == 0 and n_gt > 0:
+        precision, recall = 1.0, 0.0
+    elif n_fg > 0 and n_gt == 0:
+        precision, recall = 0.0, 1.0
+    elif n_fg == 0 and n_gt == 0:
+        precision, recall = 1.0, 1.0
+    else:
+        pad_width = gb.shape[1]
+        precision = _matched(p_flat, pad_width, cv2.integral(gb), radius) / float(n_fg)
+        recall = _matched(g_flat, pad_width, cv2.integral(pb), radius) / float(n_gt)
+    if precision + recall == 0:
+        return inter, union, 0.0
+    return inter, union, 2 * precision * recall / (precision + recall)
 
 
 # --- LISA gIoU / cIoU -------------------------------------------------------------------------------

@@ -223,7 +223,7 @@ def test_every_sample_failing_is_a_dataset_error(root):
 def test_hydra_config_instantiates_the_loader_as_the_runner_does(root):
     cfg = OmegaConf.load(REPO / "conf" / "dataset" / "llmseg40k.yaml")
     cfg.root = str(root)
-    assert OmegaConf.select(cfg, "protocol._target_") == "metrics.protocols.reasonseg.ReasonSegProtocol"
+    assert OmegaConf.select(cfg, "protocol._target_") == "metrics.protocols.llmseg40k.LLMSegProtocol"
     kwargs = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in ("name", "protocol")}
     ds = instantiate(kwargs, _convert_="all")
     assert isinstance(ds, LLMSeg40KDataset) and len(ds) == 3 and ds.name == cfg.name

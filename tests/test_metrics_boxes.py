@@ -6,7 +6,9 @@ coordinate is an integer (and, after scaling by 4, a multiple of 0.25).
 """
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -152,3 +154,31 @@ def test_aggregate_with_no_union_at_all_and_no_records():
     with pytest.raises(ValueError, match="no records"):
         aggregate_boxes([])
     assert math.isclose(aggregate_boxes([{"giou_term": 0.8, "I": 8, "U": 10}], threshold=0.75)["Acc@0.75"], 1.0)
+
+
+# --- HC-STVG vIoU against TubeDETR's evaluator (tests/data/parity/hcstvg_viou.json) -----------------
+
+HCSTVG = json.loads((Path(__file__).parent / "data" / "parity" / "hcstvg_viou.json").read_text())
+
+
+def _tube_records():
+    return [sample_box_scores([[b] if b else [] for b in c["pred"]], [[b] if b else [] for b in c["gt"]])
+            for c in HCSTVG["cases"]]
+
+
+def test_viou_per_sample_equals_tubedetr():
+    for case, rec in zip(HCSTVG["cases"], _tube_records()):
+        assert rec["viou"] == pytest.approx(HCSTVG["viou"][str(case["video_id"])], abs=1e-12), case["video_id"]
+
+
+def test_m_viou_and_viou_at_r_equal_tubedetr():
+    out = aggregate_boxes(_tube_records())
+    for key in ("m_vIoU", "vIoU@0.3", "vIoU@0.5"):
+        assert out[key] == pytest.approx(HCSTVG[key], abs=1e-12), key
+
+
+def test_a_model_that_never_answers_scores_zero_viou_but_high_giou():
+    """10 frames, object visible in 2: gIoU credits the 8 silent frames; vIoU does not."""
+    gt = [[[0, 0, 10, 10]] if t < 2 else [] for t in range(10)]
+    rec = sample_box_scores(None, gt)
+    assert rec["giou_term"] == 0.8 and rec["viou"] == 0.0 and rec["tube_frames"] == 2

@@ -13,9 +13,11 @@ from metrics.masks import (
     bound_pixels,
     ciou,
     disk_kernel,
+    disk_rectangles,
     f_measure,
     giou,
     jaccard,
+    jf_counts,
     lisa_intersection_union,
     lisa_sample_iou,
     sample_iou,
@@ -50,6 +52,33 @@ def test_davis_fresh_parity(case):
     gt, pred = decode(case["gt"]), decode(case["pred"])
     assert abs(jaccard(gt, pred) - case["J"]) <= 1e-9
     assert abs(f_measure(gt, pred) - case["F"]) <= 1e-9
+
+
+@pytest.mark.parametrize("case", DAVIS + DAVIS_FRESH, ids=[c["id"] for c in DAVIS + DAVIS_FRESH])
+def test_one_pass_jf_counts_equal_davis(case):
+    """jf_counts (J and F on the objects' box, disk dilation by rectangle sums) against davis2017's
+    db_eval_iou and f_measure on every parity pair."""
+    inter, union, f = jf_counts(decode(case["gt"]).astype(bool), decode(case["pred"]).astype(bool))
+    assert abs((1.0 if union == 0 else inter / union) - case["J"]) <= 1e-12
+    assert abs(f - case["F"]) <= 1e-12
+
+
+@pytest.mark.parametrize("radius", [1, 2, 3, 8, 12, 18, 25])
+def test_disk_rectangles_cover_exactly_the_disk_kernel(radius):
+    cover = np.zeros((2 * radius + 1,) * 2, dtype=np.uint8)
+    for dy, dx in disk_rectangles(radius):
+        cover[radius - dy:radius + dy + 1, radius - dx:radius + dx + 1] = 1
+    np.testing.assert_array_equal(cover, disk_kernel(float(radius)))
+
+
+def test_fractional_pixel_tolerance_uses_the_dilation_path():
+    """bound_th >= 1 is a tolerance in pixels; a fractional one (disk(1.5)) goes through the
+    reference's dilation, since the one-pass path handles whole pixels only."""
+    gt = np.zeros((20, 20), bool)
+    gt[5:10, 5:10] = True
+    pred = np.roll(gt, 2, axis=1)
+    assert f_measure(gt, pred, bound_th=1.5) == jf_counts(gt, pred, bound_th=1.5)[2]
+    assert f_measure(gt, pred, bound_th=1.5) < f_measure(gt, pred, bound_th=2.0)
 
 
 def test_fresh_set_covers_the_frame_sizes_the_brief_names():

@@ -177,3 +177,27 @@ def test_score_many_gives_the_serial_records_in_order_and_replaces_unscorable_pr
     record, pred = serial[-1]
     assert pred.error["kind"] == "adapter" and "unscorable prediction" in pred.error["message"]
     assert record["failed"] and record["J"] == 0.5
+
+
+def test_grounding_headline_is_m_viou_and_silence_scores_the_empty_baseline():
+    """A model that never answers: 10 frames, object in 2. m_vIoU 0 = the baseline; gIoU 0.8 =
+    its baseline too, so silence never scores above the baseline printed beside it."""
+    protocol = RVTBenchProtocol()
+    assert "grounding/m_vIoU" in protocol.headline
+    g = sample("g", "grounding", n=10, boxes=[[[0, 0, 10, 10]] if t < 2 else [] for t in range(10)])
+    out = protocol.aggregate([protocol.score(g, Prediction.failure("g", "parse", "no answer"))])
+    assert out["metrics"]["grounding/m_vIoU"] == 0.0 == out["baseline_empty"]["grounding/m_vIoU"]
+    assert out["metrics"]["grounding/gIoU"] == 0.8 == out["baseline_empty"]["grounding/gIoU"]
+    assert any("grounding/m_vIoU" in w and "baseline" in w for w in out["warnings"])
+
+
+def test_segmentation_baseline_and_all_empty_gt_warning():
+    protocol = RVTBenchProtocol()
+    empty_gt = sample("e", "segmentation", masks=[None, None])
+    records = [protocol.score(seg_sample("s"), Prediction("s", masks=[masks.encode(square(0, 4, 0, 4)), None])),
+               protocol.score(empty_gt, Prediction("e", masks=[None, None]))]
+    out = protocol.aggregate(records)
+    # empty prediction: s scores J = F = 0.5 (its second frame is empty on both sides), e scores 1
+    assert out["baseline_empty"]["segmentation/J"] == 0.75 and out["baseline_empty"]["segmentation/F"] == 0.75
+    assert out["metrics"]["segmentation/J"] == 1.0
+    assert any("1 of 2 scored segmentation samples have an empty GT" in w for w in out["warnings"])

@@ -98,13 +98,25 @@ def test_revos_record_fields_and_per_frame_counts():
     assert rec["J"] == 0.75
 
 
-def test_revos_failed_prediction_scores_as_empty():
+def test_revos_failed_prediction_scores_zero_as_visa():
+    """VISA eval_revos.py's bare `except` records [0, 0, 0, 0] for the expression, even on frames
+    whose GT is empty (where an empty mask would score 1)."""
     gt = [box_mask(10, 10, 0, 4, 0, 4), None, None]
     failed = Prediction.failure("v/0", "parse", "no <answer>")
     rec = ReVOSProtocol().score(video_sample("v/0", gt), failed)
-    assert rec["failed"] is True and rec["error_kind"] == "parse"
+    assert rec["failed"] is True and rec["error_kind"] == "parse" and rec["zeroed"] is True
+    assert (rec["J"], rec["F"], rec["A"], rec["J&F"]) == (0.0, 0.0, 0.0, 0.0)
+    assert ReVOSProtocol().aggregate([rec])["failed_zero"] == ["v/0"]
+
+
+def test_revos_failed_empty_option_scores_a_failure_as_an_empty_mask_under_its_own_name():
+    gt = [box_mask(10, 10, 0, 4, 0, 4), None, None]
+    protocol = ReVOSProtocol(failed="empty")
+    rec = protocol.score(video_sample("v/0", gt), Prediction.failure("v/0", "parse", "no <answer>"))
     assert rec["frames"]["J"] == [0.0, 1.0, 1.0]
     assert rec["frames"]["F"] == [0.0, 1.0, 1.0]
+    assert protocol.headline == ["J&F[failed-empty]", "J[failed-empty]", "F[failed-empty]"]
+    assert protocol.aggregate([rec])["metrics"]["J[failed-empty]"] == pytest.approx(2 / 3, abs=0.005)
 
 
 def test_revos_wrong_frame_count_raises_adapter_error_naming_both():
@@ -191,6 +203,20 @@ def test_reasonseg_failed_prediction_scores_as_empty_and_breakdown_by_query_kind
     assert out["breakdown"]["is_sentence"]["true"] == {"gIoU": 0.0, "cIoU": 0.0, "n": 1}
     assert out["breakdown"]["is_sentence"]["false"] == {"gIoU": 1.0, "cIoU": 1.0, "n": 1}
     assert out["metrics"] == {"gIoU": 0.5, "cIoU": 0.5}
+
+
+def test_reasonseg_baseline_and_warnings_for_empty_gt_and_a_baseline_score():
+    """Two samples, one with an empty GT: an empty prediction scores gIoU (0 + 1) / 2, and a run of
+    empty predictions equals that baseline and is flagged."""
+    gt = box_mask(10, 10, 0, 5, 0, 5)
+    records = [ReasonSegProtocol(mode="textbook").score(image_sample("a", gt), Prediction("a", masks=[None])),
+               ReasonSegProtocol(mode="textbook").score(image_sample("b", None), Prediction("b", masks=[None]))]
+    out = ReasonSegProtocol(mode="textbook").aggregate(records)
+    assert out["baseline_empty"] == {"gIoU": 0.5, "cIoU": 0.0}
+    assert out["metrics"]["gIoU"] == 0.5
+    assert any("1 of 2 scored samples have an empty GT" in w and "b" in w for w in out["warnings"])
+    assert any("more than 3%" in w for w in out["warnings"])
+    assert any(w.startswith("gIoU = 0.500000 equals the empty-prediction baseline") for w in out["warnings"])
 
 
 def test_reasonseg_rejects_multi_frame_samples():

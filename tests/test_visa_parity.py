@@ -71,6 +71,97 @@ def test_per_type_and_overall_match_visa(result, visa_type, key):
     assert metrics["metrics"][prefix + ours] == pytest.approx(EXPECTED["results"][visa_type][key] / 100, abs=1e-12)
 
 
+# --- raw pixel values and broken submissions (make_fixture_raw.py, expected_visa_raw.json) ------------
+
+EXPECTED_RAW = json.loads((DATA / "expected_visa_raw.json").read_text())
+
+
+def _run_raw(tmp, *overrides):
+    spec = importlib.util.spec_from_file_location("make_fixture_raw", DATA / "make_fixture_raw.py")
+    module = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.path.insert(0, str(DATA))  # make_fixture_raw imports make_fixture's helpers
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(DATA))
+    root, pred = module.write_fixture(tmp)
+    import run_bench  # noqa: F401
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "+dataset=revos", "+model=precomputed", f"dataset.root={root}", f"model.root={pred}",
+            "model.layout=revos", f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}", *overrides,
+        ])
+    out = run(cfg)
+    out.root = root
+    return out.metrics, {s["sample_id"]: s for s in read_jsonl(out.run_dir / "scores.jsonl")}, out
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory):
+    return _run_raw(tmp_path_factory.mktemp("visa_raw"))
+
+
+@pytest.mark.parametrize("key", ["J", "F", "A", "R"])
+def test_raw_per_expression_values_round_to_visas_csv(raw, key):
+    """0/255, 0/128, multi-valued and RGB PNGs, overlapping annos, and broken expressions (VISA: 0)."""
+    _, scores, _ = raw
+    for e in EXPECTED_RAW["expressions"]:
+        got = scores[f"{e['video']}/{e['exp_id']}"]
+        assert round(100 * np.float64(got[key]), 2) == e[key], (e["video"], e["exp_id"], key)
+
+
+@pytest.mark.parametrize("visa_type", ["referring", "reason", "overall"])
+@pytest.mark.parametrize("key", ["J", "F", "A", "R", "JF"])
+def test_raw_per_type_and_overall_match_visa(raw, visa_type, key):
+    metrics, _, _ = raw
+    ours = "J&F" if key == "JF" else key
+    prefix = "" if visa_type == "overall" else VISA_TYPES[visa_type] + "/"
+    assert metrics["metrics"][prefix + ours] == pytest.approx(EXPECTED_RAW["results"][visa_type][key] / 100, abs=1e-12)
+
+
+def test_raw_broken_expressions_are_listed_as_failures_scored_zero(raw):
+    metrics, _, _ = raw
+    broken = ["TAO/raw/cat-2/0", "TAO/raw/cat-2/1", "gone_video/0", "gone_video/1",
+              "raw_flat/0", "raw_flat/1", "raw_flat/2"]  # wrong size, unreadable, no video, middle, first, no folder
+    assert sorted(f["sample_id"] for f in metrics["failed_samples"]) == broken
+    assert metrics["failed_zero"] == broken
+
+
+def test_raw_run_warns_about_non_binary_pngs_and_all_empty_gt(raw):
+    metrics, _, _ = raw
+    text = " ".join(metrics["warnings"])
+    assert "pixel values other than 0/1" in text and "variant=binarized" in text
+    assert "UVO/all/raw0/5" in text  # its anno is absent in every frame
+
+
+def test_raw_baseline_is_the_score_of_empty_predictions(raw):
+    """An empty prediction scores J = 1 exactly on the frames whose GT is empty (none is full-frame
+    here, so F likewise) and R = 1 everywhere; per type, VISA's rounded mean over expressions."""
+    from bench.datasets.revos import ReVOSDataset
+
+    metrics, _, out = raw
+    baseline = metrics["baseline_empty"]
+    for type_id, name in [(0, "referring"), (1, "reasoning")]:
+        shares = [np.mean([m is None for m in s.target.masks]) for s in ReVOSDataset(out.root) if s.meta["type_id"] == type_id]
+        expected = np.mean([round(100 * np.float64(x), 2) for x in shares]) / 100
+        assert baseline[f"{name}/J"] == pytest.approx(expected, abs=1e-12)
+        assert baseline[f"{name}/F"] == baseline[f"{name}/J"]
+    assert baseline["R"] == 1.0
+    assert metrics["metrics"]["J&F"] > baseline["J&F"]
+
+
+def test_binarized_variant_is_named_in_metrics_and_fingerprint(tmp_path, raw):
+    metrics_visa, _, out_visa = raw
+    metrics, scores, out = _run_raw(tmp_path, "dataset.protocol.variant=binarized")
+    assert "A[binarized]" in metrics["metrics"] and "A" not in metrics["metrics"]
+    assert metrics["metrics"]["J&F"] == metrics_visa["metrics"]["J&F"]  # J and F do not depend on it
+    assert metrics["metrics"]["R[binarized]"] > metrics_visa["metrics"]["R"]
+    assert out.run_dir.name != out_visa.run_dir.name  # the variant is part of the run fingerprint
+
+
 def _one_frame_sample(foreground):
     from bench import masks
     from bench.types import Sample, Target
@@ -82,10 +173,10 @@ def _one_frame_sample(foreground):
                   target=Target(masks=[masks.encode(gt)], foreground=foreground))
 
 
-def test_a_and_r_are_computed_on_binarised_masks():
-    """GT 2x2, prediction 2x3 (2 false-positive pixels), foreground = the whole 4x4 frame.
-    Binarised: A = 14/16, R = 1 - 2/16. (VISA on a 0/255 PNG of the same prediction gives A = 10/16
-    and R = 0: see metrics/protocols/revos.py.)"""
+def test_a_model_mask_counts_as_zero_one_values_in_a_and_r():
+    """GT 2x2, prediction 2x3 (2 false-positive pixels), foreground = the whole 4x4 frame. A model's
+    mask has values 0/1 (as VISA's index PNGs): A = 14/16, R = 1 - 2/16. (The same prediction as a
+    0/255 PNG gives VISA's A = 10/16 and R = 0: test_raw_* below.)"""
     from bench import masks
     from bench.types import Prediction
     from metrics.protocols.revos import ReVOSProtocol
@@ -105,3 +196,13 @@ def test_r_is_left_out_without_foreground_masks():
     rec = ReVOSProtocol().score(_one_frame_sample(None), Prediction("v/0"))
     assert "R" not in rec and rec["A"] == 12 / 16
     assert "R" not in ReVOSProtocol().aggregate([rec])["metrics"]
+
+
+def test_run_summary_prints_the_warnings_and_each_metrics_empty_baseline(raw):
+    from bench.runner import format_summary
+
+    metrics, _, out = raw
+    text = format_summary(out)
+    assert "WARNING: " in text and "variant=binarized" in text
+    baseline = metrics["baseline_empty"]["J&F"]
+    assert f"(empty prediction: {100 * baseline:6.2f})" in text

@@ -2,8 +2,9 @@
 `protocol: {_target_: metrics.protocols.revos.ReVOSProtocol}`; nothing is chosen by dataset name."""
 from metrics.protocols.base import Protocol
 from metrics.protocols.composite import CompositeProtocol
+from metrics.protocols.llmseg40k import LLMSegProtocol
 from metrics.protocols.reasonseg import ReasonSegProtocol
 from metrics.protocols.revos import ReVOSProtocol
 from metrics.protocols.rvtbench import RVTBenchProtocol
 
-__all__ = ["Protocol", "CompositeProtocol", "ReasonSegProtocol", "ReVOSProtocol", "RVTBenchProtocol"]
+__all__ = ["Protocol", "CompositeProtocol", "LLMSegProtocol", "ReasonSegProtocol", "ReVOSProtocol", "RVTBenchProtocol"]

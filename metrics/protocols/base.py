@@ -2,7 +2,10 @@
 
 A protocol is built by Hydra from the dataset config (`protocol: {_target_: ...}`), so constructors
 take only simple keyword options. The runner calls `score(sample, pred)` once per sample (one
-record of scores.jsonl) and `aggregate(records)` once (the body of metrics.json).
+record of scores.jsonl) and `aggregate(records)` once (the body of metrics.json). Besides
+"metrics", "breakdown" and "n", an aggregate may hold "baseline_empty" (the same metric keys scored
+for an empty prediction on every sample) and "warnings" (one-line strings: samples whose GT is
+empty in every frame, a headline equal to its baseline...); the run summary prints both.
 """
 from __future__ import annotations
 
@@ -109,6 +112,28 @@ def _threads_started() -> bool:
     import threading
 
     return threading.active_count() > 1
+
+
+EMPTY_GT_WARN = 0.03  # warn when more than this fraction of the scored samples has an all-empty GT
+
+
+def empty_gt_warnings(empty_ids: list[str], n_scored: int, what: str = "samples") -> list[str]:
+    """Warnings for samples whose GT is empty in every frame (an empty prediction scores 1 there):
+    one naming them, and one more when they are over EMPTY_GT_WARN of the scored samples."""
+    if not empty_ids:
+        return []
+    out = [f"{len(empty_ids)} of {n_scored} scored {what} have an empty GT in every frame (an empty prediction "
+           f"scores 1 on them): {', '.join(empty_ids[:5])}" + (" ..." if len(empty_ids) > 5 else "")]
+    if len(empty_ids) > EMPTY_GT_WARN * n_scored:
+        out.append(f"{100 * len(empty_ids) / n_scored:.1f}% of the scored {what} have an all-empty GT (more than "
+                   f"{100 * EMPTY_GT_WARN:.0f}%): check the annotations")
+    return out
+
+
+def baseline_warnings(metrics: dict, baseline: dict, keys: Iterable[str]) -> list[str]:
+    """A warning per headline key whose value equals the empty-prediction baseline's."""
+    return [f"{k} = {metrics[k]:.6f} equals the empty-prediction baseline: the predictions score no better than "
+            "predicting nothing" for k in keys if k in metrics and k in baseline and metrics[k] == baseline[k]]
 
 
 def check_mode(mode: str, protocol: str) -> str:

@@ -87,11 +87,12 @@ class CompositeProtocol(Protocol):
 
     def aggregate(self, records: list[dict]) -> dict:
         """{"metrics": {"<part>/<key>": float}, "breakdown": {"<part>/<meta key>": {...}},
-        "parts": {part: that part's aggregate}, "n": all records}. Parts without records are left out."""
+        "parts": {part: that part's aggregate}, "n": all records, "baseline_empty": {"<part>/<key>": float},
+        "warnings": ["<part>: ..."]}. Parts without records are left out."""
         unknown = {r.get("part") for r in records} - set(self.parts)
         if unknown:
             raise DatasetFormatError(f"composite protocol: records of unknown parts {sorted(map(str, unknown))}")
-        parts, metrics, breakdown = {}, {}, {}
+        parts, metrics, breakdown, baseline, warnings = {}, {}, {}, {}, []
         for key, protocol in self.parts.items():
             own = [r for r in records if r["part"] == key]
             if not own:
@@ -99,4 +100,7 @@ class CompositeProtocol(Protocol):
             parts[key] = result = protocol.aggregate(own)
             metrics.update({f"{key}/{m}": v for m, v in result["metrics"].items()})
             breakdown.update({f"{key}/{b}": v for b, v in result.get("breakdown", {}).items()})
-        return {"metrics": metrics, "breakdown": breakdown, "parts": parts, "n": len(records)}
+            baseline.update({f"{key}/{m}": v for m, v in result.get("baseline_empty", {}).items()})
+            warnings += [f"{key}: {w}" for w in result.get("warnings", [])]
+        return {"metrics": metrics, "breakdown": breakdown, "parts": parts, "n": len(records),
+                "baseline_empty": baseline, "warnings": warnings}

@@ -15,10 +15,15 @@ Samples are ordered by sample_id before summing (LISA sums in loader order, i.e.
 """
 from __future__ import annotations
 
+import logging
+
 from bench.masks import decode
 from bench.types import DatasetFormatError, Prediction, Sample
 from metrics.masks import ciou, giou, lisa_intersection_union, lisa_sample_iou, sample_iou
-from metrics.protocols.base import Protocol, check_mode, decode_pair, group_by, predicted_masks, record_header
+from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, decode_pair, empty_gt_warnings, group_by,
+                                    predicted_masks, record_header)
+
+log = logging.getLogger(__name__)
 
 
 class ReasonSegProtocol(Protocol):
@@ -67,12 +72,23 @@ class ReasonSegProtocol(Protocol):
 
     def aggregate(self, records: list[dict]) -> dict:
         """metrics: "gIoU", "cIoU" in [0, 1]; breakdown: "is_sentence" ("false" short, "true" long
-        query), "level", "category", each group {"gIoU", "cIoU", "n"}; "n". Empty records -> no metrics."""
+        query), "level", "category", each group {"gIoU", "cIoU", "n"}; "n"; "baseline_empty": gIoU and
+        cIoU of an empty prediction on every sample; "warnings": samples with an empty GT (after
+        ignore removal), more than base.EMPTY_GT_WARN of them, a gIoU equal to the baseline's.
+        Empty records -> no metrics."""
         records = sorted(records, key=lambda r: r["sample_id"])
         breakdown = {key: {value: self._metrics(group) for value, group in group_by(records, key).items()}
                      for key in self.meta_keys}
         metrics = {k: v for k, v in self._metrics(records).items() if k != "n"} if records else {}
-        return {"metrics": metrics, "breakdown": breakdown, "n": len(records)}
+        # an empty prediction: I = 0, U = the GT's pixels after ignore removal
+        empty = [{**r, "I": 0, "U": r["target"]} for r in records]
+        baseline = {k: v for k, v in self._metrics(empty).items() if k != "n"} if records else {}
+        warnings = (empty_gt_warnings([r["sample_id"] for r in records if r["target"] == 0], len(records))
+                    + baseline_warnings(metrics, baseline, self.headline[:1]))
+        for w in warnings:
+            log.warning("%s: %s", self.name, w)
+        return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+                "warnings": warnings}
 
     def _metrics(self, group: list[dict]) -> dict:
         inters, unions = [r["I"] for r in group], [r["U"] for r in group]

@@ -1,41 +1,43 @@
 """ReVOS protocol (reasoning video object segmentation), following VISA `tools/eval_revos.py`.
 
 Reference: github.com/cilinyan/VISA @ ec158fde9cdf87f702399c73618aa0f1127062e9, `tools/eval_revos.py`
-with `tools/metrics.py` (= davis2017-evaluation's `db_eval_iou` / `f_measure`).
+with `tools/metrics.py` (= davis2017-evaluation's `db_eval_iou` / `f_measure`, plus
+`get_r2vos_accuracy` / `get_r2vos_robustness`).
 
-What the reference does, and this protocol with it:
-- GT of an expression = union of its anno_ids' masks per frame (the loader builds it:
-  Sample.target.masks); every frame of the video is scored, none dropped.
-- Per expression: J = mean over frames of `jaccard` (1 when GT and prediction are both empty), F =
-  mean over frames of `f_measure`.
-- Reported per type: referring (type_id 0) and reasoning (type_id 1) = the mean over their
-  expressions, J&F = (J + F) / 2 of those means; overall = (referring + reasoning) / 2, for J, F
-  and J&F alike. No-target expressions (type_id 2) are scored per expression by VISA (they appear in
-  its CSV) but enter none of its averages; here they are scored the same way and reported only in
-  breakdown["type"]["2"].
-- VISA rounds each expression's J and F to 2 decimals of a percent (`round(100 * j, 2)`, on a numpy
-  float64, which is numpy's scale-rint-unscale rounding) before averaging. mode="reference" (the
-  default) reproduces that, so numbers compare with published ones; mode="textbook" averages the
-  unrounded values (the two differ by < 5e-5). Values here are fractions in [0, 1]: VISA's printed
-  percentages divided by 100.
-- A and R (R2VOS's accuracy and robustness, VISA `tools/metrics.py::get_r2vos_accuracy` /
-  `get_r2vos_robustness`), per frame, then the mean over frames, rounded and averaged like J and F:
-  A = fraction of pixels where GT and prediction agree; R = max(1 - FP / (|foreground| + 1e-6), 0)
-  with FP = predicted pixels outside the GT and foreground = the union of every annotated object of
-  the frame (Sample.target.foreground, from mask_dict_foreground.json). R is reported only when
-  every scored sample has foreground masks.
-  Difference: here A and R are computed on binarised masks (nonzero = foreground). VISA computes
-  them on raw pixel values: GT = uint8 *sum* of the anno masks (2 where two annos overlap) and the
-  prediction = the PNG's gray values, so for the usual 0/255 PNGs VISA's A counts only pixels where
-  both are background (a correctly predicted pixel, 255 vs 1, counts as disagreement) and VISA's FP
-  count is 255 per false-positive pixel (uint8 products), which drives its R to 0 for almost any
-  false positive. With 0/1-valued PNGs and non-overlapping annos the two agree exactly (the parity
-  test holds this); with 0/255 PNGs, binarised A and R are the meaningful values and VISA's are not
-  comparable to them.
-Not reproduced: VISA scoring a video with no prediction directory as J = F = 0 (here a
-missing or failed prediction is scored as an empty mask on every frame, as the harness does for all
-protocols). Where one of the two types has no expressions VISA prints NaN; here overall is the
-other type's value.
+What the reference does, and this protocol with it by default (variant="visa", failed="zero"):
+- GT of an expression, per frame = the *sum* of its anno_ids' masks in uint8 (2 where two annos
+  overlap); J and F binarise it (nonzero), A and R use the values. Every frame is scored.
+- The prediction, per frame, as the gray values VISA reads (`cv2.imread(..., IMREAD_GRAYSCALE)` of
+  a submitted PNG: adapters/precomputed.py records them in `trace["pixel_values"]`); a model's own
+  mask counts as 0/1, as VISA's final index PNGs (XMem `eval.py`, which its published A and R were
+  computed on). J and F binarise it; A and R use the values.
+- Per expression: J, F, A, R = means over frames (np.mean of float64 per-frame values) of
+  `db_eval_iou`, `f_measure`, A = mean(gt == pred) (pixel values), R = max(1 - neg / (|fg| + 1e-6), 0)
+  with neg = sum((1 - gt) * pred) in uint8 arithmetic (wrapping: a 255 prediction pixel on
+  background adds 255; on a pixel where two annos overlap, (1 - 2) wraps to 255) and |fg| = the
+  area of the frame's foreground (every annotated object, mask_dict_foreground.json).
+  So with 0/255 PNGs VISA's A counts a correctly predicted pixel (255 vs 1) as wrong and its R is
+  near 0: such A and R are not comparable to published ones. The run then warns and names
+  variant="binarized" (A and R on nonzero masks; reported as "A[binarized]", "R[binarized]").
+- Any expression VISA scores 0 for J, F, A and R (its bare `except`: missing video or expression
+  folder, missing first or middle frame PNG, unreadable PNG, a frame of the wrong size) is a failed
+  prediction here (the precomputed adapter raises, the runner records the failure) and scores 0 for
+  all four (failed="zero"); failed="empty" scores it as an empty mask instead (metric keys then carry
+  "[failed-empty]"). A failed model answer is scored the same way (design.md).
+- VISA rounds each expression's J, F, A, R to 2 decimals of a percent (`round(100 * x, 2)` on a
+  numpy float64) before averaging; mode="reference" (default) does so, mode="textbook" averages
+  the unrounded values (< 5e-5 apart). Values here are fractions: VISA's percentages / 100.
+- Reported per type: referring (type_id 0), reasoning (type_id 1) = means over their expressions,
+  J&F = (J + F) / 2 of those means; overall = (referring + reasoning) / 2 for every metric.
+  No-target expressions (type_id 2) are scored (VISA lists them in its CSV) but enter no average;
+  they appear in breakdown["type"]["2"] only.
+- Where one of the two types has no expression, VISA's `np.array([]).mean()` is NaN and so is its
+  overall (NaN + x). Here the absent type is left out, overall = the present type's value, and the
+  run warns that VISA would print NaN (no published number has a type missing).
+Warnings (aggregate()["warnings"]): expressions whose GT is empty in every frame (an empty
+prediction scores 1 there, as in VISA), more than base.EMPTY_GT_WARN of them, non-0/1 PNG values, and a
+headline equal to the empty-prediction baseline (aggregate()["baseline_empty"]: the protocol's
+score of an empty prediction on every sample).
 """
 from __future__ import annotations
 
@@ -43,10 +45,11 @@ import logging
 
 import numpy as np
 
-from bench.masks import area
-from bench.types import DatasetFormatError, Prediction, Sample
-from metrics.masks import DAVIS_BOUND_TH, f_measure
-from metrics.protocols.base import Protocol, check_mode, decode_pair, group_by, predicted_masks, record_header
+from bench.masks import area, bbox, decode_box
+from bench.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
+from metrics.masks import DAVIS_BOUND_TH, jf_counts_box, object_box
+from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, empty_gt_warnings, group_by,
+                                    predicted_masks, record_header)
 
 log = logging.getLogger(__name__)
 
@@ -54,28 +57,56 @@ TYPES = {0: "referring", 1: "reasoning", 2: "no_target"}
 SCORED_TYPES = (0, 1)
 
 
+VARIANTS = ("visa", "binarized")
+FAILED = ("zero", "empty")
+METRICS = ("J", "F", "A", "R")
+
+
 class ReVOSProtocol(Protocol):
-    """J, F and J&F per expression; referring / reasoning / overall as VISA; breakdown by type,
+    """J, F, J&F, A, R per expression; referring / reasoning / overall as VISA; breakdown by type,
     level and category (the last two when the samples' meta has them).
 
     mode: "reference" (VISA's per-expression rounding, default) or "textbook" (no rounding).
+    variant: "visa" (A and R on pixel values, default) or "binarized" (A and R on nonzero masks;
+        metric keys "A[binarized]", "R[binarized]").
+    failed: "zero" (a failed prediction scores 0 for J, F, A, R, as VISA; default) or "empty"
+        (scored as an empty mask; every metric key gets "[failed-empty]").
     bound_th: F's boundary tolerance (fraction of the frame diagonal), davis2017's 0.008.
     default_type_id: type_id for samples whose meta lacks one; None (default) makes that an error.
+    Raises ValueError for an unknown mode, variant or failed.
     """
 
     name = "revos"
-    headline = ["J&F", "J", "F"]
     meta_keys = ("type_id", "level", "category")
 
-    def __init__(self, mode: str = "reference", bound_th: float = DAVIS_BOUND_TH, default_type_id: int | None = None):
+    def __init__(self, mode: str = "reference", bound_th: float = DAVIS_BOUND_TH, default_type_id: int | None = None,
+                 variant: str = "visa", failed: str = "zero"):
         self.mode = check_mode(mode, self.name)
+        if variant not in VARIANTS:
+            raise ValueError(f"revos protocol: variant must be one of {VARIANTS}, got {variant!r}")
+        if failed not in FAILED:
+            raise ValueError(f"revos protocol: failed must be one of {FAILED}, got {failed!r}")
+        self.variant, self.failed = variant, failed
         self.bound_th = float(bound_th)
         self.default_type_id = default_type_id
+        self.headline = [self.key("J&F"), self.key("J"), self.key("F")]
+
+    def key(self, metric: str) -> str:
+        """The published name of `metric` under this protocol's options, e.g. "A[binarized]"."""
+        tags = []
+        if metric in ("A", "R") and self.variant == "binarized":
+            tags.append("binarized")
+        if self.failed == "empty":
+            tags.append("failed-empty")
+        return metric + "".join(f"[{t}]" for t in tags)
 
     def score(self, sample: Sample, pred: Prediction) -> dict:
-        """Record: header + "type_id" and "frames": {"I", "U", "J", "F", "A"(, "R")} per frame (I, U
-        pixel counts), "J", "F", "A" (means over frames, float64, unrounded), "J&F" = (J + F) / 2 and
-        "R" (mean over frames) when sample.target.foreground is set.
+        """Record: header + "type_id", "J", "F", "A"(, "R") (means over frames, float64, unrounded),
+        "J&F" = (J + F) / 2, "frames": {"I", "U", "J", "F", "A"(, "R")} per frame (I, U pixel counts of
+        the binarised masks), "gt_empty" (GT empty in every frame), "nonbinary" (the prediction holds
+        pixel values other than 0/1), "zeroed" (a failed prediction scored 0: no frames) and
+        "baseline" (J, F, A, R of an empty prediction on this sample). R only when
+        sample.target.foreground is set.
 
         Raises DatasetFormatError when the sample has no type_id (and no default) or no GT masks;
         AdapterError when the prediction's frame count or mask size differs from the sample's.
@@ -91,46 +122,92 @@ class ReVOSProtocol(Protocol):
                 f"sample {sample.id!r}: expected one GT mask entry (RLE or None) per frame "
                 f"({sample.num_frames}), got {None if gt_masks is None else len(gt_masks)}"
             )
-        pred_masks = predicted_masks(sample, pred)
         foreground = sample.target.foreground
         if foreground is not None and len(foreground) != sample.num_frames:
             raise DatasetFormatError(
                 f"sample {sample.id!r}: expected one foreground entry per frame ({sample.num_frames}), got {len(foreground)}"
             )
-        frames: dict[str, list] = {"I": [], "U": [], "J": [], "F": [], "A": [], "R": []}
+        zeroed = pred.error is not None and self.failed == "zero"
+        pred_masks = [None] * sample.num_frames if zeroed else predicted_masks(sample, pred)
+        values = _pixel_values(pred, sample.num_frames) if not zeroed else [None] * sample.num_frames
+        tracks = _anno_tracks(sample)
+        keys = METRICS if foreground is not None else METRICS[:3]
+        frames: dict[str, list] = {"I": [], "U": [], **{k: [] for k in keys}}
+        base: dict[str, list] = {k: [] for k in keys}
         for k, (gt_rle, pred_rle) in enumerate(zip(gt_masks, pred_masks)):
+            fg_area = area(foreground[k]) if foreground is not None else 0
             if gt_rle is None and pred_rle is None:  # both empty: J = F = A = R = 1 in the reference
-                inter, union, f, a, false_pos = 0, 0, 1.0, 1.0, 0
+                row = {"I": 0, "U": 0, "J": 1.0, "F": 1.0, "A": 1.0, "R": 1.0}
+                empty = {"J": 1.0, "F": 1.0, "A": 1.0, "R": 1.0}
             else:
-                gt, pr = decode_pair(sample, k, gt_rle, pred_rle)
-                inter, union = int(np.count_nonzero(gt & pr)), int(np.count_nonzero(gt | pr))
-                f = f_measure(gt, pr, self.bound_th)
-                # VISA: np.mean(gt == pred); the disagreeing pixels are exactly U - I
-                a = (gt.size - (union - inter)) / gt.size
-                false_pos = int(np.count_nonzero(pr)) - inter
-            frames["I"].append(inter)
-            frames["U"].append(union)
-            frames["J"].append(1.0 if union == 0 else inter / union)  # = metrics.masks.jaccard, from the counts
-            frames["F"].append(f)
-            frames["A"].append(a)
-            if foreground is not None:
-                frames["R"].append(r2vos_robustness(false_pos, area(foreground[k])))
-        if foreground is None:
-            del frames["R"]
-        # np.mean over a float64 array, as the reference's `db_eval_iou(...).mean()` (pairwise sum)
-        means = {key: float(np.mean(np.asarray(frames[key], dtype=np.float64))) for key in ("J", "F", "A", "R") if key in frames}
+                # everything is computed on the objects' box: outside it both masks are background
+                shape, box = frame_box(sample, k, gt_rle, pred_rle)
+                gt_count = _gt_count(tracks, k, box)
+                gt = (gt_count != 0) if gt_count is not None else _crop(sample, k, gt_rle, box, "ground-truth", DatasetFormatError)
+                gt_count = gt.view(np.uint8) if gt_count is None else gt_count
+                pr = _crop(sample, k, pred_rle, box, "predicted", AdapterError)
+                pr_values = _values(values[k], pr, sample, k, box)
+                row = self._frame(gt, pr, gt_count, pr_values, fg_area, box, shape)
+                empty = _empty_prediction(gt, gt_count, shape)
+            for key in frames:
+                frames[key].append(row[key])
+            for key in keys:
+                base[key].append(empty[key])
         record = record_header(sample, pred, self.meta_keys)
         record["meta"]["type_id"] = type_id
-        record.update({"type_id": type_id, **means, "J&F": (means["J"] + means["F"]) / 2, "frames": frames})
+        nonbinary = any(_is_nonbinary(v) for v in values)
+        if zeroed:
+            means = {key: 0.0 for key in keys}
+            frames = {}
+        else:
+            # np.mean over a float64 array, as the reference's `db_eval_iou(...).mean()` (pairwise sum)
+            means = {key: _mean(frames[key]) for key in keys}
+        record.update({"type_id": type_id, **means, "J&F": (means["J"] + means["F"]) / 2, "frames": frames,
+                       "gt_empty": all(m is None for m in gt_masks), "nonbinary": nonbinary, "zeroed": zeroed,
+                       "baseline": {key: _mean(base[key]) for key in keys}})
         return record
 
+    def _frame(self, gt: np.ndarray, pr: np.ndarray, gt_count: np.ndarray, pr_values: np.ndarray, fg_area: int,
+               box: tuple[int, int, int, int], shape: tuple[int, int]) -> dict:
+        """I, U, J, F, A, R of one frame of `shape` from its masks inside `box` (bool crops; GT
+        counts and predicted values as uint8 crops); outside the box both masks are background."""
+        inter, union, f = jf_counts_box(gt, pr, box, shape, self.bound_th)
+        n = shape[0] * shape[1]
+        if self.variant == "binarized":
+            a = (n - (union - inter)) / n  # = np.mean(gt == pred) on the binarised masks
+            neg = int(np.count_nonzero(pr)) - inter
+        else:
+            a = (n - int(np.count_nonzero(gt_count != pr_values))) / n  # VISA: np.mean(gt_mask == pred_mask)
+            # VISA: ((1 - gt_mask) * pred_mask).sum(), uint8 products
+            neg = int(((1 - gt_count) * pr_values).sum(dtype=np.uint64))
+        return {"I": inter, "U": union, "J": 1.0 if union == 0 else inter / union, "F": f, "A": a,
+                "R": r2vos_robustness(neg, fg_area)}
+
     def aggregate(self, records: list[dict]) -> dict:
-        """metrics: "J&F", "J", "F", "A", "R" (overall), "referring/J", "referring/F", "referring/J&F",
-        "referring/A", "reasoning/J", ... (fractions in [0, 1]; R only when every scored record has it);
+        """metrics: "J&F", "J", "F", "A", "R" (overall; named by `key`), "referring/J", ...,
+        "reasoning/...". Fractions in [0, 1]; R only when every scored record has it.
         breakdown: "type" ("0", "1", "2"), "level" and "category" (type 2 excluded, as from the
-        headline), each group {"J", "F", "J&F", "A"(, "R"), "n"}; "n".
+        headline), each group {"J", "F", "J&F", "A"(, "R"), "n"}; "n";
+        "baseline_empty": the same metrics for an empty prediction on every sample; "warnings": list
+        of one-line strings (see the module docstring); "failed_zero": ids of failed expressions
+        scored 0.
         """
         records = sorted(records, key=lambda r: r["sample_id"])
+        scored = [r for r in records if r["type_id"] in SCORED_TYPES]
+        metrics, warnings = self._overall(records)
+        baseline, _ = self._overall([{**r, **r["baseline"], "J&F": 0.0} for r in records if "baseline" in r])
+        breakdown = {
+            "type": {key: self._group(group) for key, group in group_by(records, "type_id").items()},
+            "level": {key: self._group(group) for key, group in group_by(scored, "level").items()},
+            "category": {key: self._group(group) for key, group in group_by(scored, "category").items()},
+        }
+        warnings += self._warnings(scored, metrics, baseline)
+        for w in warnings:
+            log.warning("ReVOS: %s", w)
+        return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+                "warnings": warnings, "failed_zero": [r["sample_id"] for r in records if r.get("zeroed")]}
+
+    def _overall(self, records: list[dict]) -> tuple[dict[str, float], list[str]]:
         scored = [r for r in records if r["type_id"] in SCORED_TYPES]
         keys = self._keys(scored)
         per_type: dict[str, dict] = {}
@@ -139,24 +216,29 @@ class ReVOSProtocol(Protocol):
             if group:
                 per_type[TYPES[type_id]] = self._means(group, keys)
         metrics: dict[str, float] = {}
+        warnings = []
         if per_type:
             if len(per_type) < len(SCORED_TYPES):
-                log.warning("ReVOS: only %s expressions present; overall = that type alone (VISA: NaN)", list(per_type))
+                warnings.append(f"only {list(per_type)} expressions present: overall = that type alone "
+                                "(VISA's eval_revos.py prints NaN for the absent type and for overall)")
             # VISA: overall = (referring + reasoning) / 2, in its own units (percent), per metric
             overall = {k: sum(m[k] for m in per_type.values()) / len(per_type) for k in ("J&F", *keys)}
             for prefix, means in [("", overall), *((f"{t}/", m) for t, m in per_type.items())]:
-                metrics.update({f"{prefix}{k}": self._fraction(means[k]) for k in ("J&F", *keys)})
-        breakdown = {
-            "type": {key: self._group(group) for key, group in group_by(records, "type_id").items()},
-            "level": {key: self._group(group) for key, group in group_by(scored, "level").items()},
-            "category": {key: self._group(group) for key, group in group_by(scored, "category").items()},
-        }
-        return {"metrics": metrics, "breakdown": breakdown, "n": len(records)}
+                metrics.update({f"{prefix}{self.key(k)}": self._fraction(means[k]) for k in ("J&F", *keys)})
+        return metrics, warnings
 
-    @staticmethod
-    def _keys(records: list[dict]) -> tuple[str, ...]:
+    def _warnings(self, scored: list[dict], metrics: dict, baseline: dict) -> list[str]:
+        out = empty_gt_warnings([r["sample_id"] for r in scored if r.get("gt_empty")], len(scored), "expressions")
+        nonbinary = [r["sample_id"] for r in scored if r.get("nonbinary")]
+        if nonbinary and self.variant == "visa":
+            out.append(f"{len(nonbinary)} expressions' predictions hold pixel values other than 0/1 (e.g. 0/255 PNGs): "
+                       "VISA's A and R on them are not comparable to published ones (VISA's were computed on 0/1 "
+                       "index PNGs); dataset.protocol.variant=binarized gives A[binarized], R[binarized]")
+        return out + baseline_warnings(metrics, baseline, [self.key("J&F")])
+
+    def _keys(self, records: list[dict]) -> tuple[str, ...]:
         """Per-expression metrics every record has (records of older runs may lack A or R)."""
-        return tuple(k for k in ("J", "F", "A", "R") if all(k in r for r in records))
+        return tuple(k for k in METRICS if all(k in r for r in records))
 
     def _means(self, group: list[dict], keys: tuple[str, ...] = ("J", "F")) -> dict[str, float]:
         """{"J", "F", "J&F", ...keys} over the expressions of a group, as VISA averages one type: in
@@ -177,14 +259,124 @@ class ReVOSProtocol(Protocol):
     def _group(self, group: list[dict]) -> dict:
         keys = self._keys(group)
         means = self._means(group, keys)
-        return {**{k: self._fraction(means[k]) for k in ("J&F", *keys)}, "n": len(group)}
+        return {**{self.key(k): self._fraction(means[k]) for k in ("J&F", *keys)}, "n": len(group)}
 
 
 def r2vos_robustness(false_positives: int, foreground_area: int) -> float:
-    """R2VOS robustness of one frame: max(1 - FP / (|foreground| + 1e-6), 0.0), float64.
+    """R2VOS robustness of one frame: max(1 - neg / (|foreground| + 1e-6), 0.0), float64.
 
-    false_positives: predicted pixels outside the GT; foreground_area: pixels of the union of every
-    annotated object of the frame. Reference: VISA `tools/metrics.py::get_r2vos_robustness`, on
-    binarised masks (see the module docstring for how VISA's raw-pixel arithmetic differs).
+    false_positives: VISA's neg = sum((1 - gt) * pred) over the frame (uint8 products of pixel
+    values; the count of predicted pixels outside the GT for binary masks); foreground_area: pixels
+    of the union of every annotated object of the frame. Reference: VISA
+    `tools/metrics.py::get_r2vos_robustness`.
     """
     return max(1.0 - false_positives / (foreground_area + 1e-6), 0.0)
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(np.asarray(values, dtype=np.float64)))
+
+
+def _anno_tracks(sample: Sample) -> list[list] | None:
+    """Per anno id of the expression, its per-frame RLEs (from sample.annotations), when the
+    expression has more than one anno id and all are there; None otherwise (GT = the union)."""
+    anno_ids = [str(a) for a in sample.meta.get("anno_id") or []]
+    if len(anno_ids) < 2 or not sample.annotations:
+        return None
+    by_id = {str(a.id): a.masks for a in sample.annotations}
+    if not all(a in by_id and by_id[a] is not None for a in anno_ids):
+        return None
+    return [by_id[a] for a in anno_ids]
+
+
+def frame_box(sample: Sample, frame: int, gt: RLE | None, pred: RLE | None) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """((H, W), box) of one frame: box = `metrics.masks.object_box` of both masks' foreground (at
+    least one pixel when both are empty), from the RLEs without decoding them. Raises AdapterError
+    for a malformed predicted RLE or one whose size differs from the GT's, DatasetFormatError for a
+    malformed GT RLE (messages name the sample and frame)."""
+    sizes, boxes = [], []
+    for rle, what, error in ((gt, "ground-truth", DatasetFormatError), (pred, "predicted", AdapterError)):
+        if rle is None:
+            continue
+        try:
+            size = tuple(int(v) for v in rle["size"])
+            found = bbox(rle)
+        except (DatasetFormatError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
+        if len(size) != 2:
+            raise error(f"sample {sample.id!r} frame {frame}: {what} mask has size {list(size)}, expected (H, W)")
+        sizes.append(size)
+        if found is not None:
+            boxes.append(found)
+    if len(sizes) == 2 and sizes[0] != sizes[1]:
+        raise AdapterError(f"sample {sample.id!r} frame {frame}: predicted mask is {list(sizes[1])} (H, W), "
+                           f"the ground truth is {list(sizes[0])}")
+    shape = sizes[0]
+    return shape, object_box(boxes or [(0, 1, 0, 1)], shape)
+
+
+def _crop(sample: Sample, frame: int, rle: RLE | None, box: tuple[int, int, int, int], what: str,
+          error: type[Exception]) -> np.ndarray:
+    """The mask of `rle` inside box as bool (all False for None); a malformed RLE raises `error`."""
+    if rle is None:
+        return np.zeros((box[1] - box[0], box[3] - box[2]), dtype=bool)
+    try:
+        return decode_box(rle, box)
+    except DatasetFormatError as exc:
+        raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
+
+
+def _gt_count(tracks: list[list] | None, frame: int, box: tuple[int, int, int, int]) -> np.ndarray | None:
+    """VISA's GT of one frame inside box: the uint8 sum of the expression's anno masks (2 where two
+    overlap); None when fewer than two annos are present there (the GT is then the union, 0/1)."""
+    present = [t[frame] for t in tracks if frame < len(t) and t[frame] is not None] if tracks else []
+    if len(present) < 2:
+        return None
+    total = np.zeros((box[1] - box[0], box[3] - box[2]), dtype=np.uint8)
+    for rle in present:
+        total += decode_box(rle, box).view(np.uint8)
+    return total
+
+
+def _pixel_values(pred: Prediction, n: int) -> list:
+    """Per frame the prediction's pixel-value record (adapters/precomputed.py, trace["pixel_values"]):
+    an int = the one nonzero value of the frame's PNG, or [[value, RLE], ...]; None = a model's
+    mask (0/1)."""
+    trace = pred.trace if isinstance(pred.trace, dict) else {}
+    values = trace.get("pixel_values")
+    if not isinstance(values, list) or len(values) != n:
+        return [None] * n
+    return values
+
+
+def _is_nonbinary(v) -> bool:
+    if v is None:
+        return False
+    if isinstance(v, int):
+        return v not in (0, 1)
+    return any(int(value) != 1 for value, _ in v)
+
+
+def _values(v, mask: np.ndarray, sample: Sample, frame: int, box: tuple[int, int, int, int]) -> np.ndarray:
+    """uint8 pixel values of one predicted frame inside box (see _pixel_values)."""
+    if v is None or v == 1 or v == 0:
+        return mask.view(np.uint8)
+    if isinstance(v, int):
+        return mask.view(np.uint8) * np.uint8(v)
+    out = np.zeros(mask.shape, dtype=np.uint8)
+    for value, rle in v:
+        try:
+            level = decode_box(rle, box)
+        except (DatasetFormatError, IndexError, ValueError) as exc:
+            raise AdapterError(f"sample {sample.id!r} frame {frame}: pixel-value mask {value} is not a valid RLE: {exc}") from exc
+        out[level] = int(value)
+    return out
+
+
+def _empty_prediction(gt: np.ndarray, gt_count: np.ndarray, shape: tuple[int, int]) -> dict:
+    """J, F, A, R of an empty prediction on one frame (gt: the GT inside the objects' box): J = 1
+    and F = 1 only where the GT is empty (F also where the GT boundary is empty: a full-frame GT),
+    A = share of pixels whose GT value is 0, R = 1 (no false positive)."""
+    n, n_gt = shape[0] * shape[1], int(np.count_nonzero(gt))
+    return {"J": 1.0 if n_gt == 0 else 0.0, "F": 1.0 if n_gt in (0, n) else 0.0,
+            "A": (n - int(np.count_nonzero(gt_count))) / n, "R": 1.0}

@@ -7,8 +7,13 @@ and summary):
   `f_measure`: metrics/masks.py), every frame scored, per-sample mean over frames; reported as the
   mean over samples of J, of F, and J&F = (J + F) / 2, in float64, no rounding.
 - grounding: box IoU per frame in continuous xyxy pixels (metrics/boxes.py: union of a frame's
-  boxes on each side, 1.0 when neither side has a box); gIoU = mean over samples of the per-sample
-  mean over frames, cIoU = sum I / sum U, Acc@0.5.
+  boxes on each side). The headline is m_vIoU, with vIoU@0.3 / @0.5, the spatio-temporal
+  grounding measures of HC-STVG / VidSTG (TubeDETR's evaluators): per sample the frame IoUs summed
+  over frames where both sides have a box, divided by the frames where either has one. Why: the
+  release names only "IoU", and the LISA-style alternative kept beside it (gIoU = mean over
+  samples of the per-frame mean with 1.0 where neither side has a box, cIoU = sum I / sum U,
+  Acc@0.5) credits silence: a model that never answers, on a 10-frame clip whose object shows in 2
+  frames, gets gIoU 0.8; its m_vIoU is 0, the empty-prediction baseline printed beside it.
 - vqa, summarization: pycocoevalcap corpus-level BLEU-1..4 and CIDEr-D (metrics/text.py; Java
   needed), per task over that task's samples; ``text_metrics`` may add METEOR and ROUGE-L.
 - vqa, summarization with an LLM judge attached (`attach_judge`, conf/judge/): one verdict per
@@ -22,6 +27,9 @@ declares another task, or has no output of the needed kind, scores as empty (no 
 empty text), as a failed prediction does (design.md).
 Breakdowns: per task, by "level" and "category" (the samples' meta), each group scored as the
 whole is (for text, corpus metrics recomputed over the group, so CIDEr's IDF is the group's).
+aggregate() also gives "baseline_empty" (segmentation and grounding metrics of an empty prediction
+on the same samples) and "warnings" (samples whose GT is empty in every frame, more than
+base.EMPTY_GT_WARN of them, a headline equal to its baseline).
 """
 from __future__ import annotations
 
@@ -33,8 +41,9 @@ import numpy as np
 
 from bench.types import TASKS, AdapterError, DatasetFormatError, Prediction, Sample
 from metrics.boxes import aggregate_boxes, sample_box_scores
-from metrics.masks import DAVIS_BOUND_TH, f_measure
-from metrics.protocols.base import Protocol, decode_pair, group_by, predicted_masks, record_header
+from metrics.masks import DAVIS_BOUND_TH, jf_counts
+from metrics.protocols.base import (Protocol, baseline_warnings, decode_pair, empty_gt_warnings, group_by, predicted_masks,
+                                    record_header)
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +54,7 @@ GROUP_KEYS = ("level", "category")
 class RVTBenchProtocol(Protocol):
     """Scores by sample.task; metrics keyed "<task>/<metric>".
 
-    headline: metric keys for the leaderboard, e.g. ["segmentation/J&F", "grounding/gIoU"].
+    headline: metric keys for the leaderboard, e.g. ["segmentation/J&F", "grounding/m_vIoU"].
     text_metrics: pycocoevalcap families for vqa / summarization (subset of metrics.text.METRICS).
     bound_th: F's boundary tolerance (davis2017's 0.008 of the frame diagonal).
     """
@@ -53,7 +62,7 @@ class RVTBenchProtocol(Protocol):
     name = "rvtbench"
     meta_keys = GROUP_KEYS
 
-    def __init__(self, headline: Sequence[str] = ("segmentation/J&F", "grounding/gIoU", "vqa/BLEU-4", "summarization/BLEU-4"),
+    def __init__(self, headline: Sequence[str] = ("segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4", "summarization/BLEU-4"),
                  text_metrics: Sequence[str] = ("BLEU", "CIDEr"), bound_th: float = DAVIS_BOUND_TH) -> None:
         self.headline = list(headline)
         self.text_metrics = tuple(text_metrics)
@@ -62,7 +71,8 @@ class RVTBenchProtocol(Protocol):
     def score(self, sample: Sample, pred: Prediction) -> dict:
         """Record: header + per task
         segmentation: "J", "F", "J&F" (means over frames) and "frames": {"I", "U", "J", "F"};
-        grounding: "giou_term", "I", "U", "frame_ious" (metrics.boxes.sample_box_scores);
+        grounding: "giou_term", "I", "U", "frame_ious", "viou", "tube_frames" (metrics.boxes.sample_box_scores);
+        both: "gt_empty" (no GT in any frame) and "baseline" (the same keys for an empty prediction);
         vqa / summarization: "question" (sample.query), "hypothesis" (pred.text, "" when absent) and
         "references"; `judge_records` later adds "judge" (a metrics.judge.Verdict as a dict, score
         None when unscored) when a judge is attached.
@@ -112,32 +122,49 @@ class RVTBenchProtocol(Protocol):
                                      f"got {None if gt_masks is None else len(gt_masks)}")
         pred_masks = predicted_masks(sample, pred) if pred.task in (None, "segmentation") else [None] * sample.num_frames
         frames: dict[str, list] = {"I": [], "U": [], "J": [], "F": []}
+        base_j, base_f = [], []
         for k, (gt_rle, pred_rle) in enumerate(zip(gt_masks, pred_masks)):
             if gt_rle is None and pred_rle is None:  # both empty: J = F = 1 in davis2017
                 inter, union, f = 0, 0, 1.0
+                base_j.append(1.0)
+                base_f.append(1.0)
             else:
                 gt, pr = decode_pair(sample, k, gt_rle, pred_rle)
-                inter, union = int(np.count_nonzero(gt & pr)), int(np.count_nonzero(gt | pr))
-                f = f_measure(gt, pr, self.bound_th)
+                inter, union, f = jf_counts(gt, pr, self.bound_th)
+                n_gt = int(np.count_nonzero(gt))
+                base_j.append(1.0 if n_gt == 0 else 0.0)
+                base_f.append(1.0 if n_gt in (0, gt.size) else 0.0)  # a full-frame GT has no boundary
             frames["I"].append(inter)
             frames["U"].append(union)
             frames["J"].append(1.0 if union == 0 else inter / union)
             frames["F"].append(f)
-        j = float(np.mean(np.asarray(frames["J"], dtype=np.float64)))
-        f = float(np.mean(np.asarray(frames["F"], dtype=np.float64)))
-        return {"J": j, "F": f, "J&F": (j + f) / 2, "frames": frames}
+        j, f = _mean(frames["J"]), _mean(frames["F"])
+        bj, bf = _mean(base_j), _mean(base_f)
+        return {"J": j, "F": f, "J&F": (j + f) / 2, "frames": frames, "gt_empty": all(m is None for m in gt_masks),
+                "baseline": {"J": bj, "F": bf, "J&F": (bj + bf) / 2}}
 
     def aggregate(self, records: list[dict]) -> dict:
-        """metrics: "segmentation/J", "/F", "/J&F"; "grounding/gIoU", "/cIoU", "/Acc@0.5";
+        """metrics: "segmentation/J", "/F", "/J&F"; "grounding/m_vIoU", "/vIoU@0.3", "/vIoU@0.5",
+        "/gIoU", "/cIoU", "/Acc@0.5";
         "vqa/BLEU-1".."/BLEU-4", "/CIDEr" (and any other text_metrics), "/judge" (float, or the string
         metrics.judge.NOT_CONFIGURED) with "/judge_n", "/judge_n_failed", "/judge_failure_rate" when
         judged; likewise "summarization/...";
         only for tasks with records. breakdown: "<task>/level" and "<task>/category" -> {value:
-        {metric: float, "n": int}}. "n": all records. Records are sorted by sample_id first.
+        {metric: float, "n": int}}. "n": all records; "baseline_empty", "warnings" (module
+        docstring). Records are sorted by sample_id first.
         """
         records = sorted(records, key=lambda r: r["sample_id"])
         metrics: dict[str, float] = {}
         breakdown: dict[str, dict] = {}
+        baseline: dict[str, float] = {}
+        warnings: list[str] = []
+        for task in ("segmentation", "grounding"):
+            own = [r for r in records if r["task"] == task]
+            if own and all("baseline" in r for r in own):
+                base = self._task_metrics(task, [{**r, **r["baseline"]} for r in own])
+                baseline.update({f"{task}/{k}": v for k, v in base.items() if k != "n"})
+                warnings += empty_gt_warnings([r["sample_id"] for r in own if r.get("gt_empty")], len(own),
+                                              f"{task} samples")
         for task in TASKS:
             own = [r for r in records if r["task"] == task]
             if not own:
@@ -148,7 +175,11 @@ class RVTBenchProtocol(Protocol):
                 groups = group_by(own, key)
                 if groups:
                     breakdown[f"{task}/{key}"] = {value: self._task_metrics(task, g, tokens) for value, g in groups.items()}
-        return {"metrics": metrics, "breakdown": breakdown, "n": len(records)}
+        warnings += baseline_warnings(metrics, baseline, self.headline)
+        for w in warnings:
+            log.warning("%s: %s", self.name, w)
+        return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+                "warnings": warnings}
 
     @staticmethod
     def _tokenize(records: list[dict]) -> tuple[dict, dict]:
@@ -200,6 +231,13 @@ def _grounding(sample: Sample, pred: Prediction) -> dict:
     except ValueError as exc:
         raise DatasetFormatError(f"sample {sample.id!r}: ground truth {exc}") from exc
     try:
-        return sample_box_scores(pred_boxes, gt_boxes)
+        scores = sample_box_scores(pred_boxes, gt_boxes)
     except ValueError as exc:
         raise AdapterError(f"sample {sample.id!r}: {exc}") from exc
+    empty = sample_box_scores(None, gt_boxes)
+    return {**scores, "gt_empty": empty["U"] == 0 and all(len(b or []) == 0 for b in gt_boxes),
+            "baseline": {k: empty[k] for k in ("giou_term", "I", "U", "viou")}}
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(np.asarray(values, dtype=np.float64)))
