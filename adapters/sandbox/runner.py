@@ -53,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,9 @@ class SandboxResult:
     isolation: str = "bwrap"
 
 
+_LIVE: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+
+
 # --- one sandbox -----------------------------------------------------------------------------------
 
 
@@ -142,6 +146,7 @@ class Sandbox:
         self.dead = False
         self._buf = bytearray()
         self._twin_id: int | None = None
+        _LIVE.add(self)
         os.set_blocking(proc.stdout.fileno(), False)
         os.set_blocking(proc.stdin.fileno(), False)
 
@@ -544,6 +549,8 @@ def close_pools() -> None:
         _POOLS.clear()
     for pool in pools:
         pool.close()
+    for box in list(_LIVE):  # sandboxes of sessions still open (e.g. a Ctrl-C in mid-round)
+        box.kill()
 
 
 def settings_from(config: dict | None) -> SandboxSettings:
