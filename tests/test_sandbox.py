@@ -273,3 +273,17 @@ def test_killing_the_harness_ends_every_sandbox_process(sig):
     finally:
         harness.kill()
         harness.wait()
+
+
+@needs_bwrap
+def test_a_sandbox_whose_supervisor_is_killed_is_recorded_as_parent_gone(twin):
+    session = get_pool(SandboxSettings(timeout_s=20.0)).session()
+    try:
+        session.execute("pass", twin)
+        bwrap_pid = session._box.proc.pid
+        killer = subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(0.5); os.kill({bwrap_pid}, 9)"])
+        result = session.execute("import time\ntime.sleep(10)", twin)
+        killer.wait()
+    finally:
+        session.close()
+    assert (result.ok, result.reason) == (False, "parent_gone") and "SIGKILL" in result.output

@@ -63,7 +63,8 @@ class DTR1Adapter(Adapter):
             "policy": self.policy.fingerprint(),
             "perception": self.perception.fingerprint(),
             "limits": vars(self.limits).copy(),
-            "sandbox": dict(self.sandbox),
+            # Limits change what code can do; pool size and start-up patience do not.
+            "sandbox": {k: v for k, v in self.sandbox.items() if k not in ("pool_size", "start_timeout_s")},
             "prompt": {"version": prompts.PROMPT_VERSION,
                        "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds)},
         }

@@ -25,7 +25,8 @@ Whatever the code does is the model's outcome, a `SandboxResult` with `reason` i
 exception: "ok", "error" (an exception of the code, its last traceback line as in the DT-R1 paper,
 arXiv 2511.12365), "timeout", "memory" (the cgroup's OOM killer fired), "output_limit" (a reply
 beyond the size bound), "signal" (the interpreter died of a signal), "exit" (it ended without
-replying, e.g. os._exit), "protocol" (a malformed reply). SandboxError (kind "sandbox") is raised
+replying, e.g. os._exit), "parent_gone" (bwrap, the interpreter's supervisor, was killed from
+outside and the PID namespace went with it), "protocol" (a malformed reply). SandboxError (kind "sandbox") is raised
 only when no sandbox can be started at all.
 
 Isolation modes (`isolation`): "bwrap" (refuse to run without it), "auto" (bwrap where it works,
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)
 
 CHILD = world.CHILD
 ISOLATION = ("auto", "bwrap", "none")
-REASONS = ("ok", "error", "timeout", "memory", "output_limit", "signal", "exit", "protocol")
+REASONS = ("ok", "error", "timeout", "memory", "output_limit", "signal", "exit", "parent_gone", "protocol")
 TRUNCATION_MARK = "\n...[output truncated]"
 _HEADER = struct.Struct(">I")
 _REPLY_SLACK = 64 * 1024  # bytes a reply may take beyond 4 bytes per output/error character (JSON escapes)
@@ -146,6 +147,7 @@ class Sandbox:
         self.dead = False
         self._buf = bytearray()
         self._twin_id: int | None = None
+        self._pending: dict | None = None  # a load message sent along with the next run
         _LIVE.add(self)
         os.set_blocking(proc.stdout.fileno(), False)
         os.set_blocking(proc.stdin.fileno(), False)
@@ -241,9 +243,8 @@ class Sandbox:
         t0 = time.monotonic()
         deadline = t0 + s.timeout_s
         payload = b""
-        pending = getattr(self, "_pending", None)
-        if pending is not None:
-            payload += _frame(pending)
+        if self._pending is not None:
+            payload += _frame(self._pending)
             self._pending = None
         payload += _frame({"op": "run", "code": code})
         why = self._write(payload, deadline)
@@ -278,6 +279,10 @@ class Sandbox:
         if self.cgroup and self.cgroup.oom_kills() > oom_before:
             return self._failed("memory", f"MemoryError: the code's processes together exceeded {s.memory_mb} MiB "
                                           "and the kernel killed them", duration)
+        if status is not None and status[0] == "parent_gone":
+            name = signal.Signals(status[1]).name if status[1] in signal.Signals._value2member_map_ else f"signal {status[1]}"
+            return self._failed("parent_gone", f"SandboxError: the sandbox's supervisor was killed by {name} from outside; "
+                                               "the code's processes ended with it", duration)
         if status is not None and status[0] == "signal":
             sig = status[1]
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
@@ -352,7 +357,9 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             return None
         if rc < 0:
-            return "signal", -rc
+            # bwrap itself died of a signal (the code cannot reach it: other uid, outside its PID
+            # namespace), so its processes went with it; without bwrap it is the interpreter.
+            return ("parent_gone" if self.mode == "bwrap" else "signal"), -rc
         # bwrap's init reports a child killed by signal N as status 128 + N.
         if self.mode == "bwrap" and rc > 128 and (rc - 128) in signal.Signals._value2member_map_:
             return "signal", rc - 128
