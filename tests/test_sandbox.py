@@ -287,3 +287,17 @@ def test_a_sandbox_whose_supervisor_is_killed_is_recorded_as_parent_gone(twin):
     finally:
         session.close()
     assert (result.ok, result.reason) == (False, "parent_gone") and "SIGKILL" in result.output
+
+
+def test_an_interpreter_started_long_before_its_first_use_is_ready(twin):
+    # The start-up patience counts from the start: a pooled interpreter used minutes later (its
+    # "ready" waiting in the pipe) must not count as one that failed to start.
+    pool = SandboxPool(SandboxSettings(pool_size=1, start_timeout_s=1.0))
+    try:
+        time.sleep(8.0)  # imports take well under that, even on a loaded machine
+        session = pool.session()
+        result = session.execute("print(1)", twin)
+        session.close()
+    finally:
+        pool.close()
+    assert result.output == "1\n"

@@ -333,9 +333,11 @@ class Sandbox:
                         except (UnicodeDecodeError, ValueError):
                             return None, "malformed"
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    return None, "timeout"
-                if not sel.select(left):
+                # Poll once even past the deadline: a sandbox started long ago has its start-up
+                # message waiting in the pipe.
+                if not sel.select(max(left, 0)):
+                    if left <= 0:
+                        return None, "timeout"
                     continue
                 try:
                     chunk = os.read(fd, 1 << 16)
