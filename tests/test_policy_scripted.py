@@ -30,3 +30,33 @@ def test_exhausted_script_is_an_adapter_error():
 def test_render_contains_messages_and_prefix():
     prompt = ScriptedPolicy([]).render([{"role": "system", "content": "SYS"}], "<think>")
     assert "SYS" in prompt and prompt.endswith("<think>")
+
+
+def test_turns_file_replays_the_script_for_every_rollout(tmp_path):
+    path = tmp_path / "turns.json"
+    path.write_text('["plan</dt_plan>", "answer</answer>"]')
+    policy = ScriptedPolicy.from_file(str(path))
+    sample_a, sample_b = "[user]\nquery a\n[assistant]\n", "[user]\nquery b\n[assistant]\n"
+    texts = [policy.generate(p, ["</dt_plan>", "</answer>"], 10).text
+             for p in (sample_a, sample_b, sample_a + "plan</dt_plan>", sample_b + "plan</dt_plan>")]
+    assert texts == ["plan", "plan", "answer", "answer"]
+
+
+@pytest.mark.parametrize("content", ['{"turns": ["x"]}', '["x", 3]', "not json"])
+def test_a_turns_file_that_is_not_a_list_of_strings_is_refused(tmp_path, content):
+    path = tmp_path / "turns.json"
+    path.write_text(content)
+    with pytest.raises(AdapterError, match="turns_file"):
+        ScriptedPolicy.from_file(str(path))
+
+
+def test_scripted_config_instantiates_from_the_command_line_keys(tmp_path):
+    import hydra.utils
+    from omegaconf import OmegaConf
+
+    path = tmp_path / "turns.json"
+    path.write_text('["a"]')
+    cfg = OmegaConf.load("conf/policy/scripted.yaml")
+    cfg.turns_file = str(path)
+    policy = hydra.utils.instantiate(cfg)
+    assert isinstance(policy, ScriptedPolicy) and policy.turns == ["a"] and policy.per_rollout

@@ -15,7 +15,6 @@ from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollou
 from adapters.policy.base import Policy
 from bench.types import AdapterError, Prediction, Sample
 
-SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars", "isolation")
 
 
 class DTR1Adapter(Adapter):
@@ -26,8 +25,8 @@ class DTR1Adapter(Adapter):
     max_rounds:  most <execute> rounds (paper: m <= 10).
     max_new_tokens / max_total_tokens: per generation call / per rollout token budgets.
     twin_max_chars: character budget of the twin JSON the policy reads.
-    sandbox:     keyword limits for adapters.sandbox.runner.run_code (timeout_s, memory_mb,
-                 max_output_chars).
+    sandbox:     adapters.sandbox.runner.SandboxSettings keys (timeout_s, memory_mb,
+                 max_output_chars, max_processes, disk_mb, isolation, pool_size, start_timeout_s).
     """
 
     def __init__(
@@ -45,10 +44,10 @@ class DTR1Adapter(Adapter):
         self.policy = policy
         self.perception = perception
         self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars))
+        from adapters.sandbox.runner import settings_from
+
         self.sandbox = dict(sandbox or {})
-        unknown = set(self.sandbox) - set(SANDBOX_KEYS)
-        if unknown:
-            raise AdapterError(f"dtr1 sandbox config: unknown keys {sorted(unknown)}; expected {list(SANDBOX_KEYS)}")
+        self._sandbox_settings = settings_from(self.sandbox)  # SandboxError naming unknown keys
 
     @property
     def preferred_batch_size(self) -> int:  # type: ignore[override]
@@ -64,7 +63,8 @@ class DTR1Adapter(Adapter):
             "policy": self.policy.fingerprint(),
             "perception": self.perception.fingerprint(),
             "limits": vars(self.limits).copy(),
-            "sandbox": dict(self.sandbox),
+            # Limits change what code can do; pool size and start-up patience do not.
+            "sandbox": {k: v for k, v in self.sandbox.items() if k not in ("pool_size", "start_timeout_s")},
             "prompt": {"version": prompts.PROMPT_VERSION,
                        "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds)},
         }
@@ -127,16 +127,24 @@ class DTR1Adapter(Adapter):
     def close(self) -> None:
         self.policy.close()
 
+    def _sandbox_pool(self):
+        from adapters.sandbox.runner import get_pool
+
+        return get_pool(self._sandbox_settings)
+
     def _env(self, sample: Sample) -> RolloutEnv:
         """The real harness: DAG validation, twin builder over self.perception, sandbox."""
-        from adapters.sandbox.runner import run_code
         from adapters.twin.builder import build_twin
         from adapters.twin.dag import parse_dag, validate_dag
 
+        # The sample's own sandbox interpreter, taken from the pre-started pool (whose replacement
+        # starts now, while the policy generates); closed when the rollout ends.
+        session = self._sandbox_pool().session()
         return RolloutEnv(
             plan=lambda text: validate_dag(parse_dag(text)),
             build_twin=lambda order: build_twin(sample, order, self.perception),
-            execute=lambda code, twin: run_code(code, twin, **self.sandbox),
+            execute=session.execute,
+            close=session.close,
         )
 
 

@@ -39,11 +39,13 @@ class RolloutEnv:
     plan:       DAG text (contents of <dt_plan>) -> topological order; raises a ParseError (DAGError).
     build_twin: topological order -> twin (an object with to_llm_json(max_chars)).
     execute:    (code, twin) -> result with ok, output (stdout, or the error's last line), duration_s.
+    close:      None, or called once when the rollout ends (releases the sample's sandbox).
     """
 
     plan: Callable[[str], list[str]]
     build_twin: Callable[[list[str]], Any]
     execute: Callable[[str, Any], ExecResult]
+    close: Callable[[], None] | None = None
 
 
 @dataclass
@@ -145,13 +147,29 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
             exc.trace, exc.events, exc.timings, exc.segments = st.trace, st.events, dict(st.timings), st.segments
             results[i] = exc
             del live[i]
+        if i not in live:
+            _close(jobs[i][1])
 
-    for i, (messages, env) in enumerate(jobs):
-        st = _State()
-        if policy.prefill:
-            st.add("prefill", policy.prefill)
-        live[i] = (_run(policy, messages, env, limits, st), st)
-        advance(i, None)
+    try:
+        for i, (messages, env) in enumerate(jobs):
+            st = _State()
+            if policy.prefill:
+                st.add("prefill", policy.prefill)
+            live[i] = (_run(policy, messages, env, limits, st), st)
+            advance(i, None)
+        _step_all(policy, pending, live, advance)
+    finally:
+        for i in list(live):
+            _close(jobs[i][1])
+    return results  # type: ignore[return-value]
+
+
+def _close(env: RolloutEnv) -> None:
+    if env.close is not None:
+        env.close()
+
+
+def _step_all(policy: Policy, pending: dict, live: dict, advance: Callable) -> None:
     while pending:
         order = sorted(pending)
         t0 = time.perf_counter()
@@ -168,7 +186,6 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
         for i, gen in zip(order, gens):
             live[i][1].timings["policy"] += elapsed
             advance(i, gen)
-    return results  # type: ignore[return-value]
 
 
 def _one(policy: Policy, request: Request) -> Generation | AdapterError:
@@ -211,7 +228,11 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
         t0 = time.perf_counter()
         result = env.execute(code, twin)
         st.timings["sandbox"] += time.perf_counter() - t0
-        st.events.append({"stage": "execute", "round": rounds, "ok": bool(result.ok), "seconds": result.duration_s})
+        event = {"stage": "execute", "round": rounds, "ok": bool(result.ok), "seconds": result.duration_s}
+        for key in ("reason", "isolation"):  # why the code stopped; the isolation it ran under
+            if getattr(result, key, None) is not None:
+                event[key] = getattr(result, key)
+        st.events.append(event)
         # print() ends with a newline; the closing tag follows the last line directly.
         st.add("env", "\n" + P.wrap(P.RESULTS, result.output.rstrip()) + "\n")
 

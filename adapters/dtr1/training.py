@@ -90,7 +90,7 @@ class DTR1RolloutFunc:
     samples:     sample_key -> Sample, every sample the training dataset can name.
     perception:  the twin's perception backend (adapters.twin.perception.Perception).
     limits:      rollout budgets (RolloutLimits).
-    sandbox:     keyword limits for adapters.sandbox.runner.run_code.
+    sandbox:     adapters.sandbox.runner.SandboxSettings keys (conf/model/dtr1.yaml `sandbox:`).
     policy:      None = decode with what the trainer generates with: with `use_vllm`, TRL's vLLM
                  (colocate: its in-process engine, adapters.policy.vllm_engine; server: the vLLM
                  server at vllm_server_base_url or host:port, adapters.policy.openai_compat with
@@ -111,7 +111,10 @@ class DTR1RolloutFunc:
         self.samples = dict(samples)
         self.perception = perception
         self.limits = limits
+        from adapters.sandbox.runner import settings_from
+
         self.sandbox = dict(sandbox or {})
+        self._sandbox_settings = settings_from(self.sandbox)
         self.policy = policy
         self.batch_size = int(batch_size)
         self.calls: list[list[str]] = []  # prompts received per call (inspected by tests and logs)
@@ -217,16 +220,24 @@ class DTR1RolloutFunc:
                                           top_p=float(getattr(args, "top_p", 1.0) or 1.0), seed=seed, batch_size=self.batch_size)
             return run_rollouts(policy, jobs, self.limits), policy
 
+    def _sandbox_pool(self):
+        from adapters.sandbox.runner import get_pool
+
+        return get_pool(self._sandbox_settings)
+
     def _env(self, sample: Sample) -> RolloutEnv:
         """The harness of adapters.dtr1.adapter.DTR1Adapter._env: DAG validation, twin, sandbox."""
-        from adapters.sandbox.runner import run_code
         from adapters.twin.builder import build_twin
         from adapters.twin.dag import parse_dag, validate_dag
 
+        # The sample's own sandbox interpreter, taken from the pre-started pool (whose replacement
+        # starts now, while the policy generates); closed when the rollout ends.
+        session = self._sandbox_pool().session()
         return RolloutEnv(
             plan=lambda text: validate_dag(parse_dag(text)),
             build_twin=lambda order: build_twin(sample, order, self.perception),
-            execute=lambda code, twin: run_code(code, twin, **self.sandbox),
+            execute=session.execute,
+            close=session.close,
         )
 
 

@@ -1,32 +1,77 @@
-"""Entry script of the sandbox process (started by adapters.sandbox.runner, never imported).
+"""Entry script of a sandbox interpreter (started by adapters.sandbox.runner, never imported by the
+harness). Self-contained: inside the sandbox only this file, the Python runtime and its libraries
+are visible, not the repository.
 
-Usage: ``python -I child.py <workdir> <repo_root>``. Reads ``twin.json``, ``masks.json`` (instance id
--> frame index -> RLE) and ``code.py`` from workdir, runs the code with ``twin``, ``masks``, ``np``,
-``cv2``, ``math`` and ``json`` in scope, and on an exception writes the exception's last traceback
-line (type: message) to ``error.txt`` and exits with status 1. Its stdout is a file the runner reads.
+Usage: ``python -I child.py '<json settings>'`` with settings {"nproc": int or null,
+"max_output_chars": int}. Protocol over pipes, every message a 4-byte big-endian length and that
+many bytes of UTF-8 JSON: requests arrive on fd 0, replies leave on the fd that was 1 at start (fd 1
+and 2 then point to /dev/null, so a C library or ``os.write(1, ...)`` cannot corrupt a reply).
+  start:   child -> {"ready": true} once NumPy and OpenCV are imported
+  load:    {"op": "load", "twin": {...}, "masks": {instance id: {frame index: RLE}}}  (no reply)
+  run:     {"op": "run", "code": str} -> {"ok": bool, "output": str, "error": str | null}
+The code runs with ``twin``, ``masks`` (instance id -> (T, H, W) bool array, decoded lazily),
+``np``, ``cv2``, ``math`` and ``json`` in fresh globals each run; ``output`` holds at most
+max_output_chars + 1 characters of its stdout (the harness truncates and marks), ``error`` the
+exception's last traceback line. End of fd 0 ends the interpreter.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import resource
+import struct
 import sys
 import traceback
 from collections.abc import Mapping
-from pathlib import Path
 
-EXIT_CODE_ERROR = 1
+_HEADER = struct.Struct(">I")
+
+
+def rle_counts(counts) -> list[int]:
+    """COCO RLE counts: a list of ints as is, or the compressed ASCII string of pycocotools
+    (``maskApi.c::rleFrString``: 5-bit groups offset by 48, continuation bit 0x20, sign bit 0x10,
+    each count after the second stored as a difference to the count two before)."""
+    if not isinstance(counts, str):
+        return [int(c) for c in counts]
+    out: list[int] = []
+    p = 0
+    while p < len(counts):
+        x, k, more = 0, 0, True
+        while more:
+            c = ord(counts[p]) - 48
+            x |= (c & 0x1F) << (5 * k)
+            more = bool(c & 0x20)
+            p += 1
+            k += 1
+            if not more and c & 0x10:
+                x |= -1 << (5 * k)
+        if len(out) > 2:
+            x += out[-2]
+        out.append(x)
+    return out
+
+
+def rle_decode(rle: dict, np):
+    """COCO RLE {"size": [H, W], "counts"} -> (H, W) bool array (runs are column-major, first run 0s)."""
+    h, w = int(rle["size"][0]), int(rle["size"][1])
+    counts = np.asarray(rle_counts(rle["counts"]), dtype=np.int64)
+    values = np.arange(len(counts)) % 2 == 1
+    flat = np.repeat(values, counts)
+    if flat.size != h * w:
+        raise ValueError(f"RLE counts cover {flat.size} pixels, expected {h} x {w}")
+    return flat.reshape(w, h).T
 
 
 class LazyMasks(Mapping):
     """instance id -> (T, H, W) bool array, decoded on first access (a twin may hold many masks and
     the code usually reads few). Keys are ints; a digit string ("3") is accepted as the same id."""
 
-    def __init__(self, rles: dict[str, dict[str, dict]], num_frames: int, size: list[int], np_mod, decode):
+    def __init__(self, rles: dict, num_frames: int, size: list, np_mod):
         self._rles = {int(k): v for k, v in rles.items()}
-        self._shape = (num_frames, int(size[0]), int(size[1]))
-        self._np, self._decode, self._cache = np_mod, decode, {}
+        self._shape = (int(num_frames), int(size[0]), int(size[1]))
+        self._np, self._cache = np_mod, {}
 
     def __getitem__(self, key):
         iid = int(key) if isinstance(key, str) and key.strip().isdigit() else key
@@ -35,7 +80,7 @@ class LazyMasks(Mapping):
         if iid not in self._cache:
             out = self._np.zeros(self._shape, dtype=bool)
             for t, rle in self._rles[iid].items():
-                out[int(t)] = self._decode(rle)
+                out[int(t)] = rle_decode(rle, self._np)
             self._cache[iid] = out
         return self._cache[iid]
 
@@ -46,38 +91,110 @@ class LazyMasks(Mapping):
         return len(self._rles)
 
 
-def main() -> None:
-    workdir, repo_root = Path(sys.argv[1]), sys.argv[2]
-    sys.path.insert(0, repo_root)
-    import cv2
-    import numpy as np
+class _Capture(io.TextIOBase):
+    """stdout of the code: keeps its first `limit` characters, drops (and counts) the rest, so a
+    print flood costs no memory here."""
 
-    from bench.masks import decode
+    def __init__(self, limit: int):
+        self.limit, self.parts, self.kept, self.dropped = limit, [], 0, 0
 
-    cv2.setNumThreads(1)
-    twin = json.loads((workdir / "twin.json").read_text())
-    masks = LazyMasks(json.loads((workdir / "masks.json").read_text()),
-                      twin["video"]["num_frames"], twin["video"]["size"], np, decode)
-    code = (workdir / "code.py").read_text()
-    # From here on no new process or thread: RLIMIT_NPROC counts every process of the user, so it
-    # cannot be set before exec without knowing that count; 0 after the imports blocks all forks.
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    scope = {"__name__": "__main__", "twin": twin, "masks": masks, "np": np, "cv2": cv2,
-             "math": math, "json": json}
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s) -> int:
+        s = str(s)
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(s[:room])
+            self.kept += min(len(s), room)
+        self.dropped += max(len(s) - max(room, 0), 0)
+        return len(s)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, n - got)
+        if not b:
+            return None
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def _send(fd: int, msg: dict) -> None:
+    data = json.dumps(msg).encode("utf-8", errors="replace")
+    data = _HEADER.pack(len(data)) + data
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _recv(fd: int) -> dict | None:
+    head = _read_exact(fd, _HEADER.size)
+    if head is None:
+        return None
+    body = _read_exact(fd, _HEADER.unpack(head)[0])
+    return None if body is None else json.loads(body)
+
+
+def _last_line(exc: BaseException, limit: int) -> str:
+    try:
+        line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    except BaseException:  # noqa: BLE001 - an exception whose str() raises still gets a line
+        line = type(exc).__name__
+    line = line.splitlines()[-1] if line else type(exc).__name__
+    return line[: limit + 1]
+
+
+def _run(code: str, twin, masks, np, cv2, limit: int) -> dict:
+    capture = _Capture(limit + 1)
+    scope = {"__name__": "__main__", "__builtins__": __builtins__, "twin": twin, "masks": masks,
+             "np": np, "cv2": cv2, "math": math, "json": json}
+    sys.stdout = capture
+    error = None
     try:
         exec(compile(code, "<execute>", "exec"), scope)
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            _fail(workdir, f"SystemExit: {exc.code}")
+            error = f"SystemExit: {exc.code}"[: limit + 1]
     except BaseException as exc:  # noqa: BLE001 - every failure of model code is reported, not raised
-        _fail(workdir, traceback.format_exception_only(type(exc), exc)[-1].strip())
-    sys.stdout.flush()
+        error = _last_line(exc, limit)
+    finally:
+        sys.stdout = sys.__stdout__
+    return {"ok": error is None, "output": capture.text(), "error": error}
 
 
-def _fail(workdir: Path, line: str) -> None:
-    sys.stdout.flush()
-    (workdir / "error.txt").write_text(line)
-    os._exit(EXIT_CODE_ERROR)
+def main() -> None:
+    settings = json.loads(sys.argv[1])
+    reply_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.set_inheritable(reply_fd, False)
+    import cv2
+    import numpy as np
+
+    cv2.setNumThreads(1)
+    if settings.get("nproc") is not None:
+        # Per uid (the harness gives each sandbox its own uid or user namespace), so this is the
+        # total of the sandbox's processes and threads, not a per-process limit.
+        resource.setrlimit(resource.RLIMIT_NPROC, (settings["nproc"], settings["nproc"]))
+    limit = int(settings["max_output_chars"])
+    _send(reply_fd, {"ready": True})
+    twin, masks = None, None
+    while True:
+        msg = _recv(0)
+        if msg is None:
+            os._exit(0)
+        if msg["op"] == "load":
+            twin = msg["twin"]
+            masks = LazyMasks(msg["masks"], twin["video"]["num_frames"], twin["video"]["size"], np)
+        elif msg["op"] == "run":
+            _send(reply_fd, _run(msg["code"], twin, masks, np, cv2, limit))
 
 
 if __name__ == "__main__":
