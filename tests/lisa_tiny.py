@@ -106,8 +106,9 @@ def write_clip(directory: Path, seed: int) -> None:
         shapes = {k: tuple(v.shape) for k, v in CLIPVisionModel(CLIPVisionConfig(**CLIP)).state_dict().items()
                   if not k.endswith("position_ids")}
     rng = np.random.RandomState(seed + 1)
-    save_file({k: torch.from_numpy(_fill(rng, k, shapes[k])) for k in sorted(shapes)}, str(directory / "model.safetensors"),
-              metadata={"format": "pt"})
+    # "vision_model." names: the on-disk format of openai's CLIP checkpoints and of transformers 4.31
+    save_file({f"vision_model.{k}": torch.from_numpy(_fill(rng, k, shapes[k])) for k in sorted(shapes)},
+              str(directory / "model.safetensors"), metadata={"format": "pt"})
 
 
 def build_checkpoint(directory: str | Path, seed: int = 0, added: list[str] | None = None, seg_boost: float = 1.0,

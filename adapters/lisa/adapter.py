@@ -115,7 +115,7 @@ class LisaAdapter(Adapter):
         if self._loaded is not None:
             return self._loaded
         import torch
-        from transformers import CLIPImageProcessor, CLIPVisionModel
+        from transformers import CLIPImageProcessorPil, CLIPVisionModel
 
         from adapters.lisa import model as lisa_model
         from adapters.lisa.config import LisaConfig
@@ -132,10 +132,13 @@ class LisaAdapter(Adapter):
         dtype = getattr(torch, dtype_name)
         tower = self._resolve_tower(directory, config.vision_tower)
         try:
-            clip = CLIPVisionModel.from_pretrained(tower, dtype=dtype)
-            processor = CLIPImageProcessor.from_pretrained(tower)
+            clip, info = CLIPVisionModel.from_pretrained(tower, dtype=dtype, output_loading_info=True)
+            # the PIL backend: LISA's 4.31 CLIPImageProcessor resized with PIL (the torchvision one differs by ~0.015)
+            processor = CLIPImageProcessorPil.from_pretrained(tower)
         except Exception as exc:  # missing files / no network: one line naming the setting
             raise AdapterError(f"lisa: CLIP vision tower {tower!r} (config.vision_tower or model.vision_tower) cannot be loaded: {first_line(exc)}") from exc
+        if info["missing_keys"]:
+            raise AdapterError(f"lisa: CLIP vision tower {tower!r} lacks weights such as {sorted(info['missing_keys'])[0]!r}")
         net = lisa_model.build(config, clip, device, dtype)
         load_into(net, directory)
         self._loaded = (net, tokenizer, processor, seg_id, config)

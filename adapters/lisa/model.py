@@ -120,7 +120,7 @@ class LisaModel(torch.nn.Module):
             new.append(token)
             if token == eos_id or len(new) == max_new_tokens:
                 break
-            out = self.llm(input_ids=torch.tensor([[token]], device=self.device), past_key_values=out.past_key_values,
+            out = self.llm(input_ids=torch.tensor([[token]], device=self.device), cache=out.cache,
                            use_cache=True)
         return new
 

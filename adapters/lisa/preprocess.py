@@ -36,8 +36,9 @@ def sam_input(image: np.ndarray):
 
 
 def clip_input(image: np.ndarray, processor):
-    """(H, W, 3) uint8 RGB -> (1, 3, 224, 224) float32 tensor by `processor` (a slow,
-    PIL-based CLIPImageProcessor, as LISA's transformers 4.31 had)."""
+    """(H, W, 3) uint8 RGB -> (1, 3, 224, 224) float32 tensor by `processor`: transformers'
+    CLIPImageProcessorPil, which equals LISA's 4.31 CLIPImageProcessor exactly (PIL bicubic resize
+    of the short side to 224, centre crop, rescale, normalise)."""
     return processor.preprocess(image, return_tensors="pt")["pixel_values"][:1]
 
 

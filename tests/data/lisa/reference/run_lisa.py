@@ -79,6 +79,12 @@ missing = [k for k in info["missing_keys"] if "vision_tower" not in k]
 assert not missing and not info["unexpected_keys"], info
 model.get_model().initialize_vision_modules(model.get_model().config)
 model.eval()
+from safetensors.torch import load_file  # noqa: E402
+
+clip_file = load_file(os.path.join(ckpt, "clip", "model.safetensors"))
+tower = model.get_model().get_vision_tower().vision_tower
+assert all(torch.equal(v, clip_file["vision_model." + k]) for k, v in tower.vision_model.state_dict().items()
+           if not k.endswith("position_ids")), "CLIP weights were not loaded"
 conversation_lib.default_conversation = conversation_lib.conv_templates["llava_v1"]
 from utils.dataset import ValDataset, collate_fn  # noqa: E402
 
