@@ -99,3 +99,22 @@ def test_checkpoint_missing_a_parameter_names_it(copy_of):
 def test_unknown_directory_is_not_sent_to_the_hub(tmp_path):
     with pytest.raises(AdapterError, match="not a directory"):
         LisaAdapter(str(tmp_path / "nowhere"), device="cpu").preflight()
+
+
+def test_video_is_answered_frame_by_frame(checkpoint):
+    from dataclasses import replace
+
+    first, second = ReasonSegDataset(FIXTURE, "val")
+    video = replace(first, modality="video", frames=first.frames + second.frames, frame_ids=["0", "1"])
+    prediction = LisaAdapter(str(checkpoint), device="cpu").predict(video)
+    assert [m["size"] for m in prediction.masks] == [[48, 64], [56, 40]]
+    assert len(prediction.trace["frames"]) == 2
+
+
+def test_half_precision_path_runs(checkpoint):
+    # the GPU default (bfloat16) through the same code, on CPU
+    sample = ReasonSegDataset(FIXTURE, "val")[0]
+    adapter = LisaAdapter(str(checkpoint), device="cpu", dtype="bfloat16")
+    prediction = adapter.predict(sample)
+    assert adapter.fingerprint()["dtype"] == "bfloat16"
+    assert prediction.masks[0]["size"] == [48, 64] and prediction.trace["frames"][0]["n_seg"] == 1
