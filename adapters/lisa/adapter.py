@@ -109,7 +109,12 @@ class LisaAdapter(Adapter):
     def _resolve_tower(self, directory: Path, configured: str) -> str:
         tower = self.vision_tower or configured
         local = directory / tower
-        return str(local) if not Path(tower).is_absolute() and local.is_dir() else tower
+        if not Path(tower).is_absolute() and local.is_dir():
+            return str(local)
+        if not Path(tower).is_dir() and (Path(tower).is_absolute() or tower.count("/") != 1):
+            raise AdapterError(f"lisa: CLIP vision tower {tower!r} (config.vision_tower or model.vision_tower) is neither a "
+                               f"directory (here or under {directory}) nor a hub id such as openai/clip-vit-large-patch14")
+        return tower
 
     def _load(self):
         if self._loaded is not None:
