@@ -26,7 +26,6 @@ import os
 import sys
 import tempfile
 
-import numpy as np
 import torch
 
 torch.Tensor.cuda = lambda self, *a, **k: self
