@@ -5,7 +5,8 @@ Run when a GPU machine is lent (one short call; weights must already be in the H
 directories, because such machines usually have no network):
 
     python benchmarks/gpu_real_models.py [--frames 16] [--size 480x854] [--out DIR]
-        [--sam2 ID_OR_DIR] [--depth ID_OR_DIR] [--owlv2 ID_OR_DIR] [--qwen ID_OR_DIR] [--skip qwen ...]
+        [--sam2 ID_OR_DIR] [--depth ID_OR_DIR] [--owlv2 ID_OR_DIR] [--qwen ID_OR_DIR] [--lisa ID_OR_DIR]
+        [--skip qwen lisa ...]
     python benchmarks/gpu_real_models.py --tiny     # the same code path with tiny random models, CPU
 
 Checks (a failed check is printed and makes the exit status 1; a model that cannot be loaded is
@@ -13,7 +14,10 @@ reported as "unavailable" and skipped): DepthAnything V2 maps are (H, W), finite
 (drawn larger and lower) get larger values than the far background (relative inverse depth);
 OWLv2 boxes lie inside the non-square frame and the best "disc" box overlaps a drawn disc;
 SAM2 tracks are (T, H, W) and a box-prompted disc is tracked in >= half the frames with IoU > 0.5;
-Qwen2.5-VL answers are non-empty and a batch answers like one-by-one (left padding).
+Qwen2.5-VL answers are non-empty and a batch answers like one-by-one (left padding);
+LISA (adapters/lisa, bfloat16, eval prompt and generated answer) returns one (H, W) mask per frame, and
+on the real checkpoint "the large blue disc" overlaps the near disc with IoU > 0.3 and the generated
+answer holds a [SEG]. (--lisa needs the checkpoint and openai/clip-vit-large-patch14 in the HF cache.)
 Prints one row per model and writes results.json under --out when given.
 """
 from __future__ import annotations
@@ -32,6 +36,40 @@ from adapters.twin.backends.depth_anything import DepthAnythingBackend  # noqa: 
 from adapters.twin.backends.owlv2 import Owlv2Backend, box_iou  # noqa: E402
 from adapters.twin.backends.qwen_vl import QwenVLBackend  # noqa: E402
 from adapters.twin.backends.sam2_hf import Sam2HFBackend  # noqa: E402
+
+
+class LisaBench:
+    """adapters.lisa.adapter.LisaAdapter in both prompt modes, behind run_model's backend interface."""
+
+    def __init__(self, checkpoint: str, device: str, workdir: Path):
+        from adapters.lisa.adapter import LisaAdapter
+
+        self.model_id = checkpoint
+        self.workdir = workdir
+        self.eval = LisaAdapter(checkpoint, prompt_mode="eval", device=device)
+        self.generate = LisaAdapter(checkpoint, prompt_mode="generate", device=device, max_new_tokens=64)
+
+    def components(self):
+        loaded = self.eval._load()
+        self.generate._loaded = loaded  # one copy of the weights serves both modes
+        return loaded
+
+    def answer(self, frames: list[np.ndarray], query: str):
+        from PIL import Image
+
+        from bench import masks
+        from bench.types import Sample, Target
+
+        paths = []
+        for i, frame in enumerate(frames):
+            paths.append(str(self.workdir / f"frame{i}.png"))
+            Image.fromarray(frame).save(paths[-1])
+        sample = Sample(id="disc", dataset="synthetic", split="gpu", modality="video" if len(paths) > 1 else "image",
+                        frames=paths, frame_ids=[str(i) for i in range(len(paths))], query=query,
+                        task="segmentation", target=Target(), meta={"is_sentence": False})
+        evaluated = self.eval.predict(sample)
+        generated = self.generate.predict(sample)
+        return [masks.decode(r) for r in evaluated.masks], generated.text or ""
 
 
 def synthetic_video(frames: int, height: int, width: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -105,7 +143,8 @@ def main() -> int:
     ap.add_argument("--depth", default="depth-anything/Depth-Anything-V2-Small-hf")
     ap.add_argument("--owlv2", default="google/owlv2-base-patch16-ensemble")
     ap.add_argument("--qwen", default="Qwen/Qwen2.5-VL-3B-Instruct")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["sam2", "depth", "owlv2", "qwen"])
+    ap.add_argument("--lisa", default="xinlai/LISA-7B-v1")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["sam2", "depth", "owlv2", "qwen", "lisa"])
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     height, width = (int(v) for v in args.size.split("x"))
@@ -171,6 +210,28 @@ def main() -> int:
                   (lambda: QwenVLBackend.tiny(device="cpu")) if tiny else
                   (lambda: QwenVLBackend(model_id=args.qwen, device="cuda", max_new_tokens=32)),
                   qwen_work, qwen_checks, results)
+
+    if "lisa" not in args.skip:
+        import tempfile
+
+        workdir = Path(tempfile.mkdtemp(prefix="lisa_bench_"))
+
+        def make_lisa():
+            checkpoint = args.lisa
+            if tiny:
+                from tests.lisa_tiny import build_checkpoint
+
+                checkpoint = str(build_checkpoint(workdir / "tiny_lisa"))
+            return LisaBench(checkpoint, "cpu" if tiny else "cuda", workdir)
+
+        def lisa_checks(out):
+            got, answer = out
+            yield len(got) == 2 and all(m.shape == (height, width) for m in got), "mask shapes"
+            if not tiny:
+                iou = float((got[0] & discs[0][1]).sum() / max((got[0] | discs[0][1]).sum(), 1))
+                yield iou > 0.3, f"near disc IoU {iou:.2f}"
+                yield "[SEG]" in answer, f"generated answer without [SEG]: {answer!r}"
+        run_model("LISA", make_lisa, lambda b: b.answer(frames[:2], "the large blue disc"), lisa_checks, results)
 
     print(f"frames={T} size={height}x{width} tiny={tiny}")
     print(f"{'model':<20} {'status':<13} {'load_s':>7} {'run_s':>7} {'s/frame':>8} {'peak_GB':>8}")
