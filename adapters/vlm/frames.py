@@ -56,8 +56,8 @@ def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 56
     exceeds 200 (Qwen's own limit)."""
     if max(height, width) / min(height, width) > 200:
         raise AdapterError(f"frame {height}x{width}: aspect ratio above 200 cannot be resized for the VLM")
-    h = max(factor, round(height / factor) * factor)
-    w = max(factor, round(width / factor) * factor)
+    h = round(height / factor) * factor
+    w = round(width / factor) * factor
     if h * w > max_pixels:
         beta = math.sqrt((height * width) / max_pixels)
         h = max(factor, math.floor(height / beta / factor) * factor)

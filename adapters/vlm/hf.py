@@ -55,7 +55,7 @@ class HFVLM(ModelBackend, VLMBackend):
     def preflight(self) -> None:
         try:
             self.components()
-        except (OSError, ValueError, ImportError) as exc:
+        except (AdapterError, ImportError) as exc:
             raise AdapterError(f"vlm: cannot load model.model={self.model_id!r}: {first_line(exc)}") from exc
 
     def generate(self, requests: list[VLMRequest]) -> list[Reply | AdapterError]:
