@@ -1,11 +1,10 @@
-"""`python run_bench.py +model=vlm ...` end to end on a small copy of the demo (one image, two
-clips, a grounding, a VQA and a summary query), through the real runner, scoring and leaderboard:
+"""`python run_bench.py +model=vlm ...` end to end on a small copy of the demo (tests/small_demo.py:
+one image, two clips, a grounding, a VQA and a summary query), through the real runner, scoring and leaderboard:
 the openai backend against the loopback chat server (no hub access), and the hf backend on the tiny
 random Qwen2.5-VL checkpoint. SAM2 is the tiny random-weight transformers model."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,33 +12,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.small_demo import TASKS, make_small_demo
 from tests.tiny_vlm import build_tiny_vlm
 from tests.vlm_server import ChatServer
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_SAM2 = ["model.sam2._target_=adapters.twin.backends.sam2_hf.Sam2HFBackend.tiny", "~model.sam2.model_id",
              "~model.sam2.revision", "model.sam2.device=cpu"]
-TASKS = {"segmentation": 3, "grounding": 1, "vqa": 1, "summarization": 1}
 
 
 @pytest.fixture(scope="module")
 def small_demo(tmp_path_factory):
-    """demo/ with image coffee_cup, clips coin_entry and launch_pad (one expression each) and the
-    RVTBench queries grounding/launch_pad, vqa/coin_entry, summary/coin_entry."""
-    root = tmp_path_factory.mktemp("demo")
-    shutil.copytree(REPO / "demo", root, dirs_exist_ok=True)
-    for p in (root / "reasonseg/val").rglob("*"):
-        if p.is_file() and p.stem != "coffee_cup":
-            p.unlink()
-    meta_path = root / "revos/meta_expressions_valid_.json"
-    meta = json.loads(meta_path.read_text())
-    meta["videos"] = {v: dict(meta["videos"][v], expressions={"0": meta["videos"][v]["expressions"]["0"]})
-                      for v in ("UVO/all/coin_entry", "launch_pad")}
-    meta_path.write_text(json.dumps(meta))
-    keep = {"grounding/launch_pad", "vqa/coin_entry", "summary/coin_entry"}
-    lines = (root / "rvtbench/test.jsonl").read_text().splitlines()
-    (root / "rvtbench/test.jsonl").write_text("\n".join(l for l in lines if json.loads(l)["id"] in keep) + "\n")
-    return root
+    return make_small_demo(tmp_path_factory.mktemp("demo"))
 
 
 def bench(*args):
