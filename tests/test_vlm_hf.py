@@ -79,7 +79,7 @@ def test_the_adapter_answers_a_demo_question_through_it(checkpoint):
         pred = adapter.predict(sample)
         assert pred.text and pred.trace["n_tokens"] <= 5 and pred.trace["backend"].startswith("hf:")
     except AdapterError as exc:  # random weights may write nothing but whitespace
-        assert exc.reason == "empty_answer"
+        assert getattr(exc, "reason", None) == "empty_answer"
     assert adapter.fingerprint()["backend"]["revision"].startswith("local-")
 
 
