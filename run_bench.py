@@ -37,7 +37,22 @@ def with_default_groups(argv: list[str]) -> list[str]:
     Hydra refuses `+group=` for a group already in the defaults list, so the demo defaults cannot
     live there if `+dataset=revos` is to work (design.md section 6)."""
     chosen = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a and not a.startswith("-")}
+    chosen |= swept_groups(argv)
     return argv + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
+
+
+def swept_groups(argv: list[str]) -> set[str]:
+    """Groups a chosen sweep preset (`+sweep=NAME`, conf/sweep/NAME.yaml) sweeps in its
+    hydra.sweeper.params, e.g. conf/sweep/baselines.yaml's `+model: dtr1,jit,vlm`: those are chosen
+    by the preset, not left to the demo defaults."""
+    out: set[str] = set()
+    for arg in argv:
+        key, _, name = arg.partition("=")
+        path = REPO_ROOT / "conf" / "sweep" / f"{name}.yaml"
+        if key.lstrip("+") == "sweep" and path.is_file():
+            params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params") or {}
+            out |= {str(k).lstrip("+~") for k in params}
+    return out
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")

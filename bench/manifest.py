@@ -37,7 +37,8 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     protocol) without its root, the model with its policy and perception as resolved, and the
     judge's model and template when one is configured."""
     dataset = {k: v for k, v in cfg["dataset"].items() if k not in _NON_SEMANTIC_DATASET_KEYS}
-    model = dict(cfg["model"])
+    # the same keys at the model's top level: adapters that reach a server themselves (vlm)
+    model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
     if isinstance(model.get("policy"), dict):
         model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
     out = {"dataset": dataset, "model": _redact(model)}

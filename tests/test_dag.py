@@ -71,8 +71,15 @@ def test_registry_declares_the_paper_requirements():
     assert all(TOOLS[n].requires == () for n in ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL"))
 
 
-def test_describe_tools_lists_every_tool_with_its_requirements():
+def test_describe_tools_lists_every_listed_tool_with_its_requirements():
     lines = describe_tools().splitlines()
-    assert len(lines) == len(TOOLS)
+    listed = [name for name, spec in TOOLS.items() if spec.listed]
+    assert len(lines) == len(listed)
     assert "- DepthStats (requires: SAM2, DepthAnything2):" in describe_tools()
-    assert all(any(line.startswith(f"- {name} (") for line in lines) for name in TOOLS)
+    assert all(any(line.startswith(f"- {name} (") for line in lines) for name in listed)
+
+
+def test_dinov2_is_a_tool_but_not_in_the_dtr1_tool_list():
+    assert TOOLS["DINOv2"].requires == ("SAM2",) and not TOOLS["DINOv2"].listed
+    assert "DINOv2" not in describe_tools()
+    assert validate_dag({"SAM2": [], "DINOv2": ["SAM2"]}) == ["SAM2", "DINOv2"]

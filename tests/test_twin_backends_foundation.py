@@ -326,7 +326,8 @@ def test_foundation_config_names_hub_models_and_loads_nothing(tmp_path):
     p = instantiate(_perception_cfg("foundation", tmp_path), _convert_="all")
     ids = {node: b.model_id for node, b in p.backends.items()}
     assert ids == {"SAM2": "facebook/sam2.1-hiera-tiny", "DepthAnything2": "depth-anything/Depth-Anything-V2-Small-hf",
-                   "OWLv2": "google/owlv2-base-patch16-ensemble", "Qwen2.5-VL": "Qwen/Qwen2.5-VL-3B-Instruct"}
+                   "OWLv2": "google/owlv2-base-patch16-ensemble", "Qwen2.5-VL": "Qwen/Qwen2.5-VL-3B-Instruct",
+                   "DINOv2": "facebook/dinov2-small"}
     assert all(b._components is None for b in p.backends.values())
     assert p.cache.root == tmp_path / ".cache" / "perception"
 
@@ -334,7 +335,7 @@ def test_foundation_config_names_hub_models_and_loads_nothing(tmp_path):
 def test_tiny_config_builds_tiny_models(tmp_path):
     p = instantiate(_perception_cfg("tiny", tmp_path), _convert_="all")
     assert {b.model_id for b in p.backends.values()} == {"tiny-random/sam2.1", "tiny-random/depth-anything-v2",
-                                                       "tiny-random/owlv2", "tiny-random/qwen2.5-vl"}
+                                                       "tiny-random/owlv2", "tiny-random/qwen2.5-vl", "tiny-random/dinov2"}
 
 
 def test_vfm_ablation_sweep_runs_full_and_each_model_removed():

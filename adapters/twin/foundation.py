@@ -22,6 +22,8 @@ Each plan node is served as follows (backends in adapters/twin/backends/, one pe
   frames, and a caption per instance from a crop around its box on the frame where it is largest.
 - SemanticAnalysis: each instance's label, from Qwen2.5-VL on the same crop.
 - Trajectory: the shared geometry (adapters.twin.perception).
+- DINOv2: an appearance feature per instance (adapters.twin.backends.dinov2) from the same crop,
+  left in ``twin.artifacts["dinov2"]`` for JiT's scene graph.
 
 Ablation: ``disable`` names model nodes (SAM2, DepthAnything2, OWLv2, Qwen2.5-VL) whose tool is
 skipped even when planned; a node whose model is disabled (SemanticAnalysis uses Qwen2.5-VL) or one
@@ -52,9 +54,9 @@ from bench.types import AdapterError, Sample
 log = logging.getLogger(__name__)
 
 FOUNDATION_VERSION = 1
-MODEL_NODES = ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL")
+MODEL_NODES = ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL", "DINOv2")
 USES_MODEL = {"SAM2": "SAM2", "DepthAnything2": "DepthAnything2", "OWLv2": "OWLv2", "Qwen2.5-VL": "Qwen2.5-VL",
-              "SemanticAnalysis": "Qwen2.5-VL"}
+              "SemanticAnalysis": "Qwen2.5-VL", "DINOv2": "DINOv2"}
 DEFAULT_VOCABULARY = ("person", "animal", "vehicle", "object")
 CROP_MARGIN = 0.1
 """Instance crops for Qwen2.5-VL extend the box by this fraction of its size on each side."""
@@ -65,7 +67,7 @@ MIN_CROP = 28
 class FoundationPerception(Perception):
     """Perception from foundation models (see module docstring).
 
-    sam2, depth, owlv2, qwen: backends (adapters.twin.backends.*; Hydra builds them from
+    sam2, depth, owlv2, qwen, dinov2: backends (adapters.twin.backends.*; Hydra builds them from
         conf/perception/foundation.yaml); a node whose backend is None fails with AdapterError
         unless it is disabled.
     cache: a ToolCache, or None for no caching.
@@ -80,7 +82,7 @@ class FoundationPerception(Perception):
     name = "foundation"
 
     def __init__(self, sam2: Any = None, depth: Any = None, owlv2: Any = None, qwen: Any = None,
-                 cache: ToolCache | None = None, disable: list[str] | tuple[str, ...] = (),
+                 dinov2: Any = None, cache: ToolCache | None = None, disable: list[str] | tuple[str, ...] = (),
                  key_frame: str = "middle", vocabulary: list[str] | tuple[str, ...] = DEFAULT_VOCABULARY,
                  use_query: bool = True, match_iou: float = 0.5, summary_frames: int = 8):
         if isinstance(disable, str):  # perception.disable=OWLv2 on the command line
@@ -90,7 +92,7 @@ class FoundationPerception(Perception):
             raise AdapterError(f"perception.disable: unknown nodes {unknown}; expected a subset of {list(MODEL_NODES)}")
         if key_frame not in ("first", "middle"):
             raise AdapterError(f"perception.key_frame must be 'first' or 'middle', got {key_frame!r}")
-        self.backends = {"SAM2": sam2, "DepthAnything2": depth, "OWLv2": owlv2, "Qwen2.5-VL": qwen}
+        self.backends = {"SAM2": sam2, "DepthAnything2": depth, "OWLv2": owlv2, "Qwen2.5-VL": qwen, "DINOv2": dinov2}
         self.cache = cache
         self.disable = frozenset(disable)
         self.key_frame = key_frame
@@ -109,7 +111,9 @@ class FoundationPerception(Perception):
     def fingerprint(self) -> dict:
         return {
             "name": self.name, "version": FOUNDATION_VERSION,
-            "backends": {node: None if b is None else b.fingerprint() for node, b in self.backends.items()},
+            # DINOv2 (added for JiT) only when configured, so earlier configurations keep their fingerprint
+            "backends": {node: None if b is None else b.fingerprint() for node, b in self.backends.items()
+                         if node != "DINOv2" or b is not None},
             "disable": sorted(self.disable), "key_frame": self.key_frame, "vocabulary": self.vocabulary,
             "use_query": self.use_query, "match_iou": self.match_iou, "summary_frames": self.summary_frames,
         }
@@ -227,6 +231,20 @@ class FoundationPerception(Perception):
         for inst, text in zip(twin.instances, self._crop_answers("Qwen2.5-VL/instances", "instance", sample, twin)):
             inst.caption = text
 
+    def dinov2(self, sample: Sample, twin: Twin) -> None:
+        if not twin.instances:
+            twin.artifacts["dinov2"] = {}
+            return
+        backend = self._backend("DINOv2", sample)
+        crops = [_crop_box(inst, twin.size) for inst in twin.instances]
+
+        def compute() -> dict:
+            frames = self._frames(sample, twin)
+            return {"features": backend.embed([frames[t][y1:y2, x1:x2] for t, (x1, y1, x2, y2) in crops])}
+
+        features = self._cached("DINOv2", sample, twin, {"crops": crops}, compute)["features"]
+        twin.artifacts["dinov2"] = {inst.id: np.asarray(f, dtype=np.float32) for inst, f in zip(twin.instances, features)}
+
     def semantic_analysis(self, sample: Sample, twin: Twin) -> None:
         for inst, text in zip(twin.instances, self._crop_answers("SemanticAnalysis", "label", sample, twin)):
             inst.label = text.splitlines()[0].strip().rstrip(".") if text.strip() else None
@@ -303,7 +321,7 @@ def summary_frame_indices(num_frames: int, most: int) -> list[int]:
     return [0] if k == 1 else sorted({round(i * (num_frames - 1) / (k - 1)) for i in range(k)})
 
 
-_CONFIG_KEY = {"SAM2": "sam2", "DepthAnything2": "depth", "OWLv2": "owlv2", "Qwen2.5-VL": "qwen"}
+_CONFIG_KEY = {"SAM2": "sam2", "DepthAnything2": "depth", "OWLv2": "owlv2", "Qwen2.5-VL": "qwen", "DINOv2": "dinov2"}
 
 
 def _crop_box(inst: Instance, size: tuple[int, int]) -> tuple[int, tuple[int, int, int, int]]:

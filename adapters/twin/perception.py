@@ -41,6 +41,7 @@ class Perception(ABC):
             "DepthStats": self.depth_stats,
             "SemanticAnalysis": self.semantic_analysis,
             "Trajectory": self.trajectory,
+            "DINOv2": self.dinov2,
         }
         if tool not in methods or tool not in TOOLS:
             raise AdapterError(f"sample {sample.id}: perception {self.name!r} has no tool {tool!r}")
@@ -71,6 +72,12 @@ class Perception(ABC):
     @abstractmethod
     def semantic_analysis(self, sample: Sample, twin: Twin) -> None:
         """Set each instance's ``label``."""
+
+    def dinov2(self, sample: Sample, twin: Twin) -> None:
+        """Leave ``twin.artifacts["dinov2"]`` = {instance id: (D,) L2-normalised float32 feature}.
+        Only model-backed perception has features: the default raises AdapterError."""
+        raise AdapterError(f"sample {sample.id}: perception {self.name!r} has no DINOv2 features "
+                           "(use perception=foundation or perception=tiny)")
 
     def trajectory(self, sample: Sample, twin: Twin) -> None:
         """Set each instance's ``trajectory`` from its per-frame centroids (adapters.twin.geometry)."""

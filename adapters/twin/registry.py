@@ -20,12 +20,15 @@ class ToolSpec:
     requires:    nodes that must appear among this node's dependencies.
     provides:    the twin field this tool fills, e.g. "instances[].depth".
     description: one line for the policy's system prompt.
+    listed:      shown by describe_tools(); tools added after DT-R1's prompt was fixed (DINOv2, for
+                 JiT) are unlisted so that prompt, and the runs named after it, stay as they were.
     """
 
     name: str
     requires: tuple[str, ...]
     provides: str
     description: str
+    listed: bool = True
 
 
 def _specs(*specs: ToolSpec) -> dict[str, ToolSpec]:
@@ -64,6 +67,10 @@ TOOLS: dict[str, ToolSpec] = _specs(
         "per instance motion: first/last visible frame, start/end centroid, displacement [dx, dy] px "
         "and path length px",
     ),
+    ToolSpec(
+        "DINOv2", ("SAM2",), "twin.artifacts['dinov2']",
+        "DINOv2 appearance feature of each instance (cosine similarity between instances)", listed=False,
+    ),
 )
 
 
@@ -71,6 +78,8 @@ def describe_tools() -> str:
     """The tool list for the policy's system prompt: one line per tool, ``name (requires: ...): what``."""
     lines = []
     for spec in TOOLS.values():
+        if not spec.listed:
+            continue
         needs = ", ".join(spec.requires) if spec.requires else "nothing"
         lines.append(f"- {spec.name} (requires: {needs}): {spec.description}")
     return "\n".join(lines)

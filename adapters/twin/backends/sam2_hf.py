@@ -72,6 +72,25 @@ class Sam2HFBackend(ModelBackend):
         masks = self.propagate(frames, key_frame, prompt, len(labels))
         return [Track(masks=masks[i], score=float(key_scores[i]), label=labels[i]) for i in range(len(labels))]
 
+    def segment_image(self, frame: np.ndarray, boxes: list[list[float]],
+                      points: list[list[float]] | None = None) -> np.ndarray:
+        """(N, H, W) bool masks on one (H, W, 3) uint8 RGB frame, one per box [x1, y1, x2, y2] px,
+        from the image model (single-mask output); ``points`` [x, y] px, one per box, are added as
+        positive clicks (the VLM + SAM prompts of Seg-Zero / VisionReasoner)."""
+        import torch
+
+        models, (processor, _) = self.components()
+        kwargs: dict[str, Any] = {"input_boxes": [[list(map(float, b)) for b in boxes]]}
+        if points is not None:
+            kwargs["input_points"] = [[[list(map(float, p))] for p in points]]
+            kwargs["input_labels"] = [[[1] for _ in points]]
+        inputs = processor(images=frame, return_tensors="pt", **kwargs).to(self.device)
+        inputs["pixel_values"] = inputs["pixel_values"].to(models["image"].dtype)
+        with torch.inference_mode():
+            out = models["image"](**inputs, multimask_output=False)
+        masks = processor.post_process_masks(out.pred_masks.float().cpu(), inputs["original_sizes"].cpu())[0]
+        return masks[:, 0].numpy().astype(bool)
+
     def automatic(self, frame: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
         """Automatic-mode masks ((H, W) bool) and predicted IoUs on one frame, best first."""
         import torch

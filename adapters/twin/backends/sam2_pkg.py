@@ -121,10 +121,23 @@ class Sam2PkgBackend(ModelBackend):
         masks = self.propagate(frames, key_frame, prompts)
         return [Track(masks=masks[i], score=float(key_scores[i]), label=labels[i]) for i in range(len(prompts))]
 
-    def automatic(self, frame: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
-        """Automatic-mode masks ((H, W) bool) and predicted IoUs on one frame, best first."""
+    def segment_image(self, frame: np.ndarray, boxes: list[list[float]],
+                      points: list[list[float]] | None = None) -> np.ndarray:
+        """As Sam2HFBackend.segment_image, through ``SAM2ImagePredictor`` (single-mask output)."""
         import torch
 
+        height, width = frame.shape[:2]
+        predictor = self._image_predictor()
+        kwargs: dict[str, Any] = {"box": np.asarray(boxes, dtype=np.float32)}
+        if points is not None:
+            kwargs["point_coords"] = np.asarray(points, dtype=np.float32)[:, None, :]
+            kwargs["point_labels"] = np.ones((len(points), 1), dtype=np.int64)
+        with torch.inference_mode():
+            predictor.set_image(frame)
+            masks, _, _ = predictor.predict(multimask_output=False, **kwargs)
+        return (np.asarray(masks).reshape(len(boxes), -1, height, width)[:, 0] > 0.5)
+
+    def _image_predictor(self) -> Any:
         import_sam2()
         from sam2.sam2_image_predictor import SAM2ImagePredictor
 
@@ -133,6 +146,13 @@ class Sam2PkgBackend(ModelBackend):
         # the predictor hard-codes the backbone feature sizes of a 1024 px model
         side = int(model.image_size)
         predictor._bb_feat_sizes = [(side // 4, side // 4), (side // 8, side // 8), (side // 16, side // 16)]
+        return predictor
+
+    def automatic(self, frame: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
+        """Automatic-mode masks ((H, W) bool) and predicted IoUs on one frame, best first."""
+        import torch
+
+        predictor = self._image_predictor()
         height, width = frame.shape[:2]
         points = np.asarray(point_grid(height, width, self.params["points_per_side"]), dtype=np.float32)
         with torch.inference_mode():

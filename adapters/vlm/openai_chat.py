@@ -1,0 +1,115 @@
+"""A VLM served by any OpenAI-compatible multimodal chat server (vLLM, SGLang, LMDeploy, Ollama),
+through the chat completions endpoint: images go as base64 data URLs in ``image_url`` parts, a
+video as its sampled frames (adapters.vlm.frames), each after a text label.
+
+Reproducing the baseline rows on a GPU (README "Models"): e.g.
+    vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image": 16}'
+    python run_bench.py +dataset=revos dataset.root=DIR +model=vlm model.model=Qwen/Qwen2.5-VL-7B-Instruct
+
+Retries follow bench.http (HTTP 429, 5xx, timeouts, connection errors); requests of a batch run
+``max_concurrency`` at a time (the server batches them).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from adapters.policy.base import decoding_fingerprint
+from adapters.vlm.backend import VLMBackend, VLMRequest
+from adapters.vlm.frames import data_url
+from adapters.vlm.reply import Reply
+from bench.http import call_with_retries
+from bench.types import AdapterError
+
+
+class OpenAIChatVLM(VLMBackend):
+    """Chat completions with images.
+
+    model: the served model name. base_url: e.g. "http://localhost:8000/v1". api_key: None = the
+    OPENAI_API_KEY environment variable, else "EMPTY". image_format: "png" (lossless) or "jpeg".
+    temperature, top_p, seed: sent with every request (0 = greedy). extra_body: extra request fields
+    (e.g. vLLM's {"top_k": 1}). timeout_s, max_retries, backoff_s, backoff_max_s: see bench.http.
+    max_concurrency: requests in flight at once.
+    """
+
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, image_format: str = "png",
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, extra_body: dict | None = None,
+                 timeout_s: float = 300.0, max_retries: int = 4, backoff_s: float = 1.0, backoff_max_s: float = 30.0,
+                 max_concurrency: int = 8):
+        if not model or model == "???":
+            raise AdapterError("vlm openai backend: `model.model` is required (the served model name)")
+        if int(max_concurrency) < 1 or int(max_retries) < 0:
+            raise AdapterError(f"vlm openai backend: need max_concurrency >= 1 and max_retries >= 0, "
+                               f"got {max_concurrency}, {max_retries}")
+        self.model, self.base_url = str(model), str(base_url)
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.image_format = image_format
+        self.temperature, self.top_p, self.seed = float(temperature), float(top_p), seed
+        self.extra_body = dict(extra_body or {})
+        self.timeout_s, self.max_retries = float(timeout_s), int(max_retries)
+        self.backoff_s, self.backoff_max_s = float(backoff_s), float(backoff_max_s)
+        self.batch_size = int(max_concurrency)
+        self.name = f"openai:{model}"
+        self._client: Any = None
+
+    def fingerprint(self) -> dict:
+        return {"backend": "openai", "model": self.model, "image_format": self.image_format,
+                "extra_body": self.extra_body, "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed)}
+
+    def preflight(self) -> None:
+        from adapters.policy.openai_compat import served_models
+
+        names = served_models(self.base_url, api_key=self.api_key, timeout_s=min(self.timeout_s, 30.0),
+                              what="model.base_url")
+        if self.model not in names:
+            raise AdapterError(f"vlm: model.model={self.model!r} is not served at {self.base_url}; it serves {names}")
+
+    def generate(self, requests: list[VLMRequest]) -> list[Reply | AdapterError]:
+        if len(requests) <= 1 or self.batch_size == 1:
+            return [self._safe(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=min(self.batch_size, len(requests))) as pool:
+            return list(pool.map(self._safe, requests))
+
+    def messages(self, request: VLMRequest) -> list[dict]:
+        """The chat messages of a request: text parts as {"type": "text"}, images as
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}."""
+        parts = [{"type": "text", "text": value} if kind == "text"
+                 else {"type": "image_url", "image_url": {"url": data_url(value, self.image_format)}}
+                 for kind, value in request.content]
+        out = [{"role": "system", "content": request.system}] if request.system else []
+        return out + [{"role": "user", "content": parts}]
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        self._client = None
+
+    def _safe(self, request: VLMRequest) -> Reply | AdapterError:
+        try:
+            return self._generate(request)
+        except AdapterError as exc:
+            return exc
+
+    def _generate(self, request: VLMRequest) -> Reply:
+        import openai
+
+        if self._client is None:
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s,
+                                         max_retries=0)
+        messages = self.messages(request)
+        resp = call_with_retries(
+            lambda: self._client.chat.completions.create(
+                model=self.model, messages=messages, max_tokens=int(request.max_new_tokens),
+                temperature=self.temperature, top_p=self.top_p, seed=self.seed,
+                extra_body=self.extra_body or None),
+            what=f"vlm {self.model}", base_url=self.base_url, max_retries=self.max_retries,
+            backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=AdapterError)
+        try:
+            choice = resp.choices[0]
+            text = choice.message.content or ""
+            finish = choice.finish_reason
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise AdapterError(f"vlm {self.model}: malformed chat response from {self.base_url}: {exc}") from exc
+        n_tokens = int(getattr(getattr(resp, "usage", None), "completion_tokens", 0) or 0)
+        return Reply(text=text, finish_reason="length" if finish == "length" else "stop", n_tokens=n_tokens)

@@ -1,0 +1,50 @@
+"""VLM boxes -> SAM2 masks (adapters/vlm/segment.py) through the twin's SAM2 backends, tiny
+random-weight models: the image predictor with boxes and points, the video predictor from a key
+frame. Random weights make the masks meaningless; shapes, prompts and the union are what is checked."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adapters.twin.backends.sam2_hf import Sam2HFBackend
+from adapters.twin.backends.sam2_pkg import Sam2PkgBackend
+from adapters.vlm import segment
+from adapters.vlm.coords import Detection
+from bench import masks as mask_io
+
+
+@pytest.fixture(scope="module", params=["hf", "pkg"])
+def sam2(request):
+    cls = Sam2HFBackend if request.param == "hf" else Sam2PkgBackend
+    return cls.tiny(seed=0, device="cpu")
+
+
+FRAME = np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8)
+
+
+def test_segment_image_gives_one_mask_per_box(sam2):
+    masks = sam2.segment_image(FRAME, [[10, 10, 40, 50], [0, 0, 80, 60]], [[20, 20], [5, 5]])
+    assert masks.shape == (2, 60, 80) and masks.dtype == bool
+
+
+def test_segment_image_without_points(sam2):
+    assert sam2.segment_image(FRAME, [[10, 10, 40, 50]]).shape == (1, 60, 80)
+
+
+def test_image_masks_are_the_union_of_the_objects(sam2):
+    dets = [Detection([10, 10, 40, 50], [20, 20]), Detection([0, 0, 80, 60], [5, 5])]
+    (rle,) = segment.image_masks(sam2, FRAME, dets)
+    union = sam2.segment_image(FRAME, [d.box for d in dets], [d.point for d in dets]).any(axis=0)
+    assert np.array_equal(mask_io.decode(rle) if rle else np.zeros_like(union), union)
+
+
+def test_video_masks_cover_every_frame(sam2):
+    frames = [np.roll(FRAME, 3 * t, axis=1) for t in range(4)]
+    masks = segment.video_masks(sam2, frames, 2, [Detection([10, 10, 40, 50])])
+    assert len(masks) == 4
+    assert all(m is None or tuple(m["size"]) == (60, 80) for m in masks)
+
+
+def test_no_detection_is_no_mask(sam2):
+    assert segment.image_masks(sam2, FRAME, []) == [None]
+    assert segment.video_masks(sam2, [FRAME, FRAME], 0, []) == [None, None]

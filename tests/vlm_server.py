@@ -1,0 +1,58 @@
+"""A loopback OpenAI-compatible multimodal chat server for the VLM adapter's tests: it lists one
+model, keeps every request body, and answers chat completions with `reply(body)` (default: a
+plausible answer per task, read from the prompt's wording in conf/model/vlm.yaml)."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+from tests.loopback import JSONHandler, Loopback
+
+
+def default_reply(body: dict) -> str:
+    """Boxes in Qwen2.5-VL pixel coordinates of the first image, or a short text answer."""
+    parts = body["messages"][-1]["content"]
+    prompt = parts[-1]["text"]
+    frames = [int(m.group(1)) for p in parts if p["type"] == "text" for m in [re.fullmatch(r"Frame (\d+):", p["text"])] if m]
+    frame = {"frame": frames[len(frames) // 2]} if frames else {}
+    if "point_2d" in prompt:
+        return json.dumps([{"bbox_2d": [20, 20, 120, 100], "point_2d": [70, 60], **frame}])
+    if "bbox_2d" in prompt:
+        return json.dumps([{"bbox_2d": [10, 10, 150, 120], "frame": t} for t in frames] or [{"bbox_2d": [10, 10, 150, 120]}])
+    return "<think>looking</think>A small object moves."
+
+
+class ChatServer:
+    """Serves GET /v1/models and POST /v1/chat/completions on 127.0.0.1; url = ".../v1"."""
+
+    def __init__(self, model: str = "tiny-vlm", reply=default_reply, finish_reason: str = "stop"):
+        self.model, self.reply, self.finish_reason = model, reply, finish_reason
+        self.bodies: list[dict] = []
+        self.fail: list[int] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(JSONHandler):
+            def do_GET(self):
+                self.send_json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+
+            def do_POST(self):
+                body = self.read_json()
+                with server.lock:
+                    server.bodies.append(body)
+                    status = server.fail.pop(0) if server.fail else 200
+                if status != 200:
+                    return self.send_json(status, {"error": {"message": f"injected {status}", "type": "server_error"}})
+                text = server.reply(body)
+                self.send_json(200, {
+                    "id": "chat-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                 "finish_reason": server.finish_reason}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 2}})
+
+        self.loopback = Loopback(Handler)
+        self.url = self.loopback.root + "/v1"
+
+    def close(self) -> None:
+        self.loopback.close()
