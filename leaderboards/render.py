@@ -19,8 +19,11 @@ from typing import Any
 
 import pandas as pd
 
+from bench.summary import unit
+
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 # Numeric columns of a row that are not metrics.
+_RAW_UNITS = {"seconds", "mean"}  # paper "metric" values that are units, not fractions
 _NOT_METRICS = {"n", "failures", "parse_rate", "data_errors", "judge_failure_rate", "protocol_version"}
 
 
@@ -44,9 +47,11 @@ def published_percent(value: str) -> str:
     return str((Decimal(value) * 100).quantize(Decimal(1).scaleb(-max(digits - 2, 0))))
 
 
-def _pct(value: Any, digits: int = 1) -> str:
+def _pct(value: Any, digits: int = 1, key: str = "") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
+    if unit(key) != "%":
+        return f"{float(value):.{digits + 2}f}"
     return f"{100 * float(value):.{digits}f}"
 
 
@@ -70,7 +75,7 @@ def render(dataset: str, board_dir: str | Path = "leaderboards", paper: bool = T
         board = board.sort_values(headline, ascending=False, na_position="last", kind="stable")
     extra = [m for m in dict.fromkeys(r["metric"] for r in published) if m not in metrics]
     columns = metrics + extra
-    head = ["rank", "source", "model", "run", "subset", *[f"{c} (%)" for c in columns], "n", "failures",
+    head = ["rank", "source", "model", "run", "subset", *[f"{c} ({'%' if unit(c) == '%' else 'score'})" for c in columns], "n", "failures",
             "parse rate (%)", "git", "date", "note"]
     lines = [f"## {dataset}", "",
              f"Values in % (files hold fractions); [95% bootstrap CI]. Runs sorted by {headline or 'n/a'}"
@@ -83,8 +88,8 @@ def render(dataset: str, board_dir: str | Path = "leaderboards", paper: bool = T
                 cells.append("n/a")
                 continue
             lo, hi = r.get(f"{c} ci_low"), r.get(f"{c} ci_high")
-            ci = f" [{_pct(lo, digits)}, {_pct(hi, digits)}]" if lo is not None and not pd.isna(lo) else ""
-            cells.append(_pct(r[c], digits) + ci)
+            ci = f" [{_pct(lo, digits, c)}, {_pct(hi, digits, c)}]" if lo is not None and not pd.isna(lo) else ""
+            cells.append(_pct(r[c], digits, c) + ci)
         parts = [str(r.get(k)) for k in ("policy", "perception") if isinstance(r.get(k), str) and r.get(k)]
         model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "")
         parse = "n/a" if pd.isna(r.get("parse_rate")) else _pct(r.get("parse_rate"))
@@ -97,7 +102,10 @@ def render(dataset: str, board_dir: str | Path = "leaderboards", paper: bool = T
     for p in published:
         grouped.setdefault((p["source"], p["model"], p["subset"]), {})[p["metric"]] = p
     for (source, model, subset), values in grouped.items():
-        cells = [published_percent(values[c]["value"]) if c in values else "" for c in columns]
+        # shown in the column's unit: fractions as the percentages printed in the paper, scores
+        # (CIDEr) and other units (seconds) as the CSV's own string
+        cells = [("" if c not in values else published_percent(values[c]["value"]) if unit(c) == "%" and c not in _RAW_UNITS
+                  else values[c]["value"]) for c in columns]
         notes = "; ".join(dict.fromkeys(v["note"] for v in values.values() if v["note"]))
         lines.append("| " + " | ".join(["", f"paper: {source}", model, "", subset, *cells, "", "", "", "", "", notes]) + " |")
     return "\n".join(lines)
