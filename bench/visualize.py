@@ -82,7 +82,7 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
 
 def _header(sample: Sample, pred: Prediction | None, score: dict | None, width: int) -> np.ndarray:
     lines = [f"{sample.id}  [{sample.task}]  {sample.query}"]
-    value = _score_value(score)
+    value = score_value(score)
     status = "no prediction" if pred is None else (f"FAILED {pred.error['kind']}: {pred.error['message']}" if pred.error else "ok")
     lines.append(f"score {value:.4f}  {status}" if value is not None else status)
     if pred is not None and pred.text:
@@ -101,7 +101,7 @@ def _wrap(text: str, width: int) -> Iterable[str]:
     yield from textwrap.wrap(text, width, break_long_words=True) or [""]
 
 
-def _score_value(score: dict | None) -> float | None:
+def score_value(score: dict | None) -> float | None:
     for key in _SCORE_KEYS:
         if score and isinstance(score.get(key), (int, float)):
             return float(score[key])
@@ -113,7 +113,7 @@ def worst_per_task(ids: list[str], samples: dict[str, Sample], scores: dict[str,
     unscored samples (corpus-level text metrics) are never picked as "worst"."""
     by_task: dict[str, list[tuple[float, str]]] = {}
     for sid in ids:
-        value = _score_value(scores.get(sid))
+        value = score_value(scores.get(sid))
         if value is not None and sid in samples:
             by_task.setdefault(samples[sid].task, []).append((value, sid))
     return [sid for task in sorted(by_task) for _, sid in sorted(by_task[task])[:n]]
