@@ -4,6 +4,7 @@
     python run_bench.py                                   # DT-R1 (embedded tiny policy) on the bundled demo
     python run_bench.py +dataset=revos +model=dtr1 dataset.root=DIR dataset.split=valid
     python run_bench.py -m model.max_rounds=2,4           # a Hydra sweep: one run directory and row per point
+    python run_bench.py --list                            # benchmarks, models, policies, perception, judges
 
 The last line printed names the run directory (config.yaml, manifest.json, predictions.jsonl,
 scores.jsonl, metrics.json).
@@ -93,6 +94,11 @@ def unwritable_root(argv: list[str]) -> tuple[str, str] | None:
 
 
 if __name__ == "__main__":
+    if "--list" in sys.argv[1:]:  # benchmarks, models, policies, perception, judges: one line each
+        from bench.catalog import main as list_components
+
+        list_components()
+        sys.exit(0)
     argv = with_default_groups(sys.argv[1:])
     sys.argv = [sys.argv[0]] + argv
     problem = unwritable_root(argv)

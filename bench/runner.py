@@ -30,7 +30,10 @@ from bench import manifest as manifest_mod
 from bench.store import (PredictionLog, RunLock, finite, prediction_files, predictions_filename, read_predictions,
                          write_json_atomic, write_jsonl_atomic)
 from bench.types import (Prediction, RunStopped, RunStoreError, RvtBenchError, Sample, ServerUnreachableError)
+from bench.results import finish_metrics, write_sample_log
+from bench.summary import format_summary  # noqa: F401  (run_bench and users import it from here)
 from leaderboards import publish
+from leaderboards.row import leaderboard_row
 
 log = logging.getLogger(__name__)
 
@@ -292,8 +295,10 @@ def _locked_run(cfg: DictConfig, resolved: dict[str, Any], adapter: Any, progres
 
     progress.phase = "scoring"
     metrics_path = run_dir / _derived_name("metrics.json", cfg.run.limit)
-    metrics = _score(samples, done, protocol, run_dir / _derived_name("scores.jsonl", cfg.run.limit), resolved,
-                     run_name, fp, data_errors)
+    scores_path = run_dir / _derived_name("scores.jsonl", cfg.run.limit)
+    metrics = _score(samples, done, protocol, scores_path, resolved, run_name, fp, data_errors)
+    finish_metrics(metrics, protocol, resolved, scores_path)
+    write_sample_log(run_dir / _derived_name("samples.jsonl", cfg.run.limit), samples, done, scores_path, adapter)
     if cfg.run.limit is not None:
         metrics["partial"] = f"run.limit={cfg.run.limit}: the first {len(samples)} samples only"
     metrics["judge"] = _judge_block(judge, max_failure_rate, metrics.pop("_judged"))
@@ -446,13 +451,6 @@ def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
     OmegaConf.save(OmegaConf.create(body), tmp)
     tmp.replace(cfg_path)
     write_json_atomic(manifest_path, now)
-
-
-def _git_shas(run_dir: Path) -> str:
-    """The code versions that made a run's predictions: the first sha, then any other resumed with."""
-    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    shas = [manifest.get("git_sha", "unknown")] + [r.get("git_sha", "unknown") for r in manifest.get("resumes", [])]
-    return ";".join(dict.fromkeys(shas))
 
 
 def _load_samples(cfg: DictConfig) -> tuple[list[Sample], list[dict]]:
@@ -662,25 +660,8 @@ def _count_by(rows: list[dict], key: str) -> dict[str, int]:
 
 
 def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: Path, protocol: Any) -> dict[str, Any]:
-    model = resolved["model"]
-    row: dict[str, Any] = {
-        "run_name": metrics["run_name"],
-        "fingerprint": metrics["fingerprint"],
-        "dataset": metrics["dataset"],
-        "split": metrics["split"],
-        "model": metrics["model"],
-        "policy": _component_name(model.get("policy")),
-        "perception": _component_name(model.get("perception")),
-    }
-    for key in protocol.headline:
-        row[key] = metrics["metrics"].get(key)
-    judge = metrics.get("judge") or {}
-    if "failure_rate" in judge:
-        row["judge_failure_rate"] = judge["failure_rate"]
-    row.update(n=metrics["n"], failures=metrics["failures"], parse_rate=metrics["parse_rate"],
-               data_errors=metrics.get("data_errors", 0), git_sha=_git_shas(run_dir), run_dir=str(run_dir),
-               overrides=" ".join(_semantic_overrides(resolved.get("_overrides", []) or [])))
-    return row
+    return leaderboard_row(resolved, metrics, run_dir, list(protocol.headline),
+                           _semantic_overrides(resolved.get("_overrides", []) or []))
 
 
 def _semantic_overrides(overrides: list[str]) -> list[str]:
@@ -688,55 +669,3 @@ def _semantic_overrides(overrides: list[str]) -> list[str]:
     is what tells sweep points apart in the leaderboard."""
     where = ("run.", "leaderboard.", "hydra.")
     return [o for o in manifest_mod.redact_overrides(overrides) if not o.lstrip("+~").startswith(where)]
-
-
-def _component_name(node: Any) -> str:
-    """Short name of a configured component for the leaderboard: its `name`, `model`, or class."""
-    if not isinstance(node, dict):
-        return ""
-    name = node.get("name") or node.get("model") or str(node.get("_target_", "")).rsplit(".", 1)[-1]
-    runtime = node.get("runtime")
-    return f"{name}:{runtime}" if runtime else str(name)
-
-
-def format_summary(result: RunResult) -> str:
-    """Human-readable metrics table for the terminal (metrics as percentages, 2 decimals)."""
-    m = result.metrics
-    if m is None:
-        return "scoring skipped: predictions missing (shards still running?)"
-    lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  "
-             f"n={m['n']} failures={m['failures']} parse_rate="
-             + ("n/a" if m["parse_rate"] is None else f"{m['parse_rate']:.2f}")]
-    lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
-    if m.get("failures"):
-        lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
-                     f"pictures: python -m bench.visualize <run dir> --worst 10)")
-    if m.get("data_errors"):
-        lines.append(f"  DATA ERRORS: {m['data_errors']} samples have bad data and are not in n "
-                     f"(listed with the file and field in metrics.json 'data_error_samples')")
-    judge = m.get("judge") or {}
-    if "n" in judge:
-        rate = judge.get("failure_rate")
-        lines.append(f"  {judge['status']}: n={judge['n']} failed={judge['n_failed']} "
-                     f"failure_rate={'n/a' if rate is None else f'{rate:.3f}'} (max {judge['max_failure_rate']})")
-    elif judge:
-        lines.append(f"  {judge['status']}")
-    for warning in m.get("warnings") or []:  # from the protocol (metrics/protocols): empty GT, baseline, PNG values
-        lines.append(f"  WARNING: {warning}")
-    width = max((len(k) for k in m["metrics"]), default=8)
-    baseline = m.get("baseline_empty") or {}
-    for key, value in m["metrics"].items():
-        lines.append(f"  {key:<{width}}  {_pct(value)}" + (f"   (empty prediction: {_pct(baseline[key])})" if key in baseline else ""))
-    for group, rows in (m.get("breakdown") or {}).items():
-        for name, vals in rows.items():
-            if isinstance(vals, dict):
-                shown = "  ".join(f"{k}={_pct(v)}" for k, v in vals.items() if isinstance(v, (int, float)) and k != "n")
-                n = vals.get("n")
-                lines.append(f"  {group}={name}{f' (n={n})' if n is not None else ''}: {shown}")
-    return "\n".join(lines)
-
-
-def _pct(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if value != value else f"{100 * value:6.2f}"
-    return str(value)

@@ -4,9 +4,11 @@
     python -m bench.visualize runs/demo/dtr1/<run_name> --worst 10   # the 10 lowest-scoring
     python -m bench.visualize RUN_DIR --ids image/coffee_cup --frames 4
 
-Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame, GT filled green, prediction
-outlined magenta, ignore pixels grey; the header line gives the query, the sample's score and its
-error if it failed. Reads the run's config.yaml (for the dataset) and its run files; writes nothing else.
+Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame, GT mask filled green and GT
+boxes drawn green, prediction (mask outline and boxes) magenta, ignore pixels hatched azure (visible
+on grayscale frames too); the header gives the query, the sample's score, its error if it failed,
+the answer and the reference answers. `--worst N` picks the N lowest-scoring samples of each task
+among the samples that have a per-sample score (corpus-scored text samples have none). Reads the run's config.yaml (for the dataset) and its run files; writes nothing else.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from bench.types import Prediction, Sample
 
 GT_RGB = (40, 200, 60)
 PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself
-IGNORE_RGB = (160, 160, 160)
+IGNORE_RGB = (0, 170, 255)  # azure hatching: a grey fill vanishes on grayscale frames
+HATCH_PX = 4  # stripe width of the ignore hatching, in frame pixels
 PANEL_HEIGHT = 360
 _SCORE_KEYS = ("J&F", "giou_term", "iou", "J")
 
@@ -48,12 +51,21 @@ def render_sample(sample: Sample, pred: Prediction | None, score: dict | None = 
 def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
     frame = read_frame(sample.frames[t]).astype(np.float32)
     h, w = frame.shape[:2]
-    for rles, color, alpha in ((sample.target.ignore, IGNORE_RGB, 0.55), (sample.target.masks, GT_RGB, 0.45)):
-        rle = rles[t] if rles and t < len(rles) else None
-        if rle is not None:
-            m = masks.decode(rle)
-            frame[m] = (1 - alpha) * frame[m] + alpha * np.array(color, np.float32)
+    ignore = sample.target.ignore[t] if sample.target.ignore and t < len(sample.target.ignore) else None
+    if ignore is not None:
+        yy, xx = np.mgrid[:h, :w]
+        m = masks.decode(ignore) & (((xx + yy) // HATCH_PX) % 2 == 0)
+        frame[m] = 0.2 * frame[m] + 0.8 * np.array(IGNORE_RGB, np.float32)
+    gt = sample.target.masks[t] if sample.target.masks and t < len(sample.target.masks) else None
+    if gt is not None:
+        m = masks.decode(gt)
+        frame[m] = 0.55 * frame[m] + 0.45 * np.array(GT_RGB, np.float32)
     out = np.ascontiguousarray(frame.astype(np.uint8))
+    thickness = max(1, round(h / PANEL_HEIGHT))
+    gt_boxes = sample.target.boxes[t] if sample.target.boxes and t < len(sample.target.boxes) and sample.target.boxes[t] else []
+    for box in gt_boxes:
+        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        cv2.rectangle(out, (x1, y1), (x2, y2), GT_RGB, thickness + 1)
     pred_rle = pred.masks[t] if pred is not None and pred.masks and t < len(pred.masks) else None
     if pred_rle is not None:
         contours, _ = cv2.findContours(masks.decode(pred_rle).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
@@ -70,11 +82,13 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
 
 def _header(sample: Sample, pred: Prediction | None, score: dict | None, width: int) -> np.ndarray:
     lines = [f"{sample.id}  [{sample.task}]  {sample.query}"]
-    value = _score_value(score)
+    value = score_value(score)
     status = "no prediction" if pred is None else (f"FAILED {pred.error['kind']}: {pred.error['message']}" if pred.error else "ok")
     lines.append(f"score {value:.4f}  {status}" if value is not None else status)
     if pred is not None and pred.text:
         lines.append(f"answer: {pred.text}")
+    for k, ref in enumerate(sample.target.answers or []):
+        lines.append(f"reference {k + 1}: {ref}")
     wrapped = [chunk for line in lines for chunk in _wrap(line, max(20, width // 8))]
     header = np.full((18 * len(wrapped) + 8, width, 3), 255, np.uint8)
     for k, line in enumerate(wrapped):
@@ -87,11 +101,22 @@ def _wrap(text: str, width: int) -> Iterable[str]:
     yield from textwrap.wrap(text, width, break_long_words=True) or [""]
 
 
-def _score_value(score: dict | None) -> float | None:
+def score_value(score: dict | None) -> float | None:
     for key in _SCORE_KEYS:
         if score and isinstance(score.get(key), (int, float)):
             return float(score[key])
     return None
+
+
+def worst_per_task(ids: list[str], samples: dict[str, Sample], scores: dict[str, dict], n: int) -> list[str]:
+    """The `n` lowest-scoring ids of each task (ties by id), among ids with a per-sample score;
+    unscored samples (corpus-level text metrics) are never picked as "worst"."""
+    by_task: dict[str, list[tuple[float, str]]] = {}
+    for sid in ids:
+        value = score_value(scores.get(sid))
+        if value is not None and sid in samples:
+            by_task.setdefault(samples[sid].task, []).append((value, sid))
+    return [sid for task in sorted(by_task) for _, sid in sorted(by_task[task])[:n]]
 
 
 def render_run(run_dir: str | Path, ids: list[str] | None = None, worst: int | None = None,
@@ -108,7 +133,7 @@ def render_run(run_dir: str | Path, ids: list[str] | None = None, worst: int | N
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
     chosen = ids or [sid for sid in samples if sid in preds]
     if worst is not None:
-        chosen = sorted(chosen, key=lambda sid: (_score_value(scores.get(sid)) if _score_value(scores.get(sid)) is not None else -1.0, sid))[:worst]
+        chosen = worst_per_task(chosen, samples, scores, worst)
     unknown = [sid for sid in chosen if sid not in samples]
     if unknown:
         raise KeyError(f"not samples of this run's dataset: {unknown[:5]}")
@@ -127,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir")
     ap.add_argument("--ids", nargs="*", default=None, help="sample ids (default: all predicted samples)")
-    ap.add_argument("--worst", type=int, default=None, help="only the N lowest-scoring samples")
+    ap.add_argument("--worst", type=int, default=None, help="only the N lowest-scoring scored samples of each task")
     ap.add_argument("--frames", type=int, default=6, help="frames shown per video sample")
     ap.add_argument("--out", default=None, help="output folder (default: RUN_DIR/overlays)")
     ap.add_argument("--dataset-root", default=None, help="the dataset's root, if it moved since the run")

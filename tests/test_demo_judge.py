@@ -124,7 +124,8 @@ def test_without_judge_metrics_json_and_summary_say_not_configured(tmp_path):
     body = json.loads((result.run_dir / "metrics.json").read_text())
     assert body["judge"] == {"status": "judge: not configured"}
     assert body["tasks"] == {"summarization": 1, "vqa": 3}
-    assert body["metrics"]["rvt/vqa/judge"] == "judge: not configured"
+    assert body["metrics"]["rvt/vqa/judge"] is None  # no value: null, the reason beside it
+    assert body["unavailable"]["rvt/vqa/judge"] == "judge: not configured"
     summary = format_summary(result)
     assert "judge: not configured" in summary and "tasks: summarization=1, vqa=3" in summary
     assert result.leaderboard is not None

@@ -39,3 +39,54 @@ def test_failed_sample_renders_without_prediction_masks(tmp_path):
     sample, _ = sample_with_frames(tmp_path, n=1)
     pic = render_sample(sample, Prediction.failure("v/0", "parse", "no <answer>"), None)
     assert pic.shape[0] > PANEL_HEIGHT  # header + one panel
+
+
+def test_gt_boxes_are_drawn_in_the_gt_colour(tmp_path):
+    sample, _ = sample_with_frames(tmp_path, n=1)
+    sample.target.masks = None
+    sample.target.boxes = [[[20.0, 20.0, 100.0, 80.0]]]
+    pic = render_sample(sample, Prediction("v/0", boxes=[[]]), None)
+    k = PANEL_HEIGHT // 120
+    panel = pic[-PANEL_HEIGHT:, : 160 * k]
+    green = (np.abs(panel.astype(int) - np.array(GT_RGB)).sum(axis=2) < 30)
+    assert green[20 * k - 2:20 * k + 3, 30 * k:90 * k].mean() > 0.9  # the box's top edge (y = 20)
+    assert not green[40 * k:60 * k, 40 * k:80 * k].any()  # its inside is not filled
+
+
+def test_ignore_region_is_visible_on_a_grayscale_frame(tmp_path):
+    from bench.visualize import IGNORE_RGB
+
+    p = tmp_path / "gray.png"
+    Image.fromarray(np.full((120, 160), 128, np.uint8)).save(p)  # a single-channel image
+    ignore = np.zeros((120, 160), bool)
+    ignore[10:50, 10:50] = True
+    sample = Sample(id="i/0", dataset="x", split="val", modality="image", frames=[str(p)], frame_ids=["gray"],
+                    query="q", task="segmentation", target=Target(masks=[None], ignore=[masks.encode(ignore)]))
+    pic = render_sample(sample, None, None)
+    k = PANEL_HEIGHT // 120
+    panel = pic[-PANEL_HEIGHT:, : 160 * k].astype(int)
+    inside, outside = panel[15 * k:45 * k, 15 * k:45 * k], panel[70 * k:110 * k, 70 * k:150 * k]
+    assert (np.abs(outside - 128).max()) <= 2  # untouched grey
+    near = np.abs(inside - np.array(IGNORE_RGB)).sum(axis=2) < 120
+    assert 0.3 < near.mean() < 0.7  # hatched: about half the pixels carry the ignore colour
+
+
+def test_reference_answers_are_shown_in_the_header(tmp_path):
+    sample, _ = sample_with_frames(tmp_path, n=1)
+    bare = render_sample(sample, Prediction("v/0", text="a cat"), None)
+    sample.target.answers = ["a dog", "the dog"]
+    with_refs = render_sample(sample, Prediction("v/0", text="a cat"), None)
+    assert with_refs.shape[0] == bare.shape[0] + 2 * 18  # one header line per reference answer
+
+
+def test_worst_picks_per_task_among_scored_samples_only(tmp_path):
+    from bench.visualize import worst_per_task
+
+    def s(sid, task):
+        return Sample(id=sid, dataset="x", split="v", modality="image", frames=[], frame_ids=[], query="q", task=task,
+                      target=Target())
+
+    samples = {"a": s("a", "segmentation"), "b": s("b", "segmentation"), "c": s("c", "grounding"),
+               "d": s("d", "vqa"), "e": s("e", "segmentation")}
+    scores = {"a": {"J&F": 0.9}, "b": {"J&F": 0.1}, "c": {"giou_term": 0.5}, "d": {"hypothesis": "x"}, "e": {"J&F": 0.5}}
+    assert worst_per_task(list(samples), samples, scores, 2) == ["c", "b", "e"]

@@ -102,6 +102,10 @@ class DTR1Adapter(Adapter):
                 out.append(exc)
         return out
 
+    def prompt(self, sample: Sample) -> list[dict]:
+        """The chat messages the policy sees for `sample` before its rollout (system, user)."""
+        return self._messages(sample)
+
     def _messages(self, sample: Sample) -> list[dict]:
         from adapters.twin.registry import describe_tools
 

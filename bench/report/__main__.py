@@ -1,0 +1,3 @@
+from bench.report import main
+
+main()

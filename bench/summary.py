@@ -1,0 +1,136 @@
+"""What a person reads after a run: the terminal summary and the markdown results table.
+
+Files (metrics.json, leaderboard CSVs) hold fractions in [0, 1]; everything printed here is in
+percent and says so ("%" in the value or the column head). A value that does not exist is printed
+"n/a" with its reason (metrics.json "unavailable").
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+NA = "n/a"
+
+
+def pct(value: Any, digits: int = 2) -> str:
+    """A fraction as a percentage string without the unit ("32.70"); ints as they are; None/NaN "n/a"."""
+    if value is None or isinstance(value, str):
+        return NA
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return NA if not math.isfinite(value) else f"{100 * value:.{digits}f}"
+    return str(value)
+
+
+# Metrics that are scores, not fractions (pycocoevalcap's CIDEr-D is scaled by 10: 0 to 10).
+SCORE_METRICS = ("CIDEr",)
+
+
+def unit(key: str) -> str:
+    """"%" for a fraction metric (printed x100), "score" for unbounded scores (CIDEr), as stored."""
+    return "score" if key.rsplit("/", 1)[-1].startswith(SCORE_METRICS) else "%"
+
+
+def _is_fraction(key: str, value: Any) -> bool:
+    # counts (judge_n, n) are integers; every other float metric of the protocols is a fraction
+    return isinstance(value, float) and unit(key) == "%" and not key.rsplit("/", 1)[-1].endswith("_n")
+
+
+def _show(key: str, value: Any, digits: int) -> str:
+    if _is_fraction(key, value) or value is None:
+        return pct(value, digits)
+    return f"{value:.{digits + 2}f}" if isinstance(value, float) else str(value)
+
+
+def ci_text(ci: dict | None, digits: int = 1, key: str = "") -> str:
+    """"[low, high]" in the metric's unit (percent for fractions), or "n/a" (reason in metrics.json "ci")."""
+    if not ci or ci.get("low") is None:
+        return NA
+    return f"[{_show(key, ci['low'], digits)}, {_show(key, ci['high'], digits)}]"
+
+
+def results_table(metrics: dict[str, Any], keys: list[str] | None = None, digits: int = 1) -> str:
+    """Markdown table `| benchmark | metric | value | 95% CI | unit | n |` of a metrics.json body
+    (unit "%": the value x100; "score": as stored, e.g. CIDEr; "count").
+
+    keys: the metrics shown (default: the protocol's headline metrics). n: samples behind the value
+    (the interval's n; the run's n for an unprefixed metric without an interval; else n/a).
+    """
+    values = metrics.get("metrics") or {}
+    headline = [k for k in metrics.get("headline") or [] if k in values]
+    keys = keys if keys is not None else (headline or list(values))
+    cis = metrics.get("ci") or {}
+    bench = f"{metrics.get('dataset')} ({metrics.get('split')})" if metrics.get("split") else str(metrics.get("dataset"))
+    lines = ["| benchmark | metric | value | 95% CI | unit | n |", "|---|---|---:|---|---|---:|"]
+    for key in keys:
+        value = values.get(key)
+        n = (cis.get(key) or {}).get("n", metrics.get("n") if "/" not in key else NA)
+        u = "count" if isinstance(value, int) and not isinstance(value, bool) else unit(key)
+        lines.append(f"| {bench} | {key} | {_show(key, value, digits)} | {ci_text(cis.get(key), digits, key)} | {u} | {n} |")
+    return "\n".join(lines)
+
+
+def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
+    if isinstance(node, dict):
+        return [kv for k, v in node.items() for kv in _flat(f"{prefix}.{k}" if prefix else str(k), v)]
+    return [(prefix, node)]
+
+
+def _extra_blocks(m: dict[str, Any]) -> list[str]:
+    """Blocks other parts of the harness add to metrics.json (funnel, analytics, empty-prediction
+    baseline, warnings), printed as they are: this module does not interpret them."""
+    lines = []
+    for block in ("funnel", "analytics", "baseline_empty"):
+        if m.get(block):
+            lines.append(f"  {block}:")
+            lines += [f"    {k}: {v}" for k, v in _flat("", m[block])]
+    for w in m.get("warnings") or []:
+        lines.append(f"  WARNING: {w}")
+    return lines
+
+
+def format_summary(result: Any) -> str:
+    """The run summary for the terminal (a bench.runner.RunResult): header, failures, judge, every
+    metric in percent with its 95% CI, breakdowns, and last the markdown results table."""
+    m = result.metrics
+    if m is None:
+        return "scoring skipped: predictions missing (shards still running?)"
+    lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  "
+             f"n={m['n']} failures={m['failures']} parse_rate="
+             + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
+    lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
+    if m.get("failures"):
+        lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
+                     f"pictures: python -m bench.visualize <run dir> --worst 10)")
+    if m.get("data_errors"):
+        lines.append(f"  DATA ERRORS: {m['data_errors']} samples could not be loaded and are not in n "
+                     f"(listed in metrics.json 'data_error_samples')")
+    judge = m.get("judge") or {}
+    if "n" in judge:
+        lines.append(f"  {judge['status']}: n={judge['n']} failed={judge['n_failed']} "
+                     f"failure_rate={100 * judge['failure_rate']:.1f}% (max {100 * judge['max_failure_rate']:.1f}%)")
+    elif judge:
+        lines.append(f"  {judge['status']}")
+    values, cis, why = m["metrics"], m.get("ci") or {}, m.get("unavailable") or {}
+    width = max((len(k) for k in values), default=8)
+    lines.append(f"  {'metric':<{width}}  {'value':>9}  unit   95% CI")
+    for key, value in values.items():
+        if value is None:
+            lines.append(f"  {key:<{width}}  {NA:>9}  ({why.get(key, 'no value')})")
+        else:
+            u = "count" if isinstance(value, int) and not isinstance(value, bool) else unit(key)
+            ci = ci_text(cis[key], 2, key) if key in cis else ""
+            lines.append(f"  {key:<{width}}  {_show(key, value, 2):>9}  {u:<5}  {ci}".rstrip())
+    for group, rows in (m.get("breakdown") or {}).items():
+        for name, vals in rows.items():
+            if isinstance(vals, dict):
+                shown = "  ".join(f"{k}={_show(k, v, 2)}{'%' if unit(k) == '%' else ''}" for k, v in vals.items()
+                                  if isinstance(v, float) and k != "n" and not k.endswith("_n"))
+                n = vals.get("n")
+                lines.append(f"  {group}={name}{f' (n={n})' if n is not None else ''}: {shown}")
+    lines += _extra_blocks(m)
+    lines += ["", results_table(m)]
+    return "\n".join(lines)

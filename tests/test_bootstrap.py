@@ -1,0 +1,91 @@
+"""bench.bootstrap: per-sample estimators reproduce the protocols' numbers; intervals and paired tests."""
+import math
+
+import numpy as np
+import pytest
+
+from bench import bootstrap
+from metrics.protocols.reasonseg import ReasonSegProtocol
+from metrics.protocols.revos import ReVOSProtocol
+from metrics.protocols.rvtbench import RVTBenchProtocol
+
+
+def revos_records(n=40, seed=1):
+    rng = np.random.default_rng(seed)
+    return [{"sample_id": f"e{k:03d}", "type_id": k % 2, "J": float(rng.random()), "F": float(rng.random()),
+             "A": float(rng.random()), "meta": {"type_id": k % 2}} for k in range(n)]
+
+
+def reasonseg_records(n=30, seed=2):
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        u = int(rng.integers(0, 500))
+        i = int(rng.integers(0, u + 1))
+        out.append({"sample_id": f"s{k:03d}", "I": i, "U": u, "meta": {},
+                    "giou_term": float(np.float32(i) / (np.float32(u) + np.float32(1e-5))) if u else 1.0,
+                    "iou": i / u if u else 1.0})
+    return out
+
+
+def mean_records(values):
+    return [{"sample_id": f"s{k:04d}", "task": "segmentation", "J": v, "F": v, "J&F": v, "meta": {}} for k, v in enumerate(values)]
+
+
+@pytest.mark.parametrize("mode", ["reference", "textbook"])
+def test_revos_estimators_reproduce_the_protocol(mode):
+    protocol, records = ReVOSProtocol(mode=mode), revos_records()
+    reported = protocol.aggregate(records)["metrics"]
+    for key in ("J&F", "J", "F", "referring/J&F", "reasoning/F"):
+        assert bootstrap.estimator(protocol, key, records).value() == pytest.approx(reported[key], abs=1e-9)
+
+
+def test_ciou_estimator_is_a_ratio_of_sums():
+    protocol, records = ReasonSegProtocol(mode="textbook"), reasonseg_records()
+    reported = protocol.aggregate(records)["metrics"]
+    assert bootstrap.estimator(protocol, "cIoU", records).value() == pytest.approx(reported["cIoU"], abs=1e-12)
+    assert bootstrap.estimator(protocol, "gIoU", records).value() == pytest.approx(reported["gIoU"], abs=1e-12)
+
+
+def test_constant_scores_give_a_zero_width_interval():
+    est = bootstrap.estimator(RVTBenchProtocol(), "segmentation/J&F", mean_records([0.25] * 50))
+    ci = bootstrap.confidence_interval(est, b=200)
+    assert ci["low"] == pytest.approx(0.25) and ci["high"] == pytest.approx(0.25) and ci["n"] == 50
+
+
+def test_interval_of_a_mean_matches_the_normal_approximation():
+    values = [1.0] * 200 + [0.0] * 200  # p = 0.5, n = 400: 95% half-width 1.96 * sqrt(0.25 / 400) = 0.049
+    ci = bootstrap.confidence_interval(bootstrap.estimator(RVTBenchProtocol(), "segmentation/J", mean_records(values)), b=4000)
+    assert (ci["high"] - ci["low"]) / 2 == pytest.approx(1.96 * math.sqrt(0.25 / 400), rel=0.1)
+    assert ci["low"] < 0.5 < ci["high"]
+
+
+def test_same_seed_same_interval_other_seed_other_interval():
+    est = bootstrap.estimator(ReasonSegProtocol(), "cIoU", reasonseg_records())
+    assert bootstrap.confidence_interval(est, seed=3) == bootstrap.confidence_interval(est, seed=3)
+    assert bootstrap.confidence_interval(est, seed=3)["low"] != bootstrap.confidence_interval(est, seed=4)["low"]
+
+
+def test_corpus_text_metrics_get_a_reason_not_an_interval():
+    records = [{"sample_id": "q1", "task": "vqa", "meta": {}}]
+    cis = bootstrap.headline_cis(RVTBenchProtocol(headline=["vqa/BLEU-4"]), records, {"vqa/BLEU-4": 0.3})
+    assert cis["vqa/BLEU-4"]["low"] is None and "corpus-level" in cis["vqa/BLEU-4"]["reason"]
+
+
+def test_identical_runs_have_zero_delta_and_p_one():
+    est = bootstrap.estimator(ReasonSegProtocol(), "gIoU", reasonseg_records())
+    result = bootstrap.paired(est, est, b=500)
+    assert result.delta == 0 and result.low == 0 and result.high == 0
+    assert result.p_value == 1.0 and result.ties == result.n == 30
+
+
+def test_a_uniformly_better_run_is_significant_with_all_wins():
+    rng = np.random.default_rng(0)
+    a = rng.random(60) * 0.5
+    proto = RVTBenchProtocol()
+    ea = bootstrap.estimator(proto, "segmentation/J&F", mean_records(list(a)))
+    eb = bootstrap.estimator(proto, "segmentation/J&F", mean_records(list(a + 0.2)))
+    result = bootstrap.paired(ea, eb, b=999)
+    assert result.delta == pytest.approx(0.2)
+    assert result.p_value == pytest.approx(1 / 1000)  # no permutation reaches |delta|
+    assert (result.wins, result.losses) == (60, 0) and result.low > 0.19
