@@ -19,6 +19,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from bench import funnel
 from bench import manifest as manifest_mod
 from bench.store import (PredictionLog, prediction_files, predictions_filename, read_predictions,
                          write_json_atomic, write_jsonl_atomic)
@@ -367,9 +368,12 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
     judge block and writes it; no timestamps: a re-run of a finished run writes it byte-identical).
     "_judged" holds the records' judge verdicts for the caller and is not written."""
     # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
+    t0 = time.perf_counter()
     scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1)))
     records = [record for record, _ in scored]
     preds.update({pred.sample_id: pred for _, pred in scored})
+    # Stage funnel + rollout analytics (bench/funnel.py): adds record["funnel"] before the write.
+    stage_keys = funnel.annotate(samples, preds, records, resolved["model"].get("policy"), time.perf_counter() - t0)
     write_jsonl_atomic(scores_path, records)
     failures = [{"sample_id": p.sample_id, **p.error} for p in (preds[s.id] for s in samples) if p.error]
     n_parse = sum(1 for f in failures if f["kind"] == "parse")
@@ -390,6 +394,7 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
         "parse_rate": 1.0 - n_parse / answered if answered else None,
         "failed_samples": failures,
         "tasks": _count_by([{"task": s.task} for s in samples], "task"),
+        **stage_keys,
         "_judged": [r["judge"] for r in records if "judge" in r],
     }
     return metrics
@@ -412,6 +417,7 @@ def _leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir:
         "model": metrics["model"],
         "policy": _component_name(model.get("policy")),
         "perception": _component_name(model.get("perception")),
+        "decoding": metrics.get("decoding", "free"),
     }
     for key in protocol.headline:
         row[key] = metrics["metrics"].get(key)
@@ -449,6 +455,7 @@ def format_summary(result: RunResult) -> str:
              f"n={m['n']} failures={m['failures']} parse_rate="
              + ("n/a" if m["parse_rate"] is None else f"{m['parse_rate']:.2f}")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
+    lines.extend(funnel.summary_lines(m))
     if m.get("failures"):
         lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
                      f"pictures: python -m bench.visualize <run dir> --worst 10)")
