@@ -55,9 +55,12 @@ def rollout_text(pred: Prediction) -> str | None:
     partial rollout as a string), or None when the trace is not a DT-R1 rollout."""
     trace = pred.trace
     text = trace.get("rollout") if isinstance(trace, dict) else trace
-    if not isinstance(text, str) or not (P.has_open(text, P.THINK) or P.has_open(text, P.PLAN) or P.has_open(text, P.TASK)):
+    if not isinstance(text, str):
         return None
-    return text
+    tagged = any(P.has_open(text, tag) for tag in (P.THINK, P.PLAN, P.TASK, P.ANSWER))
+    # A rollout that never wrote a tag fails with a ProtocolError naming the plan it lacked.
+    planless = (pred.error or {}).get("kind") == "parse" and P.PLAN in (pred.error or {}).get("message", "")
+    return text if tagged or planless else None
 
 
 def result_correct(record: dict) -> bool | None:
