@@ -160,3 +160,24 @@ def test_gguf_policy_plan_under_grammar_is_a_valid_dag():
     assert gen.stop_reason == "stop"
     plan = gen.text.split("<dt_plan>")[1]
     assert validate_dag(parse_dag(plan))
+
+
+def test_embedded_policy_run_reaches_answer_parsed_and_prints_the_funnel(tmp_path):
+    # The main job's setup (embedded SmolLM2 under grammar decoding, oracle twin) on two demo images
+    # in a ReasonSeg-format root.
+    import shutil
+
+    from tests.test_run_bench_cli import REPO, SMALL, bench, run_dir_of
+
+    root = tmp_path / "reasonseg"
+    (root / "val/instances").mkdir(parents=True)
+    for name in SMALL:
+        for suffix in (".jpg", ".json"):
+            shutil.copy(REPO / "demo/reasonseg/val" / f"{name}{suffix}", root / "val")
+        shutil.copy(REPO / "demo/reasonseg/val/instances" / f"{name}.json", root / "val/instances")
+    proc = bench("+dataset=reasonseg", f"dataset.root={root}", "dataset.split=val", "+model=dtr1",
+                 f"run.root={tmp_path / 'runs'}", "leaderboard.publish=false")
+    metrics = json.loads((run_dir_of(proc) / "metrics.json").read_text())
+    assert metrics["decoding"] == "grammar"
+    assert metrics["funnel"]["reached"]["answer_parsed"] == 2
+    assert "decoding: grammar" in proc.stdout and "answer_parsed" in proc.stdout
