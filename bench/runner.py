@@ -26,6 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from bench import funnel
 from bench import manifest as manifest_mod
 from bench.store import (PredictionLog, RunLock, finite, prediction_files, predictions_filename, read_predictions,
                          write_json_atomic, write_jsonl_atomic)
@@ -625,6 +626,8 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
     samples = [s for s in samples if s.id not in late]
     records = [record for record, _ in scored]
     preds.update({pred.sample_id: pred for _, pred in scored})
+    # Stage funnel + rollout analytics (bench/funnel.py): adds record["funnel"] before the write.
+    stage_keys = funnel.annotate(samples, preds, records, resolved["model"].get("policy"))  # no scoring time: metrics.json stays byte-identical on a re-run
     write_jsonl_atomic(scores_path, records)
     failures = [{"sample_id": p.sample_id, **p.error} for p in (preds[s.id] for s in samples) if p.error]
     n_parse = sum(1 for f in failures if f["kind"] == "parse")
@@ -647,6 +650,7 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
         "tasks": _count_by([{"task": s.task} for s in samples], "task"),
         "data_errors": len(data_errors),
         "data_error_samples": data_errors,
+        **stage_keys,
         "_judged": [r["judge"] for r in records if "judge" in r],
     }
     return metrics

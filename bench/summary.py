@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench.funnel import summary_lines as funnel_lines
+
 NA = "n/a"
 
 
@@ -82,8 +84,8 @@ def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
 def _extra_blocks(m: dict[str, Any]) -> list[str]:
     """Blocks other parts of the harness add to metrics.json (funnel, analytics, empty-prediction
     baseline, warnings), printed as they are: this module does not interpret them."""
-    lines = []
-    for block in ("funnel", "analytics", "baseline_empty"):
+    lines = funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (bench/funnel.py)
+    for block in ("baseline_empty",):
         if m.get(block):
             lines.append(f"  {block}:")
             lines += [f"    {k}: {v}" for k, v in _flat("", m[block])]

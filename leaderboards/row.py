@@ -12,7 +12,7 @@ from typing import Any
 
 # Policy keys that change what the model generates (decoding), recorded per row.
 DECODING_KEYS = ("temperature", "top_p", "top_k", "min_p", "do_sample", "num_beams", "max_new_tokens", "max_tokens",
-                 "repetition_penalty", "seed", "grammar", "stop")
+                 "repetition_penalty", "seed", "grammar", "stop", "decoding")
 # Config keys that name weights, anywhere under the model config.
 MODEL_ID_KEYS = ("model", "model_id", "pretrained", "revision", "weights", "checkpoint", "adapter_path", "gguf_file",
                  "base_model", "lora")

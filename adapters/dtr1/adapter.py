@@ -6,11 +6,13 @@ from conf/policy/*.yaml and conf/perception/*.yaml.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Mapping
 
 from adapters.base import Adapter
 from adapters.dtr1 import prompt as prompts
 from adapters.dtr1.answer import parse_answer, parse_task
+from adapters.dtr1.grammar import Spans
 from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout, run_rollouts
 from adapters.policy.base import Policy
 from bench.types import AdapterError, Prediction, Sample
@@ -27,6 +29,8 @@ class DTR1Adapter(Adapter):
     twin_max_chars: character budget of the twin JSON the policy reads.
     sandbox:     adapters.sandbox.runner.SandboxSettings keys (timeout_s, memory_mb,
                  max_output_chars, max_processes, disk_mb, isolation, pool_size, start_timeout_s).
+    grammar:     free-text bounds of the protocol grammar (adapters.dtr1.grammar.Spans keys:
+                 think_chars, code_chars, text_chars, max_boxes), used when policy.decoding="grammar".
     """
 
     def __init__(
@@ -39,11 +43,16 @@ class DTR1Adapter(Adapter):
         max_total_tokens: int = 4096,
         twin_max_chars: int = 6000,
         sandbox: Mapping[str, Any] | None = None,
+        grammar: Mapping[str, Any] | None = None,
     ):
         self.name = name
         self.policy = policy
         self.perception = perception
-        self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars))
+        try:
+            spans = Spans(**{k: int(v) for k, v in (grammar or {}).items()})
+        except TypeError as exc:
+            raise AdapterError(f"dtr1 grammar config: {exc}; expected keys {list(Spans.__dataclass_fields__)}") from None
+        self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars), spans)
         from adapters.sandbox.runner import settings_from
 
         self.sandbox = dict(sandbox or {})
@@ -62,12 +71,19 @@ class DTR1Adapter(Adapter):
             "name": self.name,
             "policy": self.policy.fingerprint(),
             "perception": self.perception.fingerprint(),
-            "limits": vars(self.limits).copy(),
+            "limits": self._limits_fingerprint(),
             # Limits change what code can do; pool size and start-up patience do not.
             "sandbox": {k: v for k, v in self.sandbox.items() if k not in ("pool_size", "start_timeout_s")},
             "prompt": {"version": prompts.PROMPT_VERSION,
                        "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds)},
         }
+
+    def _limits_fingerprint(self) -> dict:
+        # The grammar's spans change the numbers only when the policy decodes under the grammar.
+        limits = {k: v for k, v in vars(self.limits).items() if k != "spans"}
+        if getattr(self.policy, "decoding", "free") == "grammar":
+            limits["spans"] = asdict(self.limits.spans)
+        return limits
 
     def preflight(self) -> None:
         self.policy.preflight()

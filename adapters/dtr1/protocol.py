@@ -115,6 +115,10 @@ def has_open(text: str, tag: str) -> bool:
     return _open_re(tag).search(text) is not None
 
 
+def has_close(text: str, tag: str) -> bool:
+    return _close_re(tag).search(text) is not None
+
+
 def wrap(tag: str, content: str) -> str:
     """``<tag>content</tag>``, as the harness inserts dt_rep and results."""
     return f"{open_tag(tag)}{content}{close_tag(tag)}"

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Protocol
 
+from adapters.dtr1 import grammar as G
 from adapters.dtr1 import protocol as P
 from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Generation, Policy, Request
@@ -52,12 +53,14 @@ class RolloutEnv:
 class RolloutLimits:
     """max_rounds: most <execute> blocks (the paper's m <= 10). max_new_tokens: tokens per
     generation call. max_total_tokens: tokens the policy may generate in the whole rollout.
-    twin_max_chars: character budget of the twin JSON inside <dt_rep>."""
+    twin_max_chars: character budget of the twin JSON inside <dt_rep>. spans: free-text bounds of
+    the protocol grammar (used when the policy's decoding is "grammar")."""
 
     max_rounds: int = 10
     max_new_tokens: int = 1024
     max_total_tokens: int = 4096
     twin_max_chars: int = 8000
+    spans: G.Spans = field(default_factory=G.Spans)
 
 
 @dataclass
@@ -197,7 +200,11 @@ def _one(policy: Policy, request: Request) -> Generation | AdapterError:
 
 
 def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State) -> _Steps:
-    segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_PLAN, P.STOP_EXECUTE, P.STOP_ANSWER])
+    # Protocol-grammar decoding: each segment is constrained by what is known when it starts.
+    constrained = policy.decoding == "grammar"
+    think_open = P.has_open(st.trace, P.THINK) and not P.has_close(st.trace, P.THINK)
+    grammar = G.plan_grammar(limits.spans, think_open) if constrained else None
+    segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_PLAN, P.STOP_EXECUTE, P.STOP_ANSWER], grammar)
     if stop != P.STOP_PLAN:
         raise P.ProtocolError("missing_tag", f"the rollout reached {stop} before a <dt_plan>...</dt_plan> plan")
     plan_text = P.extract_open_block(segment, P.PLAN)
@@ -218,7 +225,9 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
 
     rounds = 0
     while True:
-        segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_EXECUTE, P.STOP_ANSWER])
+        grammar = G.step_grammar(twin.instance_ids(), twin.num_frames, limits.spans,
+                                 rounds < min(limits.max_rounds, limits.spans.code_rounds)) if constrained else None
+        segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_EXECUTE, P.STOP_ANSWER], grammar)
         if stop == P.STOP_ANSWER:
             break
         rounds += 1
@@ -244,7 +253,7 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
 
 
 def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _State,
-              stop: list[str]) -> Generator[Request, Generation, tuple[str, str]]:
+              stop: list[str], grammar: str | None = None) -> Generator[Request, Generation, tuple[str, str]]:
     """Continue the turn until one of `stop`; returns (the text before the stop string, the stop
     string). Both are appended to the trace before any check, so a failure keeps what was written."""
     remaining = limits.max_total_tokens - st.n_tokens
@@ -256,7 +265,7 @@ def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _
         # Continue from the ids sampled so far, not a re-tokenisation of their text: these are the
         # ids training scores (adapters.dtr1.training), so sampler and learner see one sequence.
         prompt_ids = tuple(turn_ids(policy.encode, policy.render(messages, policy.prefill), st.segments).all_ids)
-    gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining), prompt_ids)
+    gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining), prompt_ids, grammar)
     st.n_tokens += gen.n_tokens
     st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason, gen.logprobs, gen.end_token)
     if gen.stop_reason == "length":

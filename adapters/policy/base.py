@@ -49,12 +49,15 @@ class Request:
     prompt_ids: the same prompt as token ids, set by the rollout loop for policies with
     `token_prompts` (adapters.dtr1.tokens.turn_ids): the pieces the policy generated keep the ids it
     sampled, so the model continues from exactly the ids that training scores.
+    grammar: a GBNF grammar the continuation must follow (policy.decoding="grammar"; built per
+    segment by adapters.dtr1.grammar), None = free decoding.
     """
 
     prompt: str
     stop: list[str]
     max_new_tokens: int
     prompt_ids: tuple[int, ...] | None = None
+    grammar: str | None = None
 
 
 class Policy(ABC):
@@ -67,6 +70,9 @@ class Policy(ABC):
 
     name: str
     prefill: str = ""
+    # "free" | "grammar": under "grammar" the rollout sends each request with the protocol grammar
+    # of its segment (Request.grammar) and the backend constrains decoding to it.
+    decoding: str = "free"
     # True: generate_batch continues Request.prompt_ids when set (and `encode` works).
     token_prompts: bool = False
 
@@ -79,8 +85,10 @@ class Policy(ABC):
     def generate_batch(self, requests: list[Request]) -> list[Generation]:
         """`generate` for each request, results in request order. Backends that can decode several
         prompts at once override this; the result for a request must not depend on the others
-        (greedy batch of 8 == 8 batches of 1). The default decodes one request at a time."""
-        return [self.generate(r.prompt, list(r.stop), r.max_new_tokens) for r in requests]
+        (greedy batch of 8 == 8 batches of 1). The default decodes one request at a time; a
+        request's grammar goes to `generate(..., grammar=)`, which backends with grammar support accept."""
+        return [self.generate(r.prompt, list(r.stop), r.max_new_tokens, **({"grammar": r.grammar} if r.grammar else {}))
+                for r in requests]
 
     @abstractmethod
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
@@ -113,8 +121,8 @@ class BatchPolicy(Policy):
     """A backend whose primitive is a batch (hf, vLLM, OpenAI-compatible servers): `generate` is a
     batch of one, and every request's budget is checked before `decode_batch` sees it."""
 
-    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
-        return self.generate_batch([Request(prompt, list(stop), int(max_new_tokens))])[0]
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
+        return self.generate_batch([Request(prompt, list(stop), int(max_new_tokens), grammar=grammar)])[0]
 
     def generate_batch(self, requests: list[Request]) -> list[Generation]:
         for r in requests:
@@ -140,6 +148,15 @@ def split_at_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
     if best is None:
         return text, None
     return text[: best[0]], best[2]
+
+
+def check_decoding(decoding: str, name: str, supported: tuple[str, ...] = ("free", "grammar")) -> str:
+    """`decoding` when this backend supports it, else AdapterError naming the setting."""
+    if decoding not in supported:
+        from bench.types import AdapterError
+
+        raise AdapterError(f"policy {name}: policy.decoding={decoding!r} is not one of {list(supported)}")
+    return decoding
 
 
 def decoding_fingerprint(temperature: float, top_p: float, seed: int) -> str | dict:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from adapters.policy.base import Generation, Policy, split_at_stop
+from adapters.policy.base import Generation, Policy, check_decoding, split_at_stop
 from adapters.policy.chat import render_chat
 from adapters.policy.gguf_files import get_model, resolve_gguf
 from bench.types import AdapterError
@@ -43,6 +43,8 @@ class GGUFPolicy(Policy):
     chat_template: None = the GGUF's `tokenizer.chat_template`; else a Jinja2 template or a name
                    from adapters.policy.chat.NAMED_TEMPLATES, required when the GGUF has none.
     cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
+    decoding:      "free" | "grammar": constrain each continuation to the request's GBNF grammar
+                   (llama.cpp's grammar sampler, `LlamaGrammar`; the transformers runtime: xgrammar).
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class GGUFPolicy(Policy):
         chat_template: str | None = None,
         cache_dir: str | None = None,
         prefill: str = "",
+        decoding: str = "free",
     ):
         if runtime not in RUNTIMES:
             raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
@@ -69,6 +72,7 @@ class GGUFPolicy(Policy):
         # Text the assistant turn starts with, written by the harness as R1-distill templates do
         # with "<think>\n"; the policy continues from it. Part of the fingerprint.
         self.prefill = prefill
+        self.decoding = check_decoding(decoding, self.name)
         self._path: Path | None = None
         self._meta: dict[str, str] | None = None
         self._backend: _LlamaCpp | _Transformers | None = None
@@ -84,6 +88,7 @@ class GGUFPolicy(Policy):
             "runtime": self.runtime,
             "n_ctx": self.n_ctx,
             "decoding": "greedy",
+            "constraint": self.decoding,
             "chat_template": self.chat_template or "gguf",
             "prefill": self.prefill,
         }
@@ -96,10 +101,10 @@ class GGUFPolicy(Policy):
             )
         return render_chat(template, messages, assistant_prefix)
 
-    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         if max_new_tokens < 1:
             raise AdapterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        return self._load().generate(prompt, list(stop), int(max_new_tokens))
+        return self._load().generate(prompt, list(stop), int(max_new_tokens), grammar)
 
     def close(self) -> None:
         self._backend = None
@@ -148,7 +153,7 @@ class _LlamaCpp:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
         self.n_ctx = n_ctx
 
-    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         import llama_cpp
 
         llm = self.llm
@@ -160,7 +165,10 @@ class _LlamaCpp:
         text, matched, reason = "", None, "length"
         # temp=0 selects llama.cpp's greedy sampler; reset=True keeps the KV cache of a shared
         # prefix, so each rollout continuation only evaluates the newly inserted text.
-        for token in llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+        steps = llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True)
+        if grammar:
+            steps = _constrained(llm, steps, grammar)
+        for token in steps:
             if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 reason = "eos"
                 break
@@ -172,7 +180,63 @@ class _LlamaCpp:
                 break
             if len(out) >= budget:
                 break
+        steps.close()
         return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out))
+
+
+_TOP_K = 32  # candidates tried against the grammar before it masks the whole vocabulary
+
+
+def _constrained(llm: Any, steps: Iterator[int], grammar: str) -> Iterator[int]:
+    """Greedy decoding under a GBNF `grammar`, token by token: the highest-logit token the grammar
+    accepts (llama.cpp's grammar sampler). `steps` (an unconstrained llm.generate) is advanced once
+    to evaluate the prompt with its KV-cache prefix reuse; its greedy token is discarded.
+
+    The grammar is applied to the best _TOP_K candidates first and to the whole vocabulary only
+    when none of them is allowed: the same token as masking everything (greedy picks the best
+    allowed), without a full-vocabulary grammar pass at every step. Raises AdapterError when
+    llama.cpp cannot parse the grammar."""
+    import ctypes
+
+    import llama_cpp
+    import numpy as np
+
+    vocab = llm._model.vocab
+    smpl = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+    if not smpl:
+        steps.close()
+        raise AdapterError("llama.cpp could not parse the decoding grammar (policy.decoding=grammar)")
+    n_vocab = llm.n_vocab()
+    data = (llama_cpp.llama_token_data * n_vocab)()
+    view = np.frombuffer(data, dtype=np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True))
+
+    def allowed(ids: np.ndarray, logits: np.ndarray) -> int | None:
+        n = len(ids)
+        view["id"][:n], view["logit"][:n], view["p"][:n] = ids, logits, 0.0
+        arr = llama_cpp.llama_token_data_array(data=data, size=n, selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(smpl, ctypes.byref(arr))
+        kept = view["logit"][:n]
+        ok = np.isfinite(kept)
+        if not ok.any():
+            return None
+        return int(view["id"][:n][ok][np.argmax(kept[ok])])
+
+    try:
+        next(steps)  # evaluates the prompt (prefix reuse); the unconstrained choice is dropped
+        steps.close()
+        while True:
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
+            top = np.argpartition(-logits, _TOP_K)[:_TOP_K].astype(np.intc)
+            token = allowed(top, logits[top])
+            if token is None:
+                token = allowed(np.arange(n_vocab, dtype=np.intc), logits)
+            if token is None:
+                raise AdapterError("the decoding grammar allows no token here (policy.decoding=grammar)")
+            llama_cpp.llama_sampler_accept(smpl, token)
+            yield token
+            llm.eval([token])
+    finally:
+        llama_cpp.llama_sampler_free(smpl)
 
 
 class _Transformers:
@@ -194,7 +258,7 @@ class _Transformers:
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
         self.eos_ids.discard(None)
 
-    def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:
+    def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         torch = self.torch
         # Same token sequence as llama.cpp: no tokenizer-added specials, BOS iff the GGUF says so.
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -202,6 +266,10 @@ class _Transformers:
             ids = [self.bos_id] + ids
         budget = _fit_budget(len(ids), max_new_tokens, self.n_ctx)
         kwargs: dict[str, Any] = {"stop_strings": stop, "tokenizer": self.tokenizer} if stop else {}
+        if grammar:
+            from adapters.policy.constrain import grammar_processor
+
+            kwargs["logits_processor"] = [grammar_processor(self.tokenizer, grammar, self.model.config.vocab_size)]
         with torch.no_grad():
             seq = self.model.generate(
                 torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from adapters.policy.base import BatchPolicy, Generation, Request, split_at_stop, decoding_fingerprint
+from adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
 from bench.types import AdapterError, first_line
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ class HFPolicy(BatchPolicy):
         seed: int = 0,
         max_context: int | None = None,
         trust_remote_code: bool = False,
+        decoding: str = "free",
     ):
         if dtype not in DTYPES:
             raise AdapterError(f"hf policy: dtype must be one of {DTYPES}, got {dtype!r}")
@@ -111,6 +112,7 @@ class HFPolicy(BatchPolicy):
         self.seed = int(seed)
         self.max_context = max_context
         self.trust_remote_code = bool(trust_remote_code)
+        self.decoding = check_decoding(decoding, "hf")
         self.name = f"hf:{Path(self.model_id).name}" + (f"+{Path(self.adapter).name}" if self.adapter else "")
         self._model: Any = None
         self._tokenizer: Any = None
@@ -142,6 +144,7 @@ class HFPolicy(BatchPolicy):
             "adapter_sha256": _dir_digest(self.adapter) if self.adapter else None,
             "dtype": self.dtype,
             "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed),
+            "constraint": self.decoding,
             "prompts": "token_ids",
             "chat_template": self.chat_template or "tokenizer",
         }
@@ -228,6 +231,11 @@ class HFPolicy(BatchPolicy):
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         window = max((len(s) for r in requests for s in r.stop), default=0) + 1
+        constraint = None
+        if any(r.grammar for r in requests):
+            from adapters.policy.constrain import Constraint
+
+            constraint = Constraint(tokenizer, [r.grammar for r in requests], int(model.config.vocab_size))
         generated: list[list[int]] = [[] for _ in requests]
         done: list[Generation | None] = [None] * len(requests)
         was_training = model.training
@@ -239,9 +247,12 @@ class HFPolicy(BatchPolicy):
                 for _ in range(max(budgets)):
                     out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
                                 use_cache=True, **cache)
-                    nxt = self._choose(out.logits[:, -1, :].float())
+                    logits = out.logits[:, -1, :].float()
+                    nxt = self._choose(constraint.mask(logits) if constraint else logits)
                     for i, token in enumerate(nxt.tolist()):
                         if done[i] is None:
+                            if constraint:
+                                constraint.accept(i, token)
                             done[i] = self._step(i, token, generated, requests[i].stop, budgets[i], eos_ids, window, tokenizer)
                     if all(d is not None for d in done):
                         break

@@ -26,7 +26,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.policy.base import BatchPolicy, Generation, Request, split_at_stop, decoding_fingerprint
+from adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
 from adapters.policy.chat import render_chat
 from adapters.policy.vllm_output import from_vllm
 from bench.http import call_with_retries
@@ -58,6 +58,10 @@ class OpenAIPolicy(BatchPolicy):
     max_concurrency: requests in flight at most in generate_batch.
     token_ids:      send prompts as token ids and read back the sampled ids and their logprobs
                     (vLLM's `return_token_ids`); needs `tokenizer`.
+    decoding:       "free" | "grammar": send each request's protocol grammar (GBNF) as the
+                    server's structured-output field `grammar_field`.
+    grammar_field:  "structured_outputs" (vLLM >= 0.12: {"structured_outputs": {"grammar": G}}),
+                    "guided_grammar" (older vLLM: {"guided_grammar": G}) or "ebnf" (SGLang: {"ebnf": G}).
     Raises AdapterError for a missing model or template, and, naming the server, when a request
     fails past its retries or the response is malformed.
     """
@@ -80,6 +84,8 @@ class OpenAIPolicy(BatchPolicy):
         backoff_max_s: float = 30.0,
         max_concurrency: int = 8,
         token_ids: bool = False,
+        decoding: str = "free",
+        grammar_field: str = "structured_outputs",
     ):
         if not model or model == "???":
             raise AdapterError("openai policy: `model` is required (the served model or LoRA name)")
@@ -105,6 +111,10 @@ class OpenAIPolicy(BatchPolicy):
         self.backoff_max_s = float(backoff_max_s)
         self.max_concurrency = int(max_concurrency)
         self.name = f"openai:{model}"
+        self.decoding = check_decoding(decoding, self.name)
+        if grammar_field not in GRAMMAR_FIELDS:
+            raise AdapterError(f"openai policy: grammar_field={grammar_field!r} is not one of {list(GRAMMAR_FIELDS)}")
+        self.grammar_field = grammar_field
         self._client: Any = None
         self._prefill: str | None = None
         # neither a tokenizer nor a template: the server renders its own chat template (no hub access)
@@ -141,6 +151,7 @@ class OpenAIPolicy(BatchPolicy):
             "extra_body": self.extra_body,
             "token_ids": self.token_prompts,
             "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed),
+            "constraint": self.decoding,
         }
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
@@ -218,9 +229,9 @@ class OpenAIPolicy(BatchPolicy):
     def _generate(self, r: Request) -> Generation:
         stop = list(r.stop)
         if not self.token_prompts:
-            return _generation(self._request(r.prompt, stop, int(r.max_new_tokens)), stop, int(r.max_new_tokens), self.base_url)
+            return _generation(self._request(r.prompt, stop, int(r.max_new_tokens), r.grammar), stop, int(r.max_new_tokens), self.base_url)
         ids = list(r.prompt_ids) if r.prompt_ids is not None else self.encode(r.prompt)
-        choice, _ = self._request(ids, stop, int(r.max_new_tokens))
+        choice, _ = self._request(ids, stop, int(r.max_new_tokens), r.grammar)
         extra = getattr(choice, "model_extra", None) or {}
         token_ids = extra.get("token_ids")
         token_logprobs = getattr(getattr(choice, "logprobs", None), "token_logprobs", None)
@@ -261,7 +272,7 @@ class OpenAIPolicy(BatchPolicy):
             raise AdapterError(f"openai policy: policy.model={self.model!r} is not served at {self.base_url}; it serves {names}")
         super().preflight()
 
-    def _request(self, prompt: str | list[int], stop: list[str], max_new_tokens: int) -> Any:
+    def _request(self, prompt: str | list[int], stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Any:
         import openai
 
         if self._client is None:
@@ -272,6 +283,8 @@ class OpenAIPolicy(BatchPolicy):
             # vLLM: the sampled ids, and ids rather than strings in the logprobs' `tokens`.
             extra_body.update(return_token_ids=True, return_tokens_as_token_ids=True)
             logprobs = 0
+        if grammar:
+            extra_body.update(_grammar_body(self.grammar_field, grammar))
         resp = call_with_retries(
             lambda: self._client.completions.create(
                 model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
@@ -285,6 +298,14 @@ class OpenAIPolicy(BatchPolicy):
             return resp.choices[0], resp.usage
         except (AttributeError, IndexError, TypeError) as exc:
             raise AdapterError(f"policy {self.model}: malformed completion response from {self.base_url}: {exc}") from exc
+
+
+GRAMMAR_FIELDS = ("structured_outputs", "guided_grammar", "ebnf")
+
+
+def _grammar_body(field: str, grammar: str) -> dict:
+    """The request fields that carry a GBNF grammar to the server (see OpenAIPolicy.grammar_field)."""
+    return {"structured_outputs": {"grammar": grammar}} if field == "structured_outputs" else {field: grammar}
 
 
 def _generation(choice_usage: tuple[Any, Any], stop: list[str], max_new_tokens: int, base_url: str) -> Generation:

@@ -1,0 +1,148 @@
+"""bench.funnel and bench.attribute on seeded runs whose causes are known: a scripted DT-R1 policy
+replays fixed rollouts under "free" and "grammar" decoding, with the oracle twin and with a
+perception whose twin is wrong for one sample, through the real runner, rollout, twin and scoring."""
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from adapters.dtr1.adapter import DTR1Adapter
+from adapters.policy.scripted import ScriptedPolicy
+from adapters.twin.oracle import OraclePerception
+from bench import masks as mask_io
+from bench.attribute import attribute
+from bench.runner import run
+from bench.types import InstanceAnnotation, Sample, Target
+
+H, W = 8, 8
+PLAN = '<think>t</think> <dt_plan>{"SAM2": []}</dt_plan>'
+BAD_PLAN = '<think>t</think> <dt_plan>{"SAM3": []}</dt_plan>'
+NO_PLAN = "I think the answer is the dog."
+
+
+def answer(i):
+    return f'<task>segmentation</task> <answer>{{"instances": [{i}]}}</answer>'
+
+
+def band(x0, x1):
+    m = np.zeros((H, W), bool)
+    m[:, x0:x1] = True
+    return mask_io.encode(m)
+
+
+# Every sample: annotation "a" (the target, left band) -> twin id 1, "b" (right band) -> id 2.
+# Scripts per decoding: what the model writes for each sample, in dataset order.
+SCRIPTS = {
+    "free": {"ok": [PLAN, answer(1)], "fmt": [NO_PLAN], "plan": [BAD_PLAN], "perc": [PLAN, answer(1)],
+             "reason": [PLAN, answer(2)]},
+    "grammar": {"ok": [PLAN, answer(1)], "fmt": [PLAN, answer(1)], "plan": [PLAN, answer(2)], "perc": [PLAN, answer(1)],
+                "reason": [PLAN, answer(2)]},
+}
+IDS = list(SCRIPTS["free"])
+
+
+class ToyDataset:
+    name = "toy"
+
+    def __init__(self, split="val"):
+        self.items = [Sample(id=sid, dataset="toy", split=split, modality="image", frames=[f"/nonexistent/{sid}.jpg"],
+                             frame_ids=["0"], query="the left band", task="segmentation", target=Target(masks=[band(0, 3)]),
+                             annotations=[InstanceAnnotation("a", "band", [band(0, 3)]), InstanceAnnotation("b", "band", [band(5, 8)])])
+                      for sid in IDS]
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+
+class WrongPerception(OraclePerception):
+    """The oracle twin, except that sample "perc" gets the two masks swapped (a perception error)."""
+
+    name = "wrong"
+
+    def sam2(self, sample, twin):
+        if sample.id == "perc":
+            a, b = sample.annotations
+            sample = dataclasses.replace(sample, annotations=[dataclasses.replace(a, masks=b.masks),
+                                                              dataclasses.replace(b, masks=a.masks)])
+        return super().sam2(sample, twin)
+
+
+class ReplayPolicy(ScriptedPolicy):
+    """ScriptedPolicy that takes (and keeps) the grammar of each request."""
+
+    def __init__(self, turns, decoding):
+        super().__init__(turns)
+        self.decoding = decoding
+        self.grammars = []
+
+    def generate(self, prompt, stop, max_new_tokens, grammar=None):
+        self.grammars.append(grammar)
+        return super().generate(prompt, stop, max_new_tokens)
+
+
+def make_adapter(policy, perception, name="dtr1"):
+    turns = [t for sid in IDS for t in SCRIPTS[policy["decoding"]][sid]]
+    return DTR1Adapter(policy=ReplayPolicy(turns, policy["decoding"]), perception=perception, name=name,
+                       sandbox={"timeout_s": 20.0})
+
+
+def toy_run(tmp_path, decoding, perception):
+    target = "adapters.twin.oracle.OraclePerception" if perception == "oracle" else "tests.test_attribute.WrongPerception"
+    cfg = OmegaConf.create({
+        "dataset": {"name": "toy", "_target_": "tests.test_attribute.ToyDataset", "split": "val",
+                    "protocol": {"_target_": "metrics.protocols.reasonseg.ReasonSegProtocol"}},
+        "model": {"name": "dtr1", "_target_": "tests.test_attribute.make_adapter", "policy": {"decoding": decoding},
+                  "perception": {"_target_": target}},
+        "run": {"root": str(tmp_path / "runs"), "name": f"{decoding}-{perception}", "shard": 0, "num_shards": 1,
+                "merge": False, "limit": None, "fail_fast": False, "batch_size": 1, "verify_frames": False},
+        "leaderboard": {"dir": str(tmp_path / "boards"), "publish": False},
+    })
+    return run(cfg)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("attr")
+    return {(d, p): toy_run(tmp, d, p) for d in ("free", "grammar") for p in ("foundation", "oracle")}
+
+
+def test_funnel_records_each_samples_first_failing_stage(runs):
+    records = {r["sample_id"]: r["funnel"]["first_failed"]
+               for r in map(json.loads, (runs["free", "foundation"].run_dir / "scores.jsonl").read_text().splitlines())}
+    assert records == {"ok": None, "fmt": "plan_emitted", "plan": "dag_valid", "perc": "result_correct",
+                       "reason": "result_correct"}
+
+
+def test_metrics_hold_the_funnel_counts_and_decoding(runs):
+    m = runs["free", "foundation"].metrics
+    assert m["decoding"] == "free"
+    assert m["funnel"]["reached"] == {"plan_emitted": 4, "dag_valid": 3, "twin_built": 3, "code_rounds_ran": 3,
+                                      "answer_parsed": 3, "task_correct": 3, "result_correct": 1}
+    assert m["funnel"]["first_failed"]["result_correct"] == 2
+    assert m["analytics"]["valid_dag_rate"] == pytest.approx(3 / 4)
+    assert m["analytics"]["tool_usage"] == {"SAM2": 3}
+
+
+def test_grammar_decoding_sends_a_grammar_with_every_request(runs):
+    # The runner's adapter is gone after the run; a fresh rollout under grammar decoding shows it.
+    adapter = make_adapter({"decoding": "grammar"}, OraclePerception())
+    adapter.predict(ToyDataset().items[0])
+    assert adapter.policy.grammars and all(g and "root ::=" in g for g in adapter.policy.grammars)
+
+
+def test_attribute_labels_each_seeded_cause(runs):
+    result = attribute([r.run_dir for r in runs.values()])
+    labels = {sid: s["label"] for sid, s in result["samples"].items()}
+    assert labels == {"fmt": "format", "plan": "plan", "perc": "perception", "reason": "reasoning"}
+    assert result["samples"]["fmt"]["confirmed"] is True
+    assert result["counts"] == {"format": 1, "plan": 1, "perception": 1, "reasoning": 1}
+
+
+def test_attribute_without_an_oracle_run_cannot_blame_perception(runs):
+    result = attribute([runs["free", "foundation"].run_dir, runs["grammar", "foundation"].run_dir])
+    assert result["samples"]["perc"]["label"] == "reasoning"
