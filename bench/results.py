@@ -79,8 +79,10 @@ def write_sample_log(path: Path, samples: list[Sample], preds: dict[str, Predict
         p = preds[s.id]
         prompt = None
         if adapter is not None and callable(getattr(adapter, "prompt", None)):
-            prompt = []
-            for msg in adapter.prompt(s):
+            given = adapter.prompt(s)
+            # a prompt is chat messages (DT-R1) or the exact string an adapter feeds its model (LISA)
+            prompt = given if isinstance(given, str) else []
+            for msg in ([] if isinstance(given, str) else given):
                 if msg.get("role") == "system" and isinstance(msg.get("content"), str):
                     sha = hashlib.sha256(msg["content"].encode()).hexdigest()[:12]
                     shared[sha] = msg["content"]

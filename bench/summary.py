@@ -82,13 +82,8 @@ def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
 
 
 def _extra_blocks(m: dict[str, Any]) -> list[str]:
-    """Blocks other parts of the harness add to metrics.json (funnel, analytics, empty-prediction
-    baseline, warnings), printed as they are: this module does not interpret them."""
-    lines = funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (bench/funnel.py)
-    for block in ("baseline_empty",):
-        if m.get(block):
-            lines.append(f"  {block}:")
-            lines += [f"    {k}: {v}" for k, v in _flat("", m[block])]
+    """Warnings other parts of the harness add to metrics.json (metrics/protocols), printed as they are."""
+    lines: list[str] = []
     for w in m.get("warnings") or []:
         lines.append(f"  WARNING: {w}")
     return lines
@@ -104,6 +99,7 @@ def format_summary(result: Any) -> str:
              f"n={m['n']} failures={m['failures']} parse_rate="
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
+    lines += funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (bench/funnel.py), before the scores
     if m.get("failures"):
         lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
                      f"pictures: python -m bench.visualize <run dir> --worst 10)")
@@ -117,6 +113,7 @@ def format_summary(result: Any) -> str:
     elif judge:
         lines.append(f"  {judge['status']}")
     values, cis, why = m["metrics"], m.get("ci") or {}, m.get("unavailable") or {}
+    baseline = m.get("baseline_empty") or {}
     width = max((len(k) for k in values), default=8)
     lines.append(f"  {'metric':<{width}}  {'value':>9}  unit   95% CI")
     for key, value in values.items():
@@ -125,7 +122,10 @@ def format_summary(result: Any) -> str:
         else:
             u = "count" if isinstance(value, int) and not isinstance(value, bool) else unit(key)
             ci = ci_text(cis[key], 2, key) if key in cis else ""
-            lines.append(f"  {key:<{width}}  {_show(key, value, 2):>9}  {u:<5}  {ci}".rstrip())
+            base = baseline.get(key)  # what empty predictions score here (metrics/protocols: baseline_empty)
+            shown_base = "" if not isinstance(base, (int, float)) else \
+                f"   (empty prediction: {100 * base:6.2f})" if u == "%" else f"   (empty prediction: {_show(key, base, 2)})"
+            lines.append(f"  {key:<{width}}  {_show(key, value, 2):>9}  {u:<5}  {ci}".rstrip() + shown_base)
     for group, rows in (m.get("breakdown") or {}).items():
         for name, vals in rows.items():
             if isinstance(vals, dict):

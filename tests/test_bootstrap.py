@@ -22,7 +22,7 @@ def reasonseg_records(n=30, seed=2):
     for k in range(n):
         u = int(rng.integers(0, 500))
         i = int(rng.integers(0, u + 1))
-        out.append({"sample_id": f"s{k:03d}", "I": i, "U": u, "meta": {},
+        out.append({"sample_id": f"s{k:03d}", "I": i, "U": u, "target": u, "meta": {},
                     "giou_term": float(np.float32(i) / (np.float32(u) + np.float32(1e-5))) if u else 1.0,
                     "iou": i / u if u else 1.0})
     return out
