@@ -130,12 +130,9 @@ def _f_measure_dilate(gt: np.ndarray, pred: np.ndarray, radius: float) -> float:
     n_fg = int(np.count_nonzero(fg_boundary))
     n_gt = int(np.count_nonzero(gt_boundary))
 
-    if n_fg == 0 and n_gt > 0:
-        precision, recall = 1.0, 0.0
-    elif n_fg > 0 and n_gt == 0:
-        precision, recall = 0.0, 1.0
-    elif n_fg == 0 and n_gt == 0:
-        precision, recall = 1.0, 1.0
+    special = _empty_boundary_pr(n_fg, n_gt)
+    if special is not None:
+        precision, recall = special
     else:
         # Dilated values are only read at boundary pixels, and every boundary pixel lies inside the
         # union box of both boundaries, so dilating that box alone gives the same counts as
@@ -150,7 +147,22 @@ def _f_measure_dilate(gt: np.ndarray, pred: np.ndarray, radius: float) -> float:
         gt_dil = cv2.dilate(gt_b, kernel)
         precision = int(np.count_nonzero(fg_b & gt_dil)) / float(n_fg)
         recall = int(np.count_nonzero(gt_b & fg_dil)) / float(n_gt)
+    return _harmonic_mean(precision, recall)
 
+
+def _empty_boundary_pr(n_fg: int, n_gt: int) -> tuple[float, float] | None:
+    """davis2017 f_measure's (precision, recall) when a boundary map is empty; None when neither is."""
+    if n_fg == 0 and n_gt > 0:
+        return 1.0, 0.0
+    if n_fg > 0 and n_gt == 0:
+        return 0.0, 1.0
+    if n_fg == 0 and n_gt == 0:
+        return 1.0, 1.0
+    return None
+
+
+def _harmonic_mean(precision: float, recall: float) -> float:
+    """F = 2PR / (P + R), 0 when P + R = 0 (davis2017 f_measure)."""
     if precision + recall == 0:
         return 0.0
     return 2 * precision * recall / (precision + recall)
@@ -294,19 +306,14 @@ def jf_counts_box(g: np.ndarray, p: np.ndarray, box: tuple[int, int, int, int], 
     g_flat = np.flatnonzero(gb.view(bool)) if gb is not None else np.empty(0, np.intp)
     p_flat = np.flatnonzero(pb.view(bool)) if pb is not None else np.empty(0, np.intp)
     n_gt, n_fg = g_flat.size, p_flat.size
-    if n_fg == 0 and n_gt > 0:
-        precision, recall = 1.0, 0.0
-    elif n_fg > 0 and n_gt == 0:
-        precision, recall = 0.0, 1.0
-    elif n_fg == 0 and n_gt == 0:
-        precision, recall = 1.0, 1.0
+    special = _empty_boundary_pr(n_fg, n_gt)
+    if special is not None:
+        precision, recall = special
     else:
         pad_width = gb.shape[1]
         precision = _matched(p_flat, pad_width, cv2.integral(gb), radius) / float(n_fg)
         recall = _matched(g_flat, pad_width, cv2.integral(pb), radius) / float(n_gt)
-    if precision + recall == 0:
-        return inter, union, 0.0
-    return inter, union, 2 * precision * recall / (precision + recall)
+    return inter, union, _harmonic_mean(precision, recall)
 
 
 # --- LISA gIoU / cIoU -------------------------------------------------------------------------------
