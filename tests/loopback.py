@@ -25,6 +25,22 @@ class JSONHandler(BaseHTTPRequestHandler):
         pass
 
 
+class RequestLog:
+    """What a test server received (`bodies`, in order) and the HTTP statuses it should answer the
+    next requests with (`fail`, consumed in order; 200 once empty). Thread-safe."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.fail: list[int] = []
+        self.lock = threading.Lock()
+
+    def take(self, body: dict) -> int:
+        """Record `body`; return the status to answer it with."""
+        with self.lock:
+            self.bodies.append(body)
+            return self.fail.pop(0) if self.fail else 200
+
+
 class Loopback:
     """Serves `handler` (a JSONHandler subclass) on 127.0.0.1; root = "http://127.0.0.1:PORT"."""
 

@@ -1,6 +1,5 @@
 """The OpenAI-compatible policy (adapters/policy/openai_compat.py) against a real HTTP server on
 loopback, started by the test, that speaks the completions API the way vLLM and Ollama do."""
-import threading
 
 import pytest
 
@@ -8,12 +7,12 @@ from adapters.policy.base import Request
 from adapters.policy.openai_compat import OpenAIPolicy
 from bench.types import AdapterError
 from tests.tiny_models import R1_TEMPLATE
-from tests.loopback import JSONHandler, Loopback
+from tests.loopback import JSONHandler, Loopback, RequestLog
 
 MESSAGES = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "find the dog"}]
 
 
-class Server:
+class Server(RequestLog):
     """Loopback completions server. `continuation(prompt)` is the text the "model" would write;
     stop strings cut it as vLLM does (text before the earliest stop, finish_reason "stop").
     style: "vllm" reports stop_reason (the stop string, or None at EOS), "ollama" reports nothing.
@@ -21,17 +20,13 @@ class Server:
 
     def __init__(self, continuation, style="vllm"):
         self.continuation, self.style = continuation, style
-        self.fail: list[int] = []
-        self.bodies: list[dict] = []
-        self.lock = threading.Lock()
+        RequestLog.__init__(self)
         server = self
 
         class Handler(JSONHandler):
             def do_POST(self):
                 body = self.read_json()
-                with server.lock:
-                    server.bodies.append(body)
-                    status = server.fail.pop(0) if server.fail else 200
+                status = server.take(body)
                 if status != 200:
                     return self.send_json(status, {"error": {"message": f"injected {status}", "type": "server_error"}})
                 self.send_json(200, server.complete(body))

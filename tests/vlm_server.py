@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 
-from tests.loopback import JSONHandler, Loopback
+from tests.loopback import JSONHandler, Loopback, RequestLog
 
 
 def default_reply(body: dict) -> str:
@@ -23,14 +22,12 @@ def default_reply(body: dict) -> str:
     return "<think>looking</think>A small object moves."
 
 
-class ChatServer:
+class ChatServer(RequestLog):
     """Serves GET /v1/models and POST /v1/chat/completions on 127.0.0.1; url = ".../v1"."""
 
     def __init__(self, model: str = "tiny-vlm", reply=default_reply, finish_reason: str = "stop"):
         self.model, self.reply, self.finish_reason = model, reply, finish_reason
-        self.bodies: list[dict] = []
-        self.fail: list[int] = []
-        self.lock = threading.Lock()
+        RequestLog.__init__(self)
         server = self
 
         class Handler(JSONHandler):
@@ -39,9 +36,7 @@ class ChatServer:
 
             def do_POST(self):
                 body = self.read_json()
-                with server.lock:
-                    server.bodies.append(body)
-                    status = server.fail.pop(0) if server.fail else 200
+                status = server.take(body)
                 if status != 200:
                     return self.send_json(status, {"error": {"message": f"injected {status}", "type": "server_error"}})
                 text = server.reply(body)
