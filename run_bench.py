@@ -20,8 +20,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from bench.cli import exit_on_known_errors, stop
-from bench.runner import format_summary, run
+from harness.cli import exit_on_known_errors, stop
+from harness.runner import format_summary, run
 
 REPO_ROOT = Path(__file__).resolve().parent
 DEFAULT_GROUPS = {"dataset": "demo", "model": "dtr1"}
@@ -95,7 +95,7 @@ def unwritable_root(argv: list[str]) -> tuple[str, str] | None:
 
 if __name__ == "__main__":
     if "--list" in sys.argv[1:]:  # benchmarks, models, policies, perception, judges: one line each
-        from bench.catalog import main as list_components
+        from harness.catalog import main as list_components
 
         list_components()
         sys.exit(0)

@@ -41,8 +41,8 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from bench.cli import exit_on_known_errors
-from bench.types import AdapterError, DatasetFormatError, Sample, first_line
+from harness.cli import exit_on_known_errors
+from core.types import AdapterError, DatasetFormatError, Sample, first_line
 
 REPO_ROOT = Path(__file__).resolve().parent
 OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO_ROOT / rel), replace=True)

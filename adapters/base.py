@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from bench.types import AdapterError, Prediction, Sample
+from core.types import AdapterError, Prediction, Sample
 
 
 class Adapter(ABC):
@@ -29,7 +29,7 @@ class Adapter(ABC):
 
     @abstractmethod
     def predict(self, sample: Sample) -> Prediction:
-        """Answer one sample. Raises bench.types.AdapterError (or a subclass such as ParseError,
+        """Answer one sample. Raises core.types.AdapterError (or a subclass such as ParseError,
         whose `kind` the runner records) when no prediction can be made; the run goes on."""
 
     def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:

@@ -9,13 +9,13 @@ Layouts (``layout`` in conf/model/precomputed.yaml)::
     reasonseg  <root>/<image stem>.png                  Sample meta: name.
     llmseg40k  <root>/<image stem>_<qa index>.png       Sample meta: image, qa_index.
     jsonl      <root> = a run directory holding predictions*.jsonl, or one .jsonl file: our own
-               Prediction records (bench.store), matched by sample id.
+               Prediction records (core.store), matched by sample id.
     auto       jsonl when <root> is a .jsonl file or holds predictions*.jsonl; otherwise PNGs, the
                layout chosen per sample from its meta: video + exp_id -> revos, image + qa_index ->
                llmseg40k, name -> reasonseg (so a mixed set such as the demo works too).
 
 The adapter never looks at the dataset's name, only at the sample's meta and frame ids.
-A PNG mask is foreground wherever any channel is nonzero (bench.masks.read_png_mask), except in the
+A PNG mask is foreground wherever any channel is nonzero (core.masks.read_png_mask), except in the
 revos layout, which reads each PNG as VISA eval_revos.py does (``cv2.imread(path, IMREAD_GRAYSCALE)``:
 a colour PNG becomes its gray value, so a pixel can vanish) and keeps the gray values: foreground
 where the value is nonzero, and ``trace["pixel_values"]`` per frame = the one nonzero value the
@@ -43,10 +43,10 @@ import cv2
 import numpy as np
 
 from adapters.base import Adapter
-from bench import masks
-from bench.frames import frame_size
-from bench.store import prediction_files, read_predictions
-from bench.types import AdapterError, DatasetFormatError, Prediction, Sample
+from core import masks
+from core.frames import frame_size
+from core.store import prediction_files, read_predictions
+from core.types import AdapterError, DatasetFormatError, Prediction, Sample
 
 LAYOUTS = ("auto", "revos", "reasonseg", "llmseg40k", "jsonl")
 # sample meta keys each PNG layout maps a sample to its file(s) with; also auto's order of preference

@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from bench.datasets.demo import DemoDataset  # noqa: E402
-from bench.types import AdapterError  # noqa: E402
+from loaders.demo import DemoDataset  # noqa: E402
+from core.types import AdapterError  # noqa: E402
 
 PROGRAM = ("objs = graph['objects']\n"
            "print(json.dumps({'ids': [max(objs, key=lambda o: o['frames'][0])['id']]}))\n")

@@ -17,7 +17,7 @@ Steps:
    mask_dict_foreground.json) with moving elliptical objects, and a submission of 0/255 PNGs
    <pred>/<video>/<exp_id>/<frame>.png (each expression's prediction: its GT shifted, or with a
    spurious blob). Not timed.
-2. ours: bench.datasets.revos.ReVOSDataset, then in a pool of --workers processes per expression
+2. ours: loaders.revos.ReVOSDataset, then in a pool of --workers processes per expression
    adapters.precomputed.PrecomputedAdapter(layout="revos").predict (each PNG decoded once, RLE
    written from the object's box) and ReVOSProtocol.score (J, F, A, R in one pass per frame on the
    objects' box), then aggregate: what `+model=precomputed` runs, minus writing files.
@@ -55,9 +55,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from adapters.precomputed import PrecomputedAdapter  # noqa: E402
-from bench import masks  # noqa: E402
-from bench.datasets.revos import ReVOSDataset  # noqa: E402
-from bench.types import AdapterError, Prediction  # noqa: E402
+from core import masks  # noqa: E402
+from loaders.revos import ReVOSDataset  # noqa: E402
+from core.types import AdapterError, Prediction  # noqa: E402
 from metrics.protocols.revos import ReVOSProtocol  # noqa: E402
 
 cv2.setNumThreads(1)  # one thread per worker process: the pools are the parallelism, not OpenCV's threads

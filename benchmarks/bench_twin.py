@@ -32,7 +32,7 @@ from adapters.twin.dag import validate_dag  # noqa: E402
 from adapters.twin.registry import TOOLS  # noqa: E402
 from adapters.twin.schema import (DEFAULT_MAX_CHARS, Depth, FrameInfo, Instance, InstanceFrame,  # noqa: E402
                                   Trajectory, Twin, VideoInfo)
-from bench.types import Sample, Target  # noqa: E402
+from core.types import Sample, Target  # noqa: E402
 
 FULL_PLAN = {name: list(spec.requires) for name, spec in TOOLS.items()}
 

@@ -57,8 +57,8 @@ class LisaBench:
     def answer(self, frames: list[np.ndarray], query: str):
         from PIL import Image
 
-        from bench import masks
-        from bench.types import Sample, Target
+        from core import masks
+        from core.types import Sample, Target
 
         paths = []
         for i, frame in enumerate(frames):

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.summary import unit
+from core.units import unit
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 # Numeric columns of a row that are not metrics.

@@ -36,9 +36,9 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from bench.http import call_with_retries
-from bench.store import write_atomic
-from bench.types import JudgeError
+from core.http import call_with_retries
+from core.store import write_atomic
+from core.types import JudgeError
 
 log = logging.getLogger(__name__)
 

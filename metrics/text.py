@@ -26,7 +26,7 @@ import shutil
 import subprocess
 from typing import Hashable, Iterable, Mapping, Sequence
 
-from bench.types import RvtBenchError
+from core.types import RvtBenchError
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import masks  # noqa: E402
+from core import masks  # noqa: E402
 
 JPEG_QUALITY = 85
 VIDEO_W, VIDEO_H = 320, 240
@@ -365,9 +365,9 @@ def build_videos(out: Path) -> dict[str, dict[str, list[np.ndarray | None]]]:
     return visible_of
 
 
-# --- RVTBench-format queries on the same clips (canonical records, bench/datasets/canonical.py) -----
+# --- RVTBench-format queries on the same clips (canonical records, loaders/canonical.py) -----
 # Grounding targets name clip objects: their GT boxes are the tight boxes of the objects' visible masks
-# per frame (bench.masks.to_bbox, continuous xyxy pixels), [] where an object is not visible.
+# per frame (core.masks.to_bbox, continuous xyxy pixels), [] where an object is not visible.
 RVT_QUERIES: list[dict] = [
     dict(id="grounding/kitchen_table", video="kitchen_table", task="grounding", level=2, category="temporal",
          query="the object that hides the spoon for part of the video", objects=["cup"]),

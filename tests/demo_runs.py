@@ -9,9 +9,9 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from bench.datasets.demo import DemoDataset
-from bench.runner import run
-from bench.types import Prediction
+from loaders.demo import DemoDataset
+from harness.runner import run
+from core.types import Prediction
 
 REPO = Path(__file__).resolve().parents[1]
 OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)  # as run_bench.py

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from adapters.base import Adapter
-from bench import masks
-from bench.types import AdapterError, ParseError, Prediction, Sample, Target
+from core import masks
+from core.types import AdapterError, ParseError, Prediction, Sample, Target
 from metrics.protocols.base import Protocol
 
 
@@ -23,7 +23,7 @@ class FakeDataset:
 
     def __init__(self, n: int = 6, split: str = "val", root: str = "here", errors: int = 0):
         if root == "missing":
-            from bench.types import DatasetFormatError
+            from core.types import DatasetFormatError
 
             raise DatasetFormatError("fake: expected the dataset directory 'missing'")
         self.errors = [{"sample_id": f"bad{k}", "kind": "data", "message": "unreadable image"} for k in range(errors)]

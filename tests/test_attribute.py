@@ -1,4 +1,4 @@
-"""bench.funnel and bench.attribute on seeded runs whose causes are known: a scripted DT-R1 policy
+"""harness.funnel and harness.attribute on seeded runs whose causes are known: a scripted DT-R1 policy
 replays fixed rollouts under "free" and "grammar" decoding, with the oracle twin and with a
 perception whose twin is wrong for one sample, through the real runner, rollout, twin and scoring."""
 import dataclasses
@@ -11,10 +11,10 @@ from omegaconf import OmegaConf
 from adapters.dtr1.adapter import DTR1Adapter
 from adapters.policy.scripted import ScriptedPolicy
 from adapters.twin.oracle import OraclePerception
-from bench import masks as mask_io
-from bench.attribute import attribute
-from bench.runner import run
-from bench.types import InstanceAnnotation, Sample, Target
+from core import masks as mask_io
+from harness.attribute import attribute
+from harness.runner import run
+from core.types import InstanceAnnotation, Sample, Target
 
 H, W = 8, 8
 PLAN = '<think>t</think> <dt_plan>{"SAM2": []}</dt_plan>'

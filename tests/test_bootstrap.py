@@ -1,10 +1,10 @@
-"""bench.bootstrap: per-sample estimators reproduce the protocols' numbers; intervals and paired tests."""
+"""harness.bootstrap: per-sample estimators reproduce the protocols' numbers; intervals and paired tests."""
 import math
 
 import numpy as np
 import pytest
 
-from bench import bootstrap
+from harness import bootstrap
 from metrics.protocols.reasonseg import ReasonSegProtocol
 from metrics.protocols.revos import ReVOSProtocol
 from metrics.protocols.rvtbench import RVTBenchProtocol

@@ -1,4 +1,4 @@
-"""Corrupt inputs, one at a time, through a whole run (bench.runner.run with the real loaders and
+"""Corrupt inputs, one at a time, through a whole run (harness.runner.run with the real loaders and
 protocols): every loader and the precomputed adapter, each fixture written in its dataset's real
 on-disk format with three or four good samples and exactly one corrupted.
 
@@ -24,10 +24,10 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from adapters.base import Adapter
-from bench import masks
-from bench.frames import read_frame
-from bench.runner import run
-from bench.types import Prediction, Sample
+from core import masks
+from core.frames import read_frame
+from harness.runner import run
+from core.types import Prediction, Sample
 
 H, W = 12, 16
 
@@ -36,7 +36,7 @@ H, W = 12, 16
 
 
 class ReadingAdapter(Adapter):
-    """Reads every frame (bench.frames.read_frame, as real adapters do) and answers the sample's
+    """Reads every frame (core.frames.read_frame, as real adapters do) and answers the sample's
     ground truth, so a good sample scores perfectly and only bad data can fail."""
 
     name = "reader"
@@ -263,7 +263,7 @@ def test_reasonseg(tmp_path, case):
     corrupt, bad, needles = REASONSEG_CASES[case]
     root = write_reasonseg(tmp_path / "ReasonSeg")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "bench.datasets.reasonseg.ReasonSegDataset",
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "loaders.reasonseg.ReasonSegDataset",
                           "root": str(root), "split": "val"}, "metrics.protocols.reasonseg.ReasonSegProtocol")
     check(m, len(RS_NAMES), bad, *needles)
     if bad is None:
@@ -374,7 +374,7 @@ def test_revos(tmp_path, case):
     corrupt, bad, needles = REVOS_CASES[case]
     root = write_revos(tmp_path / "ReVOS")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "revos", "_target_": "bench.datasets.revos.ReVOSDataset", "root": str(root),
+    m = run_on(tmp_path, {"name": "revos", "_target_": "loaders.revos.ReVOSDataset", "root": str(root),
                           "split": "valid"}, "metrics.protocols.revos.ReVOSProtocol")
     check(m, 4, bad, *needles)
 
@@ -460,7 +460,7 @@ def test_llmseg40k(tmp_path, case):
     corrupt, bad, needles = LLMSEG_CASES[case]
     root = write_llmseg(tmp_path)
     corrupt(root)
-    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "bench.datasets.llmseg40k.LLMSeg40KDataset", "root": str(root),
+    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
                           "split": "validation"}, "metrics.protocols.reasonseg.ReasonSegProtocol")
     check(m, 3, bad, *needles, n=3 if "duplicate" in case else None)
 
@@ -478,7 +478,7 @@ def test_llmseg40k_png_variant(tmp_path, case):
     corrupt, needles = LLMSEG_PNG_CASES[case]
     root = write_llmseg(tmp_path, variant="png")
     corrupt(tmp_path)
-    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "bench.datasets.llmseg40k.LLMSeg40KDataset", "root": str(root),
+    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
                           "split": "validation"}, "metrics.protocols.reasonseg.ReasonSegProtocol")
     check(m, 3, "img2_0", *needles)
 
@@ -577,7 +577,7 @@ def test_jitbench(tmp_path, case):
     corrupt, bad, needles = JITBENCH_CASES[case]
     root = write_canonical(tmp_path / "JiTBench")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "jitbench", "_target_": "bench.datasets.jitbench.JiTBenchDataset", "root": str(root),
+    m = run_on(tmp_path, {"name": "jitbench", "_target_": "loaders.jitbench.JiTBenchDataset", "root": str(root),
                           "split": "test"}, "metrics.protocols.rvtbench.RVTBenchProtocol")
     if bad is not None and bad.startswith("test.jsonl "):  # a record without a usable id: named by file and position
         bad = str(root / bad)
@@ -607,7 +607,7 @@ def test_rvtbench(tmp_path, case):
     corrupt, bad, needles = RVTBENCH_CASES[case]
     root = write_canonical(tmp_path / "RVTBench", task="grounding")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "rvtbench", "_target_": "bench.datasets.rvtbench.RVTBenchDataset", "root": str(root),
+    m = run_on(tmp_path, {"name": "rvtbench", "_target_": "loaders.rvtbench.RVTBenchDataset", "root": str(root),
                           "split": "test"}, "metrics.protocols.rvtbench.RVTBenchProtocol")
     check(m, 3, bad, *needles)
 
@@ -639,7 +639,7 @@ def test_precomputed_png(tmp_path, case):
     preds = tmp_path / "preds"
     write_pngs(root, preds)
     PRECOMPUTED_CASES[case](preds)
-    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "bench.datasets.reasonseg.ReasonSegDataset",
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "loaders.reasonseg.ReasonSegDataset",
                           "root": str(root), "split": "val"}, "metrics.protocols.reasonseg.ReasonSegProtocol",
                model={"name": "precomputed", "_target_": "adapters.precomputed.PrecomputedAdapter", "root": str(preds),
                       "layout": "reasonseg", "workers": 1})
@@ -653,7 +653,7 @@ def test_precomputed_jsonl_without_a_sample_lists_it(tmp_path):
     root = write_reasonseg(tmp_path / "ReasonSeg")
     records = [Prediction(name, task="segmentation", masks=[rle(box_mask())]).to_dict() for name in ("a", "c")]
     (tmp_path / "preds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "bench.datasets.reasonseg.ReasonSegDataset",
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "loaders.reasonseg.ReasonSegDataset",
                           "root": str(root), "split": "val"}, "metrics.protocols.reasonseg.ReasonSegProtocol",
                model={"name": "precomputed", "_target_": "adapters.precomputed.PrecomputedAdapter",
                       "root": str(tmp_path / "preds.jsonl"), "layout": "jsonl"})

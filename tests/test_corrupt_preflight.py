@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapters.twin.backends.depth_anything import DepthAnythingBackend
-from bench.types import AdapterError
+from core.types import AdapterError
 
 REPO = Path(__file__).resolve().parent.parent
 ABSENT = "rvt-bench-tests/no-such-model"

@@ -3,7 +3,7 @@ import pytest
 
 from adapters.twin.dag import DAGError, parse_dag, validate_dag
 from adapters.twin.registry import TOOLS, describe_tools
-from bench.types import ParseError
+from core.types import ParseError
 
 # The example plan of the DT-R1 paper (arXiv 2511.12365).
 PAPER_DAG = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'

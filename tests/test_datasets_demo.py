@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.datasets.demo import DemoDataset
-from bench.types import DatasetFormatError
+from loaders.demo import DemoDataset
+from core.types import DatasetFormatError
 
 DEMO = Path(__file__).resolve().parents[1] / "demo"
 

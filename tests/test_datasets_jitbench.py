@@ -1,4 +1,4 @@
-"""JiTBench loader = canonical per-query records (bench/datasets/canonical.py) with JiTBench's
+"""JiTBench loader = canonical per-query records (loaders/canonical.py) with JiTBench's
 defaults (segmentation, levels 1-3, semantic/spatial/temporal), on fixtures written in that format.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from PIL import Image
 
-from bench import masks
-from bench.datasets.jitbench import JiTBenchDataset
-from bench.types import DatasetFormatError
+from core import masks
+from loaders.jitbench import JiTBenchDataset
+from core.types import DatasetFormatError
 
 REPO = Path(__file__).resolve().parent.parent
 H, W = 6, 8

@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from bench.datasets.llmseg40k import LLMSeg40KDataset
-from bench.masks import decode
-from bench.types import DatasetFormatError
+from loaders.llmseg40k import LLMSeg40KDataset
+from core.masks import decode
+from core.types import DatasetFormatError
 
 REPO = Path(__file__).resolve().parents[1]
 COCO_IMAGE = "000000000139.jpg"

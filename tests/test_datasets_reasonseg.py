@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench import masks
-from bench.datasets.reasonseg import ReasonSegDataset
-from bench.frames import read_frame
-from bench.types import DatasetFormatError
+from core import masks
+from loaders.reasonseg import ReasonSegDataset
+from core.frames import read_frame
+from core.types import DatasetFormatError
 
 H, W = 12, 16
 
@@ -223,7 +223,7 @@ def test_bad_images_and_labelme_files_are_data_errors_and_loading_goes_on(tmp_pa
     (split / "c_noshapes.json").write_text(json.dumps(anno))
     write_sample(split, "d_pointsnotlist", [shape("target", 7)])
     (split / "e_invalidjson.json").write_text('{"text": ["oops"], ')
-    with caplog.at_level("WARNING", logger="bench.datasets.base"):
+    with caplog.at_level("WARNING", logger="loaders.base"):
         ds = ReasonSegDataset(tmp_path, "val")
     assert [s.id for s in ds] == ["a_good", "f_good"]
     assert [(e["sample_id"], e["kind"]) for e in ds.errors] == [

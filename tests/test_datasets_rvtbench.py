@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench import masks
-from bench.datasets.rvtbench import RVTBenchDataset
-from bench.types import DatasetFormatError
+from core import masks
+from loaders.rvtbench import RVTBenchDataset
+from core.types import DatasetFormatError
 
 H, W = 10, 20
 FRAMES = ["00000.jpg", "00001.jpg"]

@@ -12,10 +12,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from bench import masks
-from bench.datasets.demo import DemoDataset
-from bench.frames import frame_size, read_frame
-from bench.types import DatasetFormatError
+from core import masks
+from loaders.demo import DemoDataset
+from core.frames import frame_size, read_frame
+from core.types import DatasetFormatError
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "demo"
@@ -196,7 +196,7 @@ def test_demo_stays_small():
 
 
 def test_demo_protocol_scores_the_ground_truth_as_perfect(demo):
-    from bench.types import Prediction
+    from core.types import Prediction
 
     OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)
     protocol = instantiate(OmegaConf.load(REPO / "conf" / "dataset" / "demo.yaml").protocol)
@@ -213,7 +213,7 @@ def test_demo_protocol_scores_the_ground_truth_as_perfect(demo):
 
 def test_demo_protocol_keeps_the_segmentation_parts_numbers(demo):
     # routing by meta["source"] scores images and videos exactly as routing by modality did
-    from bench.types import Prediction
+    from core.types import Prediction
     from metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
 
     OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)
@@ -234,7 +234,7 @@ def test_demo_protocol_keeps_the_segmentation_parts_numbers(demo):
 def test_composite_routing_errors_name_the_sample(demo):
     from dataclasses import replace
 
-    from bench.types import Prediction
+    from core.types import Prediction
     from metrics.protocols import CompositeProtocol, ReasonSegProtocol
 
     protocol = CompositeProtocol({"image": ReasonSegProtocol()}, route_by="meta.source", routes={"reasonseg": "image"})

@@ -13,9 +13,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from adapters.base import Adapter
-from bench.datasets.demo import DemoDataset
-from bench.runner import format_summary, run
-from bench.types import Prediction, Sample
+from loaders.demo import DemoDataset
+from harness.runner import format_summary, run
+from core.types import Prediction, Sample
 from metrics.judge import Judge
 from tests.fakes import make_cfg
 from tests.test_judge import GOOD, ScriptedServer

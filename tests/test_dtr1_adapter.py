@@ -10,8 +10,8 @@ from adapters.dtr1.adapter import DTR1Adapter
 from adapters.policy.scripted import ScriptedPolicy
 from adapters.twin.dag import DAGError
 from adapters.twin.oracle import OraclePerception
-from bench import masks as mask_io
-from bench.types import InstanceAnnotation, ParseError, Prediction, Sample, Target
+from core import masks as mask_io
+from core.types import InstanceAnnotation, ParseError, Prediction, Sample, Target
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 H, W = 8, 10

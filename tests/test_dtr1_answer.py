@@ -4,7 +4,7 @@ import pytest
 
 from adapters.dtr1.answer import parse_answer, parse_task
 from adapters.dtr1.protocol import ProtocolError
-from bench import masks as mask_io
+from core import masks as mask_io
 
 
 class TinyTwin:

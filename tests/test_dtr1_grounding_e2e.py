@@ -12,7 +12,7 @@ from adapters.dtr1.adapter import DTR1Adapter
 from adapters.policy.scripted import ScriptedPolicy
 from adapters.twin.builder import build_twin
 from adapters.twin.oracle import OraclePerception
-from bench.datasets.demo import DemoDataset
+from loaders.demo import DemoDataset
 from metrics.protocols.rvtbench import RVTBenchProtocol
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 import pytest
 
 from adapters.dtr1 import protocol as P
-from bench.types import ParseError
+from core.types import ParseError
 
 
 def test_extract_one_strips_whitespace_around_contents():

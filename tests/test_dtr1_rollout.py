@@ -6,7 +6,7 @@ import pytest
 from adapters.dtr1.protocol import ProtocolError
 from adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout
 from adapters.policy.scripted import ScriptedPolicy
-from bench.types import ParseError
+from core.types import ParseError
 
 MESSAGES = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "find the dog"}]
 PLAN = '<think>need masks</think> <dt_plan>{"SAM2": []}</dt_plan>'

@@ -1,4 +1,4 @@
-"""bench.frames: RGB uint8, EXIF orientation applied (as cv2.imread does for LISA), clear errors."""
+"""core.frames: RGB uint8, EXIF orientation applied (as cv2.imread does for LISA), clear errors."""
 from __future__ import annotations
 
 import cv2
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
-from bench.frames import frame_size, read_frame, verify_frame
-from bench.types import DatasetFormatError
+from core.frames import frame_size, read_frame, verify_frame
+from core.types import DatasetFormatError
 
 EXIF_ORIENTATION = 0x0112
 

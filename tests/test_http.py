@@ -1,9 +1,9 @@
-"""bench.http.call_with_retries: which errors are retried, and what the caller's error says."""
+"""core.http.call_with_retries: which errors are retried, and what the caller's error says."""
 import httpx2 as httpx  # the HTTP library the openai client (3.x) is built on
 import openai
 import pytest
 
-from bench.http import call_with_retries
+from core.http import call_with_retries
 
 
 class Boom(Exception):
@@ -55,7 +55,7 @@ def test_client_errors_and_unreadable_bodies_are_not_retried():
 
 
 def test_retry_after_is_honoured(monkeypatch):
-    import bench.http as http
+    import core.http as http
 
     slept = []
     monkeypatch.setattr(http.time, "sleep", slept.append)

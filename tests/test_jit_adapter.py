@@ -16,8 +16,8 @@ from adapters.policy.scripted import ScriptedPolicy
 from adapters.twin.builder import build_twin
 from adapters.twin.dag import DAGError
 from adapters.twin.oracle import OraclePerception
-from bench.datasets.demo import DemoDataset
-from bench.types import AdapterError
+from loaders.demo import DemoDataset
+from core.types import AdapterError
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = OmegaConf.to_container(OmegaConf.load(REPO / "conf/model/jit.yaml"))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from adapters.jit.smoothing import smooth_masks
-from bench import masks as mask_io
+from core import masks as mask_io
 
 ON = mask_io.encode(np.ones((2, 2), bool))
 

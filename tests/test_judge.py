@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from bench.types import JudgeError
+from core.types import JudgeError
 from tests.loopback import JSONHandler, Loopback
 from metrics.judge import (
     NOT_CONFIGURED,

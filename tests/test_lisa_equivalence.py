@@ -15,7 +15,7 @@ import torch
 
 from adapters.lisa.adapter import LisaAdapter
 from adapters.lisa.preprocess import clip_input, sam_input
-from bench.frames import read_frame
+from core.frames import read_frame
 from tests.lisa_tiny import REFERENCE_BOOSTS, build_checkpoint
 
 DATA = Path(__file__).parent / "data" / "lisa"

@@ -50,7 +50,7 @@ def test_expanded_position_holds_the_token_before_seg(tiny_model):
 
 
 def test_prompt_with_two_images_is_refused(tiny_model):
-    from bench.types import AdapterError
+    from core.types import AdapterError
 
     with pytest.raises(AdapterError, match="exactly one <image>"):
         tiny_model.embed([1, IMAGE_TOKEN_INDEX, IMAGE_TOKEN_INDEX], torch.zeros(1, 256, 64))

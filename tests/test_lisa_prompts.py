@@ -84,7 +84,7 @@ def test_seg_id_comes_from_the_vocabulary(tmp_path, added, seg_id):
 
 
 def test_tokenizer_without_model_file_names_it(tmp_path):
-    from bench.types import AdapterError
+    from core.types import AdapterError
 
     with pytest.raises(AdapterError, match="tokenizer.model"):
         LisaTokenizer(tmp_path)

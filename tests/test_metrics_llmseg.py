@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.types import Prediction, Sample, Target
+from core.types import Prediction, Sample, Target
 from metrics.protocols.llmseg40k import LLMSegProtocol, llmseg_sample_iou
 from metrics.protocols.reasonseg import ReasonSegProtocol
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.masks import decode
+from core.masks import decode
 from metrics.masks import (
     boundary_map,
     bound_pixels,

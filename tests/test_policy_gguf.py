@@ -5,7 +5,7 @@ from adapters.policy.base import split_at_stop
 from adapters.policy.chat import render_chat
 from adapters.policy.gguf import GGUFPolicy
 from adapters.policy.gguf_files import MODELS, file_sha256, resolve_gguf
-from bench.types import AdapterError
+from core.types import AdapterError
 
 MESSAGES = [{"role": "system", "content": "You plan vision tools."}, {"role": "user", "content": "Find the dog."}]
 

@@ -4,7 +4,7 @@ import torch
 
 from adapters.policy.base import Request
 from adapters.policy.hf import HFPolicy
-from bench.types import AdapterError
+from core.types import AdapterError
 
 MESSAGES = [{"role": "system", "content": "You plan tools."}, {"role": "user", "content": "find the dog"}]
 
@@ -126,7 +126,7 @@ def test_batched_rollouts_equal_one_at_a_time(policy):
 
 def test_an_adapter_directory_without_a_peft_adapter_is_named(ckpt, tmp_path):
     from adapters.policy.hf import HFPolicy
-    from bench.types import AdapterError
+    from core.types import AdapterError
 
     path = ckpt[0]
     with pytest.raises(AdapterError, match=r"policy.adapter=.* holds no adapter_config.json"):

@@ -2,7 +2,7 @@
 import pytest
 
 from adapters.policy.scripted import ScriptedPolicy
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 def test_stop_string_cuts_the_text_before_it():

@@ -12,11 +12,11 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from adapters.precomputed import PrecomputedAdapter
-from bench.datasets.llmseg40k import LLMSeg40KDataset
-from bench.masks import decode, encode
-from bench.runner import _predict_one
-from bench.store import PredictionLog
-from bench.types import AdapterError, Prediction, Sample, Target
+from loaders.llmseg40k import LLMSeg40KDataset
+from core.masks import decode, encode
+from harness.runner import _predict_one
+from core.store import PredictionLog
+from core.types import AdapterError, Prediction, Sample, Target
 from tests.test_datasets_llmseg40k import MASKS, write_llmseg40k
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def write_png(path: Path, values: np.ndarray) -> None:
 
 
 def revos_sample(tmp_path: Path, video: str = "UVO/all/0aB3x", exp_id: str = "2") -> Sample:
-    """A sample with the meta and frame ids bench.datasets.revos gives (video may be nested)."""
+    """A sample with the meta and frame ids loaders.revos gives (video may be nested)."""
     frame_ids = ["00000", "00005", "00010"]
     frames = [write_frame(tmp_path / "ReVOS" / "JPEGImages" / video / f"{f}.jpg") for f in frame_ids]
     return Sample(
@@ -197,8 +197,8 @@ def test_threaded_batches_give_the_same_predictions(tmp_path):
     from PIL import Image
 
     from adapters.precomputed import PrecomputedAdapter
-    from bench import masks as mask_codec
-    from bench.types import AdapterError, Sample, Target
+    from core import masks as mask_codec
+    from core.types import AdapterError, Sample, Target
 
     samples = []
     for k in range(6):

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import masks
-from bench.types import AdapterError, Prediction, Sample, Target
+from core import masks
+from core.types import AdapterError, Prediction, Sample, Target
 from metrics.masks import f_measure
 from metrics.protocols.rvtbench import RVTBenchProtocol
 
@@ -142,7 +142,7 @@ def test_jitbench_run_end_to_end_from_a_predictions_file(tmp_path):
     from PIL import Image
 
     import run_bench  # noqa: F401  (registers the ${repo:} resolver)
-    from bench.runner import run
+    from harness.runner import run
 
     repo = Path(__file__).resolve().parent.parent
     frames = tmp_path / "JiT" / "frames" / "bear"

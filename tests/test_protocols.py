@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.masks import encode
-from bench.types import AdapterError, DatasetFormatError, Prediction, Sample, Target
+from core.masks import encode
+from core.types import AdapterError, DatasetFormatError, Prediction, Sample, Target
 from metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
 
 PARITY = Path(__file__).parent / "data" / "parity"

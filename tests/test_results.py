@@ -1,12 +1,12 @@
 """What a scored run leaves for people: metrics.json header and CIs, the summary's results table,
-samples.jsonl, the leaderboard row, bench.compare. Real demo runs over precomputed predictions."""
+samples.jsonl, the leaderboard row, harness.compare. Real demo runs over precomputed predictions."""
 import json
 
 import pandas as pd
 import pytest
 
-from bench.compare import compare, format_comparison
-from bench.summary import format_summary
+from harness.compare import compare, format_comparison
+from harness.summary import format_summary
 from tests.demo_runs import demo_run
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from adapters.dtr1.rewards import (Episode, r_dag, r_exec, r_result, r_task, r_token, reward_terms, term_weights,
                                    total_reward, trl_reward_funcs)
-from bench.masks import encode
-from bench.types import AdapterError, Sample, Target
+from core.masks import encode
+from core.types import AdapterError, Sample, Target
 
 PLAN = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'
 GOOD = (

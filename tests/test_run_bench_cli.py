@@ -107,6 +107,6 @@ def test_a_backend_that_cannot_run_stops_once_with_the_setting_to_fix(tmp_path):
                            "policy.base_url=http://127.0.0.1:9/v1", f"policy.tokenizer={tok}", "policy.max_retries=0",
                            f"run.root={tmp_path / 'runs'}", "run.limit=2"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 8, proc.stderr[-2000:]  # bench.cli.EXIT_CODES["server_down"]
+    assert proc.returncode == 8, proc.stderr[-2000:]  # harness.cli.EXIT_CODES["server_down"]
     assert "policy.base_url=http://127.0.0.1:9/v1 cannot be reached" in proc.stderr and "Traceback" not in proc.stderr
     assert not list((tmp_path / "runs").rglob("predictions.jsonl"))

@@ -18,8 +18,8 @@ from adapters.sandbox.runner import (TRUNCATION_MARK, SandboxPool, SandboxSettin
                                      run_code, settings_from)
 from adapters.twin.builder import build_twin
 from adapters.twin.oracle import OraclePerception
-from bench import masks as mask_io
-from bench.types import SandboxError
+from core import masks as mask_io
+from core.types import SandboxError
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def test_code_sees_twin_and_masks(twin):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_child_rle_decoder_matches_pycocotools(seed):
-    # The sandbox cannot import the repository: its own decoder must equal bench.masks.decode.
+    # The sandbox cannot import the repository: its own decoder must equal core.masks.decode.
     rng = np.random.default_rng(seed)
     mask = rng.random((17, 23)) < [0.05, 0.5, 0.95][seed]
     rle = mask_io.encode(mask)

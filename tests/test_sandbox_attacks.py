@@ -496,6 +496,6 @@ def test_keyboard_interrupt_in_the_code_does_not_interrupt_the_harness(attack):
     _error(attack("raise KeyboardInterrupt"), "KeyboardInterrupt")
 
 
-@pytest.mark.parametrize("module", ["bench.runner", "metrics.masks", "adapters.dtr1.rewards", "leaderboards.publish"])
+@pytest.mark.parametrize("module", ["harness.runner", "metrics.masks", "adapters.dtr1.rewards", "leaderboards.publish"])
 def test_the_harness_cannot_be_imported_to_change_scores(attack, module):
     _error(attack(f"import {module}"), "ModuleNotFoundError")

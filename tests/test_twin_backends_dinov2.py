@@ -12,7 +12,7 @@ from adapters.twin.builder import build_twin
 from adapters.twin.cache import ToolCache
 from adapters.twin.foundation import FoundationPerception
 from adapters.twin.oracle import OraclePerception
-from bench.types import AdapterError, Sample, Target
+from core.types import AdapterError, Sample, Target
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 import run_bench  # noqa: F401  (registers the ${repo:} resolver)
-from bench.runner import run
-from bench.store import read_jsonl
+from harness.runner import run
+from core.store import read_jsonl
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PLAN = ('<think>segment, measure depth</think>\n<dt_plan>{"SAM2": [], "DepthAnything2": [], "OWLv2": [], '

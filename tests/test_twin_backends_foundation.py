@@ -22,7 +22,7 @@ from adapters.twin.cache import ToolCache
 from adapters.twin.dag import parse_dag, validate_dag
 from adapters.twin.foundation import FoundationPerception, _crop_box, summary_frame_indices
 from adapters.twin.schema import Instance, InstanceFrame
-from bench.types import AdapterError, Sample, Target
+from core.types import AdapterError, Sample, Target
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 T, H, W = 3, 8, 10

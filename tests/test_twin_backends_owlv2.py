@@ -7,7 +7,7 @@ import torch
 from transformers.models.owlv2.modeling_owlv2 import Owlv2ObjectDetectionOutput
 
 from adapters.twin.backends.owlv2 import Owlv2Backend, box_iou, nms, to_detections
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 @pytest.fixture(scope="module")

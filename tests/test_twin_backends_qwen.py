@@ -6,7 +6,7 @@ import pytest
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from adapters.twin.backends.qwen_vl import QwenVLBackend, parse_boxes, rescale_box
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 @pytest.fixture(scope="module")

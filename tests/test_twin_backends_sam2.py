@@ -8,7 +8,7 @@ import pytest
 from adapters.twin.backends.sam2_common import mask_iou, point_grid, select_masks
 from adapters.twin.backends.sam2_hf import Sam2HFBackend
 from adapters.twin.backends.sam2_pkg import Sam2PkgBackend, import_sam2, stage_frames
-from bench.types import AdapterError
+from core.types import AdapterError
 
 T, H, W = 3, 40, 72
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adapters.twin.cache import ToolCache, cache_key, video_digest
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 def _frames(tmp_path, contents):

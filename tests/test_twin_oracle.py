@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 from adapters.twin.builder import build_twin
 from adapters.twin.dag import parse_dag, validate_dag
 from adapters.twin.oracle import OraclePerception
-from bench import masks as mask_io
-from bench.types import AdapterError, InstanceAnnotation, Sample, Target
+from core import masks as mask_io
+from core.types import AdapterError, InstanceAnnotation, Sample, Target
 
 H, W = 6, 8
 ALL_TOOLS = ["SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL", "DepthStats", "SemanticAnalysis", "Trajectory"]

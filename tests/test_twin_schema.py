@@ -8,8 +8,8 @@ import pytest
 from adapters.twin.builder import build_twin
 from adapters.twin.oracle import OraclePerception
 from adapters.twin.schema import DEFAULT_MAX_CHARS, Twin
-from bench import masks as mask_io
-from bench.types import InstanceAnnotation, ParseError, Sample, Target
+from core import masks as mask_io
+from core.types import InstanceAnnotation, ParseError, Sample, Target
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 

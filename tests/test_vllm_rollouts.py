@@ -17,7 +17,7 @@ from adapters.policy.base import Request
 from adapters.policy.hf import HFPolicy
 from adapters.policy.openai_compat import OpenAIPolicy, served_models
 from adapters.policy.vllm_engine import VLLMEnginePolicy
-from bench.types import AdapterError
+from core.types import AdapterError
 from tests.test_train_grpo import ENV_SPAN, _capture, _cfg, _lora_state
 from tests.vllm_stand_in import CompletionsServer, FakeLLM, ModelSampler, fake_vllm_module
 from train_dtr1 import build_trainer, check_vllm_settings
@@ -337,7 +337,7 @@ def test_one_at_a_time_fallback_keeps_the_sampled_prompt_ids(tiny, fake_vllm):
 
 class _SandboxDown:
     def __call__(self, code, twin):
-        from bench.types import SandboxError
+        from core.types import SandboxError
 
         raise SandboxError("the sandbox could not start: unshare failed")
 
@@ -346,7 +346,7 @@ def test_rollouts_ended_outside_the_policy_get_no_gradient_and_logprobs_stay_lis
     from types import SimpleNamespace
 
     from adapters.dtr1.training import DTR1RolloutFunc
-    from bench.datasets.demo import DemoDataset
+    from loaders.demo import DemoDataset
     from train_dtr1 import REPO_ROOT
 
     path, tok, model = tiny

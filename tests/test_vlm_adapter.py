@@ -13,9 +13,9 @@ from adapters.twin.backends.sam2_common import Track
 from adapters.vlm.adapter import VLMAdapter
 from adapters.vlm.backend import VLMBackend
 from adapters.vlm.reply import Reply, ReplyError
-from bench import masks as mask_io
-from bench.datasets.demo import DemoDataset
-from bench.types import AdapterError
+from core import masks as mask_io
+from loaders.demo import DemoDataset
+from core.types import AdapterError
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = OmegaConf.to_container(OmegaConf.load(REPO / "conf/model/vlm.yaml"))

@@ -10,7 +10,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
 
 import run_bench
-from bench.manifest import fingerprint
+from harness.manifest import fingerprint
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -5,7 +5,7 @@ import pytest
 
 from adapters.vlm.coords import COORDINATE_FAMILIES, Detection, from_frame, parse_detections, to_frame
 from adapters.vlm.reply import ReplyError
-from bench.types import AdapterError
+from core.types import AdapterError
 
 FRAME_HW = (480, 854)
 INPUT_HW = (476, 840)  # smart_resize(480, 854) at factor 28

@@ -10,7 +10,7 @@ from PIL import Image
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize as qwen_smart_resize
 
 from adapters.vlm.frames import data_url, resize, sample_indices, smart_resize
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 def test_an_image_is_frame_zero():

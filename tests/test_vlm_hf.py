@@ -12,8 +12,8 @@ from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize 
 from adapters.vlm.adapter import VLMAdapter
 from adapters.vlm.backend import VLMRequest
 from adapters.vlm.hf import HFVLM
-from bench.datasets.demo import DemoDataset
-from bench.types import AdapterError
+from loaders.demo import DemoDataset
+from core.types import AdapterError
 from tests.tiny_vlm import build_tiny_vlm
 
 REPO = Path(__file__).resolve().parents[1]

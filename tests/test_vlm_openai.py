@@ -12,9 +12,9 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from adapters.vlm.adapter import VLMAdapter
-from bench.datasets.demo import DemoDataset
-from bench.frames import read_frame
-from bench.types import AdapterError
+from loaders.demo import DemoDataset
+from core.frames import read_frame
+from core.types import AdapterError
 from tests.vlm_server import ChatServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def test_server_location_and_patience_are_not_in_the_fingerprint(server):
 
 
 def test_the_run_fingerprint_ignores_where_the_vlm_server_is():
-    from bench.manifest import fingerprint
+    from harness.manifest import fingerprint
 
     cfg = {"dataset": {"name": "demo"}, "model": {k: v for k, v in CONF.items()}}
     moved = {"dataset": {"name": "demo"}, "model": dict(CONF, base_url="http://gpu-node:9000/v1", timeout_s=10.0)}

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from adapters.vlm import prompts as P
 from adapters.vlm.coords import COORDINATE_FAMILIES
-from bench.types import AdapterError
+from core.types import AdapterError
 
 CONF = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/vlm.yaml"))
 PROMPTS = P.check(CONF["prompts"])

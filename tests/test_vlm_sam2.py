@@ -10,7 +10,7 @@ from adapters.twin.backends.sam2_hf import Sam2HFBackend
 from adapters.twin.backends.sam2_pkg import Sam2PkgBackend
 from adapters.vlm import segment
 from adapters.vlm.coords import Detection
-from bench import masks as mask_io
+from core import masks as mask_io
 
 
 @pytest.fixture(scope="module", params=["hf", "pkg"])

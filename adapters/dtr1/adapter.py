@@ -15,7 +15,7 @@ from adapters.dtr1.answer import parse_answer, parse_task
 from adapters.dtr1.grammar import Spans
 from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout, run_rollouts
 from adapters.policy.base import Policy
-from bench.types import AdapterError, Prediction, Sample
+from core.types import AdapterError, Prediction, Sample
 
 
 

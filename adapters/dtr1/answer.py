@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from adapters.dtr1.protocol import ProtocolError
-from bench.types import RLE, TASKS
+from core.types import RLE, TASKS
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 
@@ -46,7 +46,7 @@ class Answer:
 
 def parse_task(text: str | None) -> str | None:
     """The declared task name (case and whitespace insensitive), None when undeclared.
-    Raises ProtocolError("unknown_task") for a name outside bench.types.TASKS."""
+    Raises ProtocolError("unknown_task") for a name outside core.types.TASKS."""
     if text is None:
         return None
     task = text.strip().lower()

@@ -10,7 +10,7 @@ after the plan ran), so the grammar is built per segment and per sample:
   admits passes adapters.twin.dag.validate_dag.
 - step segment (after ``<dt_rep>`` or ``<results>``): ``[<think>T</think>] <execute>CODE</execute>``
   (only while rounds are left) or ``<task>TASK</task> <answer>ANSWER</answer>`` with TASK in
-  bench.types.TASKS and ANSWER in that task's format (adapters.dtr1.answer): segmentation
+  core.types.TASKS and ANSWER in that task's format (adapters.dtr1.answer): segmentation
   ``{"instances": [ids]}`` with ids of the twin; grounding ``{"boxes": {"<frame>": [[x1, y1, x2,
   y2], ...]}}`` with frames of the twin and four numbers in [0, 1]; vqa/summarization one line of
   text.
@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 
 from adapters.dtr1 import protocol as P
 from adapters.twin.registry import TOOLS, ToolSpec
-from bench.types import TASKS
+from core.types import TASKS
 
 DECODINGS = ("free", "grammar")
 

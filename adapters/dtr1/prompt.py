@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from bench.types import Sample
+from core.types import Sample
 
 PROMPT_VERSION = 1
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from bench.types import ParseError
+from core.types import ParseError
 
 THINK, PLAN, REP, EXECUTE, RESULTS, TASK, ANSWER = "think", "dt_plan", "dt_rep", "execute", "results", "task", "answer"
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from adapters.dtr1 import protocol as P
-from bench.types import AdapterError, ParseError, Sample
+from core.types import AdapterError, ParseError, Sample
 
 TERMS = ("token", "dag", "exec", "task", "result")
 # The tags every rollout writes once, in this order (design.md section 5).
@@ -156,7 +156,7 @@ def _result_or_item(ep: Episode, judge: Any, threshold: float) -> Any:
 
 
 def _mean_j(sample: Sample, masks: list | None) -> float:
-    from bench.masks import decode
+    from core.masks import decode
     from metrics.masks import jaccard
 
     gt = sample.target.masks

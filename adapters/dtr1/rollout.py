@@ -22,7 +22,7 @@ from adapters.dtr1 import grammar as G
 from adapters.dtr1 import protocol as P
 from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Generation, Policy, Request
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 class ExecResult(Protocol):
@@ -115,7 +115,7 @@ _Steps = Generator[Request, Generation, Rollout]
 def run_rollout(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits) -> Rollout:
     """Run one rollout of `policy` on the chat `messages` ([system, user]) against `env`.
 
-    Raises ProtocolError / DAGError (bench.types.ParseError, kind "parse") on protocol violations,
+    Raises ProtocolError / DAGError (core.types.ParseError, kind "parse") on protocol violations,
     and whatever env raises (AdapterError from perception, SandboxError when the sandbox cannot
     start); each with the partial rollout attached as `.trace`, `.events`, `.timings`, `.segments`.
     """

@@ -27,7 +27,7 @@ from adapters.dtr1.rewards import Episode
 from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollouts
 from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Policy
-from bench.types import AdapterError, Sample
+from core.types import AdapterError, Sample
 
 log = logging.getLogger(__name__)
 

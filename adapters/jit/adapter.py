@@ -26,7 +26,7 @@ from adapters.jit import prompts as prompt_mod
 from adapters.jit.planner import SPECIALISTS, JiTError, Plan, json_object, parse_plan, to_dag
 from adapters.jit.scene_graph import GRAPH_VERSION, build_graph, to_text
 from adapters.policy.base import Policy
-from bench.types import AdapterError, Prediction, Sample
+from core.types import AdapterError, Prediction, Sample
 
 JIT_VERSION = 1
 SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars", "isolation")

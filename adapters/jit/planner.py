@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from bench.types import ParseError
+from core.types import ParseError
 
 QUERY_TYPES = ("semantic", "spatial", "temporal")
 SPECIALISTS = ("SAM2", "DepthAnything2", "OWLv2", "DINOv2")

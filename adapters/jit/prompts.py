@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-from bench.types import AdapterError, Sample
+from core.types import AdapterError, Sample
 
 REQUIRED = ("version", "specialists", "planner_system", "planner_user", "answer_ids", "answer_text", "program",
             "query_user")

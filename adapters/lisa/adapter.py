@@ -21,7 +21,7 @@ from pathlib import Path
 
 from adapters.base import Adapter
 from adapters.lisa import prompts
-from bench.types import AdapterError, Prediction, Sample, first_line
+from core.types import AdapterError, Prediction, Sample, first_line
 
 WEIGHT_PATTERNS = ["*.json", "*.model", "*.bin", "*.safetensors"]
 
@@ -163,8 +163,8 @@ class LisaAdapter(Adapter):
         import numpy as np
 
         from adapters.lisa.preprocess import clip_input, sam_input
-        from bench import masks
-        from bench.frames import read_frame
+        from core import masks
+        from core.frames import read_frame
 
         net, tokenizer, processor, seg_id, config = self._load()
         token_ids = prompts.tokenize_with_image(self.prompt(sample, config.use_im_start_end), tokenizer)

@@ -20,7 +20,7 @@ import torch
 from adapters.lisa.config import LisaConfig
 from adapters.lisa.preprocess import postprocess_masks
 from adapters.lisa.prompts import IMAGE_TOKEN_INDEX, IMAGE_TOKENS
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 def seg_hidden_positions(token_ids: list[int], seg_id: int) -> list[int]:

@@ -22,7 +22,7 @@ import json
 import re
 from pathlib import Path
 
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 class LisaTokenizer:

@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from bench.types import AdapterError
+from core.types import AdapterError
 
 SAM_RULES = (
     ("iou_prediction_head.layers.0", "iou_prediction_head.proj_in"),

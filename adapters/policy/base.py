@@ -109,7 +109,7 @@ class Policy(ABC):
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` with no special tokens added (the rendered prompt writes its own
         BOS). Raises AdapterError where the backend has no tokenizer."""
-        from bench.types import AdapterError
+        from core.types import AdapterError
 
         raise AdapterError(f"policy {self.name} cannot tokenize text")
 
@@ -127,7 +127,7 @@ class BatchPolicy(Policy):
     def generate_batch(self, requests: list[Request]) -> list[Generation]:
         for r in requests:
             if r.max_new_tokens < 1:
-                from bench.types import AdapterError
+                from core.types import AdapterError
 
                 raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
         return self.decode_batch(requests)
@@ -153,7 +153,7 @@ def split_at_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
 def check_decoding(decoding: str, name: str, supported: tuple[str, ...] = ("free", "grammar")) -> str:
     """`decoding` when this backend supports it, else AdapterError naming the setting."""
     if decoding not in supported:
-        from bench.types import AdapterError
+        from core.types import AdapterError
 
         raise AdapterError(f"policy {name}: policy.decoding={decoding!r} is not one of {list(supported)}")
     return decoding

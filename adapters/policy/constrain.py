@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 _COMPILERS: dict[tuple[int, int], tuple[Any, Any]] = {}

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from adapters.policy.base import Generation, Policy, check_decoding, split_at_stop
 from adapters.policy.chat import render_chat
 from adapters.policy.gguf_files import get_model, resolve_gguf
-from bench.types import AdapterError
+from core.types import AdapterError
 
 log = logging.getLogger(__name__)
 

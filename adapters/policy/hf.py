@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
-from bench.types import AdapterError, first_line
+from core.types import AdapterError, first_line
 
 log = logging.getLogger(__name__)
 

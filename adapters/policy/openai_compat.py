@@ -29,8 +29,8 @@ from typing import Any
 from adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
 from adapters.policy.chat import render_chat
 from adapters.policy.vllm_output import from_vllm
-from bench.http import call_with_retries
-from bench.types import AdapterError, ServerUnreachableError, first_line
+from core.http import call_with_retries
+from core.types import AdapterError, ServerUnreachableError, first_line
 
 log = logging.getLogger(__name__)
 

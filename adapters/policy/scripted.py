@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from adapters.policy.base import Generation, Policy, split_at_stop
-from bench.types import AdapterError
+from core.types import AdapterError
 
 _ASSISTANT = "[assistant]\n"
 

@@ -14,7 +14,7 @@ from typing import Any
 from adapters.policy.base import BatchPolicy, Generation, Request, decoding_fingerprint
 from adapters.policy.hf import render_with_tokenizer, template_prefill
 from adapters.policy.vllm_output import from_vllm
-from bench.types import AdapterError
+from core.types import AdapterError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import math
 from typing import Sequence
 
 from adapters.policy.base import Generation, split_at_stop
-from bench.types import AdapterError
+from core.types import AdapterError
 
 
 def from_vllm(text: str, finish_reason: str | None, stop_reason: int | str | None, token_ids: Sequence[int] | None,

@@ -62,7 +62,7 @@ from typing import Any
 from adapters.sandbox import world
 from adapters.sandbox.cgroup import CgroupSet
 from adapters.twin.schema import Twin
-from bench.types import SandboxError
+from core.types import SandboxError
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from adapters.twin.perception import Perception
 from adapters.twin.registry import TOOLS
 from adapters.twin.schema import FrameInfo, Twin, VideoInfo
-from bench.frames import frame_size
-from bench.types import AdapterError, Sample
+from core.frames import frame_size
+from core.types import AdapterError, Sample
 
 
 def build_twin(sample: Sample, order: list[str], perception: Perception) -> Twin:

@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench.store import write_atomic
-from bench.types import AdapterError
+from core.store import write_atomic
+from core.types import AdapterError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import json
 import re
 
 from adapters.twin.registry import TOOLS
-from bench.types import ParseError
+from core.types import ParseError
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 _RANK = {name: i for i, name in enumerate(TOOLS)}

@@ -47,9 +47,9 @@ from adapters.twin.cache import ToolCache, cache_key, video_digest
 from adapters.twin.perception import Perception
 from adapters.twin.registry import TOOLS
 from adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
-from bench import masks as mask_io
-from bench.frames import read_frame
-from bench.types import AdapterError, Sample
+from core import masks as mask_io
+from core.frames import read_frame
+from core.types import AdapterError, Sample
 
 log = logging.getLogger(__name__)
 

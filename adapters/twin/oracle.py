@@ -22,8 +22,8 @@ import numpy as np
 from adapters.twin import geometry
 from adapters.twin.perception import Perception
 from adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
-from bench import masks as mask_io
-from bench.types import AdapterError, InstanceAnnotation, Sample
+from core import masks as mask_io
+from core.types import AdapterError, InstanceAnnotation, Sample
 
 UNAVAILABLE = "unavailable"
 ORACLE_VERSION = 1

@@ -15,7 +15,7 @@ from typing import Callable
 from adapters.twin import geometry
 from adapters.twin.registry import TOOLS
 from adapters.twin.schema import Trajectory, Twin
-from bench.types import AdapterError, Sample
+from core.types import AdapterError, Sample
 
 
 class Perception(ABC):

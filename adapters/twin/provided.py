@@ -21,7 +21,7 @@ from pathlib import Path
 
 from adapters.twin.perception import Perception
 from adapters.twin.schema import Instance, Twin
-from bench.types import AdapterError, ParseError, Sample
+from core.types import AdapterError, ParseError, Sample
 
 PROVIDED_VERSION = 1
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import masks as mask_io
-from bench.types import RLE, ParseError
+from core import masks as mask_io
+from core.types import RLE, ParseError
 
 TWIN_VERSION = 1
 DEPTH_UNIT = "m"
@@ -142,7 +142,7 @@ class Twin:
 
     def masks_for(self, ids: list[int]) -> list[RLE | None]:
         """Per frame, the union of the masks of ``ids`` (length num_frames); None in frames where
-        none of them is visible (bench.types.Target's convention). Raises ParseError on an id that
+        none of them is visible (core.types.Target's convention). Raises ParseError on an id that
         is not in the twin (e.g. an id a policy invented)."""
         chosen = [self.instance(i) for i in ids]
         height, width = self.size

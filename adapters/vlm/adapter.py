@@ -24,8 +24,8 @@ from adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
 from adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
 from adapters.vlm.frames import resize, sample_indices, smart_resize
 from adapters.vlm.reply import Reply, ReplyError, split_reply
-from bench.frames import read_frame
-from bench.types import AdapterError, Prediction, Sample
+from core.frames import read_frame
+from core.types import AdapterError, Prediction, Sample
 
 ADAPTER_VERSION = 1
 OPENAI_KEYS = ("base_url", "api_key", "image_format", "extra_body", "timeout_s", "max_retries", "backoff_s",

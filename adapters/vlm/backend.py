@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from adapters.vlm.prompts import Content
 from adapters.vlm.reply import Reply
-from bench.types import AdapterError
+from core.types import AdapterError
 
 BACKENDS = {"openai": "adapters.vlm.openai_chat:OpenAIChatVLM", "hf": "adapters.vlm.hf:HFVLM"}
 

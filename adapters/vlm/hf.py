@@ -16,7 +16,7 @@ from adapters.policy.base import decoding_fingerprint
 from adapters.twin.backends.common import ModelBackend
 from adapters.vlm.backend import VLMBackend, VLMRequest
 from adapters.vlm.reply import Reply
-from bench.types import AdapterError, first_line
+from core.types import AdapterError, first_line
 
 
 class HFVLM(ModelBackend, VLMBackend):

@@ -6,7 +6,7 @@ Reproducing the baseline rows on a GPU (README "Models"): e.g.
     vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image": 16}'
     python run_bench.py +dataset=revos dataset.root=DIR +model=vlm model.model=Qwen/Qwen2.5-VL-7B-Instruct
 
-Retries follow bench.http (HTTP 429, 5xx, timeouts, connection errors); requests of a batch run
+Retries follow core.http (HTTP 429, 5xx, timeouts, connection errors); requests of a batch run
 ``max_concurrency`` at a time (the server batches them).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from adapters.policy.base import decoding_fingerprint
 from adapters.vlm.backend import VLMBackend, VLMRequest
 from adapters.vlm.frames import data_url
 from adapters.vlm.reply import Reply
-from bench.http import call_with_retries
-from bench.types import AdapterError
+from core.http import call_with_retries
+from core.types import AdapterError
 
 
 class OpenAIChatVLM(VLMBackend):
@@ -29,7 +29,7 @@ class OpenAIChatVLM(VLMBackend):
     model: the served model name. base_url: e.g. "http://localhost:8000/v1". api_key: None = the
     OPENAI_API_KEY environment variable, else "EMPTY". image_format: "png" (lossless) or "jpeg".
     temperature, top_p, seed: sent with every request (0 = greedy). extra_body: extra request fields
-    (e.g. vLLM's {"top_k": 1}). timeout_s, max_retries, backoff_s, backoff_max_s: see bench.http.
+    (e.g. vLLM's {"top_k": 1}). timeout_s, max_retries, backoff_s, backoff_max_s: see core.http.
     max_concurrency: requests in flight at once.
     """
 

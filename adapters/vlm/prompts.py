@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bench.types import TASKS, AdapterError
+from core.types import TASKS, AdapterError
 
 REQUIRED = ("version", "media", "frame_label", "frame_rule", *TASKS)
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from adapters.vlm.coords import Detection
-from bench import masks as mask_io
-from bench.types import RLE
+from core import masks as mask_io
+from core.types import RLE
 
 
 def image_masks(sam2: Any, frame: np.ndarray, dets: list[Detection]) -> list[RLE | None]:

@@ -13,8 +13,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from bench.masks import decode
-from bench.types import RLE, AdapterError, DatasetFormatError, Prediction, RvtBenchError, Sample
+from core.masks import decode
+from core.types import RLE, AdapterError, DatasetFormatError, Prediction, RvtBenchError, Sample
 
 # Modes every protocol accepts: "reference" reproduces the reference script's arithmetic (for
 # comparability with published numbers), "textbook" the plain float64 definition.

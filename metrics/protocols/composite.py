@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.types import DatasetFormatError, Prediction, Sample
+from core.types import DatasetFormatError, Prediction, Sample
 from metrics.protocols.base import Protocol
 
 

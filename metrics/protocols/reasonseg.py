@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from bench.masks import decode
-from bench.types import DatasetFormatError, Prediction, Sample
+from core.masks import decode
+from core.types import DatasetFormatError, Prediction, Sample
 from metrics.masks import ciou, giou, lisa_intersection_union, lisa_sample_iou, sample_iou
 from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, decode_pair, empty_gt_warnings, group_by,
                                     predicted_masks, record_header)

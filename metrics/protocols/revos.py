@@ -45,8 +45,8 @@ import logging
 
 import numpy as np
 
-from bench.masks import area, bbox, decode_box
-from bench.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
+from core.masks import area, bbox, decode_box
+from core.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
 from metrics.masks import DAVIS_BOUND_TH, jf_counts_box, object_box
 from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, empty_gt_warnings, group_by,
                                     predicted_masks, record_header)

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.types import TASKS, AdapterError, DatasetFormatError, Prediction, Sample
+from core.types import TASKS, AdapterError, DatasetFormatError, Prediction, Sample
 from metrics.boxes import aggregate_boxes, sample_box_scores
 from metrics.masks import DAVIS_BOUND_TH, jf_counts
 from metrics.protocols.base import (Protocol, baseline_warnings, decode_pair, empty_gt_warnings, group_by, predicted_masks,

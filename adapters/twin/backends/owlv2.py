@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from adapters.twin.backends.common import ModelBackend, seeded
-from bench.types import AdapterError
+from core.types import AdapterError
 
 DEFAULT_MODEL = "google/owlv2-base-patch16-ensemble"
 MAX_TEXT_TOKENS = 16

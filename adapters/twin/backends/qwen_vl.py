@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from adapters.twin.backends.common import ModelBackend, seeded
-from bench.types import AdapterError
+from core.types import AdapterError
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
 DEFAULT_PROMPTS = {

@@ -8,7 +8,7 @@ Frame names pitfall: ``SAM2VideoPredictor.init_state`` reads a folder of frames 
 ``int``) or misordered. ``stage_frames`` writes the sample's frames as 00000.jpg, 00001.jpg, ... in
 temporal order and returns the map back to the dataset's frame ids. The files hold lossless PNG
 data: the loader selects files by extension but decodes with PIL by content, so no JPEG
-re-compression touches the pixels (and EXIF orientation, already applied by bench.frames, cannot
+re-compression touches the pixels (and EXIF orientation, already applied by core.frames, cannot
 be applied twice).
 
 Model building pitfall: ``sam2.build_sam`` composes its config through Hydra's global state, which a
@@ -26,7 +26,7 @@ import numpy as np
 
 from adapters.twin.backends.common import ModelBackend, seeded
 from adapters.twin.backends.sam2_common import Track, point_grid, select_masks
-from bench.types import AdapterError
+from core.types import AdapterError
 
 DEFAULT_MODEL = "facebook/sam2.1-hiera-tiny"
 VIDEO_OVERRIDES = {

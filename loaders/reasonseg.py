@@ -8,7 +8,7 @@ On-disk format (LISA's release, read by LISA ``utils/data_processing.py::get_mas
                                                 "shape_type", "image_name", "group_id", "group_ids",
                                                 "flags"}, ...]}
 
-Ground truth follows LISA exactly (``bench.masks.rasterize_labelme``): label "flag" skipped, a label
+Ground truth follows LISA exactly (``core.masks.rasterize_labelme``): label "flag" skipped, a label
 containing "ignore" is 255 (excluded from gIoU/cIoU), every other shape is target (1). LISA's
 validation uses the first text only, so by default one Sample per image with ``query = text[0]``.
 
@@ -22,11 +22,11 @@ Edge cases of the public release, handled as LISA does:
   an all-zero mask RLE of the image's size (not None, so a prediction's size is still checked). LISA
   scores it like any other sample: a prediction with no pixel gets I = U = 0, a gIoU term of 1.0.
 - EXIF orientation: LISA reads images with ``cv2.imread``, which applies it, and the polygons are in
-  those oriented coordinates; masks are rasterised at the oriented size (``bench.frames.frame_size``)
-  and frames load oriented (``bench.frames.read_frame``).
+  those oriented coordinates; masks are rasterised at the oriented size (``core.frames.frame_size``)
+  and frames load oriented (``core.frames.read_frame``).
 - encoding: UTF-8, falling back to cp1252 (LISA's fallback order) for the few files not in UTF-8.
 
-Bad data (``bench.datasets.base``): a whole-dataset problem (missing root or split directory, with
+Bad data (``loaders.base``): a whole-dataset problem (missing root or split directory, with
 the splits that do exist named; a split without any ``<name>.json``) raises DatasetFormatError. A
 per-image problem (JSON invalid or without ``text`` / ``is_sentence`` / ``shapes``, shapes or points
 malformed, image missing or unreadable, instances sidecar malformed) leaves that image's sample(s)
@@ -45,10 +45,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import masks
-from bench.datasets.base import Dataset, existing_splits, read_json, require_dir, require_keys
-from bench.frames import frame_size
-from bench.types import DatasetFormatError, InstanceAnnotation, Sample, Target
+from core import masks
+from loaders.base import Dataset, existing_splits, read_json, require_dir, require_keys
+from core.frames import frame_size
+from core.types import DatasetFormatError, InstanceAnnotation, Sample, Target
 
 PUBLISHED = "https://github.com/dvlab-research/LISA#dataset (ReasonSeg)"
 LAYOUT = "  <split>/<name>.jpg and <split>/<name>.json (LabelMe JSON with 'text', 'is_sentence', 'shapes')"

@@ -1,10 +1,10 @@
 """A static HTML report of one run: `<run_dir>/report.html` plus `<run_dir>/report_images/`.
 
-    python -m bench.report RUN_DIR [--frames 4] [--dataset-root DIR]
+    python -m harness.report RUN_DIR [--frames 4] [--dataset-root DIR]
 
 The page (template.html.j2, Jinja2 with autoescaping) holds the results table with 95% CIs, the
 run summary, any analytics blocks of metrics.json (funnel, analytics, baseline_empty, warnings), and
-every sample: query, frames with GT and prediction overlaid (bench.visualize), answer, reference
+every sample: query, frames with GT and prediction overlaid (harness.visualize), answer, reference
 answers, error, and the full trace with the digital twin (<dt_rep>) collapsed. Client-side filters
 by task, level, category and failure kind and a sort by score; the filter state lives in the URL
 hash (e.g. report.html#task=grounding&sort=asc), so a filtered view can be linked. Opens from disk:
@@ -54,10 +54,11 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from bench.store import prediction_files, read_jsonl, read_predictions
-    from bench.summary import _show, ci_text, format_summary, unit
-    from bench.types import RunStoreError
-    from bench.visualize import render_sample, score_value
+    from core.store import prediction_files, read_jsonl, read_predictions
+    from core.units import ci_text, show as _show, unit
+    from harness.summary import format_summary
+    from core.types import RunStoreError
+    from harness.visualize import render_sample, score_value
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").exists():
@@ -109,7 +110,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    from bench.cli import exit_on_known_errors
+    from harness.cli import exit_on_known_errors
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir")

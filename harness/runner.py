@@ -6,7 +6,7 @@ data is bad (the loader could not build it, a frame does not decode, its frames 
 is a data error: listed and counted apart, not in `n` (the one rule, README "Failures").
 Predictions are appended and fsynced one by one, so a killed run loses at most the sample in flight
 and a restart skips every finished sample (design.md section 3). One invocation at a time owns a
-run directory's predictions file (bench.store.RunLock); a stop by the surroundings (Ctrl-C, a
+run directory's predictions file (core.store.RunLock); a stop by the surroundings (Ctrl-C, a
 full disk, a read-only root...) is a RunStopped with one line, its traceback in <run_dir>/run.log.
 A resume never makes results worse: metrics.json and the leaderboard row are only replaced by a
 scoring that is not worse (_not_worse).
@@ -26,20 +26,20 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from bench import funnel
-from bench import manifest as manifest_mod
-from bench.store import (PredictionLog, RunLock, finite, prediction_files, predictions_filename, read_predictions,
+from harness import funnel
+from harness import manifest as manifest_mod
+from core.store import (PredictionLog, RunLock, finite, prediction_files, predictions_filename, read_predictions,
                          write_json_atomic, write_jsonl_atomic)
-from bench.types import (Prediction, RunStopped, RunStoreError, RvtBenchError, Sample, ServerUnreachableError)
-from bench.results import finish_metrics, write_sample_log
-from bench.summary import format_summary  # noqa: F401  (run_bench and users import it from here)
+from core.types import (Prediction, RunStopped, RunStoreError, RvtBenchError, Sample, ServerUnreachableError)
+from harness.results import finish_metrics, write_sample_log
+from harness.summary import format_summary  # noqa: F401  (run_bench and users import it from here)
 from leaderboards import publish
 from leaderboards.row import leaderboard_row
 
 log = logging.getLogger(__name__)
 
 RUN_LOG = "run.log"
-DATA = "data"  # the failure kind of a data error (bench.types.DatasetFormatError.kind)
+DATA = "data"  # the failure kind of a data error (core.types.DatasetFormatError.kind)
 
 
 @dataclass
@@ -238,11 +238,11 @@ def _plan(run_dir: Path, mine: list[Sample], retry: set[str], max_attempts: int,
     failed outside the model and may be predicted again; `todo` = never predicted + again."""
     attempts: dict[str, int] = {}
     if quiet:
-        logging.getLogger("bench.store").disabled = True  # the second read repeats the first one's warnings
+        logging.getLogger("core.store").disabled = True  # the second read repeats the first one's warnings
     try:
         done = read_predictions(prediction_files(run_dir), attempts)
     finally:
-        logging.getLogger("bench.store").disabled = False
+        logging.getLogger("core.store").disabled = False
     failed_outside = [s for s in mine if s.id in done and done[s.id].error is not None and done[s.id].error.get("kind") in retry]
     again = [s for s in failed_outside if attempts.get(s.id, 0) < max_attempts]
     todo = [s for s in mine if s.id not in done] + again
@@ -393,7 +393,7 @@ def _judge_block(judge: Any, max_failure_rate: float, verdicts: list[dict]) -> d
             "max_failure_rate": max_failure_rate}
 
 
-# Failure kinds a prediction can record (bench.types error kinds, and "exception" for adapter bugs).
+# Failure kinds a prediction can record (core.types error kinds, and "exception" for adapter bugs).
 FAILURE_KINDS = ("parse", "adapter", "exception", "sandbox", "data")
 
 
@@ -524,7 +524,7 @@ class _FrameChecker:
         self.sizes: dict[str, tuple[int, int]] = {}
 
     def check(self, sample: Sample) -> Prediction | None:
-        from bench.frames import frame_size, verify_frame
+        from core.frames import frame_size, verify_frame
 
         expected = next((tuple(int(v) for v in m["size"]) for m in (sample.target.masks or []) if m), None)
         try:
@@ -619,14 +619,14 @@ def _score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, s
     # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
     scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1))) \
         if samples else []
-    # a ground truth found unusable only now (bench.masks could not decode it) is a data error too
+    # a ground truth found unusable only now (core.masks could not decode it) is a data error too
     late = {pred.sample_id for _, pred in scored if pred.error is not None and pred.error.get("kind") == DATA}
     data_errors += [{"sample_id": pred.sample_id, **pred.error} for _, pred in scored if pred.sample_id in late]
     scored = [(record, pred) for record, pred in scored if pred.sample_id not in late]
     samples = [s for s in samples if s.id not in late]
     records = [record for record, _ in scored]
     preds.update({pred.sample_id: pred for _, pred in scored})
-    # Stage funnel + rollout analytics (bench/funnel.py): adds record["funnel"] before the write.
+    # Stage funnel + rollout analytics (harness/funnel.py): adds record["funnel"] before the write.
     stage_keys = funnel.annotate(samples, preds, records, resolved["model"].get("policy"))  # no scoring time: metrics.json stays byte-identical on a re-run
     write_jsonl_atomic(scores_path, records)
     failures = [{"sample_id": p.sample_id, **p.error} for p in (preds[s.id] for s in samples) if p.error]

@@ -15,7 +15,7 @@ A prediction whose trace is not a DT-R1 rollout (other adapters) skips the first
 (they are counted as not applicable) and starts at answer_parsed. A sample whose data failed to
 load ("data" failures) never reached the model: its first failing stage is "no_rollout".
 
-Written by bench.runner into each scores.jsonl record as
+Written by harness.runner into each scores.jsonl record as
   record["funnel"] = {"first_failed": STAGE | "no_rollout" | None (all passed or undecided),
                       "result_correct": True | False | None}
 and into metrics.json as
@@ -40,7 +40,7 @@ import re
 from typing import Any, Iterable
 
 from adapters.dtr1 import protocol as P
-from bench.types import Prediction, Sample
+from core.types import Prediction, Sample
 
 STAGES = ("plan_emitted", "dag_valid", "twin_built", "code_rounds_ran", "answer_parsed", "task_correct", "result_correct")
 ROLLOUT_STAGES = STAGES[:4]

@@ -2,7 +2,7 @@
 (semantic, spatial, temporal) x difficulty levels 1-3.
 
 Its release format is not publicly documented, so it is read as canonical per-query records
-(bench/datasets/canonical.py): every query is a segmentation with per-frame target masks. A release
+(loaders/canonical.py): every query is a segmentation with per-frame target masks. A release
 with other names is adapted in conf/dataset/jitbench.yaml (``fields``, ``annotation``,
 ``frames_dir``), not in code. Scored by metrics/protocols/rvtbench.py (J, F, J&F per level and
 category).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.datasets.canonical import CanonicalDataset
+from loaders.canonical import CanonicalDataset
 
 CATEGORIES = ("semantic", "spatial", "temporal")
 LEVELS = (1, 2, 3)

@@ -1,7 +1,7 @@
 """What can be evaluated, with what: the evaluation config groups of conf/ and one line each (the
 first line of each yaml's header comment). Reads the yaml files as text: nothing heavy is imported.
 
-    python run_bench.py --list        (or python -m bench.catalog)
+    python run_bench.py --list        (or python -m harness.catalog)
 """
 from __future__ import annotations
 

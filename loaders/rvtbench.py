@@ -4,7 +4,7 @@ categories (semantic, spatial, temporal) and difficulty levels 1-4.
 
 Published on the Hugging Face hub as ``yiqingshen/rvtbench`` and on Zenodo
 (DOI 10.5281/zenodo.19697191), with pre-constructed digital-twin JSON files. Its per-query format is
-not publicly documented, so it is read as canonical records (bench/datasets/canonical.py), from a
+not publicly documented, so it is read as canonical records (loaders/canonical.py), from a
 local directory or through ``datasets.load_dataset`` (``hf_dataset``: the hub id or a local path);
 the release's own key names are mapped in conf/dataset/rvtbench.yaml (``fields``, ``task_aliases``:
 the paper's "summary" is our "summarization"), not in code.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bench.datasets.canonical import CanonicalDataset
+from loaders.canonical import CanonicalDataset
 
 CATEGORIES = ("semantic", "spatial", "temporal")
 LEVELS = (1, 2, 3, 4)

@@ -29,7 +29,7 @@ is read when present and each sample's ``target.foreground`` is its video's list
 video's samples; None for a video the file lacks, with a warning); True requires the file and every
 video; False never reads it (R is then not reported).
 
-Bad data (``bench.datasets.base``). Whole-dataset problems raise DatasetFormatError: missing root,
+Bad data (``loaders.base``). Whole-dataset problems raise DatasetFormatError: missing root,
 JPEGImages/, mask_dict.json or the split's meta file (the message lists the splits whose meta file
 exists), a meta or mask_dict that is not the expected JSON object, on_length_mismatch="error",
 foreground=True with the file or a video missing, or every expression failing. Per-expression
@@ -57,10 +57,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bench import masks
-from bench.datasets.base import Dataset, existing_splits, read_json, require_dir, require_file, require_keys
-from bench.frames import frame_size
-from bench.types import RLE, DatasetFormatError, InstanceAnnotation, Sample, Target
+from core import masks
+from loaders.base import Dataset, existing_splits, read_json, require_dir, require_file, require_keys
+from core.frames import frame_size
+from core.types import RLE, DatasetFormatError, InstanceAnnotation, Sample, Target
 
 PUBLISHED = "https://github.com/cilinyan/ReVOS-api (ReVOS; loader and evaluation: github.com/cilinyan/VISA)"
 LAYOUT = (
@@ -361,6 +361,6 @@ def _union(rles: list[RLE | None]) -> RLE | None:
 
 def rle_problem(rle: Any, size: tuple[int, int]) -> str | None:
     """What is wrong with one per-frame mask entry of mask_dict.json for a frame of ``size`` (H, W),
-    or None when it is a well-formed COCO RLE of that size (``bench.masks.rle_problem``: the runs must
+    or None when it is a well-formed COCO RLE of that size (``core.masks.rle_problem``: the runs must
     sum to exactly H*W, so counts that overrun the frame or stop short are caught here, at load)."""
     return masks.rle_problem(rle, size)

@@ -22,7 +22,7 @@ Samples, in the file's order of images and then of qa pairs (LLM-Seg's order): o
 id ``<image stem>_<qa index>``; scored with gIoU/cIoU like ReasonSeg (LLM-Seg ``validate_llmseg.py``
 reports gIoU/cIoU; no ignore region: its masks are binary, so LISA's ignore label 255 never occurs).
 
-Bad data (``bench.datasets.base``): a missing root, annotation file (the message lists the splits
+Bad data (``loaders.base``): a missing root, annotation file (the message lists the splits
 present) or image directory, or an annotation file that is not the expected object, raises
 DatasetFormatError. A bad image record (keys, from_dataset, qa_pairs) or qa pair (keys, mask, size)
 or an unreadable image leaves the sample(s) out with ``{"sample_id": <image stem>_<k> (the image
@@ -35,10 +35,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench import masks
-from bench.datasets.base import Dataset, existing_splits, read_json, require_dir, require_keys
-from bench.frames import frame_size
-from bench.types import RLE, DatasetFormatError, Sample, Target
+from core import masks
+from loaders.base import Dataset, existing_splits, read_json, require_dir, require_keys
+from core.frames import frame_size
+from core.types import RLE, DatasetFormatError, Sample, Target
 
 PUBLISHED = (
     "https://github.com/wangjunchi/LLMSeg#finetuning-and-evaluation-on-llm-seg40k-dataset "

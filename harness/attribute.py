@@ -1,8 +1,8 @@
 """Why each failed sample failed, across runs of one model: format, plan, perception or reasoning.
 
-    python -m bench.attribute RUN_DIR [RUN_DIR ...] [--json OUT] [--examples 3]
+    python -m harness.attribute RUN_DIR [RUN_DIR ...] [--json OUT] [--examples 3]
 
-Each RUN_DIR is a finished run (config.yaml, scores.jsonl with the stage funnel of bench.funnel).
+Each RUN_DIR is a finished run (config.yaml, scores.jsonl with the stage funnel of harness.funnel).
 The runs should differ only in policy.decoding (free | grammar) and perception (oracle = the
 dataset's own annotations, anything else = foundation models) and cover the same samples. The
 *target* run is the one whose failures are explained: free decoding with foundation perception
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.types import RvtBenchError
+from core.types import RvtBenchError
 
 LABELS = ("format", "plan", "perception", "reasoning")
 _FORMAT_STAGES = ("plan_emitted", "code_rounds_ran", "answer_parsed")
@@ -85,7 +85,7 @@ def load_run(path: str | Path) -> RunView:
         if line.strip():
             rec = json.loads(line)
             if "funnel" not in rec:
-                raise AttributionError(f"{scores_path}: records have no 'funnel' (scored before bench.funnel); "
+                raise AttributionError(f"{scores_path}: records have no 'funnel' (scored before harness.funnel); "
                                        "re-score with run.merge=true")
             funnel[rec["sample_id"]] = rec["funnel"]
     errors: dict[str, str] = {}
@@ -172,7 +172,7 @@ def format_report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.attribute", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.attribute", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="run directories of the same model on the same samples")
     parser.add_argument("--json", dest="json_out", help="also write the labels to this JSON file")
     parser.add_argument("--examples", type=int, default=3, help="examples printed per label")

@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from bench.types import RLE, DatasetFormatError
+from core.types import RLE, DatasetFormatError
 
 IGNORE_VALUE = 255
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
-from bench.types import DatasetFormatError
+from core.types import DatasetFormatError
 
 # EXIF Orientation values 5-8 are transposed (rotated by 90 or 270 degrees): width and height swap.
 _EXIF_ORIENTATION = 0x0112

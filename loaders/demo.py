@@ -3,9 +3,9 @@ RVTBench-style grounding / VQA / summarization queries on those videos.
 
 Layout::
 
-    <root>/reasonseg/val/...       ReasonSeg format (bench.datasets.reasonseg), split "val"
-    <root>/revos/...               ReVOS format (bench.datasets.revos), split "valid"
-    <root>/rvtbench/test.jsonl     RVTBench canonical records (bench.datasets.rvtbench), frames read
+    <root>/reasonseg/val/...       ReasonSeg format (loaders.reasonseg), split "val"
+    <root>/revos/...               ReVOS format (loaders.revos), split "valid"
+    <root>/rvtbench/test.jsonl     RVTBench canonical records (loaders.rvtbench), frames read
                                    from <root>/revos/JPEGImages/<video>/
 
 Sample ids are prefixed so they stay unique: "image/<stem>", "video/<video>/<exp_id>" and
@@ -15,7 +15,7 @@ annotations (objects, masks, depth) of the ReVOS clip it is asked on, so ``oracl
 build its twin. Scored by CompositeProtocol routed by ``meta["source"]`` (reasonseg -> ReasonSeg's
 gIoU/cIoU, revos -> ReVOS's J/F, rvtbench -> per-task RVTBench metrics), see conf/dataset/demo.yaml.
 
-Bad data follows ``bench.datasets.base``: each part's ``errors`` are carried into ``dataset.errors``
+Bad data follows ``loaders.base``: each part's ``errors`` are carried into ``dataset.errors``
 with the same id prefix, an RVTBench query on a video that is not a ReVOS clip is a data error of
 that query, and a missing root or part (or a part whose samples all fail) raises DatasetFormatError.
 """
@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from bench.datasets.base import Dataset, require_dir
-from bench.datasets.reasonseg import ReasonSegDataset
-from bench.datasets.revos import ReVOSDataset
-from bench.datasets.rvtbench import RVTBenchDataset
+from loaders.base import Dataset, require_dir
+from loaders.reasonseg import ReasonSegDataset
+from loaders.revos import ReVOSDataset
+from loaders.rvtbench import RVTBenchDataset
 
 LAYOUT = ("  reasonseg/val/<name>.jpg + <name>.json (ReasonSeg)\n"
           "  revos/ (ReVOS: JPEGImages/, meta_expressions_valid_.json, mask_dict.json)\n"

@@ -2,7 +2,7 @@
 bootstrap interval, a paired permutation p-value over the samples both runs scored, and the
 per-sample wins / losses / ties.
 
-    python -m bench.compare RUN_A RUN_B [--B 1000] [--seed 0]
+    python -m harness.compare RUN_A RUN_B [--B 1000] [--seed 0]
 
 Both runs must be of the same dataset and split (the protocol is built from RUN_A's config.yaml).
 Values are printed in percent; delta in percentage points (pp).
@@ -17,9 +17,9 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from bench import bootstrap
-from bench.store import read_jsonl
-from bench.types import RunStoreError
+from harness import bootstrap
+from core.store import read_jsonl
+from core.types import RunStoreError
 
 
 def _load(run_dir: Path) -> tuple[dict, list[dict]]:
@@ -70,7 +70,7 @@ def format_comparison(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from bench.cli import exit_on_known_errors
+    from harness.cli import exit_on_known_errors
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_a")

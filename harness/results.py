@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import bootstrap
-from bench.store import read_jsonl, write_json_atomic, write_jsonl_atomic
-from bench.types import Prediction, Sample
+from harness import bootstrap
+from core.store import read_jsonl, write_json_atomic, write_jsonl_atomic
+from core.types import Prediction, Sample
 
 METRICS_SCHEMA_VERSION = 2  # 1: before units / ci / unavailable / protocol_version were written
 SAMPLE_LOG_VERSION = 1
@@ -41,7 +41,7 @@ def finish_metrics(metrics: dict[str, Any], protocol: Any, resolved: dict[str, A
     for group, rows in (metrics.get("breakdown") or {}).items():
         if isinstance(rows, dict):
             _nulls(rows, f"breakdown.{group}.", why)
-    from bench.summary import unit
+    from core.units import unit
 
     metrics.update(schema_version=METRICS_SCHEMA_VERSION, units="fraction", headline=list(protocol.headline),
                    metric_units={k: "score" if unit(k) == "score" else "fraction" for k in metrics.get("metrics") or {}},
@@ -53,7 +53,7 @@ def finish_metrics(metrics: dict[str, Any], protocol: Any, resolved: dict[str, A
 
 def _target(sample: Sample) -> dict[str, Any]:
     t = sample.target
-    from bench.masks import area
+    from core.masks import area
 
     out: dict[str, Any] = {"answers": t.answers, "boxes": t.boxes}
     if t.masks is not None:
@@ -70,7 +70,7 @@ def write_sample_log(path: Path, samples: list[Sample], preds: dict[str, Predict
     scores.jsonl record). "prompt": the chat messages the model saw when the adapter exposes
     `prompt(sample)`; a system message shared by every sample is stored once in prompts.json beside
     it and referenced as {"role": "system", "ref": "prompts.json#<sha256[:12]>"}; null otherwise."""
-    from bench.masks import area
+    from core.masks import area
 
     scores = {r["sample_id"]: r for r in read_jsonl(scores_path)}
     shared: dict[str, str] = {}

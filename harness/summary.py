@@ -6,53 +6,10 @@ percent and says so ("%" in the value or the column head). A value that does not
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from bench.funnel import summary_lines as funnel_lines
-
-NA = "n/a"
-
-
-def pct(value: Any, digits: int = 2) -> str:
-    """A fraction as a percentage string without the unit ("32.70"); ints as they are; None/NaN "n/a"."""
-    if value is None or isinstance(value, str):
-        return NA
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return NA if not math.isfinite(value) else f"{100 * value:.{digits}f}"
-    return str(value)
-
-
-# Metrics that are scores, not fractions (pycocoevalcap's CIDEr-D is scaled by 10: 0 to 10).
-SCORE_METRICS = ("CIDEr",)
-
-
-def unit(key: str) -> str:
-    """"%" for a fraction metric (printed x100), "score" for unbounded scores (CIDEr), as stored."""
-    return "score" if key.rsplit("/", 1)[-1].startswith(SCORE_METRICS) else "%"
-
-
-def _is_fraction(key: str, value: Any) -> bool:
-    # counts (judge_n, n) are integers; every other float metric of the protocols is a fraction
-    return isinstance(value, float) and unit(key) == "%" and not key.rsplit("/", 1)[-1].endswith("_n")
-
-
-def _show(key: str, value: Any, digits: int) -> str:
-    if _is_fraction(key, value) or value is None:
-        return pct(value, digits)
-    return f"{value:.{digits + 2}f}" if isinstance(value, float) else str(value)
-
-
-def ci_text(ci: dict | None, digits: int = 1, key: str = "") -> str:
-    """"[low, high]" in the metric's unit (percent for fractions), or "n/a" (reason in metrics.json "ci")."""
-    if not ci or ci.get("low") is None:
-        return NA
-    return f"[{_show(key, ci['low'], digits)}, {_show(key, ci['high'], digits)}]"
-
+from core.units import NA, SCORE_METRICS, ci_text, pct, show, unit  # noqa: F401  (re-exported)
+from harness.funnel import summary_lines as funnel_lines
 
 def results_table(metrics: dict[str, Any], keys: list[str] | None = None, digits: int = 1) -> str:
     """Markdown table `| benchmark | metric | value | 95% CI | unit | n |` of a metrics.json body
@@ -71,7 +28,7 @@ def results_table(metrics: dict[str, Any], keys: list[str] | None = None, digits
         value = values.get(key)
         n = (cis.get(key) or {}).get("n", metrics.get("n") if "/" not in key else NA)
         u = "count" if isinstance(value, int) and not isinstance(value, bool) else unit(key)
-        lines.append(f"| {bench} | {key} | {_show(key, value, digits)} | {ci_text(cis.get(key), digits, key)} | {u} | {n} |")
+        lines.append(f"| {bench} | {key} | {show(key, value, digits)} | {ci_text(cis.get(key), digits, key)} | {u} | {n} |")
     return "\n".join(lines)
 
 
@@ -90,7 +47,7 @@ def _extra_blocks(m: dict[str, Any]) -> list[str]:
 
 
 def format_summary(result: Any) -> str:
-    """The run summary for the terminal (a bench.runner.RunResult): header, failures, judge, every
+    """The run summary for the terminal (a harness.runner.RunResult): header, failures, judge, every
     metric in percent with its 95% CI, breakdowns, and last the markdown results table."""
     m = result.metrics
     if m is None:
@@ -99,10 +56,10 @@ def format_summary(result: Any) -> str:
              f"n={m['n']} failures={m['failures']} parse_rate="
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
-    lines += funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (bench/funnel.py), before the scores
+    lines += funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (harness/funnel.py), before the scores
     if m.get("failures"):
         lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
-                     f"pictures: python -m bench.visualize <run dir> --worst 10)")
+                     f"pictures: python -m harness.visualize <run dir> --worst 10)")
     if m.get("data_errors"):
         lines.append(f"  DATA ERRORS: {m['data_errors']} samples could not be loaded and are not in n "
                      f"(listed in metrics.json 'data_error_samples')")
@@ -124,12 +81,12 @@ def format_summary(result: Any) -> str:
             ci = ci_text(cis[key], 2, key) if key in cis else ""
             base = baseline.get(key)  # what empty predictions score here (metrics/protocols: baseline_empty)
             shown_base = "" if not isinstance(base, (int, float)) else \
-                f"   (empty prediction: {100 * base:6.2f})" if u == "%" else f"   (empty prediction: {_show(key, base, 2)})"
-            lines.append(f"  {key:<{width}}  {_show(key, value, 2):>9}  {u:<5}  {ci}".rstrip() + shown_base)
+                f"   (empty prediction: {100 * base:6.2f})" if u == "%" else f"   (empty prediction: {show(key, base, 2)})"
+            lines.append(f"  {key:<{width}}  {show(key, value, 2):>9}  {u:<5}  {ci}".rstrip() + shown_base)
     for group, rows in (m.get("breakdown") or {}).items():
         for name, vals in rows.items():
             if isinstance(vals, dict):
-                shown = "  ".join(f"{k}={_show(k, v, 2)}{'%' if unit(k) == '%' else ''}" for k, v in vals.items()
+                shown = "  ".join(f"{k}={show(k, v, 2)}{'%' if unit(k) == '%' else ''}" for k, v in vals.items()
                                   if isinstance(v, float) and k != "n" and not k.endswith("_n"))
                 n = vals.get("n")
                 lines.append(f"  {group}={name}{f' (n={n})' if n is not None else ''}: {shown}")

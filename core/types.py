@@ -16,7 +16,7 @@ Task = Literal["segmentation", "grounding", "vqa", "summarization"]
 TASKS: tuple[str, ...] = ("segmentation", "grounding", "vqa", "summarization")
 
 RLE = dict[str, Any]
-"""COCO RLE: {"size": [H, W], "counts": str}; decode with bench.masks.decode."""
+"""COCO RLE: {"size": [H, W], "counts": str}; decode with core.masks.decode."""
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ class RunStoreError(RvtBenchError):
 
 
 class RunLockedError(RunStoreError):
-    """Another live process holds the run directory (bench.store.RunLock); the message names its
+    """Another live process holds the run directory (core.store.RunLock); the message names its
     PID and host."""
 
     kind = "locked"
@@ -147,7 +147,7 @@ class InstanceAnnotation:
 class Sample:
     """One query to answer: a frame sequence (T=1 for an image), a text query and its target.
 
-    frames:    image paths in temporal order; load with bench.frames.read_frame -> (H, W, 3) uint8 RGB.
+    frames:    image paths in temporal order; load with core.frames.read_frame -> (H, W, 3) uint8 RGB.
     frame_ids: the dataset's own frame names, same length as frames.
     task:      "segmentation" | "grounding" | "vqa" | "summarization".
     meta:      what the protocol groups by: level, category, type_id, is_sentence, source ids...

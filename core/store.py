@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from bench.types import Prediction, RunLockedError, RunStoreError
+from core.types import Prediction, RunLockedError, RunStoreError
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ vqa / summarization -> answers); ids unique; keys that are neither mapped nor li
 ``extra_fields`` are an error naming them (``strict=False`` ignores them). Every failure names the
 file (or hub id), the record and what was expected.
 
-Bad data (``bench.datasets.base``): a record that fails validation (or repeats an earlier id, or
+Bad data (``loaders.base``): a record that fails validation (or repeats an earlier id, or
 whose frames are missing or unreadable) is left out and recorded in ``dataset.errors`` as
 ``{"sample_id": <its id, or "<file> record <k>" when it has none>, "kind": "data", "message"}``;
 a missing root or annotation file (the message lists the splits present), an unparsable file, an
@@ -53,10 +53,10 @@ from typing import Any
 
 import numpy as np
 
-from bench import masks
-from bench.datasets.base import UTF8_BOM, Dataset, existing_splits, read_json, require_dir
-from bench.frames import frame_size
-from bench.types import RLE, TASKS, DatasetFormatError, Sample, Target
+from core import masks
+from loaders.base import UTF8_BOM, Dataset, existing_splits, read_json, require_dir
+from core.frames import frame_size
+from core.types import RLE, TASKS, DatasetFormatError, Sample, Target
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class CanonicalDataset(Dataset):
 
     name = "canonical"
     published = "(not published)"
-    layout = ("  <split>.jsonl or <split>.json   canonical per-query records (bench/datasets/canonical.py)\n"
+    layout = ("  <split>.jsonl or <split>.json   canonical per-query records (loaders/canonical.py)\n"
               "  <frames_dir>/<video>/<frame>.jpg")
 
     def __init__(

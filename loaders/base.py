@@ -3,12 +3,12 @@
 A dataset is a class that Hydra instantiates from ``conf/dataset/<name>.yaml`` with plain keyword
 arguments (``root``, ``split``, options; an unknown keyword is a TypeError from the constructor).
 It reads its index eagerly and then behaves as an immutable, deterministically ordered sequence of
-``bench.types.Sample``; frames stay on disk and load lazily through ``bench.frames``.
+``core.types.Sample``; frames stay on disk and load lazily through ``core.frames``.
 
 Bad data is handled at two levels, the same way in every loader:
 - a problem that makes the whole dataset unusable (missing root, missing index / meta file, unknown
   split, a split holding no annotation, a configuration that matches nothing) raises
-  ``bench.types.DatasetFormatError`` from the constructor, naming the file and what was expected;
+  ``core.types.DatasetFormatError`` from the constructor, naming the file and what was expected;
 - a problem confined to one sample (an unreadable image, a malformed annotation file or record, a
   corrupt or wrongly sized mask) leaves that sample out: it is appended to ``dataset.errors`` as
   ``{"sample_id": str, "kind": "data", "message": str}`` (``sample_id`` is the id the sample would
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
-from bench.types import DatasetFormatError, Sample
+from core.types import DatasetFormatError, Sample
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Pictures of a run: ground truth against prediction, per sample, to see why a model failed.
 
-    python -m bench.visualize runs/demo/dtr1/<run_name>              # every sample
-    python -m bench.visualize runs/demo/dtr1/<run_name> --worst 10   # the 10 lowest-scoring
-    python -m bench.visualize RUN_DIR --ids image/coffee_cup --frames 4
+    python -m harness.visualize runs/demo/dtr1/<run_name>              # every sample
+    python -m harness.visualize runs/demo/dtr1/<run_name> --worst 10   # the 10 lowest-scoring
+    python -m harness.visualize RUN_DIR --ids image/coffee_cup --frames 4
 
 Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame, GT mask filled green and GT
 boxes drawn green, prediction (mask outline and boxes) magenta, ignore pixels hatched azure (visible
@@ -24,10 +24,10 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from bench import masks
-from bench.frames import read_frame
-from bench.store import prediction_files, read_jsonl, read_predictions
-from bench.types import Prediction, Sample
+from core import masks
+from core.frames import read_frame
+from core.store import prediction_files, read_jsonl, read_predictions
+from core.types import Prediction, Sample
 
 GT_RGB = (40, 200, 60)
 PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself

@@ -1,3 +1,0 @@
-from bench.report import main
-
-main()

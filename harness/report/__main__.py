@@ -1,0 +1,3 @@
+from harness.report import main
+
+main()

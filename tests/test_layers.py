@@ -1,0 +1,65 @@
+"""The package layers of docs/architecture.md, read from the source: core imports nothing of ours,
+plugins (loaders, metrics, adapters) import only what is below them, the orchestrator (harness) sits
+on top, and no two packages import each other."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# package -> the packages of ours it may import (the layers, bottom to top)
+ALLOWED = {
+    "core": set(),
+    "loaders": {"core"},
+    "metrics": {"core"},
+    "adapters": {"core", "metrics"},
+    "leaderboards": {"core", "metrics"},
+    "harness": {"core", "loaders", "metrics", "adapters", "leaderboards"},
+}
+
+
+def package_imports() -> dict[str, dict[str, set[str]]]:
+    """{package: {imported package: {importing module file, ...}}} over every .py file, lazy
+    imports inside functions included."""
+    out: dict[str, dict[str, set[str]]] = {p: {} for p in ALLOWED}
+    for package in ALLOWED:
+        for path in (REPO / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in ALLOWED and top != package:
+                        out[package].setdefault(top, set()).add(str(path.relative_to(REPO)))
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_the_layers_below_it(package):
+    imports = package_imports()[package]
+    wrong = {dep: sorted(files) for dep, files in imports.items() if dep not in ALLOWED[package]}
+    assert not wrong, f"{package} imports {wrong}"
+
+
+def test_no_two_packages_import_each_other():
+    imports = package_imports()
+    cycles = sorted((a, b) for a in imports for b in imports[a] if a < b and a in imports.get(b, {}))
+    assert not cycles
+
+
+def test_the_layer_check_sees_a_planted_upward_import(tmp_path, monkeypatch):
+    # the checker itself must be able to fail: plant core -> harness in a copy and look again
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "bad.py").write_text("def f():\n    from harness import runner\n")
+    for package in ALLOWED:
+        if package != "core":
+            (tmp_path / package).mkdir()
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert package_imports()["core"] == {"harness": {"core/bad.py"}}
