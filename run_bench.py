@@ -36,7 +36,7 @@ def with_default_groups(argv: list[str]) -> list[str]:
     """Add `+dataset=demo` / `+model=dtr1` when the command line selects no dataset / model.
 
     Hydra refuses `+group=` for a group already in the defaults list, so the demo defaults cannot
-    live there if `+dataset=revos` is to work (design.md section 6)."""
+    live there if `+dataset=revos` is to work (docs/architecture.md "Conventions")."""
     chosen = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a and not a.startswith("-")}
     chosen |= swept_groups(argv)
     return argv + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
