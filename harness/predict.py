@@ -22,7 +22,7 @@ from core.store import PredictionLog
 from core.types import DATA, EXCEPTION, AdapterError, Prediction, RvtBenchError, Sample
 from harness.stops import Progress
 
-log = logging.getLogger("harness.runner")
+log = logging.getLogger(__name__)
 
 
 def predict(cfg: DictConfig, adapter: Adapter, todo: list[Sample], path: Path, checker: "FrameChecker | None",

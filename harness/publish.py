@@ -12,7 +12,7 @@ from harness import manifest as manifest_mod
 from leaderboards import publish as board
 from leaderboards.row import leaderboard_row
 
-log = logging.getLogger("harness.runner")
+log = logging.getLogger(__name__)
 
 
 def refusal(metrics: dict[str, Any]) -> str | None:

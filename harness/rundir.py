@@ -20,7 +20,7 @@ from core.store import RunLock, predictions_filename, write_json_atomic
 from core.types import RunStoreError
 from harness import manifest as manifest_mod
 
-log = logging.getLogger("harness.runner")
+log = logging.getLogger(__name__)
 
 RUN_LOG = "run.log"
 CONFIG = "config.yaml"

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from core.records import Failure
 from core.types import DATA, RunStoreError, Sample
 
-log = logging.getLogger("harness.runner")
+log = logging.getLogger(__name__)
 
 
 def load_samples(cfg: DictConfig) -> tuple[list[Sample], list[Failure]]:

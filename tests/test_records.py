@@ -100,7 +100,7 @@ class _PartialAdapter(FakeAdapter):
 def test_a_failure_keeps_the_partial_output_its_error_carries(tmp_path):
     from tests.fakes import FakeDataset
 
-    sample = FakeDataset(n=1)[0]
+    sample = next(iter(FakeDataset(n=1)))
     pred = predict_one(_PartialAdapter(), sample, fail_fast=False)
     assert pred.error == {"kind": "parse", "message": f"{sample.id}: no <answer> tag"}
     assert pred.trace == "<think>so far</think>"

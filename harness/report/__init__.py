@@ -86,12 +86,12 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     preds = read_predictions(prediction_files(run_dir))
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
     images = run_dir / IMAGES
-    images.mkdir(exist_ok=True)
     rows = []
     for k, s in enumerate(samples):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = f"{k:05d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', s.id)}.png"
         picture = render_sample(s, pred, score, max_frames)
+        images.mkdir(exist_ok=True)  # only once a picture exists: a report that cannot render leaves no folder
         cv2.imwrite(str(images / name), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
         value = score_value(score)
         error = pred.error if pred is not None else {"kind": "missing", "message": "no prediction"}
