@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from core.types import PARSE, Sample
+from core.types import PARSE, Prediction, Sample
 from harness import manifest as manifest_mod
 from leaderboards import publish as board
 from leaderboards.row import leaderboard_row
@@ -50,13 +50,14 @@ def semantic_overrides(overrides: list[str]) -> list[str]:
     return [o for o in manifest_mod.redact_overrides(overrides) if not o.lstrip("+~").startswith(where)]
 
 
-def write_report(run_dir: Path, samples: list[Sample]) -> Path | None:
-    """Build <run_dir>/report.html (harness.report) for a scored run; a failure to build it is one
-    warning line, never a failed run. Returns the report's path, None when it could not be built."""
-    from harness.report import build_report
+def write_report(run_dir: Path, samples: list[Sample], preds: dict[str, Prediction]) -> Path | None:
+    """Build <run_dir>/report.html (harness.report) for a scored run from its samples and
+    predictions by id; a failure to build it is one warning line, never a failed run. Returns the
+    report's path, None when it could not be built."""
+    from harness import report
 
     try:
-        return build_report(run_dir, samples=samples)
+        return report.build_report(run_dir, samples=samples, preds=preds)
     except Exception as exc:  # the results are written; the page is a convenience on top of them
         log.warning("report.html not built (%s: %s); the results are in metrics.json; retry with "
                     "python -m harness.report %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",

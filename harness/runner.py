@@ -189,5 +189,5 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     elif limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", limit)
     if limit is None and cfg.run.get("report", True):
-        publish.write_report(run_dir, samples)
+        publish.write_report(run_dir, samples, done)
     return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s)

@@ -56,10 +56,11 @@ def _scoring_seconds(run_dir: Path) -> float | None:
 
 
 def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | None = None,
-                 samples: list | None = None) -> Path:
+                 samples: list | None = None, preds: dict | None = None) -> Path:
     """Write report.html and report_images/ into `run_dir` (a scored run); returns the html path.
-    samples: the run's samples when the caller has them (the runner, at the end of every run);
-    None loads them again from config.yaml's dataset (`dataset_root` if it moved). The latest
+    samples, preds: the run's samples and predictions by sample id when the caller has them (the
+    runner, at the end of every run); None loads them again from config.yaml's dataset
+    (`dataset_root` if it moved) and the run's prediction files. The latest
     scoring's wall time comes from manifest.json. Raises RunStoreError when the run has no
     metrics.json yet."""
     import cv2
@@ -83,7 +84,8 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
         if dataset_root:
             kwargs["root"] = dataset_root
         samples = list(instantiate(kwargs, _convert_="all"))
-    preds = read_predictions(prediction_files(run_dir))
+    if preds is None:
+        preds = read_predictions(prediction_files(run_dir))
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
     images = run_dir / IMAGES
     rows = []
