@@ -54,6 +54,7 @@ class RunResult:
     headline: str | None = None       # the protocol's first headline metric key
     kept: str | None = None           # why metrics.json was not replaced (the last good one kept)
     scoring_s: float | None = None    # wall seconds of this invocation's scoring (also in manifest.json)
+    report: Path | None = None        # report.html, None when not built (partial run, run.report=false, a failure)
 
 
 def run(cfg: DictConfig) -> RunResult:
@@ -188,6 +189,5 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
             log.error("%s; see %s", refused, metrics_path)
     elif limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", limit)
-    if limit is None and cfg.run.get("report", True):
-        publish.write_report(run_dir, samples, done)
-    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s)
+    page = publish.write_report(run_dir, samples, done) if limit is None and cfg.run.get("report", True) else None
+    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page)

@@ -377,7 +377,7 @@ def test_a_report_that_cannot_be_built_is_one_warning_not_a_failed_run(tmp_path,
 
     monkeypatch.setattr(report, "build_report", broken)
     result = run(make_cfg(tmp_path))
-    assert result.metrics["n"] == 6 and result.leaderboard is not None
+    assert result.metrics["n"] == 6 and result.leaderboard is not None and result.report is None
     warnings = [r.getMessage() for r in caplog.records if "report.html not built" in r.getMessage()]
     assert len(warnings) == 1 and "RuntimeError: no renderer" in warnings[0] and "second line" not in warnings[0]
 
