@@ -194,8 +194,8 @@ class RunMetrics:
 
     @property
     def metrics(self) -> dict[str, Any]:
-        """The protocol's metric values ({key: float | None})."""
-        return self.aggregate.setdefault("metrics", {})
+        """The protocol's metric values ({key: float | None}); {} when it reported none."""
+        return self.aggregate.get("metrics") or {}
 
     def to_json(self) -> dict[str, Any]:
         # The aggregate sits between the identity and the counts; a count the protocol also
