@@ -156,3 +156,20 @@ def test_b_1000_on_400_captions_takes_seconds():
     BleuStatistics(res, gts, ids).resampled(draws)
     CiderStatistics(res, gts, ids).resampled(draws)
     assert time.perf_counter() - start < 30  # a loop over pycocoevalcap takes minutes
+
+
+@needs_java
+def test_demo_runs_carry_corpus_intervals_and_compare_them(tmp_path):
+    from harness.compare import compare, format_comparison
+    from tests.demo_runs import demo_run
+
+    a, b = demo_run(tmp_path, 3, 0, "a", "run.bootstrap.B=200"), demo_run(tmp_path, 5, 1, "b", "run.bootstrap.B=200")
+    body = json.loads((a.run_dir / "metrics.json").read_text())
+    ci = body["ci"]["rvt/vqa/CIDEr"]
+    assert ci["low"] <= body["metrics"]["rvt/vqa/CIDEr"] <= ci["high"] and ci["B"] == 200 and ci["n"] == 3
+    result = compare(a.run_dir, b.run_dir, b=200)
+    row = next(r for r in result["metrics"] if r["key"] == "rvt/vqa/CIDEr")
+    assert row["delta"] == pytest.approx(b.metrics["metrics"]["rvt/vqa/CIDEr"] - body["metrics"]["rvt/vqa/CIDEr"])
+    assert 0 < row["p_value"] <= 1 and row["wins"] + row["losses"] + row["ties"] == 3
+    # CIDEr is a score: printed as it is, not x100
+    assert f"| rvt/vqa/CIDEr | score | {row['a']:.3f} | {row['b']:.3f} |" in format_comparison(result)
