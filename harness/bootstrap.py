@@ -1,15 +1,16 @@
 """Bootstrap confidence intervals and paired tests for the headline metrics of a run.
 
-Every headline metric of the shipped protocols is a mean, over one or more strata of samples, of a
-ratio of sums over the stratum's samples: value = mean_s (sum_i num_i / sum_i den_i). A plain mean
-(J&F, gIoU) has den = 1; cIoU has num = I, den = U; ReVOS's overall = (referring + reasoning) / 2
-has two strata. So one estimator serves them all, and resampling is a matrix product: a (B, n)
-matrix of multinomial resampling counts times the per-sample vectors (no re-aggregation per replicate).
+Every headline metric of the shipped protocols but the corpus caption metrics is a mean, over one
+or more strata of samples, of a ratio of sums over the stratum's samples: value = mean_s (sum_i
+num_i / sum_i den_i). A plain mean (J&F, gIoU, ROUGE-L) has den = 1; cIoU has num = I, den = U;
+ReVOS's overall = (referring + reasoning) / 2 has two strata. So one estimator serves them all, and
+resampling is a matrix product: a (B, n) matrix of multinomial resampling counts times the
+per-sample vectors (no re-aggregation per replicate).
 
 Resampling unit = the sample (for ReVOS: the expression), within each stratum (ReVOS: per type;
 RVTBench: per task), with replacement; percentile interval; a fixed seed makes it deterministic.
 Corpus-level text metrics (RVTBench vqa / summarization BLEU-1..4 and CIDEr: pycocoevalcap over the
-whole corpus) are not means of per-sample values: a CorpusEstimator recomputes the corpus metric on
+whole corpus; METEOR, the jar's own aggregate, has no estimator) are not means of per-sample values: a CorpusEstimator recomputes the corpus metric on
 every resample from per-sample sufficient statistics (metrics/text_resample.py; CIDEr's IDF is
 recomputed per resample, as pycocoevalcap computes it per evaluated corpus). Their texts are
 tokenised once (PTBTokenizer, Java) when the estimator is built.
@@ -130,7 +131,7 @@ def _tokenized(items: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple[dic
     return tokenize_captions([(sid, hyp) for sid, hyp, _ in items], {sid: list(refs) for sid, _, refs in items})
 
 
-def _corpus(key: str, metric: str, records: list[dict]) -> CorpusEstimator | str:
+def _corpus(key: str, metric: str, records: list[dict]) -> Estimator | CorpusEstimator | str:
     """The CorpusEstimator of a caption metric over `records` (scores.jsonl records with
     "hypothesis" and "references"), or why there is none."""
     from metrics.text import JavaMissingError
@@ -143,6 +144,11 @@ def _corpus(key: str, metric: str, records: list[dict]) -> CorpusEstimator | str
     except (JavaMissingError, ImportError, ValueError) as exc:
         return f"corpus-level text metric: its texts could not be tokenised for the bootstrap ({exc})"
     ids = [r["sample_id"] for r in records]
+    if metric == "ROUGE-L":  # pycocoevalcap: the mean of per-sample scores, which need no corpus
+        from pycocoevalcap.rouge.rouge import Rouge
+
+        _, scores = Rouge().compute_score({i: gts[i] for i in ids}, {i: res[i] for i in ids})
+        return Estimator(key, [Stratum(ids, np.asarray(scores, dtype=np.float64), np.ones(len(ids)))])
     order = _TEXT_METRICS[metric]
     stats = (CiderStatistics if order is None else BleuStatistics)(res, gts, ids)
     return CorpusEstimator(key, ids, stats, order, [gts[i] for i in ids])
@@ -204,7 +210,7 @@ def _rvtbench(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
         scored = [r for r in own if (r.get("judge") or {}).get("score") is not None]
         return Estimator(key, [_stratum(scored, lambda r: float(r["judge"]["score"]))]) if scored else "no judged samples"
     if task in ("vqa", "summarization"):
-        if metric in _TEXT_METRICS:
+        if metric in _TEXT_METRICS or metric == "ROUGE-L":
             return _corpus(key, metric, own)
         return f"corpus-level text metric {metric!r} (pycocoevalcap): no resampling statistics for it"
     return f"no estimator for RVTBench metric {key!r}"

@@ -173,3 +173,13 @@ def test_demo_runs_carry_corpus_intervals_and_compare_them(tmp_path):
     assert 0 < row["p_value"] <= 1 and row["wins"] + row["losses"] + row["ties"] == 3
     # CIDEr is a score: printed as it is, not x100
     assert f"| rvt/vqa/CIDEr | score | {row['a']:.3f} | {row['b']:.3f} |" in format_comparison(result)
+
+
+@needs_java
+def test_rouge_l_is_a_plain_mean_of_per_sample_scores_with_an_interval():
+    res, gts, ids = random_corpus(30, 9)
+    records = text_records(res, gts, ids)
+    protocol = RVTBenchProtocol(headline=["vqa/ROUGE-L"], text_metrics=("ROUGE-L",))
+    reported = protocol.aggregate(records)["metrics"]
+    ci = bootstrap.headline_cis(protocol, records, reported, b=200)["vqa/ROUGE-L"]
+    assert ci["low"] < reported["vqa/ROUGE-L"] < ci["high"] and ci["resampled"] == "samples"
