@@ -113,12 +113,11 @@ class BleuStatistics:
 
 
 def _segment_sums(values: np.ndarray, segments: np.ndarray, n_segments: int) -> np.ndarray:
-    """(B, n_segments): sums of the columns of `values` (B, m) by `segments` (m,), sorted ascending."""
-    out = np.zeros((values.shape[0], n_segments))
-    if values.shape[1]:
-        starts = np.flatnonzero(np.r_[True, segments[1:] != segments[:-1]])
-        out[:, segments[starts]] = np.add.reduceat(values, starts, axis=1)
-    return out
+    """(B, n_segments): per row of `values` (B, m), the sums of its entries by `segments` (m,)."""
+    rows = values.shape[0]
+    # one flat bincount: entry (b, j) goes to bin b * n_segments + segments[j] (faster than reduceat)
+    bins = (np.arange(rows)[:, None] * n_segments + segments[None, :]).ravel()
+    return np.bincount(bins, weights=values.ravel(), minlength=rows * n_segments).reshape(rows, n_segments)
 
 
 class CiderStatistics:
