@@ -133,8 +133,10 @@ class CiderStatistics:
         self.ids = list(ids)
         vocab: dict[tuple, int] = {}
 
-        def col(g: tuple) -> int:
-            return vocab.setdefault(g, len(vocab))
+        def put(term: tuple[list, list, list], row: int, g: tuple, value: float) -> None:
+            term[0].append(row)
+            term[1].append(vocab.setdefault(g, len(vocab)))
+            term[2].append(value)
 
         df_rows, df_cols = [], []              # sample i's references contain n-gram g
         hyp = ([], [], [])                      # (row = i * ORDERS + k, column, tf^2)
@@ -145,7 +147,7 @@ class CiderStatistics:
             h = _ngrams(res[sid][0])
             h_len = sum(c for g, c in h.items() if len(g) == 2)  # CiderScorer's "length" counts bigrams
             for g, c in h.items():
-                hyp[0].append(i * ORDERS + len(g) - 1), hyp[1].append(col(g)), hyp[2].append(float(c * c))
+                put(hyp, i * ORDERS + len(g) - 1, g, float(c * c))
             seen: set[tuple] = set()
             for text in gts[sid]:
                 p = len(pair_sample)
@@ -154,12 +156,13 @@ class CiderStatistics:
                 pair_sample.append(i)
                 penalty.append(np.e ** (-(float(h_len - r_len) ** 2) / (2 * _SIGMA ** 2)))
                 for g, c in r.items():
-                    ref[0].append(p * ORDERS + len(g) - 1), ref[1].append(col(g)), ref[2].append(float(c * c))
+                    put(ref, p * ORDERS + len(g) - 1, g, float(c * c))
                     if g in h:
-                        dot[0].append(p * ORDERS + len(g) - 1), dot[1].append(col(g)), dot[2].append(float(min(h[g], c) * c))
+                        put(dot, p * ORDERS + len(g) - 1, g, float(min(h[g], c) * c))
                 seen.update(r)
             for g in seen:
-                df_rows.append(i), df_cols.append(col(g))
+                df_rows.append(i)
+                df_cols.append(vocab[g])
         n = len(self.ids)
         # Most n-grams (nearly all 3- and 4-grams) occur in the references of at most one sample j:
         # their df in a resample is the draw count of j (or 0), so their w^2 is f(count_j) and their

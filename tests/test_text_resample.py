@@ -155,7 +155,7 @@ def test_b_1000_on_400_captions_takes_seconds():
     start = time.perf_counter()
     BleuStatistics(res, gts, ids).resampled(draws)
     CiderStatistics(res, gts, ids).resampled(draws)
-    assert time.perf_counter() - start < 30  # a loop over pycocoevalcap takes minutes
+    assert time.perf_counter() - start < 60  # looping pycocoevalcap over the resamples takes ~30 min
 
 
 @needs_java
