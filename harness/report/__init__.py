@@ -1,4 +1,6 @@
 """A static HTML report of one run: `<run_dir>/report.html` plus `<run_dir>/report_images/`.
+The runner writes it at the end of every full run (harness.publish.write_report, run.report);
+this rebuilds it:
 
     python -m harness.report RUN_DIR [--frames 4] [--dataset-root DIR]
 
