@@ -139,7 +139,8 @@ def estimator(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
     part's estimator over that part's records. Unknown protocols: a plain mean over samples when
     every record has a numeric field named `key`."""
     parts = getattr(protocol, "parts", None)
-    if isinstance(parts, dict):
+    # a named protocol first: RVTBench is a composite of task parts, estimated by task
+    if isinstance(parts, dict) and getattr(protocol, "name", None) not in _BY_PROTOCOL:
         name, _, rest = key.partition("/")
         if name not in parts:
             return f"no protocol part {name!r}"

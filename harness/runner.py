@@ -34,6 +34,7 @@ from core.types import (Prediction, RunStopped, RunStoreError, RvtBenchError, Sa
 from harness.results import finish_metrics, write_sample_log
 from harness.summary import format_summary  # noqa: F401  (run_bench and users import it from here)
 from leaderboards import publish
+from loaders.config import loader_kwargs
 from leaderboards.row import leaderboard_row
 
 log = logging.getLogger(__name__)
@@ -457,8 +458,7 @@ def _claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
 def _load_samples(cfg: DictConfig) -> tuple[list[Sample], list[dict]]:
     """The dataset's samples (first run.limit of them) and the per-sample data errors its loader
     recorded (samples it could not build: unreadable image, malformed annotation)."""
-    kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
-    dataset = instantiate(kwargs, _convert_="all")
+    dataset = instantiate(loader_kwargs(cfg.dataset), _convert_="all")
     samples = list(dataset)
     errors = [dict(e, kind=e.get("kind", "data")) for e in getattr(dataset, "errors", []) or []]
     seen: dict[str, Sample] = {}

@@ -86,6 +86,9 @@ class CanonicalDataset(Dataset):
     levels:      allowed level values (None: any int); categories: allowed categories (None: any str).
     box_format, box_units: how the release writes boxes (converted to xyxy pixels).
     extra_fields: release keys copied to Sample.meta; strict: unknown keys are an error.
+    name:        the benchmark's name (Sample.dataset, messages; conf/dataset/<name>.yaml), e.g.
+                 "rvtbench"; published: where the release is published (named when data is missing).
+                 A canonical-format benchmark is this class plus one YAML file, no module.
 
     Sample: id from the record, modality "video", frames as above, frame_ids = frame file stems,
     task, target (masks as RLE, boxes as xyxy pixels, answers), meta = {"video", "level",
@@ -118,8 +121,14 @@ class CanonicalDataset(Dataset):
         box_units: str = "pixels",
         extra_fields: Sequence[str] = (),
         strict: bool = True,
+        name: str | None = None,
+        published: str | None = None,
     ) -> None:
         super().__init__()
+        if name is not None:
+            self.name = str(name)
+        if published is not None:
+            self.published = str(published)
         self.root = Path(root)
         self.split = split
         self.frames_root = self.root / frames_dir if frames_dir else self.root
@@ -180,7 +189,7 @@ class CanonicalDataset(Dataset):
                 f"{self.name}: no annotation file for split {self.split!r}: looked for {[str(p) for p in candidates]}; "
                 f"splits present: {existing_splits(present)}.\n"
                 f"Expected layout:\n{self.root}/\n{self.layout}\nThe data is published at {self.published}\n"
-                f"A release with other file or field names: set dataset.annotation and dataset.fields "
+                f"A release with other file or field names: set dataset.loader.annotation and dataset.loader.fields "
                 f"(conf/dataset/{self.name}.yaml)"
             )
         return str(path), _file_records(path)
@@ -202,8 +211,8 @@ class CanonicalDataset(Dataset):
             unknown = sorted(str(k) for k in record if k not in used)
             if unknown:
                 raise DatasetFormatError(
-                    f"{where}: unknown keys {unknown}; map them with dataset.fields, keep them with "
-                    f"dataset.extra_fields, or set dataset.strict=false"
+                    f"{where}: unknown keys {unknown}; map them with dataset.loader.fields, keep them with "
+                    f"dataset.loader.extra_fields, or set dataset.loader.strict=false"
                 )
         values = {c: self._get(record, c) for c in CANONICAL_FIELDS}
         for c in REQUIRED_FIELDS:
@@ -257,7 +266,7 @@ class CanonicalDataset(Dataset):
             return self.default_task
         task = self.task_aliases.get(str(value), str(value))
         if task not in TASKS:
-            raise DatasetFormatError(f"{where}: task {value!r} is not one of {TASKS}; map it with dataset.task_aliases")
+            raise DatasetFormatError(f"{where}: task {value!r} is not one of {TASKS}; map it with dataset.loader.task_aliases")
         return task
 
     def _frames(self, video: str, names: Any, where: str) -> tuple[list[Path], tuple[int, int]]:
@@ -398,7 +407,7 @@ def _hf_rows(path: str, config: str | None, split: str, dataset: str, cache_dir:
     try:
         import datasets
     except ImportError as exc:
-        raise DatasetFormatError(f"{dataset}: dataset.hf_dataset needs the `datasets` package (pip install datasets)") from exc
+        raise DatasetFormatError(f"{dataset}: dataset.loader.hf_dataset needs the `datasets` package (pip install datasets)") from exc
     try:
         ds = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir)
     except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError, ValueError...)

@@ -5,7 +5,7 @@ Layout::
 
     <root>/reasonseg/val/...       ReasonSeg format (loaders.reasonseg), split "val"
     <root>/revos/...               ReVOS format (loaders.revos), split "valid"
-    <root>/rvtbench/test.jsonl     RVTBench canonical records (loaders.rvtbench), frames read
+    <root>/rvtbench/test.jsonl     RVTBench canonical records (loaders.canonical), frames read
                                    from <root>/revos/JPEGImages/<video>/
 
 Sample ids are prefixed so they stay unique: "image/<stem>", "video/<video>/<exp_id>" and
@@ -27,11 +27,15 @@ from pathlib import Path
 from loaders.base import Dataset, require_dir
 from loaders.reasonseg import ReasonSegDataset
 from loaders.revos import ReVOSDataset
-from loaders.rvtbench import RVTBenchDataset
+from loaders.canonical import CanonicalDataset
 
 LAYOUT = ("  reasonseg/val/<name>.jpg + <name>.json (ReasonSeg)\n"
           "  revos/ (ReVOS: JPEGImages/, meta_expressions_valid_.json, mask_dict.json)\n"
           "  rvtbench/test.jsonl (RVTBench canonical records on revos/JPEGImages/<video>/)")
+# RVTBench's declared sets, as conf/dataset/rvtbench.yaml gives them to its loader
+RVT_LEVELS = (1, 2, 3, 4)
+RVT_CATEGORIES = ("semantic", "spatial", "temporal")
+RVT_TASK_ALIASES = {"summary": "summarization", "seg": "segmentation", "qa": "vqa", "VQA": "vqa"}
 PUBLISHED = "this repository's demo/ directory (rebuild: python scripts/build_demo.py)"
 
 
@@ -52,8 +56,8 @@ class DemoDataset(Dataset):
         require_dir(self.root, dataset=self.name, layout=f"{self.root}/\n{LAYOUT}", published=PUBLISHED)
         images = ReasonSegDataset(self.root / "reasonseg", split="val")
         videos = ReVOSDataset(self.root / "revos", split="valid")
-        self.videos = videos  # keeps ReVOSDataset.foreground() reachable for the robustness metric
-        queries = RVTBenchDataset(self.root, split="test", annotation="rvtbench/test.jsonl", frames_dir="revos/JPEGImages")
+        queries = CanonicalDataset(self.root, split="test", annotation="rvtbench/test.jsonl", frames_dir="revos/JPEGImages",
+                                   name="rvtbench", levels=RVT_LEVELS, categories=RVT_CATEGORIES, task_aliases=RVT_TASK_ALIASES)
         clip_annotations = {s.meta["video"]: s.annotations for s in videos}
         for prefix, part in (("image", images), ("video", videos), ("rvt", queries)):
             for error in part.errors:

@@ -298,7 +298,7 @@ class ReVOSDataset(Dataset):
             return rles
         message = f"{expected}, got {len(rles)} entries"
         if self.on_length_mismatch == "error":
-            raise _WholeDatasetError(message + " (dataset.on_length_mismatch=error)")
+            raise _WholeDatasetError(message + " (dataset.loader.on_length_mismatch=error)")
         log.warning("%s (on_length_mismatch=%s)", message, self.on_length_mismatch)
         if self.on_length_mismatch == "skip":
             raise _SkipExpression(message)

@@ -30,6 +30,7 @@ class CompositeProtocol(Protocol):
     route_by: the sample field whose value picks the part: "modality" (default), "task", or
               "meta.<key>" (e.g. "meta.source").
     routes:   {route value: part name}; None = the route value is the part name.
+    name:     the protocol's name in records and metrics.json; default "<part>:<part's name>+...".
     Records get "part": the part name. Raises DatasetFormatError for a sample whose route value has
     no part (or lacks the meta key), ValueError for an unknown route_by or a route to no part.
     """
@@ -37,7 +38,7 @@ class CompositeProtocol(Protocol):
     name = "composite"
 
     def __init__(self, parts: Mapping[str, Any], headline: list[str] | None = None, route_by: str = "modality",
-                 routes: Mapping[str, str] | None = None):
+                 routes: Mapping[str, str] | None = None, name: str | None = None):
         if not parts:
             raise ValueError("composite protocol: no parts given")
         if route_by not in ("modality", "task") and not (route_by.startswith("meta.") and len(route_by) > 5):
@@ -48,7 +49,7 @@ class CompositeProtocol(Protocol):
         if self.routes is not None and set(self.routes.values()) - set(self.parts):
             raise ValueError(f"composite protocol: routes name parts {sorted(set(self.routes.values()) - set(self.parts))} "
                              f"that do not exist (parts: {sorted(self.parts)})")
-        self.name = "+".join(f"{k}:{p.name}" for k, p in self.parts.items())
+        self.name = name or "+".join(f"{k}:{p.name}" for k, p in self.parts.items())
         self.headline = list(headline) if headline is not None else [
             f"{k}/{h}" for k, p in self.parts.items() for h in p.headline
         ]
