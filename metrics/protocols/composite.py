@@ -31,7 +31,7 @@ class CompositeProtocol(Protocol):
               "meta.<key>" (e.g. "meta.source").
     routes:   {route value: part name}; None = the route value is the part name.
     name:     the protocol's name in records and metrics.json; default "<part>:<part's name>+...".
-    Records get "part": the part name. Raises DatasetFormatError for a sample whose route value has
+    Records get "part": the part name ("part_<depth>" in a composite nested in another). Raises DatasetFormatError for a sample whose route value has
     no part (or lacks the meta key), ValueError for an unknown route_by or a route to no part.
     """
 
@@ -49,10 +49,20 @@ class CompositeProtocol(Protocol):
         if self.routes is not None and set(self.routes.values()) - set(self.parts):
             raise ValueError(f"composite protocol: routes name parts {sorted(set(self.routes.values()) - set(self.parts))} "
                              f"that do not exist (parts: {sorted(self.parts)})")
+        self.part_key = "part"
+        self._nest(0)
         self.name = name or "+".join(f"{k}:{p.name}" for k, p in self.parts.items())
         self.headline = list(headline) if headline is not None else [
             f"{k}/{h}" for k, p in self.parts.items() for h in p.headline
         ]
+
+    def _nest(self, depth: int) -> None:
+        """Record keys by depth: a composite inside a composite (the demo's RVTBench part) writes its
+        part under "part_<depth>", so the outer one's "part" is kept."""
+        self.part_key = "part" if depth == 0 else f"part_{depth}"
+        for part in self.parts.values():
+            if isinstance(part, CompositeProtocol):
+                part._nest(depth + 1)
 
     def part_of(self, sample: Sample) -> str:
         """The name of the part that scores `sample`; raises DatasetFormatError when there is none."""
@@ -73,7 +83,7 @@ class CompositeProtocol(Protocol):
 
     def score(self, sample: Sample, pred: Prediction) -> dict:
         name = self.part_of(sample)
-        return {**self.parts[name].score(sample, pred), "part": name}
+        return {**self.parts[name].score(sample, pred), self.part_key: name}
 
     def attach_judge(self, judge: Any) -> None:
         """Attach the judge to this protocol and every part."""
@@ -84,18 +94,18 @@ class CompositeProtocol(Protocol):
     def judge_records(self, records: list[dict]) -> None:
         """Each part judges its own records (in place)."""
         for key, protocol in self.parts.items():
-            protocol.judge_records([r for r in records if r.get("part") == key])
+            protocol.judge_records([r for r in records if r.get(self.part_key) == key])
 
     def aggregate(self, records: list[dict]) -> dict:
         """{"metrics": {"<part>/<key>": float}, "breakdown": {"<part>/<meta key>": {...}},
         "parts": {part: that part's aggregate}, "n": all records, "baseline_empty": {"<part>/<key>": float},
         "warnings": ["<part>: ..."]}. Parts without records are left out."""
-        unknown = {r.get("part") for r in records} - set(self.parts)
+        unknown = {r.get(self.part_key) for r in records} - set(self.parts)
         if unknown:
             raise DatasetFormatError(f"composite protocol: records of unknown parts {sorted(map(str, unknown))}")
         parts, metrics, breakdown, baseline, warnings = {}, {}, {}, {}, []
         for key, protocol in self.parts.items():
-            own = [r for r in records if r["part"] == key]
+            own = [r for r in records if r[self.part_key] == key]
             if not own:
                 continue
             parts[key] = result = protocol.aggregate(own)
