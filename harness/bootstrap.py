@@ -80,7 +80,9 @@ def _visa_round(x: float) -> float:
 
 
 def _revos(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
-    types = {"referring": (0,), "reasoning": (1,)}
+    from metrics.protocols.revos import SCORED_TYPES, TYPES  # ReVOS's type names, defined once
+
+    types = {TYPES[t]: (t,) for t in SCORED_TYPES}
     prefix, _, metric = key.rpartition("/")
     if prefix and prefix not in types:
         return f"no estimator for ReVOS metric {key!r}"

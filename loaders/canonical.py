@@ -1,47 +1,6 @@
 """The canonical per-query record, for benchmarks whose release format is not publicly documented
-(JiTBench, RVTBench), and the field mapping that adapts a release's own names to it.
-
-One record = one query on one video (a JSON object: a line of a JSONL file, an element of a JSON
-list, or a row of a Hugging Face ``datasets`` split). Canonical fields::
-
-    id        str, required      unique within the split
-    video     str, required      video name; its frames live in <root>/<frames_dir>/<video>/
-    frames    list[str] | null   frame file names in temporal order, relative to that directory
-                                 (null: every .jpg/.jpeg/.png there, sorted by name)
-    query     str, required      the text query
-    task      str                "segmentation" | "grounding" | "vqa" | "summarization"
-                                 (absent: the dataset's default_task); values may be renamed by
-                                 task_aliases (e.g. {"seg": "segmentation", "summary": "summarization"})
-    category  str | null         reasoning category (e.g. "semantic", "spatial", "temporal")
-    level     int | null         difficulty level (JiTBench 1-3, RVTBench 1-4)
-    masks     list | null        per frame: a COCO RLE {"size": [H, W], "counts": str | list}, a PNG
-                                 path relative to root (nonzero = target), or null (no target there);
-                                 an all-zero mask is stored as None too, RLE counts as ASCII str
-    boxes     list | null        per frame: a list of [x1, y1, x2, y2] pixel boxes (continuous
-                                 coordinates, see metrics/boxes.py), [] or null = no box
-    answers   list[str] | str | null   reference texts (vqa, summarization)
-    twin      str | null         path, relative to root, of the release's pre-built digital-twin JSON
-                                 (RVTBench); carried as Sample.meta["twin_path"] (absolute) for
-                                 ``perception=provided``
-
-Validation is strict: every required field present and typed; per-frame lists exactly as long as
-the frame list; RLE sizes equal the video's frame size; level and category within the dataset's
-declared sets; the task's own target present (segmentation -> masks, grounding -> boxes,
-vqa / summarization -> answers); ids unique; keys that are neither mapped nor listed in
-``extra_fields`` are an error naming them (``strict=False`` ignores them). Every failure names the
-file (or hub id), the record and what was expected.
-
-Bad data (``loaders.base``): a record that fails validation (or repeats an earlier id, or
-whose frames are missing or unreadable) is left out and recorded in ``dataset.errors`` as
-``{"sample_id": <its id, or "<file> record <k>" when it has none>, "kind": "data", "message"}``;
-a missing root or annotation file (the message lists the splits present), an unparsable file, an
-empty one, or every record failing raises DatasetFormatError.
-
-Field mapping (``fields`` in the dataset config): {canonical name: the release's name}, e.g.
-``{id: qid, video: video_name, query: question, masks: mask_rles}``; a dotted release name reads a
-nested key (``"target.masks"``). Unmapped canonical fields are read under their own name.
-``box_format`` ("xyxy" | "xywh") and ``box_units`` ("pixels" | "normalized", the latter scaled by the
-frame's width and height) adapt boxes. ``extra_fields`` are copied into Sample.meta.
+(JiTBench, RVTBench: one YAML file each, conf/dataset/), and the field mapping that adapts a
+release's own names to it. Every field, validation, bad data and mapping: docs/benchmarks/canonical.md.
 """
 from __future__ import annotations
 

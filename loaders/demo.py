@@ -1,23 +1,6 @@
-"""The bundled demo benchmark (``demo/``, built by ``scripts/build_demo.py``): images, videos and
-RVTBench-style grounding / VQA / summarization queries on those videos.
-
-Layout::
-
-    <root>/reasonseg/val/...       ReasonSeg format (loaders.reasonseg), split "val"
-    <root>/revos/...               ReVOS format (loaders.revos), split "valid"
-    <root>/rvtbench/test.jsonl     RVTBench canonical records (loaders.canonical), frames read
-                                   from <root>/revos/JPEGImages/<video>/
-
-Sample ids are prefixed so they stay unique: "image/<stem>", "video/<video>/<exp_id>" and
-"rvt/<record id>". Every sample's ``dataset`` is "demo" and ``split`` is "demo"; ``meta["source"]``
-names the format it came from ("reasonseg", "revos" or "rvtbench"). An RVTBench query gets the
-annotations (objects, masks, depth) of the ReVOS clip it is asked on, so ``oracle`` perception can
-build its twin. Scored by CompositeProtocol routed by ``meta["source"]`` (reasonseg -> ReasonSeg's
-gIoU/cIoU, revos -> ReVOS's J/F, rvtbench -> per-task RVTBench metrics), see conf/dataset/demo.yaml.
-
-Bad data follows ``loaders.base``: each part's ``errors`` are carried into ``dataset.errors``
-with the same id prefix, an RVTBench query on a video that is not a ReVOS clip is a data error of
-that query, and a missing root or part (or a part whose samples all fail) raises DatasetFormatError.
+"""The bundled demo benchmark (``demo/``, built by ``scripts/build_demo.py``): ReasonSeg-format
+images, ReVOS-format clips and RVTBench-style queries on those clips, ids prefixed by part.
+Layout, scoring and bad data: docs/benchmarks/demo.md.
 """
 from __future__ import annotations
 

@@ -1,43 +1,6 @@
-"""ReVOS protocol (reasoning video object segmentation), following VISA `tools/eval_revos.py`.
-
-Reference: github.com/cilinyan/VISA @ ec158fde9cdf87f702399c73618aa0f1127062e9, `tools/eval_revos.py`
-with `tools/metrics.py` (= davis2017-evaluation's `db_eval_iou` / `f_measure`, plus
-`get_r2vos_accuracy` / `get_r2vos_robustness`).
-
-What the reference does, and this protocol with it by default (variant="visa", failed="zero"):
-- GT of an expression, per frame = the *sum* of its anno_ids' masks in uint8 (2 where two annos
-  overlap); J and F binarise it (nonzero), A and R use the values. Every frame is scored.
-- The prediction, per frame, as the gray values VISA reads (`cv2.imread(..., IMREAD_GRAYSCALE)` of
-  a submitted PNG: adapters/precomputed.py records them in `trace["pixel_values"]`); a model's own
-  mask counts as 0/1, as VISA's final index PNGs (XMem `eval.py`, which its published A and R were
-  computed on). J and F binarise it; A and R use the values.
-- Per expression: J, F, A, R = means over frames (np.mean of float64 per-frame values) of
-  `db_eval_iou`, `f_measure`, A = mean(gt == pred) (pixel values), R = max(1 - neg / (|fg| + 1e-6), 0)
-  with neg = sum((1 - gt) * pred) in uint8 arithmetic (wrapping: a 255 prediction pixel on
-  background adds 255; on a pixel where two annos overlap, (1 - 2) wraps to 255) and |fg| = the
-  area of the frame's foreground (every annotated object, mask_dict_foreground.json).
-  So with 0/255 PNGs VISA's A counts a correctly predicted pixel (255 vs 1) as wrong and its R is
-  near 0: such A and R are not comparable to published ones. The run then warns and names
-  variant="binarized" (A and R on nonzero masks; reported as "A[binarized]", "R[binarized]").
-- Any expression VISA scores 0 for J, F, A and R (its bare `except`: missing video or expression
-  folder, missing first or middle frame PNG, unreadable PNG, a frame of the wrong size) is a failed
-  prediction here (the precomputed adapter raises, the runner records the failure) and scores 0 for
-  all four (failed="zero"); failed="empty" scores it as an empty mask instead (metric keys then carry
-  "[failed-empty]"). A failed model answer is scored the same way (design.md).
-- VISA rounds each expression's J, F, A, R to 2 decimals of a percent (`round(100 * x, 2)` on a
-  numpy float64) before averaging; mode="reference" (default) does so, mode="textbook" averages
-  the unrounded values (< 5e-5 apart). Values here are fractions: VISA's percentages / 100.
-- Reported per type: referring (type_id 0), reasoning (type_id 1) = means over their expressions,
-  J&F = (J + F) / 2 of those means; overall = (referring + reasoning) / 2 for every metric.
-  No-target expressions (type_id 2) are scored (VISA lists them in its CSV) but enter no average;
-  they appear in breakdown["type"]["2"] only.
-- Where one of the two types has no expression, VISA's `np.array([]).mean()` is NaN and so is its
-  overall (NaN + x). Here the absent type is left out, overall = the present type's value, and the
-  run warns that VISA would print NaN (no published number has a type missing).
-Warnings (aggregate()["warnings"]): expressions whose GT is empty in every frame (an empty
-prediction scores 1 there, as in VISA), more than base.EMPTY_GT_WARN of them, non-0/1 PNG values, and a
-headline equal to the empty-prediction baseline (aggregate()["baseline_empty"]: the protocol's
-score of an empty prediction on every sample).
+"""ReVOS protocol, following VISA `tools/eval_revos.py`: J, F (metrics/units/video_jf.py), A and R
+per expression, referring / reasoning / overall as VISA prints them. The reference, each option
+(mode, variant, failed) and the warnings: docs/benchmarks/revos.md.
 """
 from __future__ import annotations
 
