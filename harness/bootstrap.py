@@ -115,6 +115,11 @@ def _rvtbench(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
     if task == "segmentation" and metric in ("J", "F", "J&F"):
         return Estimator(key, [_stratum(own, lambda r: r[metric])])
     if task == "grounding":
+        if metric == "m_vIoU":
+            return Estimator(key, [_stratum(own, lambda r: r["viou"])])
+        if metric.startswith("vIoU@"):
+            at = float(metric[5:])
+            return Estimator(key, [_stratum(own, lambda r: float(r["viou"] > at))])
         if metric == "gIoU":
             return Estimator(key, [_stratum(own, lambda r: r["giou_term"])])
         if metric == "cIoU":
