@@ -48,6 +48,9 @@ def register() -> None:
     ConfigStore.instance().store(group="schema", name="dataset", node=DatasetConfig)
 
 
+register()  # at import, as Hydra's ConfigStore convention: the runner imports this module
+
+
 def _plain(node: Any) -> dict:
     if isinstance(node, DictConfig):
         return OmegaConf.to_container(node, resolve=True)
