@@ -14,7 +14,6 @@ from metrics.units.captions import Captions
 from metrics.units.judge import JudgeScore
 from metrics.units.video_jf import VideoJF
 
-TEXT_TASKS = ("vqa", "summarization")
 GROUP_KEYS = ("level", "category")
 DEFAULT_HEADLINE = ("segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4", "summarization/BLEU-4")
 
