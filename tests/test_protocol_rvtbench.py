@@ -250,3 +250,14 @@ def test_the_yaml_composition_of_units_scores_as_the_preset_judge_included():
     (rec_a, out_a), (rec_b, out_b) = bodies
     assert rec_a == rec_b and out_a["metrics"] == out_b["metrics"] and out_a["breakdown"] == out_b["breakdown"]
     assert out_a["metrics"]["vqa/judge"] == 0.5 and out_a["metrics"]["vqa/judge_n_failed"] == 1  # (1 + 0) / 2 scored
+
+
+def test_records_written_before_the_part_key_aggregate_the_same():
+    """scores.jsonl of older runs has no "part": the composite reads the task from the record."""
+    p = RVTBenchProtocol()
+    exact = [masks.encode(square(0, 4, 0, 4)), None]
+    records = [p.score(seg_sample("s1"), Prediction("s1", masks=exact)), p.score(seg_sample("s2"), Prediction("s2")),
+               p.score(sample("g1", "grounding", boxes=[[[0, 0, 10, 10]], []]), Prediction("g1"))]
+    old = [{k: v for k, v in r.items() if k != "part"} for r in records]
+    assert all("part" in r for r in records)
+    assert p.aggregate(old)["metrics"] == p.aggregate(records)["metrics"]

@@ -81,6 +81,19 @@ class CompositeProtocol(Protocol):
             )
         return name
 
+    def part_of_record(self, record: dict) -> str | None:
+        """The part of a scores.jsonl record: its part key, else (a record written before the key
+        existed, e.g. RVTBench's by task) its route value read from the record; None when unknown."""
+        if self.part_key in record:
+            return record[self.part_key]
+        if self.route_by.startswith("meta."):
+            value = (record.get("meta") or {}).get(self.route_by[5:])
+        else:
+            value = record.get(self.route_by)
+        if value is None:
+            return None
+        return str(value) if self.routes is None else self.routes.get(str(value))
+
     def score(self, sample: Sample, pred: Prediction) -> dict:
         name = self.part_of(sample)
         return {**self.parts[name].score(sample, pred), self.part_key: name}
@@ -94,18 +107,18 @@ class CompositeProtocol(Protocol):
     def judge_records(self, records: list[dict]) -> None:
         """Each part judges its own records (in place)."""
         for key, protocol in self.parts.items():
-            protocol.judge_records([r for r in records if r.get(self.part_key) == key])
+            protocol.judge_records([r for r in records if self.part_of_record(r) == key])
 
     def aggregate(self, records: list[dict]) -> dict:
         """{"metrics": {"<part>/<key>": float}, "breakdown": {"<part>/<meta key>": {...}},
         "parts": {part: that part's aggregate}, "n": all records, "baseline_empty": {"<part>/<key>": float},
         "warnings": ["<part>: ..."]}. Parts without records are left out."""
-        unknown = {r.get(self.part_key) for r in records} - set(self.parts)
+        unknown = {self.part_of_record(r) for r in records} - set(self.parts)
         if unknown:
             raise DatasetFormatError(f"composite protocol: records of unknown parts {sorted(map(str, unknown))}")
         parts, metrics, breakdown, baseline, warnings = {}, {}, {}, {}, []
         for key, protocol in self.parts.items():
-            own = [r for r in records if r[self.part_key] == key]
+            own = [r for r in records if self.part_of_record(r) == key]
             if not own:
                 continue
             parts[key] = result = protocol.aggregate(own)
