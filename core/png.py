@@ -1,24 +1,29 @@
-"""Fast exact decoding of the PNGs that mask submissions are made of: 8-bit grayscale, non-interlaced.
+"""Fast exact decoding of the PNGs that mask submissions are made of: 8-bit grayscale or 8-bit
+indexed (palette), non-interlaced, read as ``cv2.imread(path, cv2.IMREAD_GRAYSCALE)`` reads them.
 
 Why: a ReVOS-scale submission is ~10^5 such PNGs, and OpenCV's (libpng's) decoder spends ~6 ms on
-each 720p mask, almost all of it in zlib's inflate of the long zero runs (and Sub unfiltering);
-zlib-ng inflates the same stream ~20x faster. `decode_gray8` reads the chunks, checks every CRC,
-inflates with zlib-ng (Adler-32 checked) and undoes the row filters in numpy on the rows and
-columns that hold content.
+each 720p mask, almost all of it in zlib's inflate of the long zero runs and in unfiltering;
+zlib-ng inflates the same stream ~20x faster. `decode_gray8_box` reads the chunks, checks every
+CRC, inflates with zlib-ng (Adler-32 checked) and undoes the row filters in numpy on the rows and
+columns that hold content, returning that content's box. Palette entries become the gray values
+OpenCV gives them, read from OpenCV itself (`_palette_lut`).
 
 It decodes only a strict, well-formed subset and returns None for anything else, so that the caller
-falls back to OpenCV and gets OpenCV's result (or failure) exactly: colour, palette, 16-bit or
-interlaced images, any chunk other than IHDR / IDAT / IEND and the informational tEXt, tIME,
-pHYs (an eXIf chunk can rotate OpenCV's output), a bad CRC, a zlib stream that is malformed, short,
-long or followed by extra data, bytes after IEND, and rows with the Average or Paeth filter (their
-unfiltering is sequential per pixel; OpenCV's and Pillow's mask PNGs use None / Sub / Up).
-For every file it accepts, the array equals ``cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)`` (and
-IMREAD_UNCHANGED), which tests/test_png.py checks on generated and corrupted files.
+falls back to OpenCV and gets OpenCV's result (or failure) exactly: colour, 16-bit, low bit depth
+or interlaced images, any chunk other than IHDR / PLTE / tRNS (indexed) / IDAT / IEND and the
+informational tEXt, tIME, pHYs (an eXIf chunk can rotate OpenCV's output), a bad CRC, a zlib
+stream that is malformed, short, long or followed by extra data, bytes after IEND, a palette
+index without an entry, and Average / Paeth rows that would need more than _SEQUENTIAL_BUDGET
+pixels visited one by one (photographs, not masks).
+For every file it accepts, the pixels equal ``cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)``, which
+tests/test_png.py checks on files written by OpenCV, Pillow and by hand (every filter type,
+palettes) and on damaged files.
 """
 from __future__ import annotations
 
 import struct
 import zlib
+from functools import lru_cache
 from pathlib import Path
 
 import cv2
@@ -37,7 +42,11 @@ _INFORMATIONAL = {b"tEXt", b"tIME", b"pHYs"}
 # OpenCV's imdecode refuses images over 2**30 pixels (CV_IO_MAX_IMAGE_PIXELS) and libpng sides over
 # 10**6 (PNG_USER_WIDTH_MAX); larger files go to OpenCV, which decides
 _MAX_PIXELS = 1 << 30
-_FILTER_NONE, _FILTER_SUB, _FILTER_UP = 0, 1, 2
+_FILTER_NONE, _FILTER_SUB, _FILTER_UP, _FILTER_AVERAGE, _FILTER_PAETH = 0, 1, 2, 3, 4
+_GRAY, _INDEXED = 0, 3  # IHDR colour types decoded here
+# Average / Paeth pixels visited one by one per image (see _sequential_row): masks need a few per
+# row; a photograph's rows would need every pixel, and OpenCV is faster at that
+_SEQUENTIAL_BUDGET = 1 << 14
 
 
 def decode_gray8(buf: bytes) -> np.ndarray | None:
@@ -104,10 +113,11 @@ def _nonzero_box(img: np.ndarray) -> tuple[int, int, int, int] | None:
     return y0, y1, int(cols[0]), int(cols[-1]) + 1
 
 
-def _decode(buf: memoryview) -> np.ndarray | None:
+def _decode(buf: memoryview):
     if len(buf) < 8 or bytes(buf[:8]) != _SIGNATURE:
         return None
-    pos, size, idat, ended = 8, None, [], False
+    pos, size, colour, idat, ended = 8, None, 0, [], False
+    palette = transparency = None
     while pos < len(buf):
         if ended:
             return None  # bytes after IEND
@@ -122,19 +132,27 @@ def _decode(buf: memoryview) -> np.ndarray | None:
             if kind != b"IHDR" or length != 13:
                 return None
             width, height, depth, colour, compression, filtering, interlace = struct.unpack_from(">IIBBBBB", data)
-            if (depth, colour, compression, filtering, interlace) != (8, 0, 0, 0, 0):
+            if depth != 8 or colour not in (_GRAY, _INDEXED) or (compression, filtering, interlace) != (0, 0, 0):
                 return None
             if not (0 < width <= 1_000_000 and 0 < height <= 1_000_000 and width * height <= _MAX_PIXELS):
                 return None
             size = (height, width)
         elif kind == b"IDAT":
-            if idat and idat[-1] is None:
-                return None  # IDAT chunks must be consecutive
+            if (idat and idat[-1] is None) or (colour == _INDEXED and palette is None):
+                return None  # IDAT chunks must be consecutive, after the palette
             idat.append(data)
         elif kind == b"IEND":
             if length != 0:
                 return None
             ended = True
+        elif kind == b"PLTE" and colour == _INDEXED and palette is None and not idat:
+            if length == 0 or length % 3 or length > 768:
+                return None
+            palette = bytes(data)
+        elif kind == b"tRNS" and colour == _INDEXED and palette is not None and transparency is None and not idat:
+            if length > len(palette) // 3:
+                return None
+            transparency = bytes(data)
         elif kind in _INFORMATIONAL:
             if idat and idat[-1] is not None:
                 idat.append(None)  # marks the end of the IDAT run
@@ -143,7 +161,56 @@ def _decode(buf: memoryview) -> np.ndarray | None:
         pos = end + 4
     if not ended or not idat:
         return None
-    return _inflate_rows(b"".join(d for d in idat if d is not None), *size)
+    found = _inflate_rows(b"".join(d for d in idat if d is not None), *size)
+    if found is None or colour == _GRAY:
+        return found
+    return _palette_to_gray(found, palette, transparency)
+
+
+def _palette_to_gray(found, palette: bytes, transparency: bytes | None):
+    """Indexed pixels (decode_gray8_box's form) to the gray values OpenCV gives them; None when an
+    index has no palette entry (libpng's verdict on that is OpenCV's to give)."""
+    shape, box, crop = found
+    lut = _palette_lut(palette, transparency)
+    if lut is None or (crop.size and int(crop.max()) >= lut.size):
+        return None
+    if lut[0] != 0:  # the background itself is not 0: every pixel is "content"
+        img = np.full(shape, lut[0], dtype=np.uint8)
+        if box is not None:
+            img[box[0]:box[1], box[2]:box[3]] = lut[crop]
+        return shape, (0, shape[0], 0, shape[1]), img
+    if box is None:
+        return found
+    gray = lut[crop]
+    inner = _nonzero_box(gray)  # an entry may itself be gray 0
+    if inner is None:
+        return shape, None, np.zeros((0, 0), dtype=np.uint8)
+    y0, y1, x0, x1 = inner
+    return shape, (box[0] + y0, box[0] + y1, box[2] + x0, box[2] + x1), gray[y0:y1, x0:x1]
+
+
+@lru_cache(maxsize=64)
+def _palette_lut(palette: bytes, transparency: bytes | None) -> np.ndarray | None:
+    """Gray value of each palette entry as OpenCV's PNG reader computes it: read from OpenCV itself,
+    by decoding a 1 x n image of the entries 0..n-1 with the same PLTE and tRNS chunks (the
+    conversion is per pixel). None when OpenCV cannot read that image."""
+    n = len(palette) // 3
+    probe = (_SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", n, 1, 8, _INDEXED, 0, 0, 0)) + _chunk(b"PLTE", palette)
+             + (_chunk(b"tRNS", transparency) if transparency is not None else b"")
+             + _chunk(b"IDAT", zlib.compress(b"\x00" + bytes(range(n)))) + _chunk(b"IEND", b""))
+    try:
+        gray = cv2.imdecode(np.frombuffer(probe, dtype=np.uint8), cv2.IMREAD_GRAYSCALE)
+    except cv2.error:
+        return None
+    if gray is None or gray.shape != (1, n):
+        return None
+    lut = gray[0].copy()
+    lut.setflags(write=False)
+    return lut
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
 def _inflate_rows(stream: bytes, height: int, width: int):
@@ -158,16 +225,17 @@ def _inflate_rows(stream: bytes, height: int, width: int):
 
 def _unfilter(kinds: np.ndarray, data: np.ndarray):
     """Undo the PNG row filters of 1-byte pixels (kinds: (H,) filter type per row; data: (H, W)
-    filtered bytes) and return ((H, W), box, crop) as decode_gray8_box, or None when a row uses
-    Average or Paeth (or a filter type that does not exist).
+    filtered bytes) and return ((H, W), box, crop) as decode_gray8_box, or None for a filter type
+    that does not exist or Average / Paeth rows too busy for `_sequential_row`.
 
     None rows are their bytes, Sub rows a running sum along the row (mod 256), Up rows a running
-    sum down the column from the last row that is not Up. A row of zero bytes is zero unless it is
-    an Up row below content, so the work is limited to the rows from the first nonzero one to the
-    last (plus the Up rows that continue it), and to the columns from the first nonzero byte (every
-    earlier byte of those rows is 0, and so is every pixel left of it).
+    sum down the column from the last row that is not Up, Average and Paeth rows `_sequential_row`.
+    A row of zero bytes below zero rows is zero, so the work starts at the first nonzero row and
+    ends at the last (plus the Up / Average / Paeth rows that continue it, which can repeat the row
+    above); and it starts at the column of the first nonzero byte: every earlier byte of those
+    rows is 0, and so is every pixel left of it.
     """
-    if int(kinds.max()) > _FILTER_UP:
+    if int(kinds.max()) > _FILTER_PAETH:
         return None
     height, width = data.shape
     shape = (height, width)
@@ -175,7 +243,7 @@ def _unfilter(kinds: np.ndarray, data: np.ndarray):
     if busy.size == 0:
         return shape, None, np.zeros((0, 0), dtype=np.uint8)
     r0, r1 = int(busy[0]), int(busy[-1]) + 1
-    while r1 < height and kinds[r1] == _FILTER_UP:  # Up rows of zero bytes repeat the row above
+    while r1 < height and kinds[r1] >= _FILTER_UP:  # these can carry the row above down
         r1 += 1
     cols = np.flatnonzero(data[busy].any(axis=0))
     c0 = int(cols[0])
@@ -187,21 +255,78 @@ def _unfilter(kinds: np.ndarray, data: np.ndarray):
     sub = np.flatnonzero(kind == _FILTER_SUB)
     if sub.size:
         block[sub] = _running_sums(rows[sub])
-    up = kind == _FILTER_UP
-    if up.any():
-        # runs [a, b) of consecutive Up rows: row k = bytes of k + row k - 1, from row a - 1 (a None or
-        # Sub row done above; zero when a is the block's first row, as every row above it is zero)
-        edges = np.flatnonzero(np.diff(np.concatenate(([0], up.view(np.int8), [0]))))
-        for a, b in zip(edges[::2].tolist(), edges[1::2].tolist()):
-            running = np.cumsum(rows[a:b], axis=0, dtype=np.uint8)
-            if a > 0:
-                running += block[a - 1]
-            block[a:b] = running
+    dependent = kind >= _FILTER_UP
+    if dependent.any():
+        # runs [a, b) of one filter type among the rows that build on the row above, in order, so
+        # that row a - 1 is done (a None or Sub row, or the previous run); above the block: zeros
+        change = np.flatnonzero(np.diff(kind.astype(np.int16), prepend=-1, append=-1))
+        budget = [_SEQUENTIAL_BUDGET]
+        for a, b in zip(change[:-1].tolist(), change[1:].tolist()):
+            k = int(kind[a])
+            if k == _FILTER_UP:
+                running = np.cumsum(rows[a:b], axis=0, dtype=np.uint8)
+                if a > 0:
+                    running += block[a - 1]
+                block[a:b] = running
+            elif k > _FILTER_UP:
+                for y in range(a, b):
+                    above = block[y - 1] if y > 0 else np.zeros(rows.shape[1], dtype=np.uint8)
+                    if not _sequential_row(k, rows[y], above, block[y], budget):
+                        return None
     box = _nonzero_box(block)
-    if box is None:  # bytes that sum to 0 mod 256: possible, if odd
+    if box is None:  # bytes whose sums wrap to 0 mod 256: possible, if odd
         return shape, None, np.zeros((0, 0), dtype=np.uint8)
     y0, y1, x0, x1 = box
     return shape, (r0 + y0, r0 + y1, c0 + x0, c0 + x1), block[y0:y1, x0:x1]
+
+
+def _sequential_row(kind: int, raw: np.ndarray, above: np.ndarray, out: np.ndarray, budget: list[int]) -> bool:
+    """Undo one Average (3) or Paeth (4) row into `out` (uint8, the row's length), with `above` the
+    row above (unfiltered). These filters predict each pixel from the one on its left, so they
+    run pixel by pixel; but where the byte is 0 and the row above does not change, the Paeth
+    prediction is the left pixel (the row stays constant) and the Average one halves its distance
+    to the pixel above until it stops changing. So only those places are visited, in Python,
+    while budget[0] (visits left for the image) lasts; False when it runs out (the caller then
+    leaves the file to OpenCV).
+    """
+    n = raw.size
+    events = np.flatnonzero((raw != 0) | np.concatenate(([True], above[1:] != above[:-1])))
+    budget[0] -= events.size
+    if budget[0] < 0:
+        return False
+    raw_l, above_l = raw.tolist(), above.tolist()
+    stops = events.tolist() + [n]
+    left = 0
+    starts, values = [], []
+    for i, x in enumerate(stops[:-1]):
+        b = above_l[x]
+        c = above_l[x - 1] if x > 0 else 0
+        if kind == _FILTER_PAETH:
+            p = left + b - c
+            pa, pb, pc = abs(p - left), abs(p - b), abs(p - c)
+            predicted = left if pa <= pb and pa <= pc else (b if pb <= pc else c)
+            left = (raw_l[x] + predicted) & 0xFF
+            starts.append(x)
+            values.append(left)
+        else:
+            left = (raw_l[x] + ((left + b) >> 1)) & 0xFF
+            starts.append(x)
+            values.append(left)
+            x += 1
+            while x < stops[i + 1]:  # zero bytes, constant pixel above: converge to a fixed point
+                following = (left + b) >> 1
+                if following == left:
+                    break
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return False
+                left = following
+                starts.append(x)
+                values.append(left)
+                x += 1
+    starts.append(n)
+    out[:] = np.repeat(np.array(values, dtype=np.uint8), np.diff(starts))
+    return True
 
 
 def _running_sums(rows: np.ndarray) -> np.ndarray:

@@ -122,17 +122,79 @@ def test_box_form_holds_every_nonzero_pixel():
         assert np.array_equal(crop, img[box[0]:box[1], box[2]:box[3]])
 
 
-@pytest.mark.parametrize("filters", [[3], [4], [1, 4], [2, 3]])
-def test_average_and_paeth_rows_go_to_opencv(filters, tmp_path):
-    img = np.random.default_rng(5).integers(0, 256, (12, 17), dtype=np.uint8)
-    buf = _png(img, filters)
+@pytest.mark.parametrize("filters", [[3], [4], [1, 4], [2, 3], [0, 3, 4, 2, 1], [4, 4, 2, 3, 3]])
+def test_average_and_paeth_rows_equal_opencv(filters):
+    rng = np.random.default_rng(len(filters) + 100)
+    for img in _images(rng):
+        buf = _png(img, filters)
+        got = png.decode_gray8(buf)
+        assert got is not None
+        assert np.array_equal(got, img) and np.array_equal(got, _cv2_gray(buf))
+
+
+def test_average_rows_converge_to_the_pixel_above():
+    """Average rows of zero bytes under a constant row halve their distance to it pixel by pixel."""
+    img = np.zeros((3, 40), dtype=np.uint8)
+    img[0], img[1, :5] = 255, 7
+    img[2] = [((int(img[1, x]) + 255) // 2) if x == 0 else 0 for x in range(40)]
+    for x in range(1, 40):  # what a zero-byte Average row below a row of 255 holds
+        img[2, x] = (int(img[2, x - 1]) + 255) // 2
+    buf = _png(img, [0, 0, 3])
+    assert np.array_equal(png.decode_gray8(buf), _cv2_gray(buf))
+
+
+def test_busy_average_and_paeth_images_go_to_opencv(tmp_path):
+    """A photograph's Average / Paeth rows need every pixel visited: OpenCV decodes those."""
+    img = np.random.default_rng(5).integers(0, 256, (200, 300), dtype=np.uint8)
+    buf = _png(img, [4, 3])
     assert png.decode_gray8(buf) is None
     path = tmp_path / "m.png"
     path.write_bytes(buf)
     shape, box, crop = png.read_gray(path)
-    full = np.zeros(shape, dtype=np.uint8)
-    full[box[0]:box[1], box[2]:box[3]] = crop
-    assert np.array_equal(full, _cv2_gray(buf)) and np.array_equal(full, img)
+    assert shape == img.shape and box == (0, 200, 0, 300) and np.array_equal(crop, img)
+
+
+def _palette_png(indices: np.ndarray, palette: np.ndarray, transparency=None, filters=(0,)) -> bytes:
+    buf = _png(indices, list(filters))
+    ihdr = _chunk(b"IHDR", struct.pack(">IIBBBBB", indices.shape[1], indices.shape[0], 8, 3, 0, 0, 0))
+    extra = _chunk(b"PLTE", palette.astype(np.uint8).tobytes())
+    if transparency is not None:
+        extra += _chunk(b"tRNS", bytes(transparency))
+    return buf[:8] + ihdr + extra + buf[8 + 25:]
+
+
+def test_palette_pngs_give_opencvs_gray_values():
+    """Index PNGs (VISA's XMem outputs, DAVIS-style palettes) read as OpenCV reads them in gray: each
+    entry's colour converted by OpenCV, including a non-black entry 0, entries that turn gray 0, and tRNS."""
+    rng = np.random.default_rng(13)
+    davis = np.array([[0, 0, 0], [128, 0, 0], [0, 128, 0], [128, 128, 0], [0, 0, 1]] + [[k, k, k] for k in range(251)])
+    tinted = davis.copy()
+    tinted[0] = (0, 0, 90)
+    for palette, transparency in [(davis, None), (davis, [0, 255, 128]), (tinted, None), (davis[:5], None)]:
+        for img in _images(rng):
+            indices = (img.astype(np.int64) % len(palette)).astype(np.uint8)
+            for filters in ([0], [1, 2, 4]):
+                buf = _palette_png(indices, palette, transparency, filters)
+                ref = _cv2_gray(buf)
+                got = png.decode_gray8(buf)
+                assert got is not None and np.array_equal(got, ref)
+                _, box, crop = png.decode_gray8_box(buf)
+                ys, xs = np.nonzero(ref)
+                assert box == ((ys.min(), ys.max() + 1, xs.min(), xs.max() + 1) if ys.size else None)
+    bio = io.BytesIO()
+    im = Image.fromarray(np.kron(np.array([[0, 1], [2, 0]], dtype=np.uint8), np.ones((20, 30), dtype=np.uint8)), "P")
+    im.putpalette(davis[:, :].astype(np.uint8).ravel().tolist())
+    im.save(bio, "PNG")
+    got = png.decode_gray8(bio.getvalue())
+    assert got is not None and np.array_equal(got, _cv2_gray(bio.getvalue()))
+    assert sorted(np.unique(got).tolist())[0] == 0 and len(np.unique(got)) == 3
+
+
+def test_palette_index_without_an_entry_goes_to_opencv():
+    indices = np.zeros((4, 5), dtype=np.uint8)
+    indices[1, 1] = 9
+    buf = _palette_png(indices, np.array([[0, 0, 0], [200, 10, 10]]))
+    assert png.decode_gray8(buf) is None
 
 
 def test_other_formats_and_chunks_go_to_opencv(tmp_path):
@@ -140,20 +202,23 @@ def test_other_formats_and_chunks_go_to_opencv(tmp_path):
     img[2:4, 3:6] = 255
     colour = cv2.imencode(".png", np.dstack([img, img // 2, img // 3]))[1].tobytes()
     wide = cv2.imencode(".png", img.astype(np.uint16) * 257)[1].tobytes()
-    bio = io.BytesIO()
-    Image.fromarray(img).convert("P").save(bio, "PNG")
-    palette = bio.getvalue()
+    palette = _palette_png(img // 255, np.array([[0, 0, 0], [9, 9, 9]]))[:-12]  # no IEND
     exif = _png(img, [1], extra=[(b"eXIf", b"MM\x00*\x00\x00\x00\x08\x00\x00")])
     gamma = _png(img, [1], extra=[(b"gAMA", struct.pack(">I", 45455))])
-    for name, buf in [("colour", colour), ("16-bit", wide), ("palette", palette), ("eXIf", exif), ("gAMA", gamma)]:
+    for name, buf in [("colour", colour), ("16-bit", wide), ("palette without IEND", palette), ("eXIf", exif), ("gAMA", gamma)]:
         assert png.decode_gray8(buf) is None, name
         path = tmp_path / f"{name}.png"
         path.write_bytes(buf)
+        ref = _cv2_gray(buf)
+        if ref is None:
+            with pytest.raises(DatasetFormatError, match="cannot read"):
+                png.read_gray(path)
+            continue
         shape, box, crop = png.read_gray(path)
         full = np.zeros(shape, dtype=np.uint8)
         if box is not None:
             full[box[0]:box[1], box[2]:box[3]] = crop
-        assert np.array_equal(full, _cv2_gray(buf)), name
+        assert np.array_equal(full, ref), name
     # informational chunks do not change the pixels: decoded fast
     text = _png(img, [1], extra=[(b"tEXt", b"Comment\x00mask"), (b"pHYs", struct.pack(">IIB", 1, 1, 0))])
     assert np.array_equal(png.decode_gray8(text), img)
