@@ -57,11 +57,19 @@ def encode_box(crop: np.ndarray, box: tuple[int, int, int, int] | None, shape: t
     y0, y1, x0, x1 = box
     if crop.shape != (y1 - y0, x1 - x0) or not (0 <= y0 <= y1 <= h and 0 <= x0 <= x1 <= w):
         raise ValueError(f"encode_box: crop {crop.shape} does not fit box {box} in a frame of {(h, w)}")
-    padded = np.zeros((x1 - x0, y1 - y0 + 2), dtype=bool)
-    padded[:, 1:-1] = crop.T
-    flat = np.flatnonzero(padded[:, 1:] != padded[:, :-1])  # run starts and ends, column by column
-    col, row = np.divmod(flat, y1 - y0 + 1)  # row = offset of the start / end in the column
-    edges = (x0 + col) * h + y0 + row
+    if crop.size == 0:
+        return empty(h, w)
+    if crop.dtype != bool:
+        crop = crop != 0
+    # run starts and ends: where a column changes value going down (background above and below
+    # the box), found row by row and put in column order, with no transposed copy of the crop
+    change = np.empty((y1 - y0 + 1, x1 - x0), dtype=bool)
+    change[0] = crop[0]
+    np.not_equal(crop[1:], crop[:-1], out=change[1:-1])
+    change[-1] = crop[-1]
+    row, col = np.divmod(np.flatnonzero(change), x1 - x0)  # (flatnonzero: np.nonzero is slow in 2-D)
+    order = np.argsort(col * (y1 - y0 + 1) + row)
+    edges = (x0 + col[order]) * h + y0 + row[order]
     # an end at the bottom of a column equals the start at the top of the next: one run
     keep = np.ones(edges.size, dtype=bool)
     joined = np.flatnonzero(edges[1:-1:2] == edges[2::2])
