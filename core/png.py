@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; kept working 
 from core.types import DatasetFormatError
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# chunks that do not change how OpenCV decodes the pixels of a grayscale PNG
+# ancillary chunks that do not change the pixels OpenCV decodes
 _INFORMATIONAL = {b"tEXt", b"tIME", b"pHYs"}
 # OpenCV's imdecode refuses images over 2**30 pixels (CV_IO_MAX_IMAGE_PIXELS) and libpng sides over
 # 10**6 (PNG_USER_WIDTH_MAX); larger files go to OpenCV, which decides
@@ -50,7 +50,8 @@ _SEQUENTIAL_BUDGET = 1 << 14
 
 
 def decode_gray8(buf: bytes) -> np.ndarray | None:
-    """Pixels of an 8-bit grayscale, non-interlaced PNG file's bytes as an (H, W) uint8 array.
+    """Pixels of an 8-bit grayscale or indexed, non-interlaced PNG file's bytes as an (H, W) uint8
+    array, as ``cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)`` gives them (palette entries as gray values).
 
     Returns None when the file is outside the subset of the module docstring (the caller then
     decodes with OpenCV); never raises for malformed input.
@@ -82,8 +83,8 @@ def read_gray(path: str | Path) -> tuple[tuple[int, int], tuple[int, int, int, i
     """Read a PNG as ``cv2.imread(path, cv2.IMREAD_GRAYSCALE)`` does, in the form of `decode_gray8_box`:
     ((H, W), box of the nonzero pixels or None, uint8 pixels inside the box).
 
-    8-bit grayscale files take the fast decoder, everything else OpenCV's (colour images become
-    their gray value, 16-bit ones their top 8 bits, EXIF orientation applied).
+    8-bit grayscale and indexed files take the fast decoder, everything else OpenCV's (colour
+    images become their gray value, 16-bit ones their top 8 bits, EXIF orientation applied).
     Raises DatasetFormatError naming the path when the file cannot be read or decoded.
     """
     try:
