@@ -36,6 +36,11 @@ size, --expressions 50 --frames 20 at 720x1280, --workers 2, because VISA's full
     ours  9.3 s wall / 4.4 s CPU, VISA eval_revos.py 82.3 s wall / 48.3 s CPU: 8.85x wall, 10.90x CPU
     J, F, A, R per expression and per type identical (0 of 200 differ; max |diff| 2.2e-16); peak RSS
     ours 56 MB main + 52 MB per worker, VISA 271 MB per process.
+  --expressions 200 --frames 50 (10,000 frames; load average ~7):
+    ours 82.1 s wall / 54.7 s CPU, VISA eval_revos.py 688.5 s wall / 458.8 s CPU: 8.39x wall, 8.39x CPU;
+    0 of 800 per-expression values differ (max |diff| 3.3e-16); peak RSS ours 88 MB main + 227 MB
+    largest worker (forked from the main process, whose dataset pages it counts; one process scoring
+    120 expressions in a row stays at 100 MB), VISA 481 MB per process.
 Per 720p frame (one process, warm): reading the PNG ~1.1 ms (inflate 0.13 ms, where OpenCV's
 decoder took ~6 ms), scoring ~2.1 ms (J and F ~1.2 ms of it). Earlier: 3.8x / 4.0x with
 cv2.imdecode, PNG decoding then ~70% of our time.
