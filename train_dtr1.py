@@ -120,7 +120,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from adapters.dtr1 import protocol as P
+    from adapters.dtr1 import tags as T
     from adapters.dtr1.rewards import TERMS, term_weights, trl_reward_funcs
     from adapters.dtr1.rollout import RolloutLimits
     from adapters.dtr1.training import DTR1RolloutFunc, sample_key
@@ -138,7 +138,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
         raise AdapterError(f"cannot load base_model={cfg.base_model!r} (a hub id needs the network once, or a local "
                            f"directory; a CPU smoke run: see README, 'Training DT-R1'): {first_line(exc)}") from exc
     if cfg.add_tag_tokens:
-        tags = [t(tag) for tag in (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER) for t in (P.open_tag, P.close_tag)]
+        tags = [t(tag) for tag in (T.THINK, T.PLAN, T.REP, T.EXECUTE, T.RESULTS, T.TASK, T.ANSWER) for t in (T.open_tag, T.close_tag)]
         tokenizer.add_tokens(tags)  # ordinary tokens: decode(skip_special_tokens=True) keeps them
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
