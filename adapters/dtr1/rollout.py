@@ -22,6 +22,7 @@ from adapters.dtr1 import grammar as G
 from adapters.dtr1 import tags as T
 from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Generation, Policy, Request
+from adapters.twin.schema import DEFAULT_MAX_CHARS
 from core.types import AdapterError
 
 
@@ -54,12 +55,15 @@ class RolloutLimits:
     """max_rounds: most <execute> blocks (the paper's m <= 10). max_new_tokens: tokens per
     generation call. max_total_tokens: tokens the policy may generate in the whole rollout.
     twin_max_chars: character budget of the twin JSON inside <dt_rep>. spans: free-text bounds of
-    the tag grammar (used when the policy's decoding is "grammar")."""
+    the tag grammar (used when the policy's decoding is "grammar").
+
+    These defaults are the only ones: DTR1Adapter's arguments and the `model` (conf/model/dtr1.yaml)
+    and `rollout` (conf/train/dtr1_grpo.yaml) config schemas of harness/config.py read them from here."""
 
     max_rounds: int = 10
     max_new_tokens: int = 1024
     max_total_tokens: int = 4096
-    twin_max_chars: int = 8000
+    twin_max_chars: int = DEFAULT_MAX_CHARS
     spans: G.Spans = field(default_factory=G.Spans)
 
 
