@@ -16,17 +16,20 @@ tests/conftest.py import it; code that composes conf/ with hydra.compose must im
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig
 
 from adapters.dtr1.grammar import Spans
 from adapters.dtr1.rollout import RolloutLimits
 from harness.bootstrap import DEFAULT_B, DEFAULT_SEED
 from leaderboards.config import LeaderboardConfig
 from metrics.judge import Judge
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
 
 # Spans is frozen (a grammar's bounds must not change under it); a config node must take overrides.
 SpansConfig = make_dataclass("SpansConfig", [(f.name, int, f.default) for f in fields(Spans)])
@@ -162,6 +165,16 @@ SCHEMAS: dict[str, tuple[str | None, type]] = {
 }
 
 
+def group_node(group: str, option: str, overrides: list[str] | None = None) -> DictConfig:
+    """The `group` node of conf/config.yaml with `option` chosen (e.g. ("judge", "openai")): schema
+    defaults + the option's YAML + `overrides` (["judge.model=m"]), as run_bench.py composes it.
+    Raises hydra.errors.ConfigCompositionException for an unknown option or key."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=[f"{group}={option}", *(overrides or [])])[group]
+
+
 def register(store: ConfigStore | None = None) -> None:
     """Store every schema of SCHEMAS in Hydra's ConfigStore (idempotent)."""
     store = store or ConfigStore.instance()
@@ -172,4 +185,4 @@ def register(store: ConfigStore | None = None) -> None:
 register()
 
 __all__ = ["BootstrapConfig", "DTR1Config", "JudgeConfig", "LeaderboardConfig", "OpenAIJudgeConfig", "RunConfig",
-           "SCHEMAS", "SpansConfig", "TrainRolloutConfig", "limits_from", "register"]
+           "SCHEMAS", "SpansConfig", "TrainRolloutConfig", "group_node", "limits_from", "register"]
