@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from adapters.dtr1.rollout import RolloutLimits
@@ -102,3 +102,19 @@ def test_run_bench_reports_a_typo_in_one_line_without_a_traceback(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "Key 'fial_fast' not in 'RunConfig'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_directories_keep_their_names():
+    """The fingerprint (run directory name) of a DT-R1 config with a judge and foundation perception
+    (tiny models), dataset left out, is the one main computed before the schemas and the derived
+    tool registry (69042cd): moving defaults into schemas changed no semantic value."""
+    from hydra.utils import instantiate
+
+    from harness import manifest
+
+    cfg = composed("+dataset=demo", "+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny")
+    with open_dict(cfg):
+        del cfg["dataset"]  # its node is another schema's (and its root a path)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    adapter = instantiate(cfg.model, _convert_="all")
+    assert manifest.fingerprint({**resolved, "dataset": {}}, adapter.fingerprint()) == "0dcca24f84"
