@@ -8,7 +8,7 @@ files extend these schemas and hold only what differs (an override, with its rea
 code cannot have a default for (a `_target_`, `model: ???`). Hydra composes the schema first, so
 `python run_bench.py --cfg job` prints every default, and a key that is not in the schema (a typo
 on the command line or in a YAML file) or a value of the wrong type fails at compose time with
-Hydra's one-line error ("Key 'fial_fast' not in 'RunConfig'").
+Hydra's error naming the key and the schema ("Key 'fial_fast' not in 'RunConfig'").
 
 The schemas are registered when this module is imported: run_bench.py, train_dtr1.py and
 tests/conftest.py import it; code that composes conf/ with hydra.compose must import it first.
@@ -16,8 +16,8 @@ tests/conftest.py import it; code that composes conf/ with hydra.compose must im
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from dataclasses import dataclass, field, fields, make_dataclass
+from pathlib import Path
 from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
