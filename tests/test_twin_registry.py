@@ -87,3 +87,13 @@ def test_register_tool_refuses_duplicates_and_unknown_requirements():
     with pytest.raises(ValueError, match="backend key 'sam2'"):
         register_tool(ToolSpec("X", (), "", "", method="x", backend="sam2"))
     assert "X" not in registry.TOOLS
+
+
+def test_derived_model_nodes_and_config_keys_are_the_ones_foundation_listed_by_hand():
+    # foundation.py's MODEL_NODES and _CONFIG_KEY before they were derived (main at 69042cd)
+    assert registry.model_nodes() == ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL", "DINOv2")
+    assert registry.backend_keys() == {"sam2": "SAM2", "depth": "DepthAnything2", "owlv2": "OWLv2",
+                                       "qwen": "Qwen2.5-VL", "dinov2": "DINOv2"}
+    assert {n: s.uses for n, s in registry.TOOLS.items() if s.uses} == {
+        "SAM2": "SAM2", "DepthAnything2": "DepthAnything2", "OWLv2": "OWLv2", "Qwen2.5-VL": "Qwen2.5-VL",
+        "SemanticAnalysis": "Qwen2.5-VL", "DINOv2": "DINOv2"}
