@@ -61,6 +61,7 @@ class RunConfig:
                    failures (the model's own output) are final.
     max_attempts:  records per sample at most: a failure that keeps recurring stays a failure.
     bootstrap:     BootstrapConfig.
+    report:        write report.html at the end of every full run (harness/report); a failure is one warning.
     """
 
     root: str = "runs"
@@ -77,6 +78,7 @@ class RunConfig:
     retry_failed: Any = field(default_factory=lambda: ["adapter", "exception", "sandbox", "data"])
     max_attempts: int = 3
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
+    report: bool = True
 
 
 @dataclass

@@ -14,7 +14,7 @@ from PIL import Image
 from adapters.precomputed import PrecomputedAdapter
 from loaders.llmseg40k import LLMSeg40KDataset
 from core.masks import decode, encode
-from harness.runner import _predict_one
+from harness.predict import predict_one
 from core.store import PredictionLog
 from core.types import AdapterError, Prediction, Sample, Target
 from tests.test_datasets_llmseg40k import MASKS, write_llmseg40k
@@ -88,7 +88,7 @@ def test_missing_frame_png_fails_the_expression_naming_the_expected_path(tmp_pat
 def test_missing_png_becomes_a_recorded_failure_in_the_runner(tmp_path):
     sample = reasonseg_sample(tmp_path)
     (tmp_path / "submission").mkdir()
-    pred = _predict_one(PrecomputedAdapter(tmp_path / "submission"), sample, fail_fast=False)
+    pred = predict_one(PrecomputedAdapter(tmp_path / "submission"), sample, fail_fast=False)
     assert pred.sample_id == "dog_2931" and pred.masks is None
     assert pred.error["kind"] == "adapter"
     assert str(tmp_path / "submission" / "dog_2931.png") in pred.error["message"]

@@ -145,11 +145,34 @@ def _fit_budget(n_prompt: int, max_new_tokens: int, n_ctx: int) -> int:
     return min(max_new_tokens, room)
 
 
+@contextmanager
+def _no_extra_buffer_types() -> Iterator[None]:
+    """Load models with llama.cpp's `use_extra_bufts=False`: on CPUs with AMX (Intel Sapphire Rapids
+    and later) ggml's AMX matmul, an extra buffer type, segfaults in the first decode of llama-cpp-python
+    0.3.36 (seen on this project's 2-core VMs; a Q4_1 SmolLM2 crashes in ggml_backend_amx_mul_mat).
+    Llama() has no argument for it, so its default model params are patched for the load only."""
+    import llama_cpp.llama as module
+
+    default = module.llama_cpp.llama_model_default_params
+
+    def params() -> Any:
+        p = default()
+        if hasattr(p, "use_extra_bufts"):  # older llama.cpp builds have no such field
+            p.use_extra_bufts = False
+        return p
+
+    module.llama_cpp.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        module.llama_cpp.llama_model_default_params = default
+
+
 class _LlamaCpp:
     def __init__(self, path: Path, n_ctx: int, n_threads: int | None, seed: int):
         from llama_cpp import Llama
 
-        with _quiet_stderr():  # llama.cpp's C code prints context notes even with verbose=False
+        with _quiet_stderr(), _no_extra_buffer_types():  # llama.cpp's C code prints context notes even with verbose=False
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
         self.n_ctx = n_ctx
 

@@ -62,7 +62,7 @@ class Protocol:
     def score_or_fail(self, sample: Sample, pred: Prediction) -> tuple[dict, Prediction]:
         """(record, prediction) for one sample; a prediction that cannot be scored (an RvtBenchError
         from `score`, e.g. the wrong number of frames) is replaced by a failure naming the reason and
-        scored as empty, as the runner does (design.md): the returned prediction is then that failure."""
+        scored as empty, as the runner does (docs/architecture.md "Failures"): the returned prediction is then that failure."""
         try:
             return self.score(sample, pred), pred
         except RvtBenchError as exc:

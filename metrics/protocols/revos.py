@@ -23,7 +23,7 @@ What the reference does, and this protocol with it by default (variant="visa", f
   folder, missing first or middle frame PNG, unreadable PNG, a frame of the wrong size) is a failed
   prediction here (the precomputed adapter raises, the runner records the failure) and scores 0 for
   all four (failed="zero"); failed="empty" scores it as an empty mask instead (metric keys then carry
-  "[failed-empty]"). A failed model answer is scored the same way (design.md).
+  "[failed-empty]"). A failed model answer is scored the same way (docs/architecture.md "Failures").
 - VISA rounds each expression's J, F, A, R to 2 decimals of a percent (`round(100 * x, 2)` on a
   numpy float64) before averaging; mode="reference" (default) does so, mode="textbook" averages
   the unrounded values (< 5e-5 apart). Values here are fractions: VISA's percentages / 100.

@@ -24,7 +24,7 @@ and summary):
   to string matching.
 Routing is by `sample.task` (the ground truth's task), never by dataset name. A prediction that
 declares another task, or has no output of the needed kind, scores as empty (no mask, no box,
-empty text), as a failed prediction does (design.md).
+empty text), as a failed prediction does (docs/architecture.md "Failures").
 Breakdowns: per task, by "level" and "category" (the samples' meta), each group scored as the
 whole is (for text, corpus metrics recomputed over the group, so CIDEr's IDF is the group's).
 aggregate() also gives "baseline_empty" (segmentation and grounding metrics of an empty prediction
