@@ -25,6 +25,7 @@ from omegaconf import MISSING, DictConfig
 
 from adapters.dtr1.grammar import Spans
 from adapters.dtr1.rollout import RolloutLimits
+from core.types import RETRYABLE
 from harness.bootstrap import DEFAULT_B, DEFAULT_SEED
 from leaderboards.config import LeaderboardConfig
 from metrics.judge import Judge
@@ -56,9 +57,9 @@ class RunConfig:
     score_workers: processes for scoring (videos at scale: 2+ pays off).
     verify_frames: decode every frame before predicting; a corrupt frame fails its sample (kind data).
     batch_size:    samples predicted together; None = the adapter's own (results do not depend on it).
-    retry_failed:  failure kinds a resume predicts again: failures outside the model's output (a
-                   server that was down, a missing package, a frame since repaired); parse
-                   failures (the model's own output) are final.
+    retry_failed:  failure kinds a resume predicts again (default core.types.RETRYABLE): failures
+                   outside the model's output (a server that was down, a missing package, a frame
+                   since repaired); parse failures (the model's own output) are final.
     max_attempts:  records per sample at most: a failure that keeps recurring stays a failure.
     bootstrap:     BootstrapConfig.
     report:        write report.html at the end of every full run (harness/report); a failure is one warning.
@@ -75,7 +76,7 @@ class RunConfig:
     verify_frames: bool = True
     batch_size: Optional[int] = None
     # Any, not List[str]: the runner also takes one kind as a string (run.retry_failed=adapter).
-    retry_failed: Any = field(default_factory=lambda: ["adapter", "exception", "sandbox", "data"])
+    retry_failed: Any = field(default_factory=lambda: list(RETRYABLE))
     max_attempts: int = 3
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     report: bool = True

@@ -34,6 +34,7 @@ def plain(node):
 def test_composed_run_leaderboard_and_judge_are_the_dataclass_defaults():
     cfg = composed("+dataset=demo", "+model=precomputed", "model.root=x")
     assert plain(cfg.run) == asdict(RunConfig())
+    assert cfg.run.retry_failed == ["adapter", "exception", "sandbox", "data"] and cfg.run.bootstrap.B == 1000
     assert plain(cfg.leaderboard) == asdict(LeaderboardConfig())
     assert plain(cfg.judge) == asdict(JudgeConfig()) == {"_target_": None, "max_failure_rate": 0.02}
 
