@@ -166,7 +166,9 @@ def _visa_round(x: float) -> float:
 
 
 def _revos(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
-    types = {"referring": (0,), "reasoning": (1,)}
+    from metrics.protocols.revos import SCORED_TYPES, TYPES  # ReVOS's type names, defined once
+
+    types = {TYPES[t]: (t,) for t in SCORED_TYPES}
     prefix, _, metric = key.rpartition("/")
     if prefix and prefix not in types:
         return f"no estimator for ReVOS metric {key!r}"
@@ -199,6 +201,11 @@ def _rvtbench(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
     if task == "segmentation" and metric in ("J", "F", "J&F"):
         return Estimator(key, [_stratum(own, lambda r: r[metric])])
     if task == "grounding":
+        if metric == "m_vIoU":
+            return Estimator(key, [_stratum(own, lambda r: r["viou"])])
+        if metric.startswith("vIoU@"):
+            at = float(metric[5:])
+            return Estimator(key, [_stratum(own, lambda r: float(r["viou"] > at))])
         if metric == "gIoU":
             return Estimator(key, [_stratum(own, lambda r: r["giou_term"])])
         if metric == "cIoU":
@@ -227,7 +234,8 @@ def estimator(protocol: Any, key: str, records: list[dict]) -> Estimator | Corpu
     part's estimator over that part's records. Unknown protocols: a plain mean over samples when
     every record has a numeric field named `key`."""
     parts = getattr(protocol, "parts", None)
-    if isinstance(parts, dict):
+    # a named protocol first: RVTBench is a composite of task parts, estimated by task
+    if isinstance(parts, dict) and getattr(protocol, "name", None) not in _BY_PROTOCOL:
         name, _, rest = key.partition("/")
         if name not in parts:
             return f"no protocol part {name!r}"

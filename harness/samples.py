@@ -1,14 +1,15 @@
-"""The samples a run evaluates: the dataset's loader (cfg.dataset without `name` and `protocol`),
+"""The samples a run evaluates: the dataset's loader (cfg.dataset's `loader` node, loaders.config.loader_kwargs),
 the first run.limit samples, repeated ids and the loader's own per-sample errors as data errors."""
 from __future__ import annotations
 
 import logging
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from core.records import Failure
 from core.types import DATA, RunStoreError, Sample
+from loaders.config import loader_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -18,8 +19,7 @@ def load_samples(cfg: DictConfig) -> tuple[list[Sample], list[Failure]]:
     the samples its loader could not build (unreadable image, malformed annotation) or whose id
     repeats an earlier one's (the first is kept). Raises ValueError on run.limit < 1 and
     RunStoreError when no sample is left."""
-    kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
-    dataset = instantiate(kwargs, _convert_="all")
+    dataset = instantiate(loader_kwargs(cfg.dataset), _convert_="all")
     samples = list(dataset)
     errors = [Failure.from_json(dict(e, kind=e.get("kind", DATA))) for e in getattr(dataset, "errors", []) or []]
     seen: dict[str, Sample] = {}

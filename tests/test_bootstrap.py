@@ -90,3 +90,12 @@ def test_a_uniformly_better_run_is_significant_with_all_wins():
     assert result.delta == pytest.approx(0.2)
     assert result.p_value == pytest.approx(1 / 1000)  # no permutation reaches |delta|
     assert (result.wins, result.losses) == (60, 0) and result.low > 0.19
+
+
+def test_grounding_m_viou_estimator_is_the_mean_of_per_sample_viou():
+    records = [{"sample_id": f"g{i}", "task": "grounding", "viou": v, "giou_term": 0.5, "I": 1.0, "U": 2.0}
+               for i, v in enumerate([0.0, 0.25, 0.5, 1.0])]
+    protocol = RVTBenchProtocol()
+    metrics = protocol.parts["grounding"].aggregate(records)["metrics"]
+    assert bootstrap.estimator(protocol, "grounding/m_vIoU", records).value() == pytest.approx(metrics["m_vIoU"])
+    assert bootstrap.estimator(protocol, "grounding/vIoU@0.3", records).value() == pytest.approx(metrics["vIoU@0.3"])

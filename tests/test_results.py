@@ -28,7 +28,7 @@ def test_metrics_json_has_a_versioned_header(runs):
 def test_every_numeric_fraction_headline_has_an_interval_around_its_value(runs):
     _, a, _ = runs
     body = json.loads((a.run_dir / "metrics.json").read_text())
-    for key in ("image/gIoU", "image/cIoU", "video/J&F", "rvt/grounding/gIoU"):
+    for key in ("image/gIoU", "image/cIoU", "video/J&F", "rvt/grounding/m_vIoU"):
         ci = body["ci"][key]
         assert ci["low"] <= body["metrics"][key] <= ci["high"] and ci["B"] == 1000
     assert body["ci"]["video/J&F"]["n"] == 10  # the 12 ReVOS expressions less the 2 no-target ones

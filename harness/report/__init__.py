@@ -81,10 +81,10 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
         raise RunStoreError(f"{run_dir}: no metrics.json (score the run first)")
     m = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
     if samples is None:
+        from loaders.config import loader_kwargs
+
         cfg = OmegaConf.load(run_dir / "config.yaml")
-        kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
-        if dataset_root:
-            kwargs["root"] = dataset_root
+        kwargs = loader_kwargs(cfg.dataset, root=dataset_root)
         samples = list(instantiate(kwargs, _convert_="all"))
     if preds is None:
         preds = read_predictions(prediction_files(run_dir))
