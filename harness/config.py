@@ -10,8 +10,9 @@ code cannot have a default for (a `_target_`, `model: ???`). Hydra composes the 
 on the command line or in a YAML file) or a value of the wrong type fails at compose time with
 Hydra's error naming the key and the schema ("Key 'fial_fast' not in 'RunConfig'").
 
-The schemas are registered when this module is imported: run_bench.py, train_dtr1.py and
-tests/conftest.py import it; code that composes conf/ with hydra.compose must import it first.
+The schemas are registered when this module is imported (with loaders.config's `dataset` schema):
+run_bench.py, train_dtr1.py and tests/conftest.py import it; code that composes conf/ with
+hydra.compose must import it first.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from adapters.dtr1.rollout import RolloutLimits
 from core.types import RETRYABLE
 from harness.bootstrap import DEFAULT_B, DEFAULT_SEED
 from leaderboards.config import LeaderboardConfig
+import loaders.config  # noqa: F401  registers the `dataset` schema (schema/dataset): one import registers every schema
 from metrics.judge import Judge
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
