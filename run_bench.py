@@ -20,6 +20,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+import harness.config  # noqa: F401  registers the structured configs conf/ extends (run, leaderboard, judge, model)
 from harness.cli import exit_on_known_errors, stop
 from harness.runner import format_summary, run
 

@@ -42,6 +42,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cli import exit_on_known_errors
+from harness.config import limits_from  # also registers the config schemas (conf/train/dtr1_grpo.yaml uses one)
 from core.types import AdapterError, DatasetFormatError, Sample, first_line
 
 REPO_ROOT = Path(__file__).resolve().parent
@@ -120,9 +121,8 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from adapters.dtr1 import protocol as P
+    from adapters.dtr1 import tags as T
     from adapters.dtr1.rewards import TERMS, term_weights, trl_reward_funcs
-    from adapters.dtr1.rollout import RolloutLimits
     from adapters.dtr1.training import DTR1RolloutFunc, sample_key
 
     grpo = OmegaConf.to_container(cfg.grpo, resolve=True)
@@ -138,7 +138,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
         raise AdapterError(f"cannot load base_model={cfg.base_model!r} (a hub id needs the network once, or a local "
                            f"directory; a CPU smoke run: see README, 'Training DT-R1'): {first_line(exc)}") from exc
     if cfg.add_tag_tokens:
-        tags = [t(tag) for tag in (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER) for t in (P.open_tag, P.close_tag)]
+        tags = [t(tag) for tag in (T.THINK, T.PLAN, T.REP, T.EXECUTE, T.RESULTS, T.TASK, T.ANSWER) for t in (T.open_tag, T.close_tag)]
         tokenizer.add_tokens(tags)  # ordinary tokens: decode(skip_special_tokens=True) keeps them
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -156,7 +156,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
         judge = make_judge(OmegaConf.to_container(cfg.reward.judge, resolve=True))
     r = cfg.rollout
     rollout_func = DTR1RolloutFunc(
-        by_key, instantiate(cfg.perception), RolloutLimits(int(r.max_rounds), int(r.max_new_tokens), int(r.max_total_tokens), int(r.twin_max_chars)),
+        by_key, instantiate(cfg.perception), limits_from(r),
         sandbox=OmegaConf.to_container(r.sandbox, resolve=True), policy=policy, batch_size=int(r.batch_size),
     )
     args = GRPOConfig(output_dir=str(cfg.output_dir), reward_weights=[weights[t] for t in TERMS], **grpo)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from adapters.dtr1 import protocol as P
+from adapters.dtr1 import tags as T
 from core.types import DATA, PARSE, SANDBOX, Prediction, Sample
 
 STAGES = ("plan_emitted", "dag_valid", "twin_built", "code_rounds_ran", "answer_parsed", "task_correct", "result_correct")
@@ -57,9 +57,9 @@ def rollout_text(pred: Prediction) -> str | None:
     text = trace.get("rollout") if isinstance(trace, dict) else trace
     if not isinstance(text, str):
         return None
-    tagged = any(P.has_open(text, tag) for tag in (P.THINK, P.PLAN, P.TASK, P.ANSWER))
-    # A rollout that never wrote a tag fails with a ProtocolError naming the plan it lacked.
-    planless = pred.failure_kind == PARSE and P.PLAN in (pred.error or {}).get("message", "")
+    tagged = any(T.has_open(text, tag) for tag in (T.THINK, T.PLAN, T.TASK, T.ANSWER))
+    # A rollout that never wrote a tag fails with a TagError naming the plan it lacked.
+    planless = pred.failure_kind == PARSE and T.PLAN in (pred.error or {}).get("message", "")
     return text if tagged or planless else None
 
 
@@ -82,11 +82,11 @@ def sample_stages(sample: Sample, pred: Prediction, record: dict) -> dict[str, b
     text = rollout_text(pred)
     out: dict[str, bool | None] = {}
     if text is not None:
-        out["plan_emitted"] = P.has_close(text, P.PLAN)
+        out["plan_emitted"] = T.has_close(text, T.PLAN)
         out["dag_valid"] = out["plan_emitted"] and not (pred.failure_kind == PARSE and "invalid DAG" in error.get("message", ""))
-        out["twin_built"] = out["dag_valid"] and P.has_open(text, P.REP)
+        out["twin_built"] = out["dag_valid"] and T.has_open(text, T.REP)
         after_twin = text[text.lower().rfind("</dt_rep>"):] if out["twin_built"] else ""
-        out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and P.has_close(after_twin, P.ANSWER)
+        out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and T.has_close(after_twin, T.ANSWER)
     else:
         out.update({s: None for s in ROLLOUT_STAGES})
     reached = all(v is not False for v in out.values())

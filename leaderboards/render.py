@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from core.units import unit
+from leaderboards.config import LeaderboardConfig
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 # Numeric columns of a row that are not metrics.
@@ -63,7 +64,7 @@ def _metric_columns(board: pd.DataFrame) -> list[str]:
             and pd.api.types.is_numeric_dtype(board[c])]
 
 
-def render(dataset: str, board_dir: str | Path = "leaderboards", paper: bool = True, digits: int = 1) -> str:
+def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: bool = True, digits: int = 1) -> str:
     """Markdown leaderboard of `dataset` (see module docstring). Empty runs table when no CSV yet."""
     path = Path(board_dir) / f"{dataset}.csv"
     board = pd.read_csv(path, dtype={"fingerprint": str}) if path.exists() and path.stat().st_size else pd.DataFrame()
@@ -114,7 +115,7 @@ def render(dataset: str, board_dir: str | Path = "leaderboards", paper: bool = T
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset")
-    ap.add_argument("--dir", default="leaderboards", help="folder of the <dataset>.csv files")
+    ap.add_argument("--dir", default=LeaderboardConfig.dir, help="folder of the <dataset>.csv files")
     ap.add_argument("--no-paper", action="store_true", help="leave out published rows")
     ap.add_argument("--digits", type=int, default=1, help="decimals of the percentages of runs")
     args = ap.parse_args(argv)

@@ -1,6 +1,8 @@
 """Fixtures shared across test modules."""
 import pytest
 
+import harness.config  # noqa: F401  registers the structured configs before any test composes conf/
+
 from tests.tiny_models import build_checkpoint
 
 

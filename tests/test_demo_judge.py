@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from adapters.base import Adapter
 from loaders.demo import DemoDataset
+from harness.config import group_node
 from harness.runner import format_summary, run
 from core.types import Prediction, Sample
 from metrics.judge import Judge
@@ -119,7 +120,7 @@ def _cfg(tmp_path, judge: dict | None):
 
 
 def test_without_judge_metrics_json_and_summary_say_not_configured(tmp_path):
-    cfg = _cfg(tmp_path, judge=OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "judge" / "none.yaml")))
+    cfg = _cfg(tmp_path, judge=OmegaConf.to_container(group_node("judge", "none")))
     result = run(cfg)
     body = json.loads((result.run_dir / "metrics.json").read_text())
     assert body["judge"] == {"status": "judge: not configured"}
@@ -132,7 +133,7 @@ def test_without_judge_metrics_json_and_summary_say_not_configured(tmp_path):
 
 
 def _openai_judge(server, max_failure_rate: float) -> dict:
-    cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "judge" / "openai.yaml"))
+    cfg = OmegaConf.to_container(group_node("judge", "openai"))
     cfg.update(model="judge-test", base_url=server.base_url, api_key="EMPTY", max_retries=0,
                max_failure_rate=max_failure_rate)
     return cfg

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from adapters.dtr1.adapter import DTR1Adapter
 from adapters.policy.scripted import ScriptedPolicy
@@ -109,11 +109,9 @@ def test_prompt_names_query_modality_and_frame_count():
 
 
 def test_hydra_config_instantiates_the_adapter_without_loading_a_model():
-    cfg = OmegaConf.create({
-        "model": OmegaConf.load(CONF / "model" / "dtr1.yaml"),
-        "policy": OmegaConf.load(CONF / "policy" / "smollm2.yaml"),
-        "perception": OmegaConf.load(CONF / "perception" / "oracle.yaml"),
-    })
+    # composed as run_bench.py does: conf/model/dtr1.yaml extends the schema of harness/config.py
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=["+dataset=demo", "+model=dtr1", "policy=smollm2", "perception=oracle"])
     model = instantiate(cfg.model)
     assert isinstance(model, DTR1Adapter) and model.name == "dtr1"
     fp = model.fingerprint()

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from adapters.dtr1.answer import parse_answer, parse_task
-from adapters.dtr1.protocol import ProtocolError
+from adapters.dtr1.tags import TagError
 from core import masks as mask_io
 
 
@@ -62,7 +62,7 @@ def test_segmentation_empty_list_means_no_object():
     ],
 )
 def test_segmentation_bad_answers_are_parse_errors(text, reason):
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         parse_answer("segmentation", text, TinyTwin())
     assert info.value.reason == reason
 
@@ -84,7 +84,7 @@ def test_grounding_boxes_are_converted_to_pixels():
     ],
 )
 def test_grounding_bad_boxes_are_parse_errors(text):
-    with pytest.raises(ProtocolError):
+    with pytest.raises(TagError):
         parse_answer("grounding", text, TinyTwin())
 
 
@@ -93,7 +93,7 @@ def test_vqa_answer_is_stripped_text():
 
 
 def test_empty_text_answer_is_a_parse_error():
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         parse_answer("summarization", "  ", TinyTwin())
     assert info.value.reason == "empty_answer"
 
@@ -101,6 +101,6 @@ def test_empty_text_answer_is_a_parse_error():
 def test_parse_task_is_case_insensitive_and_strict():
     assert parse_task(" Segmentation\n") == "segmentation"
     assert parse_task(None) is None
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         parse_task("detection")
     assert info.value.reason == "unknown_task"

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapters.dtr1.protocol import ProtocolError
+from adapters.dtr1.tags import TagError
 from adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout
 from adapters.policy.scripted import ScriptedPolicy
 from core.types import ParseError
@@ -84,7 +84,7 @@ def test_code_error_goes_back_in_results_and_rollout_continues():
 
 
 def test_skipped_plan_is_a_parse_failure():
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         run_rollout(ScriptedPolicy([ANSWER]), MESSAGES, make_env([]), RolloutLimits())
     assert info.value.reason == "missing_tag"
     assert info.value.trace == ANSWER
@@ -100,7 +100,7 @@ def test_invalid_plan_propagates_the_dag_error_without_building_a_twin():
 
 
 def test_turn_ended_without_closing_tag_is_a_parse_failure():
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         run_rollout(ScriptedPolicy([PLAN, "<think>hmm</think> <answer>1"]), MESSAGES, make_env([]), RolloutLimits())
     assert info.value.reason == "missing_tag"
     assert info.value.trace.endswith("<answer>1")
@@ -108,7 +108,7 @@ def test_turn_ended_without_closing_tag_is_a_parse_failure():
 
 def test_generation_over_the_token_budget_is_a_parse_failure():
     long_plan = "<think>" + "word " * 50 + "</think>" + PLAN
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         run_rollout(ScriptedPolicy([long_plan]), MESSAGES, make_env([]), RolloutLimits(max_new_tokens=20))
     assert info.value.reason == "token_budget"
 
@@ -116,20 +116,20 @@ def test_generation_over_the_token_budget_is_a_parse_failure():
 def test_total_token_budget_is_shared_by_all_generations():
     # the scripted policy counts whitespace-separated words as tokens
     spent = len(PLAN.split()) + len(EXEC.split())
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         run_rollout(ScriptedPolicy([PLAN, EXEC, ANSWER]), MESSAGES, make_env([]), RolloutLimits(max_total_tokens=spent))
     assert info.value.reason == "token_budget"
 
 
 def test_more_rounds_than_max_rounds_is_a_parse_failure():
     log = []
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         run_rollout(ScriptedPolicy([PLAN, EXEC, EXEC, EXEC, ANSWER]), MESSAGES, make_env(log), RolloutLimits(max_rounds=2))
     assert info.value.reason == "max_rounds"
     assert sum(1 for step in log if step[0] == "execute") == 2
 
 
 def test_execute_stop_without_opening_tag_is_a_parse_failure():
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TagError) as info:
         run_rollout(ScriptedPolicy([PLAN, "print(1)</execute>"]), MESSAGES, make_env([]), RolloutLimits())
     assert info.value.reason == "missing_tag"

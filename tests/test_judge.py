@@ -9,12 +9,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from core.types import JudgeError
+from harness.config import group_node
 from tests.loopback import JSONHandler, Loopback
 from metrics.judge import (
     NOT_CONFIGURED,
@@ -30,7 +29,6 @@ from metrics.judge import (
     parse_verdict,
 )
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "judge"
 GOOD = '{"score": 1, "reason": "same colour as the reference"}'
 
 
@@ -278,13 +276,13 @@ def test_summary_of_nothing_is_not_publishable():
 
 
 def test_none_config_gives_no_judge_and_says_so():
-    judge = make_judge(OmegaConf.load(CONF / "none.yaml"))
+    judge = make_judge(group_node("judge", "none"))
     assert judge is None
     assert judge_banner(judge) == NOT_CONFIGURED == "judge: not configured"
 
 
 def test_openai_config_builds_a_judge(server, tmp_path):
-    cfg = OmegaConf.load(CONF / "openai.yaml")
+    cfg = group_node("judge", "openai")
     cfg.model, cfg.base_url, cfg.api_key, cfg.cache_dir = "judge-test", server.base_url, "EMPTY", str(tmp_path)
     judge = make_judge(cfg)
     assert isinstance(judge, Judge) and judge.score_many([_item()])[0].score == 1.0
@@ -293,7 +291,7 @@ def test_openai_config_builds_a_judge(server, tmp_path):
 
 def test_openai_config_without_model_is_a_judge_error():
     with pytest.raises(JudgeError, match="judge.model"):
-        make_judge(OmegaConf.load(CONF / "openai.yaml"))
+        make_judge(group_node("judge", "openai"))
 
 
 def test_missing_api_key_is_a_judge_error(monkeypatch):

@@ -1,4 +1,4 @@
-"""DT-R1 behind the Adapter protocol: rollout (adapters.dtr1.rollout) + answer parsing.
+"""DT-R1 behind the Adapter interface: rollout (adapters.dtr1.rollout) + answer parsing.
 
 The adapter knows the benchmark only through `sample.task` and `sample.modality` (in the prompt).
 Instantiated by Hydra from conf/model/dtr1.yaml, with `policy` and `perception` already built
@@ -29,7 +29,7 @@ class DTR1Adapter(Adapter):
     twin_max_chars: character budget of the twin JSON the policy reads.
     sandbox:     adapters.sandbox.runner.SandboxSettings keys (timeout_s, memory_mb,
                  max_output_chars, max_processes, disk_mb, isolation, pool_size, start_timeout_s).
-    grammar:     free-text bounds of the protocol grammar (adapters.dtr1.grammar.Spans keys:
+    grammar:     free-text bounds of the tag grammar (adapters.dtr1.grammar.Spans keys:
                  think_chars, code_chars, text_chars, max_boxes), used when policy.decoding="grammar".
     """
 
@@ -38,10 +38,10 @@ class DTR1Adapter(Adapter):
         policy: Policy,
         perception: Any,
         name: str = "dtr1",
-        max_rounds: int = 10,
-        max_new_tokens: int = 1024,
-        max_total_tokens: int = 4096,
-        twin_max_chars: int = 6000,
+        max_rounds: int = RolloutLimits.max_rounds,
+        max_new_tokens: int = RolloutLimits.max_new_tokens,
+        max_total_tokens: int = RolloutLimits.max_total_tokens,
+        twin_max_chars: int = RolloutLimits.twin_max_chars,
         sandbox: Mapping[str, Any] | None = None,
         grammar: Mapping[str, Any] | None = None,
     ):

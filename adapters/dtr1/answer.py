@@ -7,7 +7,7 @@ Answer formats (docs/architecture.md "The DT-R1 rollout"):
   xyxy in [0, 1] (x by width, y by height), frame index 0-based as in the twin's frames; frames not
   listed have no box. Returned per frame in pixels (continuous coordinates, x * W, y * H).
 - vqa, summarization: the answer text (whitespace-stripped, non-empty).
-JSON may be wrapped in one Markdown code fence. Anything else is a ProtocolError.
+JSON may be wrapped in one Markdown code fence. Anything else is a TagError.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from adapters.dtr1.protocol import ProtocolError
+from adapters.dtr1.tags import TagError
 from core.types import RLE, TASKS
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
@@ -46,25 +46,25 @@ class Answer:
 
 def parse_task(text: str | None) -> str | None:
     """The declared task name (case and whitespace insensitive), None when undeclared.
-    Raises ProtocolError("unknown_task") for a name outside core.types.TASKS."""
+    Raises TagError("unknown_task") for a name outside core.types.TASKS."""
     if text is None:
         return None
     task = text.strip().lower()
     if task not in TASKS:
-        raise ProtocolError("unknown_task", f"<task> must be one of {list(TASKS)}, got {text.strip()[:60]!r}")
+        raise TagError("unknown_task", f"<task> must be one of {list(TASKS)}, got {text.strip()[:60]!r}")
     return task
 
 
 def parse_answer(task: str, text: str, twin: TwinView) -> Answer:
     """Parse the contents of ``<answer>`` for `task` against `twin` (see module docstring).
-    Raises ProtocolError with reason "json", "schema", "unknown_instance" or "empty_answer"."""
+    Raises TagError with reason "json", "schema", "unknown_instance" or "empty_answer"."""
     if task == "segmentation":
         return Answer(task, masks=_segmentation(text, twin))
     if task == "grounding":
         return Answer(task, boxes=_grounding(text, twin))
     answer = text.strip()
     if not answer:
-        raise ProtocolError("empty_answer", f"{task} answer is empty")
+        raise TagError("empty_answer", f"{task} answer is empty")
     return Answer(task, text=answer)
 
 
@@ -76,9 +76,9 @@ def _json_object(text: str, key: str, example: str) -> Any:
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as exc:
-        raise ProtocolError("json", f"answer is not JSON ({exc.msg} at char {exc.pos}); expected {example}, got {body[:120]!r}") from exc
+        raise TagError("json", f"answer is not JSON ({exc.msg} at char {exc.pos}); expected {example}, got {body[:120]!r}") from exc
     if not isinstance(obj, dict) or set(obj) != {key}:
-        raise ProtocolError("schema", f"expected {example}, got {body[:120]!r}")
+        raise TagError("schema", f"expected {example}, got {body[:120]!r}")
     return obj[key]
 
 
@@ -86,11 +86,11 @@ def _segmentation(text: str, twin: TwinView) -> list[RLE | None]:
     ids = _json_object(text, "instances", '{"instances": [ids]}')
     # bool is an int subclass in Python; true/false are not instance ids.
     if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise ProtocolError("schema", f'"instances" must be a list of integer ids, got {ids!r}')
+        raise TagError("schema", f'"instances" must be a list of integer ids, got {ids!r}')
     known = set(twin.instance_ids())
     unknown = [i for i in ids if i not in known]
     if unknown:
-        raise ProtocolError("unknown_instance", f"ids {unknown} are not in the twin (ids: {sorted(known)})")
+        raise TagError("unknown_instance", f"ids {unknown} are not in the twin (ids: {sorted(known)})")
     if not ids:
         return [None] * twin.num_frames
     return twin.masks_for(list(dict.fromkeys(ids)))
@@ -99,22 +99,22 @@ def _segmentation(text: str, twin: TwinView) -> list[RLE | None]:
 def _grounding(text: str, twin: TwinView) -> list[list[list[float]]]:
     per_frame = _json_object(text, "boxes", '{"boxes": {"<frame index>": [[x1, y1, x2, y2], ...]}}')
     if not isinstance(per_frame, dict):
-        raise ProtocolError("schema", f'"boxes" must map frame indices to box lists, got {per_frame!r}'[:200])
+        raise TagError("schema", f'"boxes" must map frame indices to box lists, got {per_frame!r}'[:200])
     height, width = (float(v) for v in twin.size)
     out: list[list[list[float]]] = [[] for _ in range(twin.num_frames)]
     for key, boxes in per_frame.items():
         if not str(key).isdigit() or int(key) >= twin.num_frames:
-            raise ProtocolError("schema", f"frame index {key!r} is not in 0..{twin.num_frames - 1}")
+            raise TagError("schema", f"frame index {key!r} is not in 0..{twin.num_frames - 1}")
         if not isinstance(boxes, list):
-            raise ProtocolError("schema", f"boxes of frame {key} must be a list of [x1, y1, x2, y2]")
+            raise TagError("schema", f"boxes of frame {key} must be a list of [x1, y1, x2, y2]")
         for box in boxes:
             if (
                 not isinstance(box, list) or len(box) != 4
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box)
             ):
-                raise ProtocolError("schema", f"box {box!r} of frame {key} is not [x1, y1, x2, y2]")
+                raise TagError("schema", f"box {box!r} of frame {key} is not [x1, y1, x2, y2]")
             x1, y1, x2, y2 = (float(v) for v in box)
             if not (0.0 <= x1 <= x2 <= 1.0 and 0.0 <= y1 <= y2 <= 1.0):
-                raise ProtocolError("schema", f"box {box!r} of frame {key} is not normalized xyxy in [0, 1]")
+                raise TagError("schema", f"box {box!r} of frame {key} is not normalized xyxy in [0, 1]")
             out[int(key)].append([x1 * width, y1 * height, x2 * width, y2 * height])
     return out

@@ -1,4 +1,4 @@
-"""Protocol-grammar decoding for DT-R1 (`policy.decoding=grammar`): GBNF grammars, one per segment.
+"""Tag-grammar decoding for DT-R1 (`policy.decoding=grammar`): GBNF grammars, one per segment.
 
 A rollout is generated in segments that end at a closing tag (adapters.dtr1.rollout), and what
 may follow depends on what the harness learnt in between (the twin's instance ids exist only
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from adapters.dtr1 import protocol as P
+from adapters.dtr1 import tags as T
 from adapters.twin.registry import TOOLS, ToolSpec
 from core.types import TASKS
 
@@ -107,9 +107,9 @@ def dag_rules(tools: dict[str, ToolSpec] | None = None) -> list[str]:
 def plan_grammar(spans: Spans = Spans(), think_open: bool = False) -> str:
     """GBNF of the first segment: think, then the plan, ending with ``</dt_plan>``.
     think_open: the turn already opened ``<think>`` (a template's prefill), so it is not written."""
-    think = ("" if think_open else f"{_lit(P.open_tag(P.THINK))} ") + f"{_free(spans.think_chars)} {_lit(P.close_tag(P.THINK))}"
+    think = ("" if think_open else f"{_lit(T.open_tag(T.THINK))} ") + f"{_free(spans.think_chars)} {_lit(T.close_tag(T.THINK))}"
     return "\n".join([
-        f"root ::= {think} ws {_lit(P.open_tag(P.PLAN))} dag {_lit(P.close_tag(P.PLAN))}",
+        f"root ::= {think} ws {_lit(T.open_tag(T.PLAN))} dag {_lit(T.close_tag(T.PLAN))}",
         f"ws ::= {_ws()}",
         *dag_rules(),
     ])
@@ -120,13 +120,13 @@ def step_grammar(instance_ids: Sequence[int], num_frames: int, spans: Spans = Sp
     """GBNF of a segment after the twin or a code round: an optional think, then a code block
     (when `allow_execute`) or the task and its answer. instance_ids: the twin's ids; num_frames:
     the twin's frame count (grounding frame keys 0..num_frames-1)."""
-    think = f"({_lit(P.open_tag(P.THINK))} {_free(spans.think_chars)} {_lit(P.close_tag(P.THINK))} ws)?"
+    think = f"({_lit(T.open_tag(T.THINK))} {_free(spans.think_chars)} {_lit(T.close_tag(T.THINK))} ws)?"
     ends = []
     if allow_execute:
-        ends.append(f"{_lit(P.open_tag(P.EXECUTE))} {_free(spans.code_chars)} {_lit(P.close_tag(P.EXECUTE))}")
+        ends.append(f"{_lit(T.open_tag(T.EXECUTE))} {_free(spans.code_chars)} {_lit(T.close_tag(T.EXECUTE))}")
     ends.append("final")
-    finals = [f"{_lit(P.open_tag(P.TASK) + t + P.close_tag(P.TASK))} ws {_lit(P.open_tag(P.ANSWER))} ans-{t} "
-              f"{_lit(P.close_tag(P.ANSWER))}" for t in tasks]
+    finals = [f"{_lit(T.open_tag(T.TASK) + t + T.close_tag(T.TASK))} ws {_lit(T.open_tag(T.ANSWER))} ans-{t} "
+              f"{_lit(T.close_tag(T.ANSWER))}" for t in tasks]
     ids = [str(int(i)) for i in instance_ids]
     lines = [
         f"root ::= ws {think} ({_alts(ends)})",

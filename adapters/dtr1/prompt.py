@@ -1,6 +1,6 @@
 """The DT-R1 system prompt and per-sample user message.
 
-The system prompt states the rollout protocol (adapters.dtr1.protocol), the tools a plan may
+The system prompt states the rollout tag format (adapters.dtr1.tags), the tools a plan may
 use (adapters.twin.registry.describe_tools) and one short worked rollout, condensed from the DT-R1
 paper's example (arXiv 2511.12365: the puppy lifting a paw on a checkered blanket before it
 barks). The user message carries only what the sample declares: query, modality, frame count, task.
@@ -13,7 +13,7 @@ from core.types import Sample
 
 PROMPT_VERSION = 1
 
-_PROTOCOL = """You answer questions about an image or a video by planning vision tools, reading a digital twin of the scene and running Python on it.
+_TAG_FORMAT = """You answer questions about an image or a video by planning vision tools, reading a digital twin of the scene and running Python on it.
 Write exactly this, in one reply:
 1. <think>your reasoning about the query</think>
 2. <dt_plan>a JSON DAG {"Tool": ["dependency", ...], ...} of the tools you need</dt_plan>
@@ -48,8 +48,8 @@ Query: segment the part of the puppy that it lifts into the air while standing o
 
 
 def system_prompt(tools: str, max_rounds: int) -> str:
-    """The system message: protocol, tool list `tools` (one line per tool) and the worked example."""
-    return _PROTOCOL.replace("{tools}", tools).replace("{max_rounds}", str(max_rounds)) + "\n\n" + _EXAMPLE
+    """The system message: tag format, tool list `tools` (one line per tool) and the worked example."""
+    return _TAG_FORMAT.replace("{tools}", tools).replace("{max_rounds}", str(max_rounds)) + "\n\n" + _EXAMPLE
 
 
 def user_message(sample: Sample) -> str:

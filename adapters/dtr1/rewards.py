@@ -23,13 +23,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from adapters.dtr1 import protocol as P
+from adapters.dtr1 import tags as T
 from core.types import AdapterError, ParseError, Sample
 
 TERMS = ("token", "dag", "exec", "task", "result")
 # The tags every rollout writes once, in this order (docs/architecture.md "The DT-R1 rollout").
-_ONCE = (P.PLAN, P.REP, P.TASK, P.ANSWER)
-_ALL = (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER)
+_ONCE = (T.PLAN, T.REP, T.TASK, T.ANSWER)
+_ALL = (T.THINK, T.PLAN, T.REP, T.EXECUTE, T.RESULTS, T.TASK, T.ANSWER)
 
 
 @dataclass
@@ -57,21 +57,21 @@ def r_token(trace: str) -> float:
     after the first <think>, each <execute> is followed by its <results>, and nothing but
     whitespace follows </answer>; else -1.0."""
     try:
-        blocks = {tag: P.find_blocks(trace, tag) for tag in _ALL}
+        blocks = {tag: T.find_blocks(trace, tag) for tag in _ALL}
     except ParseError:
         return -1.0
-    if not blocks[P.THINK] or any(len(blocks[tag]) != 1 for tag in _ONCE):
+    if not blocks[T.THINK] or any(len(blocks[tag]) != 1 for tag in _ONCE):
         return -1.0
-    if len(blocks[P.EXECUTE]) != len(blocks[P.RESULTS]):
+    if len(blocks[T.EXECUTE]) != len(blocks[T.RESULTS]):
         return -1.0
-    starts = [_first_open(trace, tag) for tag in (P.THINK, *_ONCE)]
+    starts = [_first_open(trace, tag) for tag in (T.THINK, *_ONCE)]
     if starts != sorted(starts):
         return -1.0
-    executes = [m.start() for m in P._open_re(P.EXECUTE).finditer(trace)]
-    results = [m.start() for m in P._open_re(P.RESULTS).finditer(trace)]
+    executes = [m.start() for m in T._open_re(T.EXECUTE).finditer(trace)]
+    results = [m.start() for m in T._open_re(T.RESULTS).finditer(trace)]
     if any(not e < r for e, r in zip(executes, results)) or any(r > nxt for r, nxt in zip(results, executes[1:])):
         return -1.0
-    tail = trace[P._close_re(P.ANSWER).search(trace).end():]
+    tail = trace[T._close_re(T.ANSWER).search(trace).end():]
     return 1.0 if not tail.strip() else -1.0
 
 
@@ -80,7 +80,7 @@ def r_dag(trace: str) -> float:
     from adapters.twin.dag import parse_dag, validate_dag
 
     try:
-        validate_dag(parse_dag(P.extract_one(trace, P.PLAN)))
+        validate_dag(parse_dag(T.extract_one(trace, T.PLAN)))
     except ParseError:
         return -0.5
     return 0.5
@@ -230,4 +230,4 @@ def _term(term: str, ep: Episode, judge: Any) -> float:
 
 
 def _first_open(text: str, tag: str) -> int:
-    return P._open_re(tag).search(text).start()
+    return T._open_re(tag).search(text).start()

@@ -7,7 +7,7 @@ acts and appends its insertion, and the policy continues from the whole turn so 
   answer:  ... <task>..</task> <answer>..</answer>                  -> done
 An error in the model's code is not a failure: its last line goes back in <results> and the rollout
 continues (as in the paper). A missing or invalid plan, a missing closing tag within the token
-budget, or more than `max_rounds` code blocks is a ProtocolError / DAGError (kind "parse"); the
+budget, or more than `max_rounds` code blocks is a TagError / DAGError (kind "parse"); the
 partial trace, events, timings and segments are attached to the exception as `.trace`, `.events`,
 `.timings`, `.segments`. `run_rollouts` steps the rollouts of several samples together so a policy
 that batches (hf, openai) gets one request per unfinished sample at each step.
@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Protocol
 
 from adapters.dtr1 import grammar as G
-from adapters.dtr1 import protocol as P
+from adapters.dtr1 import tags as T
 from adapters.dtr1.tokens import turn_ids
 from adapters.policy.base import Generation, Policy, Request
+from adapters.twin.schema import DEFAULT_MAX_CHARS
 from core.types import AdapterError
 
 
@@ -54,12 +55,15 @@ class RolloutLimits:
     """max_rounds: most <execute> blocks (the paper's m <= 10). max_new_tokens: tokens per
     generation call. max_total_tokens: tokens the policy may generate in the whole rollout.
     twin_max_chars: character budget of the twin JSON inside <dt_rep>. spans: free-text bounds of
-    the protocol grammar (used when the policy's decoding is "grammar")."""
+    the tag grammar (used when the policy's decoding is "grammar").
+
+    These defaults are the only ones: DTR1Adapter's arguments and the `model` (conf/model/dtr1.yaml)
+    and `rollout` (conf/train/dtr1_grpo.yaml) config schemas of harness/config.py read them from here."""
 
     max_rounds: int = 10
     max_new_tokens: int = 1024
     max_total_tokens: int = 4096
-    twin_max_chars: int = 8000
+    twin_max_chars: int = DEFAULT_MAX_CHARS
     spans: G.Spans = field(default_factory=G.Spans)
 
 
@@ -115,7 +119,7 @@ _Steps = Generator[Request, Generation, Rollout]
 def run_rollout(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits) -> Rollout:
     """Run one rollout of `policy` on the chat `messages` ([system, user]) against `env`.
 
-    Raises ProtocolError / DAGError (core.types.ParseError, kind "parse") on protocol violations,
+    Raises TagError / DAGError (core.types.ParseError, kind "parse") on tag-format violations,
     and whatever env raises (AdapterError from perception, SandboxError when the sandbox cannot
     start); each with the partial rollout attached as `.trace`, `.events`, `.timings`, `.segments`.
     """
@@ -200,14 +204,14 @@ def _one(policy: Policy, request: Request) -> Generation | AdapterError:
 
 
 def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State) -> _Steps:
-    # Protocol-grammar decoding: each segment is constrained by what is known when it starts.
+    # Tag-grammar decoding: each segment is constrained by what is known when it starts.
     constrained = policy.decoding == "grammar"
-    think_open = P.has_open(st.trace, P.THINK) and not P.has_close(st.trace, P.THINK)
+    think_open = T.has_open(st.trace, T.THINK) and not T.has_close(st.trace, T.THINK)
     grammar = G.plan_grammar(limits.spans, think_open) if constrained else None
-    segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_PLAN, P.STOP_EXECUTE, P.STOP_ANSWER], grammar)
-    if stop != P.STOP_PLAN:
-        raise P.ProtocolError("missing_tag", f"the rollout reached {stop} before a <dt_plan>...</dt_plan> plan")
-    plan_text = P.extract_open_block(segment, P.PLAN)
+    segment, stop = yield from _generate(policy, messages, limits, st, [T.STOP_PLAN, T.STOP_EXECUTE, T.STOP_ANSWER], grammar)
+    if stop != T.STOP_PLAN:
+        raise T.TagError("missing_tag", f"the rollout reached {stop} before a <dt_plan>...</dt_plan> plan")
+    plan_text = T.extract_open_block(segment, T.PLAN)
     order = env.plan(plan_text)
     st.events.append({"stage": "plan", "order": order})
 
@@ -221,19 +225,19 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
         if key in artifacts:
             event[key] = artifacts[key]
     st.events.append(event)
-    st.add("env", "\n" + P.wrap(P.REP, rep) + "\n")
+    st.add("env", "\n" + T.wrap(T.REP, rep) + "\n")
 
     rounds = 0
     while True:
         grammar = G.step_grammar(twin.instance_ids(), twin.num_frames, limits.spans,
                                  rounds < min(limits.max_rounds, limits.spans.code_rounds)) if constrained else None
-        segment, stop = yield from _generate(policy, messages, limits, st, [P.STOP_EXECUTE, P.STOP_ANSWER], grammar)
-        if stop == P.STOP_ANSWER:
+        segment, stop = yield from _generate(policy, messages, limits, st, [T.STOP_EXECUTE, T.STOP_ANSWER], grammar)
+        if stop == T.STOP_ANSWER:
             break
         rounds += 1
         if rounds > limits.max_rounds:
-            raise P.ProtocolError("max_rounds", f"more than max_rounds={limits.max_rounds} <execute> blocks")
-        code = P.extract_open_block(segment, P.EXECUTE)
+            raise T.TagError("max_rounds", f"more than max_rounds={limits.max_rounds} <execute> blocks")
+        code = T.extract_open_block(segment, T.EXECUTE)
         t0 = time.perf_counter()
         result = env.execute(code, twin)
         st.timings["sandbox"] += time.perf_counter() - t0
@@ -243,11 +247,11 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
                 event[key] = getattr(result, key)
         st.events.append(event)
         # print() ends with a newline; the closing tag follows the last line directly.
-        st.add("env", "\n" + P.wrap(P.RESULTS, result.output.rstrip()) + "\n")
+        st.add("env", "\n" + T.wrap(T.RESULTS, result.output.rstrip()) + "\n")
 
     final = segment + stop
-    task = P.extract_optional(final, P.TASK)
-    answer = P.extract_one(final, P.ANSWER)
+    task = T.extract_optional(final, T.TASK)
+    answer = T.extract_one(final, T.ANSWER)
     st.events.append({"stage": "answer", "task": task})
     return Rollout(st.trace, st.events, st.timings, twin, task, answer, st.n_tokens, st.segments)
 
@@ -258,7 +262,7 @@ def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _
     string). Both are appended to the trace before any check, so a failure keeps what was written."""
     remaining = limits.max_total_tokens - st.n_tokens
     if remaining < 1:
-        raise P.ProtocolError("token_budget", f"max_total_tokens={limits.max_total_tokens} spent before {' or '.join(stop)}")
+        raise T.TagError("token_budget", f"max_total_tokens={limits.max_total_tokens} spent before {' or '.join(stop)}")
     prompt = policy.render(messages, st.trace)
     prompt_ids = None
     if policy.token_prompts:
@@ -269,7 +273,7 @@ def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _
     st.n_tokens += gen.n_tokens
     st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason, gen.logprobs, gen.end_token)
     if gen.stop_reason == "length":
-        raise P.ProtocolError("token_budget", f"no {' or '.join(stop)} within the token budget ({gen.n_tokens} tokens generated)")
+        raise T.TagError("token_budget", f"no {' or '.join(stop)} within the token budget ({gen.n_tokens} tokens generated)")
     if gen.stop_reason == "eos" or gen.matched_stop not in stop:
-        raise P.ProtocolError("missing_tag", f"the model ended its turn without {' or '.join(stop)}")
+        raise T.TagError("missing_tag", f"the model ended its turn without {' or '.join(stop)}")
     return gen.text, gen.matched_stop

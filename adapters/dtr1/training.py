@@ -1,5 +1,5 @@
 """GRPO rollouts for TRL: a `rollout_func` that runs the inference rollout loop (same prompt, twin
-builder, sandbox and protocol as adapters.dtr1.adapter) and turns each rollout into token ids with
+builder, sandbox and tag format as adapters.dtr1.adapter) and turns each rollout into token ids with
 an environment mask.
 
 TRL 1.16 facts this relies on (read from trl/trainer/grpo_trainer.py, not its docstring):

@@ -17,7 +17,6 @@ from adapters.twin.registry import TOOLS
 from core.types import ParseError
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
-_RANK = {name: i for i, name in enumerate(TOOLS)}
 
 
 class DAGError(ParseError):
@@ -84,9 +83,10 @@ def validate_dag(dag: dict[str, list[str]]) -> list[str]:
         sorter.prepare()
     except graphlib.CycleError as exc:
         raise DAGError("cycle", f"dependency cycle {' -> '.join(exc.args[1])}") from exc
+    rank = {name: i for i, name in enumerate(TOOLS)}  # per call: registry.register_tool may have added tools
     order: list[str] = []
     while sorter.is_active():
-        ready = sorted(sorter.get_ready(), key=_RANK.__getitem__)
+        ready = sorted(sorter.get_ready(), key=rank.__getitem__)
         order.extend(ready)
         sorter.done(*ready)
     return order

@@ -45,7 +45,7 @@ from adapters.twin import geometry
 from adapters.twin.backends.owlv2 import box_iou
 from adapters.twin.cache import ToolCache, cache_key, video_digest
 from adapters.twin.perception import Perception
-from adapters.twin.registry import TOOLS
+from adapters.twin import registry
 from adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
 from core import masks as mask_io
 from core.frames import read_frame
@@ -54,9 +54,10 @@ from core.types import AdapterError, Sample
 log = logging.getLogger(__name__)
 
 FOUNDATION_VERSION = 1
-MODEL_NODES = ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL", "DINOv2")
-USES_MODEL = {"SAM2": "SAM2", "DepthAnything2": "DepthAnything2", "OWLv2": "OWLv2", "Qwen2.5-VL": "Qwen2.5-VL",
-              "SemanticAnalysis": "Qwen2.5-VL", "DINOv2": "DINOv2"}
+# Model nodes, their config keys and which model each tool calls: adapters.twin.registry (backend, uses).
+# The backends of the first release are always in the fingerprint; later ones (DINOv2, for JiT) only
+# when configured, so earlier configurations keep their fingerprint (and run directory).
+_FIRST_BACKENDS = ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL")
 DEFAULT_VOCABULARY = ("person", "animal", "vehicle", "object")
 CROP_MARGIN = 0.1
 """Instance crops for Qwen2.5-VL extend the box by this fraction of its size on each side."""
@@ -67,32 +68,36 @@ MIN_CROP = 28
 class FoundationPerception(Perception):
     """Perception from foundation models (see module docstring).
 
-    sam2, depth, owlv2, qwen, dinov2: backends (adapters.twin.backends.*; Hydra builds them from
-        conf/perception/foundation.yaml); a node whose backend is None fails with AdapterError
-        unless it is disabled.
+    **backends: one per model node, by its registry ``backend`` key (sam2, depth, owlv2, qwen,
+        dinov2: adapters.twin.backends.*; Hydra builds them from conf/perception/foundation.yaml); a
+        node whose backend is None or absent fails with AdapterError unless it is disabled.
     cache: a ToolCache, or None for no caching.
-    disable: model nodes to skip (ablation), a subset of MODEL_NODES.
+    disable: model nodes to skip (ablation), a subset of registry.model_nodes().
     key_frame: "first" | "middle" (index T // 2).
     vocabulary, use_query: OWLv2 phrases when the sample gives none.
     match_iou: minimum box IoU to give an instance an OWLv2 label after SAM2.
     summary_frames: most frames shown to Qwen2.5-VL for the video summary.
-    Raises AdapterError on an unknown disabled node or key_frame.
+    Raises AdapterError on an unknown backend key, disabled node or key_frame.
     """
 
     name = "foundation"
 
-    def __init__(self, sam2: Any = None, depth: Any = None, owlv2: Any = None, qwen: Any = None,
-                 dinov2: Any = None, cache: ToolCache | None = None, disable: list[str] | tuple[str, ...] = (),
+    def __init__(self, cache: ToolCache | None = None, disable: list[str] | tuple[str, ...] = (),
                  key_frame: str = "middle", vocabulary: list[str] | tuple[str, ...] = DEFAULT_VOCABULARY,
-                 use_query: bool = True, match_iou: float = 0.5, summary_frames: int = 8):
+                 use_query: bool = True, match_iou: float = 0.5, summary_frames: int = 8, **backends: Any):
         if isinstance(disable, str):  # perception.disable=OWLv2 on the command line
             disable = [disable]
-        unknown = sorted(set(disable) - set(MODEL_NODES))
+        nodes = registry.model_nodes()
+        unknown = sorted(set(disable) - set(nodes))
         if unknown:
-            raise AdapterError(f"perception.disable: unknown nodes {unknown}; expected a subset of {list(MODEL_NODES)}")
+            raise AdapterError(f"perception.disable: unknown nodes {unknown}; expected a subset of {list(nodes)}")
+        keys = registry.backend_keys()
+        unknown = sorted(set(backends) - set(keys))
+        if unknown:
+            raise AdapterError(f"perception: unknown keys {unknown}; model backends are {list(keys)}")
         if key_frame not in ("first", "middle"):
             raise AdapterError(f"perception.key_frame must be 'first' or 'middle', got {key_frame!r}")
-        self.backends = {"SAM2": sam2, "DepthAnything2": depth, "OWLv2": owlv2, "Qwen2.5-VL": qwen, "DINOv2": dinov2}
+        self.backends = {node: backends.get(key) for key, node in keys.items()}
         self.cache = cache
         self.disable = frozenset(disable)
         self.key_frame = key_frame
@@ -111,9 +116,8 @@ class FoundationPerception(Perception):
     def fingerprint(self) -> dict:
         return {
             "name": self.name, "version": FOUNDATION_VERSION,
-            # DINOv2 (added for JiT) only when configured, so earlier configurations keep their fingerprint
             "backends": {node: None if b is None else b.fingerprint() for node, b in self.backends.items()
-                         if node != "DINOv2" or b is not None},
+                         if node in _FIRST_BACKENDS or b is not None},
             "disable": sorted(self.disable), "key_frame": self.key_frame, "vocabulary": self.vocabulary,
             "use_query": self.use_query, "match_iou": self.match_iou, "summary_frames": self.summary_frames,
         }
@@ -122,8 +126,9 @@ class FoundationPerception(Perception):
         """As Perception.run, except that a disabled node (or one whose requirement was skipped) is
         skipped (see module docstring)."""
         skipped = twin.artifacts.setdefault("skipped", [])
-        model = USES_MODEL.get(tool)
-        lacking = [r for r in TOOLS[tool].requires if r in skipped] if tool in TOOLS else []
+        spec = registry.TOOLS.get(tool)
+        model = spec.uses if spec else None
+        lacking = [r for r in spec.requires if r in skipped] if spec else []
         if (model is not None and model in self.disable) or lacking:
             skipped.append(tool)
             log.info("sample %s: %s skipped (disabled: %s)", sample.id, tool, sorted(self.disable))
@@ -266,8 +271,8 @@ class FoundationPerception(Perception):
         return self._cached(call, sample, twin, {"crops": crops}, compute)["texts"]
 
     def _cached(self, call: str, sample: Sample, twin: Twin, params: dict, compute) -> dict:
-        node = call.split("/")[0]
-        node = USES_MODEL.get(node, node)
+        spec = registry.TOOLS.get(call.split("/")[0])
+        node = spec.uses if spec is not None and spec.uses else call.split("/")[0]
         backend = self._backend(node, sample)
         record = twin.artifacts.setdefault("cache", {})
         if self.cache is None:
@@ -284,7 +289,7 @@ class FoundationPerception(Perception):
         backend = self.backends[node]
         if backend is None:
             raise AdapterError(f"sample {sample.id}: the plan runs {node} but perception 'foundation' has no "
-                               f"backend configured for it (set perception.{_CONFIG_KEY[node]} or disable it)")
+                               f"backend configured for it (set perception.{registry.TOOLS[node].backend} or disable it)")
         return backend
 
     def _frames(self, sample: Sample, twin: Twin) -> list[np.ndarray]:
@@ -319,9 +324,6 @@ def summary_frame_indices(num_frames: int, most: int) -> list[int]:
     """min(num_frames, most) frame indices evenly spaced from the first to the last frame."""
     k = max(1, min(num_frames, most))
     return [0] if k == 1 else sorted({round(i * (num_frames - 1) / (k - 1)) for i in range(k)})
-
-
-_CONFIG_KEY = {"SAM2": "sam2", "DepthAnything2": "depth", "OWLv2": "owlv2", "Qwen2.5-VL": "qwen", "DINOv2": "dinov2"}
 
 
 def _crop_box(inst: Instance, size: tuple[int, int]) -> tuple[int, tuple[int, int, int, int]]:

@@ -1,4 +1,4 @@
-"""The perception backend interface: one method per tool of adapters.twin.registry.TOOLS.
+"""The perception backend interface: one method per tool of adapters.twin.registry.TOOLS (its ``method``).
 
 A backend (``oracle``: annotations; ``foundation``: SAM2 / DepthAnything V2 / OWLv2 / Qwen2.5-VL
 models, adapters.twin.foundation; ``provided``: twin files shipped with a dataset) fills the
@@ -30,22 +30,15 @@ class Perception(ABC):
     def run(self, tool: str, sample: Sample, twin: Twin) -> None:
         """Run one plan node on ``sample``, filling ``twin`` in place.
 
-        Raises AdapterError for a tool name outside the registry (the plan was validated, so this is
-        a programming error upstream) and whatever the tool method raises.
+        The method is the registry's ``TOOLS[tool].method``. Raises AdapterError for a tool name
+        outside the registry (the plan was validated, so this is a programming error upstream) or
+        one this backend has no method for, and whatever the tool method raises.
         """
-        methods: dict[str, Callable[[Sample, Twin], None]] = {
-            "SAM2": self.sam2,
-            "DepthAnything2": self.depth_anything2,
-            "OWLv2": self.owlv2,
-            "Qwen2.5-VL": self.qwen25vl,
-            "DepthStats": self.depth_stats,
-            "SemanticAnalysis": self.semantic_analysis,
-            "Trajectory": self.trajectory,
-            "DINOv2": self.dinov2,
-        }
-        if tool not in methods or tool not in TOOLS:
+        spec = TOOLS.get(tool)
+        method: Callable[[Sample, Twin], None] | None = getattr(self, spec.method, None) if spec else None
+        if method is None:
             raise AdapterError(f"sample {sample.id}: perception {self.name!r} has no tool {tool!r}")
-        methods[tool](sample, twin)
+        method(sample, twin)
         twin.tools.append(tool)
 
     @abstractmethod

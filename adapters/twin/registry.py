@@ -6,6 +6,18 @@ Node names follow the DT-R1 paper (arXiv 2511.12365), whose example plan is
 dependencies for a plan to be valid (adapters.twin.dag.validate_dag); ``provides`` names the twin
 field it fills (adapters.twin.schema). The order of ``TOOLS`` is also the tie-break order of the
 topological sort, so roots run in a fixed order (SAM2 first: later tools attach to its instances).
+
+This is the one list of tools; everything else derives from it: the plan validator
+(adapters.twin.dag), the plan grammar's node enum (adapters.dtr1.grammar.dag_rules), the prompt's
+tool list (describe_tools), the perception dispatch (Perception.run calls the method ``method``)
+and foundation perception's model nodes, their ``perception.<backend>`` config keys and
+``perception.disable`` (``backend`` / ``uses``). Adding a tool:
+- one computed from the twin (like Trajectory): a ToolSpec in TOOLS, its method on
+  adapters.twin.perception.Perception (every backend inherits it), a test;
+- one backed by a model: a ToolSpec with ``backend``, the model wrapper in adapters/twin/backends/,
+  its method on the perception backends that serve it (foundation.py; the others answer "perception
+  X has no tool Y") and its block in conf/perception/foundation.yaml.
+``register_tool`` adds one at run time (plugins, tests).
 """
 from __future__ import annotations
 
@@ -20,15 +32,23 @@ class ToolSpec:
     requires:    nodes that must appear among this node's dependencies.
     provides:    the twin field this tool fills, e.g. "instances[].depth".
     description: one line for the policy's system prompt.
+    method:      the adapters.twin.perception.Perception method that runs the tool.
     listed:      shown by describe_tools(); tools added after DT-R1's prompt was fixed (DINOv2, for
                  JiT) are unlisted so that prompt, and the runs named after it, stay as they were.
+    backend:     for a model node (a tool that is one model): its key under conf/perception/foundation.yaml
+                 (FoundationPerception's keyword argument); None for a tool that owns no model.
+    uses:        the model node whose backend the tool calls (a model node uses itself; SemanticAnalysis
+                 uses Qwen2.5-VL); None for a tool that calls no model (DepthStats, Trajectory).
     """
 
     name: str
     requires: tuple[str, ...]
     provides: str
     description: str
+    method: str
     listed: bool = True
+    backend: str | None = None
+    uses: str | None = None
 
 
 def _specs(*specs: ToolSpec) -> dict[str, ToolSpec]:
@@ -40,36 +60,44 @@ TOOLS: dict[str, ToolSpec] = _specs(
         "SAM2", (), "instances[].frames",
         "segments and tracks every object: per instance and frame a mask, bbox [x1, y1, x2, y2] px, "
         "centroid [x, y] px and area px",
+        method="sam2", backend="sam2", uses="SAM2",
     ),
     ToolSpec(
         "DepthAnything2", (), "depth (internal)",
         "estimates the depth of every frame; use DepthStats to read it",
+        method="depth_anything2", backend="depth", uses="DepthAnything2",
     ),
     ToolSpec(
         "OWLv2", (), "instances[].label",
         "open-vocabulary detection: a category label and score for each instance",
+        method="owlv2", backend="owlv2", uses="OWLv2",
     ),
     ToolSpec(
         "Qwen2.5-VL", (), "video.summary, frames[].caption, instances[].caption",
         "vision-language captions of the video, of each frame and of each instance",
+        method="qwen25vl", backend="qwen", uses="Qwen2.5-VL",
     ),
     ToolSpec(
         "DepthStats", ("SAM2", "DepthAnything2"), "instances[].depth",
         "per instance depth mean and std; unit and direction in the twin's depth_unit "
         "(metres larger = farther, or relative inverse depth larger = nearer)",
+        method="depth_stats",
     ),
     ToolSpec(
         "SemanticAnalysis", ("SAM2",), "instances[].label",
         "semantic label of each segmented instance",
+        method="semantic_analysis", uses="Qwen2.5-VL",
     ),
     ToolSpec(
         "Trajectory", ("SAM2",), "instances[].trajectory",
         "per instance motion: first/last visible frame, start/end centroid, displacement [dx, dy] px "
         "and path length px",
+        method="trajectory",
     ),
     ToolSpec(
         "DINOv2", ("SAM2",), "twin.artifacts['dinov2']",
-        "DINOv2 appearance feature of each instance (cosine similarity between instances)", listed=False,
+        "DINOv2 appearance feature of each instance (cosine similarity between instances)",
+        method="dinov2", listed=False, backend="dinov2", uses="DINOv2",
     ),
 )
 
@@ -83,3 +111,29 @@ def describe_tools() -> str:
         needs = ", ".join(spec.requires) if spec.requires else "nothing"
         lines.append(f"- {spec.name} (requires: {needs}): {spec.description}")
     return "\n".join(lines)
+
+
+def register_tool(spec: ToolSpec) -> ToolSpec:
+    """Append ``spec`` to TOOLS (after every tool it requires, as the grammar needs). Raises
+    ValueError for a name already registered, a requirement or ``uses`` that is not a tool, or a
+    ``backend`` key another tool has."""
+    if spec.name in TOOLS:
+        raise ValueError(f"tool {spec.name!r} is already registered")
+    unknown = [r for r in (*spec.requires, *([spec.uses] if spec.uses and spec.uses != spec.name else [])) if r not in TOOLS]
+    if unknown:
+        raise ValueError(f"tool {spec.name!r} names unknown tools {unknown}")
+    if spec.backend is not None and spec.backend in backend_keys():
+        raise ValueError(f"tool {spec.name!r}: backend key {spec.backend!r} is {backend_keys()[spec.backend]}'s")
+    TOOLS[spec.name] = spec
+    return spec
+
+
+def model_nodes() -> tuple[str, ...]:
+    """The tools that are one model each (``backend`` set), in registry order: what
+    ``perception.disable`` may name."""
+    return tuple(name for name, spec in TOOLS.items() if spec.backend is not None)
+
+
+def backend_keys() -> dict[str, str]:
+    """{config key (``backend``): model node}, in registry order."""
+    return {spec.backend: name for name, spec in TOOLS.items() if spec.backend is not None}

@@ -6,7 +6,7 @@ A rollout is one assistant turn (docs/architecture.md "The DT-R1 rollout", after
 The model writes think/dt_plan/execute/task/answer; the harness writes dt_rep and results.
 
 Extraction is lenient about whitespace (around contents, inside the angle brackets, letter case of
-tag names) and strict about meaning: a missing, unclosed or repeated block is a ProtocolError,
+tag names) and strict about meaning: a missing, unclosed or repeated block is a TagError,
 never a guess.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ STOP_EXECUTE = close_tag(EXECUTE)
 STOP_ANSWER = close_tag(ANSWER)
 
 
-class ProtocolError(ParseError):
+class TagError(ParseError):
     """Model output that breaks the rollout markup. `reason` is one of "missing_tag",
     "unclosed_tag", "duplicate_tag", "out_of_order", "unknown_task", "json", "schema",
     "unknown_instance", "token_budget", "max_rounds", "empty_answer"."""
@@ -53,7 +53,7 @@ def _close_re(tag: str) -> re.Pattern:
 def find_blocks(text: str, tag: str) -> list[str]:
     """Contents (whitespace-stripped) of every complete ``<tag>...</tag>`` block, in order.
 
-    Raises ProtocolError("unclosed_tag") when an opening tag has no closing tag before the next
+    Raises TagError("unclosed_tag") when an opening tag has no closing tag before the next
     opening of the same tag or the end of the text, and ("unclosed_tag") for a closing tag
     without an opening one.
     """
@@ -64,15 +64,15 @@ def find_blocks(text: str, tag: str) -> list[str]:
         c = closes.search(text, pos)
         if o is None:
             if c is not None:
-                raise ProtocolError("unclosed_tag", f"{close_tag(tag)} without {open_tag(tag)}")
+                raise TagError("unclosed_tag", f"{close_tag(tag)} without {open_tag(tag)}")
             return blocks
         if c is not None and c.start() < o.start():
-            raise ProtocolError("unclosed_tag", f"{close_tag(tag)} without {open_tag(tag)}")
+            raise TagError("unclosed_tag", f"{close_tag(tag)} without {open_tag(tag)}")
         if c is None:
-            raise ProtocolError("unclosed_tag", f"{open_tag(tag)} is never closed")
+            raise TagError("unclosed_tag", f"{open_tag(tag)} is never closed")
         nxt = opens.search(text, o.end())
         if nxt is not None and nxt.start() < c.start():
-            raise ProtocolError("unclosed_tag", f"{open_tag(tag)} is opened again before {close_tag(tag)}")
+            raise TagError("unclosed_tag", f"{open_tag(tag)} is opened again before {close_tag(tag)}")
         blocks.append(text[o.end(): c.start()].strip())
         pos = c.end()
 
@@ -80,14 +80,14 @@ def find_blocks(text: str, tag: str) -> list[str]:
 def extract_one(text: str, tag: str) -> str:
     """Contents of the one ``<tag>...</tag>`` block of `text`.
 
-    Raises ProtocolError "missing_tag" (none), "duplicate_tag" (more than one: which one was meant
+    Raises TagError "missing_tag" (none), "duplicate_tag" (more than one: which one was meant
     is unknowable) or "unclosed_tag".
     """
     blocks = find_blocks(text, tag)
     if not blocks:
-        raise ProtocolError("missing_tag", f"expected one {open_tag(tag)}...{close_tag(tag)} block, found none")
+        raise TagError("missing_tag", f"expected one {open_tag(tag)}...{close_tag(tag)} block, found none")
     if len(blocks) > 1:
-        raise ProtocolError("duplicate_tag", f"expected one {open_tag(tag)} block, found {len(blocks)}")
+        raise TagError("duplicate_tag", f"expected one {open_tag(tag)} block, found {len(blocks)}")
     return blocks[0]
 
 
@@ -95,7 +95,7 @@ def extract_optional(text: str, tag: str) -> str | None:
     """Like extract_one, but None when the block is absent."""
     blocks = find_blocks(text, tag)
     if len(blocks) > 1:
-        raise ProtocolError("duplicate_tag", f"expected at most one {open_tag(tag)} block, found {len(blocks)}")
+        raise TagError("duplicate_tag", f"expected at most one {open_tag(tag)} block, found {len(blocks)}")
     return blocks[0] if blocks else None
 
 
@@ -103,11 +103,11 @@ def extract_open_block(segment: str, tag: str) -> str:
     """Contents of the block a generation stopped inside: the text after the last ``<tag>`` of
     `segment` (generation stops at ``</tag>``, which the policy does not return).
 
-    Raises ProtocolError("missing_tag") when `segment` has no ``<tag>``.
+    Raises TagError("missing_tag") when `segment` has no ``<tag>``.
     """
     starts = list(_open_re(tag).finditer(segment))
     if not starts:
-        raise ProtocolError("missing_tag", f"generation stopped at {close_tag(tag)} but wrote no {open_tag(tag)}")
+        raise TagError("missing_tag", f"generation stopped at {close_tag(tag)} but wrote no {open_tag(tag)}")
     return segment[starts[-1].end():].strip()
 
 

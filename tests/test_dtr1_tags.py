@@ -1,68 +1,68 @@
 """Extraction of DT-R1 rollout tags: lenient about whitespace, strict about meaning."""
 import pytest
 
-from adapters.dtr1 import protocol as P
+from adapters.dtr1 import tags as T
 from core.types import ParseError
 
 
 def test_extract_one_strips_whitespace_around_contents():
-    assert P.extract_one("<answer>\n  {\"instances\": [2]} \n</answer>", "answer") == '{"instances": [2]}'
+    assert T.extract_one("<answer>\n  {\"instances\": [2]} \n</answer>", "answer") == '{"instances": [2]}'
 
 
 def test_tags_tolerate_spaces_inside_brackets_and_letter_case():
-    assert P.extract_one("< Answer >yes</ answer >", "answer") == "yes"
+    assert T.extract_one("< Answer >yes</ answer >", "answer") == "yes"
 
 
 def test_missing_tag_is_a_parse_error_with_reason():
     with pytest.raises(ParseError) as info:
-        P.extract_one("<task>vqa</task> the answer is yes", "answer")
+        T.extract_one("<task>vqa</task> the answer is yes", "answer")
     assert info.value.reason == "missing_tag"
     assert info.value.kind == "parse"
 
 
 def test_unclosed_tag_is_a_parse_error():
-    with pytest.raises(P.ProtocolError) as info:
-        P.extract_one("<answer>yes", "answer")
+    with pytest.raises(T.TagError) as info:
+        T.extract_one("<answer>yes", "answer")
     assert info.value.reason == "unclosed_tag"
 
 
 def test_closing_tag_without_opening_is_a_parse_error():
-    with pytest.raises(P.ProtocolError) as info:
-        P.extract_one("yes</answer>", "answer")
+    with pytest.raises(T.TagError) as info:
+        T.extract_one("yes</answer>", "answer")
     assert info.value.reason == "unclosed_tag"
 
 
 def test_reopened_tag_before_close_is_a_parse_error():
-    with pytest.raises(P.ProtocolError) as info:
-        P.find_blocks("<answer>a <answer>b</answer>", "answer")
+    with pytest.raises(T.TagError) as info:
+        T.find_blocks("<answer>a <answer>b</answer>", "answer")
     assert info.value.reason == "unclosed_tag"
 
 
 def test_two_answers_are_ambiguous():
-    with pytest.raises(P.ProtocolError) as info:
-        P.extract_one("<answer>a</answer> <answer>b</answer>", "answer")
+    with pytest.raises(T.TagError) as info:
+        T.extract_one("<answer>a</answer> <answer>b</answer>", "answer")
     assert info.value.reason == "duplicate_tag"
 
 
 def test_find_blocks_returns_all_blocks_in_order():
-    assert P.find_blocks("<think>a</think>x<think> b </think>", "think") == ["a", "b"]
+    assert T.find_blocks("<think>a</think>x<think> b </think>", "think") == ["a", "b"]
 
 
 def test_extract_optional_absent_is_none():
-    assert P.extract_optional("<answer>a</answer>", "task") is None
+    assert T.extract_optional("<answer>a</answer>", "task") is None
 
 
 def test_extract_open_block_takes_text_after_last_opening():
     # a policy returns the text before its stop string "</execute>"
     segment = "<think>I will use an <execute> block</think>\n<execute>\nprint(1)\n"
-    assert P.extract_open_block(segment, "execute") == "print(1)"
+    assert T.extract_open_block(segment, "execute") == "print(1)"
 
 
 def test_extract_open_block_without_opening_is_missing_tag():
-    with pytest.raises(P.ProtocolError) as info:
-        P.extract_open_block("<think>x</think> print(1)", "execute")
+    with pytest.raises(T.TagError) as info:
+        T.extract_open_block("<think>x</think> print(1)", "execute")
     assert info.value.reason == "missing_tag"
 
 
 def test_stop_strings_are_the_closing_tags():
-    assert (P.STOP_PLAN, P.STOP_EXECUTE, P.STOP_ANSWER) == ("</dt_plan>", "</execute>", "</answer>")
+    assert (T.STOP_PLAN, T.STOP_EXECUTE, T.STOP_ANSWER) == ("</dt_plan>", "</execute>", "</answer>")

@@ -1,0 +1,193 @@
+"""Structured configs (Hydra ConfigStore dataclasses): the schemas of `run`, `leaderboard`, `judge`
+and the DT-R1 budgets (`model` = conf/model/dtr1.yaml, `rollout` of conf/train/dtr1_grpo.yaml).
+
+One source of truth per default, and the choice is the same for every node: the default lives in
+the dataclass the code itself reads (RunConfig here, leaderboards.config.LeaderboardConfig,
+metrics.judge.Judge's signature, adapters.dtr1.rollout.RolloutLimits and grammar.Spans); the YAML
+files extend these schemas and hold only what differs (an override, with its reason) and what the
+code cannot have a default for (a `_target_`, `model: ???`). Hydra composes the schema first, so
+`python run_bench.py --cfg job` prints every default, and a key that is not in the schema (a typo
+on the command line or in a YAML file) or a value of the wrong type fails at compose time with
+Hydra's error naming the key and the schema ("Key 'fial_fast' not in 'RunConfig'").
+
+The schemas are registered when this module is imported (with loaders.config's `dataset` schema):
+run_bench.py, train_dtr1.py and tests/conftest.py import it; code that composes conf/ with
+hydra.compose must import it first.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field, fields, make_dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig
+
+from adapters.dtr1.grammar import Spans
+from adapters.dtr1.rollout import RolloutLimits
+from core.types import RETRYABLE
+from harness.bootstrap import DEFAULT_B, DEFAULT_SEED
+from leaderboards.config import LeaderboardConfig
+import loaders.config  # noqa: F401  registers the `dataset` schema (schema/dataset): one import registers every schema
+from metrics.judge import Judge
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+# Spans is frozen (a grammar's bounds must not change under it); a config node must take overrides.
+SpansConfig = make_dataclass("SpansConfig", [(f.name, int, f.default) for f in fields(Spans)])
+
+
+@dataclass
+class BootstrapConfig:
+    """95% CIs of the headline metrics (harness/bootstrap.py). B: resamples (0 = no CIs)."""
+
+    B: int = DEFAULT_B
+    seed: int = DEFAULT_SEED
+
+
+@dataclass
+class RunConfig:
+    """The `run` node: where a run goes and how the harness drives it (none of it changes a number).
+
+    root:          run directories go to <root>/<dataset>/<model>/<name>.
+    name:          None = the config's fingerprint (same config -> same directory -> resume).
+    shard, num_shards: this process predicts samples[shard::num_shards].
+    merge:         true = predict nothing, score the union of all shards' predictions.
+    limit:         only the first N samples (debugging; not published).
+    fail_fast:     the first failing sample stops the run with its traceback.
+    score_workers: processes for scoring (videos at scale: 2+ pays off).
+    verify_frames: decode every frame before predicting; a corrupt frame fails its sample (kind data).
+    batch_size:    samples predicted together; None = the adapter's own (results do not depend on it).
+    retry_failed:  failure kinds a resume predicts again (default core.types.RETRYABLE): failures
+                   outside the model's output (a server that was down, a missing package, a frame
+                   since repaired); parse failures (the model's own output) are final.
+    max_attempts:  records per sample at most: a failure that keeps recurring stays a failure.
+    bootstrap:     BootstrapConfig.
+    report:        write report.html at the end of every full run (harness/report); a failure is one warning.
+    """
+
+    root: str = "runs"
+    name: Optional[str] = None
+    shard: int = 0
+    num_shards: int = 1
+    merge: bool = False
+    limit: Optional[int] = None
+    fail_fast: bool = False
+    score_workers: int = 1
+    verify_frames: bool = True
+    batch_size: Optional[int] = None
+    # Any, not List[str]: the runner also takes one kind as a string (run.retry_failed=adapter).
+    retry_failed: Any = field(default_factory=lambda: list(RETRYABLE))
+    max_attempts: int = 3
+    bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
+    report: bool = True
+
+
+@dataclass
+class JudgeConfig:
+    """The `judge` node without a judge (conf/judge/none.yaml). _target_: None = no judge.
+    max_failure_rate: read by the runner, not the judge: publishing refuses a run whose
+    unscored-verdict rate exceeds it (metrics.json still records it)."""
+
+    _target_: Optional[str] = None
+    max_failure_rate: float = 0.02
+
+
+_JUDGE = {k: p.default for k, p in inspect.signature(Judge).parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+@dataclass
+class OpenAIJudgeConfig(JudgeConfig):
+    """metrics.judge.Judge's keyword arguments (conf/judge/openai.yaml); the defaults are Judge's own
+    (see its docstring), base_url has none there and is OpenAI's here."""
+
+    _target_: Optional[str] = "metrics.judge.Judge"
+    model: str = MISSING
+    base_url: str = "https://api.openai.com/v1"
+    api_key: Optional[str] = _JUDGE["api_key"]
+    template: str = _JUDGE["template"]
+    template_version: int = _JUDGE["template_version"]
+    timeout_s: float = _JUDGE["timeout_s"]
+    max_retries: int = _JUDGE["max_retries"]
+    backoff_s: float = _JUDGE["backoff_s"]
+    backoff_max_s: float = _JUDGE["backoff_max_s"]
+    max_concurrency: int = _JUDGE["max_concurrency"]
+    cache_dir: Optional[str] = _JUDGE["cache_dir"]
+    temperature: float = _JUDGE["temperature"]
+    max_tokens: int = _JUDGE["max_tokens"]
+
+
+@dataclass
+class DTR1Config:
+    """The `model` node of DT-R1 (conf/model/dtr1.yaml, which names _target_, policy and
+    perception): adapters.dtr1.adapter.DTR1Adapter's arguments, budgets from RolloutLimits.
+    sandbox: adapters.sandbox.runner.SandboxSettings keys (checked by the adapter)."""
+
+    _target_: str = MISSING
+    name: str = MISSING
+    policy: Any = MISSING
+    perception: Any = MISSING
+    max_rounds: int = RolloutLimits.max_rounds
+    max_new_tokens: int = RolloutLimits.max_new_tokens
+    max_total_tokens: int = RolloutLimits.max_total_tokens
+    twin_max_chars: int = RolloutLimits.twin_max_chars
+    grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
+    sandbox: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainRolloutConfig:
+    """The `rollout` node of GRPO training (conf/train/dtr1_grpo.yaml): the same budgets as
+    evaluation (RolloutLimits), so training and evaluation roll out alike. batch_size: rollouts
+    decoded together / requests in flight to a vLLM server. sandbox: as DTR1Config.sandbox."""
+
+    max_rounds: int = RolloutLimits.max_rounds
+    max_new_tokens: int = RolloutLimits.max_new_tokens
+    max_total_tokens: int = RolloutLimits.max_total_tokens
+    twin_max_chars: int = RolloutLimits.twin_max_chars
+    grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
+    batch_size: int = 8
+    sandbox: Dict[str, Any] = field(default_factory=dict)
+
+
+def limits_from(node: Any) -> RolloutLimits:
+    """RolloutLimits from a DTR1Config / TrainRolloutConfig node (or a mapping with its keys)."""
+    return RolloutLimits(int(node["max_rounds"]), int(node["max_new_tokens"]), int(node["max_total_tokens"]),
+                         int(node["twin_max_chars"]), Spans(**{k: int(v) for k, v in dict(node["grammar"]).items()}))
+
+
+# name -> (group or None, node). conf/ selects them by name in defaults lists: config.yaml
+# `run_schema@run`, judge/*.yaml `judge_schema` / `openai_judge_schema`, model/dtr1.yaml
+# `dtr1_schema`, train/dtr1_grpo.yaml `/train_rollout_schema@rollout`.
+SCHEMAS: dict[str, tuple[str | None, type]] = {
+    "run_schema": (None, RunConfig),
+    "leaderboard_schema": (None, LeaderboardConfig),
+    "judge_schema": ("judge", JudgeConfig),
+    "openai_judge_schema": ("judge", OpenAIJudgeConfig),
+    "dtr1_schema": ("model", DTR1Config),
+    "train_rollout_schema": (None, TrainRolloutConfig),
+}
+
+
+def group_node(group: str, option: str, overrides: list[str] | None = None) -> DictConfig:
+    """The `group` node of conf/config.yaml with `option` chosen (e.g. ("judge", "openai")): schema
+    defaults + the option's YAML + `overrides` (["judge.model=m"]), as run_bench.py composes it.
+    Raises hydra.errors.ConfigCompositionException for an unknown option or key."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=[f"{group}={option}", *(overrides or [])])[group]
+
+
+def register(store: ConfigStore | None = None) -> None:
+    """Store every schema of SCHEMAS in Hydra's ConfigStore (idempotent)."""
+    store = store or ConfigStore.instance()
+    for name, (group, node) in SCHEMAS.items():
+        store.store(name=name, group=group, node=node)
+
+
+register()
+
+__all__ = ["BootstrapConfig", "DTR1Config", "JudgeConfig", "LeaderboardConfig", "OpenAIJudgeConfig", "RunConfig",
+           "SCHEMAS", "SpansConfig", "TrainRolloutConfig", "group_node", "limits_from", "register"]

@@ -1,0 +1,121 @@
+"""Structured configs (harness/config.py): each default has one home, the dataclass the code reads;
+conf/ extends the schemas, so a key outside a schema or a value of the wrong type fails at compose
+time, and the composed defaults are the dataclass defaults."""
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf, open_dict
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from adapters.dtr1.rollout import RolloutLimits
+from adapters.twin.schema import DEFAULT_MAX_CHARS
+from harness.config import (DTR1Config, JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig,
+                            TrainRolloutConfig, limits_from)
+
+REPO = Path(__file__).resolve().parent.parent
+BUDGETS = ("max_rounds", "max_new_tokens", "max_total_tokens", "twin_max_chars")
+
+
+def composed(*overrides, name="config", conf=REPO / "conf"):
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        return compose(name, overrides=list(overrides))
+
+
+def plain(node):
+    return OmegaConf.to_container(node, resolve=False)
+
+
+def test_composed_run_leaderboard_and_judge_are_the_dataclass_defaults():
+    cfg = composed("+dataset=demo", "+model=precomputed", "model.root=x")
+    assert plain(cfg.run) == asdict(RunConfig())
+    assert cfg.run.retry_failed == ["adapter", "exception", "sandbox", "data"] and cfg.run.bootstrap.B == 1000
+    assert plain(cfg.leaderboard) == asdict(LeaderboardConfig())
+    assert plain(cfg.judge) == asdict(JudgeConfig()) == {"_target_": None, "max_failure_rate": 0.02}
+
+
+def test_the_openai_judge_defaults_are_the_judge_signature():
+    judge = composed("+dataset=demo", "+model=precomputed", "model.root=x", "judge=openai", "judge.model=m").judge
+    expected = {**asdict(OpenAIJudgeConfig()), "model": "m"}
+    assert plain(judge) == expected
+    assert judge._target_ == "metrics.judge.Judge" and judge.timeout_s == 60.0 and judge.max_retries == 4
+
+
+def test_dtr1_budgets_come_from_rollout_limits_and_the_yaml_overrides_only_the_grammar():
+    model = composed("+dataset=demo", "+model=dtr1").model
+    assert {k: model[k] for k in BUDGETS} == {k: getattr(RolloutLimits(), k) for k in BUDGETS}
+    assert RolloutLimits().twin_max_chars == DEFAULT_MAX_CHARS == 6000
+    # conf/model/dtr1.yaml sizes the spans for the embedded 135M policy (a deliberate override)
+    assert plain(model.grammar) == {"think_chars": 96, "code_chars": 160, "text_chars": 96, "max_boxes": 1, "code_rounds": 1}
+    assert set(model) == {f for f in DTR1Config.__dataclass_fields__}
+
+
+def test_training_rollouts_have_the_evaluation_budgets():
+    rollout = composed(name="train/dtr1_grpo").rollout
+    defaults = asdict(TrainRolloutConfig())
+    assert {k: v for k, v in plain(rollout).items() if k != "sandbox"} == {k: v for k, v in defaults.items() if k != "sandbox"}
+    assert limits_from(rollout) == RolloutLimits()
+
+
+def test_overrides_reach_the_limits():
+    model = composed("+dataset=demo", "+model=dtr1", "model.max_rounds=2", "model.twin_max_chars=900",
+                     "model.grammar.think_chars=50").model
+    limits = limits_from(model)
+    assert (limits.max_rounds, limits.twin_max_chars, limits.spans.think_chars, limits.spans.code_rounds) == (2, 900, 50, 1)
+
+
+@pytest.mark.parametrize("override, key, schema", [
+    ("run.fial_fast=true", "fial_fast", "RunConfig"),
+    ("leaderboard.dri=x", "dri", "LeaderboardConfig"),
+    ("judge.modle=x", "modle", "OpenAIJudgeConfig"),
+    ("model.max_round=2", "max_round", "DTR1Config"),
+])
+def test_a_typo_key_fails_at_compose_time_naming_the_schema(override, key, schema):
+    extra = ["judge=openai"] if override.startswith("judge.") else []
+    model = ["+model=dtr1"] if override.startswith("model.") else ["+model=precomputed", "model.root=x"]
+    with pytest.raises(ConfigCompositionException) as info:
+        composed("+dataset=demo", *model, *extra, override)
+    assert f"Key '{key}' not in '{schema}'" in str(info.value.__cause__ or info.value)
+
+
+def test_a_value_of_the_wrong_type_fails_at_compose_time():
+    with pytest.raises(ConfigCompositionException) as info:
+        composed("+dataset=demo", "+model=precomputed", "model.root=x", "run.shard=first")
+    assert isinstance(info.value.__cause__, ValidationError)
+
+
+def test_a_typo_inside_a_yaml_file_fails_at_compose_time(tmp_path):
+    conf = tmp_path / "conf"
+    shutil.copytree(REPO / "conf", conf)
+    (conf / "judge" / "typo.yaml").write_text("defaults:\n  - openai_judge_schema\n  - _self_\nmodel: m\nmax_retires: 3\n")
+    with pytest.raises((ConfigCompositionException, ConfigKeyError)) as info:
+        composed("+dataset=demo", "+model=precomputed", "model.root=x", "judge=typo", conf=conf)
+    assert "max_retires" in str(info.value) + str(info.value.__cause__)
+
+
+def test_run_bench_reports_a_typo_in_one_line_without_a_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "run.fial_fast=true", f"run.root={tmp_path}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "Key 'fial_fast' not in 'RunConfig'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_directories_keep_their_names():
+    """The fingerprint (run directory name) of a DT-R1 config with a judge and foundation perception
+    (tiny models), dataset left out, is the one main computed before the schemas and the derived
+    tool registry (69042cd): moving defaults into schemas changed no semantic value."""
+    from hydra.utils import instantiate
+
+    from harness import manifest
+
+    cfg = composed("+dataset=demo", "+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny")
+    with open_dict(cfg):
+        del cfg["dataset"]  # its node is another schema's (and its root a path)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    adapter = instantiate(cfg.model, _convert_="all")
+    assert manifest.fingerprint({**resolved, "dataset": {}}, adapter.fingerprint()) == "0dcca24f84"
