@@ -20,7 +20,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from adapters.policy.base import Generation, Policy, check_decoding, split_at_stop
 from adapters.policy.chat import render_chat
@@ -38,13 +38,18 @@ class GGUFPolicy(Policy):
     model:         registry key ("smollm2", "gemma3_270m").
     runtime:       "llama_cpp" | "transformers".
     n_ctx:         context window in tokens (prompt + generation); a longer prompt raises AdapterError.
-    n_threads:     CPU threads (llama_cpp; transformers uses torch's setting when None).
+    n_threads:     CPU threads generating tokens (llama_cpp; transformers uses torch's setting when None).
+    n_threads_batch: CPU threads evaluating prompts (llama_cpp only; None = n_threads). A 135M model
+                   generates no faster on 2 threads than on 1, and on a busy machine much slower.
     seed:          RNG seed (decoding is greedy; the seed only matters to runtime internals).
     chat_template: None = the GGUF's `tokenizer.chat_template`; else a Jinja2 template or a name
                    from adapters.policy.chat.NAMED_TEMPLATES, required when the GGUF has none.
     cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
     decoding:      "free" | "grammar": constrain each continuation to the request's GBNF grammar
                    (llama.cpp's grammar sampler, `LlamaGrammar`; the transformers runtime: xgrammar).
+    rollout:       DT-R1 rollout limits sized for this model (conf/policy/<name>.yaml `rollout:`;
+                   conf/model/dtr1.yaml reads them, a command-line model.* value still wins). The
+                   policy itself does not use them; kept as `self.rollout` for the record.
     """
 
     def __init__(
@@ -53,11 +58,13 @@ class GGUFPolicy(Policy):
         runtime: str = "llama_cpp",
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
         seed: int = 0,
         chat_template: str | None = None,
         cache_dir: str | None = None,
         prefill: str = "",
         decoding: str = "free",
+        rollout: Mapping[str, Any] | None = None,
     ):
         if runtime not in RUNTIMES:
             raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
@@ -66,6 +73,7 @@ class GGUFPolicy(Policy):
         self.runtime = runtime
         self.n_ctx = int(n_ctx)
         self.n_threads = n_threads
+        self.n_threads_batch = n_threads_batch
         self.seed = int(seed)
         self.chat_template = chat_template
         self.cache_dir = cache_dir
@@ -73,6 +81,7 @@ class GGUFPolicy(Policy):
         # with "<think>\n"; the policy continues from it. Part of the fingerprint.
         self.prefill = prefill
         self.decoding = check_decoding(decoding, self.name)
+        self.rollout = dict(rollout or {})
         self._path: Path | None = None
         self._meta: dict[str, str] | None = None
         self._backend: _LlamaCpp | _Transformers | None = None
@@ -107,6 +116,10 @@ class GGUFPolicy(Policy):
         return self._load().generate(prompt, list(stop), int(max_new_tokens), grammar)
 
     def close(self) -> None:
+        counts = getattr(self._backend, "counts", None)
+        if counts and counts["calls"]:
+            log.info("%s: %d calls, %d prompt tokens evaluated (%d reused from the KV cache), %d tokens generated",
+                     self.name, counts["calls"], counts["prompt_evaluated"], counts["prompt_reused"], counts["generated"])
         self._backend = None
 
     # --- loading -----------------------------------------------------------------------------------
@@ -119,8 +132,7 @@ class GGUFPolicy(Policy):
     def metadata(self) -> dict[str, str]:
         """GGUF key/value metadata (strings), read with a vocabulary-only llama.cpp load (~0.1 s)."""
         if self._meta is None:
-            from llama_cpp import Llama
-
+            Llama = _llama_cpp().Llama
             with _quiet_stderr():
                 vocab = Llama(model_path=str(self.model_path()), vocab_only=True, verbose=False)
             self._meta = dict(vocab.metadata)
@@ -132,10 +144,22 @@ class GGUFPolicy(Policy):
             path = self.model_path()
             log.info("loading %s with %s", path, self.runtime)
             if self.runtime == "llama_cpp":
-                self._backend = _LlamaCpp(path, self.n_ctx, self.n_threads, self.seed)
+                self._backend = _LlamaCpp(path, self.n_ctx, self.n_threads, self.n_threads_batch, self.seed)
             else:
                 self._backend = _Transformers(path, self.n_ctx, self.n_threads, self.seed, self.metadata())
         return self._backend
+
+
+def _llama_cpp() -> Any:
+    """The llama_cpp module, imported with OpenMP's passive wait policy unless the environment sets
+    one: llama.cpp's CPU threads are an OpenMP team whose idle members spin by default, and on a
+    machine whose cores are busy with other work two spinning threads slowed SmolLM2's prompt
+    evaluation ~2x and its generation ~6x (2 loaded cores). libgomp reads the variable once, when
+    llama.cpp's libraries load, i.e. at this first import."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import llama_cpp
+
+    return llama_cpp
 
 
 def _fit_budget(n_prompt: int, max_new_tokens: int, n_ctx: int) -> int:
@@ -146,12 +170,17 @@ def _fit_budget(n_prompt: int, max_new_tokens: int, n_ctx: int) -> int:
 
 
 class _LlamaCpp:
-    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, seed: int):
-        from llama_cpp import Llama
+    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, n_threads_batch: int | None, seed: int):
+        Llama = _llama_cpp().Llama
 
-        with _quiet_stderr():  # llama.cpp's C code prints context notes even with verbose=False
-            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
+        # llama.cpp's C code prints context notes even with verbose=False.
+        with _quiet_stderr(), _plain_cpu_weights():
+            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                             n_threads_batch=n_threads_batch or n_threads, seed=seed, verbose=False)
         self.n_ctx = n_ctx
+        # Work done, for the log line at close: prompt tokens evaluated, prompt tokens whose KV
+        # cache was reused from the previous call (the shared system prompt, the turn so far), tokens generated.
+        self.counts = {"calls": 0, "prompt_evaluated": 0, "prompt_reused": 0, "generated": 0}
 
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         import llama_cpp
@@ -161,6 +190,12 @@ class _LlamaCpp:
         # control tokens (<|im_start|>, <start_of_turn>) as tokens, as create_completion does.
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
         budget = _fit_budget(len(tokens), max_new_tokens, self.n_ctx)
+        reused = _common_prefix(llm._input_ids[: llm.n_tokens], tokens)
+        # llama-cpp-python replays one token when the whole prompt is cached (to refresh the logits).
+        reused = min(reused, len(tokens) - 1)
+        self.counts["calls"] += 1
+        self.counts["prompt_reused"] += reused
+        self.counts["prompt_evaluated"] += len(tokens) - reused
         out: list[int] = []
         text, matched, reason = "", None, "length"
         # temp=0 selects llama.cpp's greedy sampler; reset=True keeps the KV cache of a shared
@@ -181,7 +216,18 @@ class _LlamaCpp:
             if len(out) >= budget:
                 break
         steps.close()
+        self.counts["generated"] += len(out)
         return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out))
+
+
+def _common_prefix(a: Any, b: list[int]) -> int:
+    """Length of the common prefix of two token sequences."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 _TOP_K = 32  # candidates tried against the grammar before it masks the whole vocabulary
@@ -282,6 +328,35 @@ class _Transformers:
         if matched is not None:
             return Generation(head, "stop", matched, len(seq))
         return Generation(text, "eos" if ended else "length", None, len(seq))
+
+
+@contextmanager
+def _plain_cpu_weights() -> Iterator[None]:
+    """Load weights without llama.cpp's "extra" CPU buffer types (AMX tiles, weight repacking).
+
+    On CPUs with AMX (Sapphire Rapids and later) a native build of llama-cpp-python 0.3.x moves the
+    Q4_1 weights into AMX buffers, and its AMX matmul segfaults on SmolLM2's shapes (llama_decode ->
+    ggml_backend_amx_mul_mat, seen with 0.3.36). Plain buffers run the same Q4_1 kernels on every
+    x86 CPU, so the numbers do not depend on the machine either. Llama() takes no argument for
+    `llama_model_params.use_extra_bufts`, so its default-params factory is wrapped while it loads."""
+    import llama_cpp.llama as llama_module
+
+    lib = llama_module.llama_cpp
+    default = lib.llama_model_default_params
+    if "use_extra_bufts" not in dict(lib.llama_model_params._fields_):
+        yield  # an older llama.cpp without extra buffer types: nothing to turn off
+        return
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    lib.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        lib.llama_model_default_params = default
 
 
 @contextmanager
