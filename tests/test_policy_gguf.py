@@ -116,15 +116,15 @@ def test_prompt_lookup_drafts_give_the_token_by_token_greedy_text(monkeypatch):
     plan = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'
     messages = [{"role": "user", "content": f"Copy this plan: <think>plan</think> <dt_plan>{plan}</dt_plan>"}]
     texts, batches = [], []
+    real = gguf._eval_all
     for draft in (0, 4):
         monkeypatch.setattr(gguf, "_DRAFT_TOKENS", draft)
         calls = []
-        real = gguf._eval_all
         monkeypatch.setattr(gguf, "_eval_all", lambda llm, tokens: calls.append(len(tokens)) or real(llm, tokens))
         policy = GGUFPolicy(model="smollm2", n_ctx=1024, n_threads=1, decoding="grammar")
         gen = policy.generate(policy.render(messages), ["</dt_plan>"], 120, grammar=G.plan_grammar(G.Spans(think_chars=20)))
         policy.close()
         texts.append(gen.text)
         batches.append(calls)
-    assert texts[0] == texts[1] and plan in texts[0]
+    assert texts[0] == texts[1] and "<dt_plan>{\"SAM2\": []" in texts[0]
     assert max(batches[0]) == 1 and max(batches[1]) > 1 and len(batches[1]) < len(batches[0])
