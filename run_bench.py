@@ -7,7 +7,7 @@
     python run_bench.py --list                            # benchmarks, models, policies, perception, judges
 
 The last line printed names the run directory (config.yaml, manifest.json, predictions.jsonl,
-scores.jsonl, metrics.json).
+scores.jsonl, metrics.json, report.html; docs/architecture.md "Run directory").
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def with_default_groups(argv: list[str]) -> list[str]:
     """Add `+dataset=demo` / `+model=dtr1` when the command line selects no dataset / model.
 
     Hydra refuses `+group=` for a group already in the defaults list, so the demo defaults cannot
-    live there if `+dataset=revos` is to work (design.md section 6)."""
+    live there if `+dataset=revos` is to work (docs/architecture.md "Conventions")."""
     chosen = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a and not a.startswith("-")}
     chosen |= swept_groups(argv)
     return argv + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
@@ -67,6 +67,8 @@ def main(cfg: DictConfig) -> float | None:
         print(f"leaderboard: {result.leaderboard}")
     if result.not_published is not None:
         print(f"leaderboard: {result.not_published}", file=sys.stderr)
+    if result.report is not None:
+        print(f"report: {result.report}")
     print(f"run directory: {result.run_dir}")
     # The protocol's headline metric, for Hydra sweepers (optuna & co.); None while shards run.
     value = (result.metrics or {}).get("metrics", {}).get(result.headline) if result.headline else None

@@ -39,14 +39,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from adapters.base import Adapter
-from core import masks
+from core import masks, png
 from core.frames import frame_size
 from core.store import prediction_files, read_predictions
-from core.types import AdapterError, DatasetFormatError, Prediction, Sample
+from core.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
 
 LAYOUTS = ("auto", "revos", "reasonseg", "llmseg40k", "jsonl")
 # sample meta keys each PNG layout maps a sample to its file(s) with; also auto's order of preference
@@ -124,11 +123,15 @@ class PrecomputedAdapter(Adapter):
         rles, values = [], []
         for path, frame in zip(paths, sample.frames):
             try:
-                mask, value = _read_gray(path) if layout == "revos" else (masks.read_png_mask(path), None)
+                if layout == "revos":
+                    shape, rle, value = _read_gray(path)
+                else:
+                    mask = masks.read_png_mask(path)
+                    shape, rle, value = tuple(mask.shape), None, None
             except DatasetFormatError as exc:
                 raise AdapterError(f"sample {sample.id}: {exc}") from exc
-            _check_size(sample, frame, tuple(mask.shape), str(path))
-            rles.append(masks.encode_fast(mask))
+            _check_size(sample, frame, shape, str(path))
+            rles.append(rle if rle is not None else masks.encode_fast(mask))
             values.append(value)
         source = paths[0].parent if layout == "revos" else paths[0]
         trace = {"layout": layout, "source": str(source)}
@@ -177,26 +180,20 @@ def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
     return [root / f"{meta['name']}.png"]
 
 
-def _read_gray(path: Path) -> tuple:
-    """(mask, value) of one PNG read as VISA reads it (cv2 IMREAD_GRAYSCALE): mask = gray != 0;
-    value = the frame's one nonzero gray value (0 when empty) or [[value, RLE], ...] for several.
-    Raises DatasetFormatError when OpenCV cannot read the file."""
-    try:  # the same decoder as cv2.imread, without its per-call file handling (measurably cheaper)
-        gray = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_GRAYSCALE)
-    except (OSError, cv2.error):
-        gray = None
-    if gray is None:
-        raise DatasetFormatError(f"cannot read mask PNG {path}")
-    mask = gray != 0
-    rows = np.flatnonzero(mask.any(axis=1))
-    if rows.size == 0:
-        return mask, 0
-    crop = gray[rows[0]:rows[-1] + 1]
+def _read_gray(path: Path) -> tuple[tuple[int, int], RLE, int | list]:
+    """((H, W), RLE, value) of one PNG read as VISA reads it (cv2 IMREAD_GRAYSCALE, core.png):
+    RLE of gray != 0; value = the frame's one nonzero gray value (0 when empty) or
+    [[value, RLE], ...] for several. Raises DatasetFormatError when the file cannot be decoded."""
+    shape, box, crop = png.read_gray(path)
+    if box is None:
+        return shape, masks.empty(*shape), 0
+    rle = masks.encode_box(crop, box, shape)
     top = int(crop.max())
-    if np.count_nonzero(crop == top) == np.count_nonzero(crop):
-        return mask, top
+    nonzero = np.count_nonzero(crop)
+    if np.count_nonzero(crop == top) == nonzero:
+        return shape, rle, top
     levels = np.flatnonzero(np.bincount(crop[crop != 0], minlength=256))
-    return mask, [[int(v), masks.encode_fast(gray == v)] for v in levels]
+    return shape, rle, [[int(v), masks.encode_box(crop == v, box, shape)] for v in levels]
 
 
 def _layout_for(sample: Sample) -> str:

@@ -104,7 +104,7 @@ def measure(adapter, samples) -> dict[str, list[float]]:
         try:
             timings = adapter.predict(s).timings
         except AdapterError as exc:
-            timings = (getattr(exc, "trace", None) or {}).get("timings", {})
+            timings = (exc.trace or {}).get("timings", {})
         stages["total"].append(time.perf_counter() - t0)
         for k, v in timings.items():
             stages.setdefault(k, []).append(v)

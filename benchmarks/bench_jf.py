@@ -12,6 +12,8 @@ Figures (2026-12-01, 2 shared vCPUs; the davis2017 file at ac7c43f; --repeat 20 
                       1080p large 7.67 vs 122.97 ms (16.0x); small objects 22.9-126.8x, empty
                       predictions 25.0-80.2x
     load average ~15: every row >= 7.3x (480p large 3.01 vs 22.04 ms; absolute times ~3x inflated)
+    load average ~10, after the 4-pass boundary map (--repeat 20): every row >= 6.6x (480p large
+                      4.69 vs 31.05 ms, 720p large 9.41 vs 98.12 ms: 10.4x, 1080p large 21.9x)
 Values identical on every row (and on all 256 parity pairs: tests/test_metrics_masks.py).
 """
 from __future__ import annotations

@@ -17,24 +17,33 @@ Steps:
    mask_dict_foreground.json) with moving elliptical objects, and a submission of 0/255 PNGs
    <pred>/<video>/<exp_id>/<frame>.png (each expression's prediction: its GT shifted, or with a
    spurious blob). Not timed.
-2. ours: loaders.revos.ReVOSDataset, then in a pool of --workers processes per expression
-   adapters.precomputed.PrecomputedAdapter(layout="revos").predict (each PNG decoded once, RLE
-   written from the object's box) and ReVOSProtocol.score (J, F, A, R in one pass per frame on the
-   objects' box), then aggregate: what `+model=precomputed` runs, minus writing files.
+2. ours: loaders.revos.ReVOSDataset, then in a pool of --workers forked processes per expression
+   adapters.precomputed.PrecomputedAdapter(layout="revos").predict (each PNG decoded once by
+   core.png: zlib-ng inflate and unfiltering on the content only, into the content's box, exactly
+   OpenCV's pixels; the RLE written from that box) and ReVOSProtocol.score (J, F, A, R in one pass
+   per frame on the objects' box), then aggregate: what `+model=precomputed` runs, minus writing
+   files.
 3. VISA: eval_revos.py on the same submission (a subprocess), its revos_valid.json / .csv read back.
 4. values: VISA's per-expression CSV (J, F, A, R rounded to 2 decimals) against ours rounded the
    same way, and its per-type / overall numbers against ours (|diff| <= 1e-9, fractions vs percent).
 Printed: wall and CPU seconds of each, the ratio VISA / ours, peak RSS (this process and its
 largest worker; VISA's largest process).
 
-Figures (2026-12-01, 2 vCPUs shared with four other engineers' jobs, load average 6-12; a REDUCED
+Figures (2026-12-01, 2 vCPUs shared with five other engineers' jobs, load average 6-10; a REDUCED
 size, --expressions 50 --frames 20 at 720x1280, --workers 2, because VISA's full 1,000 x 50 run takes
-~13 min uncontended and several times that here):
-    ours 27.1 s wall / 8.2 s CPU, VISA eval_revos.py 103.3 s wall / 32.8 s CPU: 3.8x wall, 4.0x CPU
-    (a second run: 4.3x wall, 4.0x CPU); J, F, A, R per expression and per type identical
-    (max |diff| 2.2e-16); peak RSS ours 56 MB main + 52 MB per worker, VISA 270 MB per process.
-PNG decoding (~6 ms CPU per 720p frame here, the same decoder in both) is ~70% of our time, so the
-ratio cannot exceed ~5.5x on this machine while both decode every PNG.
+~13 min uncontended and several times that here; two runs back to back):
+    ours 11.1 s wall / 5.5 s CPU, VISA eval_revos.py 96.8 s wall / 49.1 s CPU: 8.71x wall, 8.95x CPU
+    ours  9.3 s wall / 4.4 s CPU, VISA eval_revos.py 82.3 s wall / 48.3 s CPU: 8.85x wall, 10.90x CPU
+    J, F, A, R per expression and per type identical (0 of 200 differ; max |diff| 2.2e-16); peak RSS
+    ours 56 MB main + 52 MB per worker, VISA 271 MB per process.
+  --expressions 200 --frames 50 (10,000 frames; load average ~7):
+    ours 82.1 s wall / 54.7 s CPU, VISA eval_revos.py 688.5 s wall / 458.8 s CPU: 8.39x wall, 8.39x CPU;
+    0 of 800 per-expression values differ (max |diff| 3.3e-16); peak RSS ours 88 MB main + 227 MB
+    largest worker (forked from the main process, whose dataset pages it counts; one process scoring
+    120 expressions in a row stays at 100 MB), VISA 481 MB per process.
+Per 720p frame (one process, warm): reading the PNG ~1.1 ms (inflate 0.13 ms, where OpenCV's
+decoder took ~6 ms), scoring ~2.1 ms (J and F ~1.2 ms of it). Earlier: 3.8x / 4.0x with
+cv2.imdecode, PNG decoding then ~70% of our time.
 """
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ OpenCV's BGR order. Annotations (LabelMe polygons, RLE masks) are in these orien
 """
 from __future__ import annotations
 
+import os
 import threading
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -53,8 +55,22 @@ def read_frame(path: str | Path) -> np.ndarray:
 def frame_size(path: str | Path) -> tuple[int, int]:
     """(H, W) in pixels of an image file after EXIF orientation, read from the header only.
 
+    Remembered per file (path, inode, size, modification time; the last 65,536 files), since every
+    expression of a video asks for the same frames' sizes: a changed or replaced file is read again.
     Raises DatasetFormatError naming the path when the file is missing or not an image.
     """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as exc:
+        raise DatasetFormatError(f"frame {path} does not exist") from exc
+    except OSError:  # e.g. a symlink loop: let PIL report it
+        return _header_size(str(path), None)
+    return _header_size(str(path), (st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+@lru_cache(maxsize=65536)
+def _header_size(path: str, _version: tuple[int, int, int] | None) -> tuple[int, int]:
+    """frame_size's header read; _version (inode, size, mtime) only keys the memo. Exceptions are not memoised."""
     try:
         with Image.open(path) as im:
             width, height = im.size

@@ -30,8 +30,7 @@ def encode_fast(mask: np.ndarray) -> RLE:
     """`encode(mask)` (the same COCO RLE string) computed from the mask's bounding box only.
 
     mask: (H, W) bool. pycocotools needs a full Fortran-order copy of the frame; here the runs come
-    from the object's box (column by column, joined where an object runs from the bottom of one
-    column into the top of the next), then pycocotools compresses them.
+    from the object's box (`encode_box`).
     """
     h, w = mask.shape
     rows = np.flatnonzero(mask.any(axis=1))
@@ -40,11 +39,37 @@ def encode_fast(mask: np.ndarray) -> RLE:
     y0, y1 = int(rows[0]), int(rows[-1]) + 1
     cols = np.flatnonzero(mask[y0:y1].any(axis=0))
     x0, x1 = int(cols[0]), int(cols[-1]) + 1
-    padded = np.zeros((x1 - x0, y1 - y0 + 2), dtype=bool)
-    padded[:, 1:-1] = mask[y0:y1, x0:x1].T
-    flat = np.flatnonzero(padded[:, 1:] != padded[:, :-1])  # run starts and ends, column by column
-    col, row = np.divmod(flat, y1 - y0 + 1)  # row = offset of the start / end in the column
-    edges = (x0 + col) * h + y0 + row
+    return encode_box(mask[y0:y1, x0:x1], (y0, y1, x0, x1), (h, w))
+
+
+def encode_box(crop: np.ndarray, box: tuple[int, int, int, int] | None, shape: tuple[int, int]) -> RLE:
+    """`encode` of an (H, W) = shape mask that is background outside box (y0, y1, x0, x1), from
+    its part inside the box only: crop, (y1 - y0, x1 - x0), bool (or integers, nonzero =
+    foreground). box None = an empty mask. The same COCO RLE string as `encode`.
+
+    The runs are read column by column inside the box and joined where an object runs from the
+    bottom of one column into the top of the next; pycocotools compresses them.
+    Raises ValueError when crop's shape is not the box's or the box leaves the frame.
+    """
+    h, w = (int(v) for v in shape)
+    if box is None:
+        return empty(h, w)
+    y0, y1, x0, x1 = box
+    if crop.shape != (y1 - y0, x1 - x0) or not (0 <= y0 <= y1 <= h and 0 <= x0 <= x1 <= w):
+        raise ValueError(f"encode_box: crop {crop.shape} does not fit box {box} in a frame of {(h, w)}")
+    if crop.size == 0:
+        return empty(h, w)
+    if crop.dtype != bool:
+        crop = crop != 0
+    # run starts and ends: where a column changes value going down (background above and below
+    # the box), found row by row and put in column order, with no transposed copy of the crop
+    change = np.empty((y1 - y0 + 1, x1 - x0), dtype=bool)
+    change[0] = crop[0]
+    np.not_equal(crop[1:], crop[:-1], out=change[1:-1])
+    change[-1] = crop[-1]
+    row, col = np.divmod(np.flatnonzero(change), x1 - x0)  # (flatnonzero: np.nonzero is slow in 2-D)
+    order = np.argsort(col * (y1 - y0 + 1) + row)
+    edges = (x0 + col[order]) * h + y0 + row[order]
     # an end at the bottom of a column equals the start at the top of the next: one run
     keep = np.ones(edges.size, dtype=bool)
     joined = np.flatnonzero(edges[1:-1:2] == edges[2::2])
@@ -204,7 +229,9 @@ def check_rle(rle: Any, size: tuple[int, int] | None, where: str) -> None:
 
 def empty(height: int, width: int) -> RLE:
     """RLE of an all-background (H, W) mask."""
-    return encode(np.zeros((height, width), dtype=bool))
+    if height * width == 0:
+        return encode(np.zeros((height, width), dtype=bool))
+    return compress({"size": [int(height), int(width)], "counts": [int(height) * int(width)]})
 
 
 def area(rle: RLE | None) -> int:

@@ -1,6 +1,6 @@
 """Run directory files: append-only predictions with resume, and atomically written derived files.
 
-Layout of one run directory (design.md section 3):
+Layout of one run directory (docs/architecture.md "Run directory"):
     config.yaml, manifest.json       what ran, written at start
     predictions[.shardIofN].jsonl    one Prediction per line, appended and fsynced per sample
     scores.jsonl, metrics.json       derived by scoring; rewritten atomically (write + rename)

@@ -7,7 +7,7 @@ this code. Masks are COCO RLE dicts ``{"size": [H, W], "counts": str}`` (ASCII c
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 SCHEMA_VERSION = 1
 
@@ -19,40 +19,78 @@ RLE = dict[str, Any]
 """COCO RLE: {"size": [H, W], "counts": str}; decode with core.masks.decode."""
 
 
+# --- failure kinds --------------------------------------------------------------------------------
+
+FailureKind = Literal["parse", "adapter", "exception", "sandbox", "data", "metric", "error"]
+"""Why a sample has no usable prediction: predictions.jsonl `error.kind`, metrics.json
+`failures_by_kind` / `failed_samples` / `data_error_samples`, `run.retry_failed`. The one list.
+
+parse      the model's output does not follow its format (the model's own fault)
+adapter    the adapter could not answer (model loading, a server, perception)
+exception  an adapter bug: an unexpected exception, its traceback kept as the trace
+sandbox    model-written code failed, timed out or hit a limit in the sandbox
+data       the sample's data is unusable (not the model's fault): not in `n`, listed apart
+metric     a metric could not be computed for the sample (metrics.text)
+error      any other RvtBenchError (e.g. an adapter answering another sample's id)
+"""
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+DATA: FailureKind = "data"
+PARSE: FailureKind = "parse"
+EXCEPTION: FailureKind = "exception"
+SANDBOX: FailureKind = "sandbox"
+RETRYABLE: tuple[FailureKind, ...] = ("adapter", "exception", "sandbox", "data")
+"""Failures outside the model's answer (its surroundings): what a resume predicts again when the
+config has no run.retry_failed."""
+
+
 # --- errors -------------------------------------------------------------------------------------
 
 
 class RvtBenchError(Exception):
     """Base class of every error this project raises on purpose.
 
-    `kind` is what a failed sample records as its error kind in predictions.jsonl.
+    `kind` is what a failed sample records as its error kind in predictions.jsonl (a FailureKind
+    for errors that fail one sample; run-level errors below have kinds of their own).
     """
 
-    kind = "error"
+    kind: str = "error"
 
 
 class DatasetFormatError(RvtBenchError):
     """A dataset file is missing or malformed; the message names the file and what was expected."""
 
-    kind = "data"
+    kind: FailureKind = "data"
 
 
 class AdapterError(RvtBenchError):
-    """A model adapter could not produce a prediction for a sample (recorded, the run goes on)."""
+    """A model adapter could not produce a prediction for a sample (recorded, the run goes on).
 
-    kind = "adapter"
+    The partial output of the failed sample rides in declared fields, set by the adapter that
+    raises (or re-raises) it, and is recorded with the failure:
+    trace:    the partial trace (a rollout so far, the model calls made), saved as Prediction.trace.
+    events:   the rollout's events so far (list of dicts), for training and analytics.
+    timings:  seconds per stage spent before the failure.
+    segments: the rollout's token segments so far (adapters.dtr1.rollout.Rollout.segments).
+    Each is None when the adapter had nothing to attach.
+    """
+
+    kind: FailureKind = "adapter"
+    trace: Any = None
+    events: list[dict] | None = None
+    timings: dict[str, float] | None = None
+    segments: list[dict] | None = None
 
 
 class ParseError(AdapterError):
     """Model output that does not follow its protocol (missing tags, bad JSON, unknown ids)."""
 
-    kind = "parse"
+    kind: FailureKind = "parse"
 
 
 class SandboxError(AdapterError):
     """Model-written code failed, timed out or hit a resource limit in the sandbox."""
 
-    kind = "sandbox"
+    kind: FailureKind = "sandbox"
 
 
 class JudgeError(RvtBenchError):
@@ -182,7 +220,7 @@ class Prediction:
     text:    answer text for vqa / summarization.
     trace:   full raw model output (e.g. the DT-R1 rollout), for debugging failures.
     timings: seconds per stage, e.g. {"policy": 3.2, "twin": 0.4, "sandbox": 0.1}.
-    error:   None, or {"kind": ..., "message": ...} when the sample failed; scored as empty.
+    error:   None, or {"kind": FailureKind, "message": str} when the sample failed; scored as empty.
     """
 
     sample_id: str
@@ -196,12 +234,26 @@ class Prediction:
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
-    def failure(cls, sample_id: str, kind: str, message: str, **kw: Any) -> "Prediction":
+    def failure(cls, sample_id: str, kind: FailureKind | str, message: str, **kw: Any) -> "Prediction":
         """A failed sample: scored as an empty prediction, counted and listed in metrics.json."""
         return cls(sample_id=sample_id, error={"kind": kind, "message": message}, **kw)
 
+    @property
+    def failure_kind(self) -> str | None:
+        """The FailureKind of a failed prediction, None when it did not fail."""
+        return None if self.error is None else self.error.get("kind")
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def to_json(self) -> dict:
+        """The predictions.jsonl object (JSON types only); `from_json` reads it back."""
+        return self.to_dict()
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Prediction":
+        """`from_dict`: a record without schema_version (older runs) reads as version 1."""
+        return cls.from_dict(d)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Prediction":

@@ -1,12 +1,11 @@
 """What the command-line entries (run_bench.py, train_dtr1.py) do with an error: every stop is one
 line on stderr, and the exit status says which kind of stop it was (EXIT_CODES); the full
-traceback goes to the run's log file (<run_dir>/run.log, written by harness.runner) when the run
+traceback goes to the run's log file (<run_dir>/run.log, written by harness.stops) when the run
 directory is known, else to Hydra's job log (<run.root>/.hydra/...), never to the terminal.
 Anything that is neither our own error nor a known state of the machine is a bug and keeps its
 traceback."""
 from __future__ import annotations
 
-import errno
 import logging
 import sys
 from typing import Callable, NoReturn, TypeVar
@@ -14,6 +13,7 @@ from typing import Callable, NoReturn, TypeVar
 from omegaconf.errors import MissingMandatoryValue
 
 from core.types import RunLockedError, RunStopped, RvtBenchError, ServerUnreachableError
+from harness.stops import OS_STOPS as _OS_REASONS
 
 T = TypeVar("T")
 
@@ -30,10 +30,6 @@ EXIT_CODES = {
     "interrupted": 130,    # Ctrl-C (128 + SIGINT, as shells report it)
 }
 """Exit status per kind of stop (core.types.STOP_REASONS plus "error"); README "Stops"."""
-
-_OS_REASONS = {errno.ENOSPC: "no_space", errno.EDQUOT: "no_space", errno.EROFS: "read_only",
-               errno.EACCES: "permission", errno.EPERM: "permission"}
-
 
 def our_error(exc: BaseException | None) -> RvtBenchError | None:
     """The RvtBenchError behind `exc` (Hydra wraps errors raised while instantiating), if any."""

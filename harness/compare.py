@@ -5,7 +5,10 @@ per-sample wins / losses / ties.
     python -m harness.compare RUN_A RUN_B [--B 1000] [--seed 0]
 
 Both runs must be of the same dataset and split (the protocol is built from RUN_A's config.yaml).
-Values are printed in percent; delta in percentage points (pp).
+Fractions are printed in percent, their delta in percentage points (pp); CIDEr in its own score
+scale. Corpus-level caption metrics (BLEU-n, CIDEr) are recomputed on every bootstrap draw and
+every permutation (harness.bootstrap.CorpusEstimator); they are compared only when both runs have
+the same references.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from omegaconf import OmegaConf
 
 from harness import bootstrap
 from core.store import read_jsonl
+from core.units import unit
 from core.types import RunStoreError
 
 
@@ -48,23 +52,35 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
         if isinstance(ea, str) or isinstance(eb, str):
             rows.append({"key": key, "reason": ea if isinstance(ea, str) else eb})
             continue
-        rows.append(bootstrap.paired(ea, eb, b, seed).__dict__)
+        try:
+            rows.append(bootstrap.paired(ea, eb, b, seed).__dict__)
+        except ValueError as exc:  # e.g. a corpus metric over different references
+            rows.append({"key": key, "reason": str(exc)})
     return {"a": str(run_a), "b": str(run_b), "n_shared": len(shared), "only_a": len(ids_a - shared),
             "only_b": len(ids_b - shared), "metrics": rows}
 
 
+def _show(key: str, value: float, signed: bool = False) -> str:
+    if unit(key) == "score":
+        return f"{value:+.3f}" if signed else f"{value:.3f}"
+    return f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
+
+
 def format_comparison(result: dict[str, Any]) -> str:
-    """Markdown table: | metric | A (%) | B (%) | delta (pp) | 95% CI (pp) | p | n | wins/losses/ties |."""
+    """Markdown table: | metric | unit | A | B | delta B-A | 95% CI | p | n | wins/losses/ties |;
+    fractions in percent (delta and interval in pp), CIDEr as a score."""
     lines = [f"A: {result['a']}", f"B: {result['b']}",
              f"shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']})", "",
-             "| metric | A (%) | B (%) | delta B-A (pp) | 95% CI (pp) | p (permutation) | n | B wins / losses / ties |",
-             "|---|---:|---:|---:|---|---:|---:|---|"]
+             "| metric | unit (delta) | A | B | delta B-A | 95% CI of delta | p (permutation) | n | B wins / losses / ties |",
+             "|---|---|---:|---:|---:|---|---:|---:|---|"]
     for r in result["metrics"]:
+        key = r["key"]
         if "reason" in r:
-            lines.append(f"| {r['key']} | n/a | n/a | n/a | n/a | n/a | | {r['reason']} |")
+            lines.append(f"| {key} | | n/a | n/a | n/a | n/a | n/a | | {r['reason']} |")
             continue
-        lines.append(f"| {r['key']} | {100 * r['a']:.2f} | {100 * r['b']:.2f} | {100 * r['delta']:+.2f} | "
-                     f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] | {r['p_value']:.4f} | {r['n']} | "
+        shown = "score" if unit(key) == "score" else "% (pp)"
+        lines.append(f"| {key} | {shown} | {_show(key, r['a'])} | {_show(key, r['b'])} | {_show(key, r['delta'], True)} | "
+                     f"[{_show(key, r['low'], True)}, {_show(key, r['high'], True)}] | {r['p_value']:.4f} | {r['n']} | "
                      f"{r['wins']} / {r['losses']} / {r['ties']} |")
     return "\n".join(lines)
 

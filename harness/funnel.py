@@ -40,7 +40,7 @@ import re
 from typing import Any, Iterable
 
 from adapters.dtr1 import protocol as P
-from core.types import Prediction, Sample
+from core.types import DATA, PARSE, SANDBOX, Prediction, Sample
 
 STAGES = ("plan_emitted", "dag_valid", "twin_built", "code_rounds_ran", "answer_parsed", "task_correct", "result_correct")
 ROLLOUT_STAGES = STAGES[:4]
@@ -59,7 +59,7 @@ def rollout_text(pred: Prediction) -> str | None:
         return None
     tagged = any(P.has_open(text, tag) for tag in (P.THINK, P.PLAN, P.TASK, P.ANSWER))
     # A rollout that never wrote a tag fails with a ProtocolError naming the plan it lacked.
-    planless = (pred.error or {}).get("kind") == "parse" and P.PLAN in (pred.error or {}).get("message", "")
+    planless = pred.failure_kind == PARSE and P.PLAN in (pred.error or {}).get("message", "")
     return text if tagged or planless else None
 
 
@@ -83,10 +83,10 @@ def sample_stages(sample: Sample, pred: Prediction, record: dict) -> dict[str, b
     out: dict[str, bool | None] = {}
     if text is not None:
         out["plan_emitted"] = P.has_close(text, P.PLAN)
-        out["dag_valid"] = out["plan_emitted"] and not (error.get("kind") == "parse" and "invalid DAG" in error.get("message", ""))
+        out["dag_valid"] = out["plan_emitted"] and not (pred.failure_kind == PARSE and "invalid DAG" in error.get("message", ""))
         out["twin_built"] = out["dag_valid"] and P.has_open(text, P.REP)
         after_twin = text[text.lower().rfind("</dt_rep>"):] if out["twin_built"] else ""
-        out["code_rounds_ran"] = out["twin_built"] and error.get("kind") != "sandbox" and P.has_close(after_twin, P.ANSWER)
+        out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and P.has_close(after_twin, P.ANSWER)
     else:
         out.update({s: None for s in ROLLOUT_STAGES})
     reached = all(v is not False for v in out.values())
@@ -112,7 +112,7 @@ def annotate(samples: list[Sample], preds: dict[str, Prediction], records: list[
     per_sample: list[tuple[Sample, Prediction, dict[str, bool | None]]] = []
     for sample in samples:
         pred, record = preds[sample.id], by_id[sample.id]
-        if pred.error and pred.error.get("kind") == "data":
+        if pred.failure_kind == DATA:
             record["funnel"] = {"first_failed": "no_rollout", "result_correct": None}
             no_rollout += 1
             continue

@@ -36,7 +36,9 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """The part of a resolved run config that decides the numbers: dataset (+split, options,
     protocol) without its root, the model with its policy and perception as resolved, and the
     judge's model and template when one is configured."""
-    dataset = {k: v for k, v in cfg["dataset"].items() if k not in _NON_SEMANTIC_DATASET_KEYS}
+    from loaders.config import flat  # the pre-split shape, so older run directories keep their fingerprint
+
+    dataset = {k: v for k, v in flat(cfg["dataset"]).items() if k not in _NON_SEMANTIC_DATASET_KEYS}
     # the same keys at the model's top level: adapters that reach a server themselves (vlm)
     model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
     if isinstance(model.get("policy"), dict):

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import bootstrap
+from core.records import METRICS_SCHEMA_VERSION, RunMetrics
 from core.store import read_jsonl, write_json_atomic, write_jsonl_atomic
 from core.types import Prediction, Sample
 
-METRICS_SCHEMA_VERSION = 2  # 1: before units / ci / unavailable / protocol_version were written
 SAMPLE_LOG_VERSION = 1
 
 
@@ -27,28 +27,29 @@ def _nulls(node: dict, where: str, why: dict[str, str]) -> None:
             _nulls(v, f"{where}{k}.", why)
 
 
-def finish_metrics(metrics: dict[str, Any], protocol: Any, resolved: dict[str, Any], scores_path: Path) -> None:
-    """Complete a metrics.json body in place: "schema_version", "units" ("fraction"), "metric_units"
-    ({key: "fraction" | "score"}: CIDEr is an unbounded score), "headline",
-    "protocol_version" (the protocol's `version`, 1 when it declares none), "protocol_variants" (its
+def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any], scores_path: Path) -> None:
+    """Complete a run's metrics in place with the versioned header: schema_version, units
+    ("fraction"), metric_units ({key: "fraction" | "score"}: CIDEr is an unbounded score), headline,
+    protocol_version (the protocol's `version`, 1 when it declares none), protocol_variants (its
     config options, e.g. {"mode": "reference"}), metric text replaced by null with the reason in
-    "unavailable", and "ci": bootstrap.headline_cis over scores_path's records
+    unavailable, and ci: bootstrap.headline_cis over scores_path's records
     (run.bootstrap.B / run.bootstrap.seed, defaults 1000 / 0; B = 0 turns intervals off)."""
     spec = dict((resolved.get("dataset") or {}).get("protocol") or {})
     spec.pop("_target_", None)
     why: dict[str, str] = {}
-    _nulls(metrics.get("metrics") or {}, "", why)
-    for group, rows in (metrics.get("breakdown") or {}).items():
+    _nulls(metrics.aggregate.get("metrics") or {}, "", why)
+    for group, rows in (metrics.aggregate.get("breakdown") or {}).items():
         if isinstance(rows, dict):
             _nulls(rows, f"breakdown.{group}.", why)
     from core.units import unit
 
-    metrics.update(schema_version=METRICS_SCHEMA_VERSION, units="fraction", headline=list(protocol.headline),
-                   metric_units={k: "score" if unit(k) == "score" else "fraction" for k in metrics.get("metrics") or {}},
-                   protocol_version=int(getattr(protocol, "version", 1)), protocol_variants=spec, unavailable=why)
+    metrics.schema_version, metrics.units, metrics.headline = METRICS_SCHEMA_VERSION, "fraction", list(protocol.headline)
+    metrics.metric_units = {k: "score" if unit(k) == "score" else "fraction" for k in metrics.aggregate.get("metrics") or {}}
+    metrics.protocol_version, metrics.protocol_variants = int(getattr(protocol, "version", 1)), spec
+    metrics.unavailable = why
     opts = (resolved.get("run") or {}).get("bootstrap") or {}
     b, seed = int(opts.get("B", bootstrap.DEFAULT_B)), int(opts.get("seed", bootstrap.DEFAULT_SEED))
-    metrics["ci"] = bootstrap.headline_cis(protocol, list(read_jsonl(scores_path)), metrics["metrics"], b, seed) if b > 0 else {}
+    metrics.ci = bootstrap.headline_cis(protocol, list(read_jsonl(scores_path)), metrics.metrics, b, seed) if b > 0 else {}
 
 
 def _target(sample: Sample) -> dict[str, Any]:

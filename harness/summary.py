@@ -46,9 +46,21 @@ def _extra_blocks(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+def latency_line(metrics: dict[str, Any], scoring_s: float | None) -> list[str]:
+    """The summary's latency line, seconds summed over samples: generation, perception, code, total
+    (metrics.json analytics.latency_s) and this scoring's wall time (manifest.json "scoring"; it is
+    not in metrics.json, which a re-scoring must reproduce byte for byte)."""
+    latency = dict((metrics.get("analytics") or {}).get("latency_s") or {})
+    if scoring_s is not None:
+        latency["scoring"] = round(float(scoring_s), 3)
+    shown = [f"{k} {v:.3f}" for k, v in latency.items() if isinstance(v, (int, float))]
+    return [f"  latency (s): {', '.join(shown)}"] if shown else []
+
+
 def format_summary(result: Any) -> str:
-    """The run summary for the terminal (a harness.runner.RunResult): header, failures, judge, every
-    metric in percent with its 95% CI, breakdowns, and last the markdown results table."""
+    """The run summary for the terminal of `result` (a harness.runner.RunResult, or anything with
+    its `metrics` and `scoring_s`): header, failures, judge, every metric in percent with its 95% CI,
+    breakdowns, and last the markdown results table."""
     m = result.metrics
     if m is None:
         return "scoring skipped: predictions missing (shards still running?)"
@@ -57,6 +69,7 @@ def format_summary(result: Any) -> str:
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
     lines += funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (harness/funnel.py), before the scores
+    lines += latency_line(m, result.scoring_s)
     if m.get("failures"):
         lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
                      f"pictures: python -m harness.visualize <run dir> --worst 10)")

@@ -125,9 +125,9 @@ def render_run(run_dir: str | Path, ids: list[str] | None = None, worst: int | N
     dataset_root: where the data lies now, when it moved since the run (default: the run's config)."""
     run_dir = Path(run_dir)
     cfg = OmegaConf.load(run_dir / "config.yaml")
-    kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
-    if dataset_root:
-        kwargs["root"] = dataset_root
+    from loaders.config import loader_kwargs
+
+    kwargs = loader_kwargs(cfg.dataset, root=dataset_root)
     samples = {s.id: s for s in instantiate(kwargs, _convert_="all")}
     preds = read_predictions(prediction_files(run_dir))
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}

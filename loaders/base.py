@@ -27,11 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
-from core.types import DatasetFormatError, Sample
+from core.types import DATA, DatasetFormatError, Sample
 
 log = logging.getLogger(__name__)
 
-ERROR_KIND = "data"  # the runner's failure kind for samples that could not be built from the data
+ERROR_KIND = DATA  # the failure kind (core.types.FailureKind) of samples that could not be built from the data
 ALL_FAILED_SHOWN = 5  # reasons quoted when every sample failed
 UTF8_BOM = b"\xef\xbb\xbf"
 

@@ -1,47 +1,6 @@
 """The canonical per-query record, for benchmarks whose release format is not publicly documented
-(JiTBench, RVTBench), and the field mapping that adapts a release's own names to it.
-
-One record = one query on one video (a JSON object: a line of a JSONL file, an element of a JSON
-list, or a row of a Hugging Face ``datasets`` split). Canonical fields::
-
-    id        str, required      unique within the split
-    video     str, required      video name; its frames live in <root>/<frames_dir>/<video>/
-    frames    list[str] | null   frame file names in temporal order, relative to that directory
-                                 (null: every .jpg/.jpeg/.png there, sorted by name)
-    query     str, required      the text query
-    task      str                "segmentation" | "grounding" | "vqa" | "summarization"
-                                 (absent: the dataset's default_task); values may be renamed by
-                                 task_aliases (e.g. {"seg": "segmentation", "summary": "summarization"})
-    category  str | null         reasoning category (e.g. "semantic", "spatial", "temporal")
-    level     int | null         difficulty level (JiTBench 1-3, RVTBench 1-4)
-    masks     list | null        per frame: a COCO RLE {"size": [H, W], "counts": str | list}, a PNG
-                                 path relative to root (nonzero = target), or null (no target there);
-                                 an all-zero mask is stored as None too, RLE counts as ASCII str
-    boxes     list | null        per frame: a list of [x1, y1, x2, y2] pixel boxes (continuous
-                                 coordinates, see metrics/boxes.py), [] or null = no box
-    answers   list[str] | str | null   reference texts (vqa, summarization)
-    twin      str | null         path, relative to root, of the release's pre-built digital-twin JSON
-                                 (RVTBench); carried as Sample.meta["twin_path"] (absolute) for
-                                 ``perception=provided``
-
-Validation is strict: every required field present and typed; per-frame lists exactly as long as
-the frame list; RLE sizes equal the video's frame size; level and category within the dataset's
-declared sets; the task's own target present (segmentation -> masks, grounding -> boxes,
-vqa / summarization -> answers); ids unique; keys that are neither mapped nor listed in
-``extra_fields`` are an error naming them (``strict=False`` ignores them). Every failure names the
-file (or hub id), the record and what was expected.
-
-Bad data (``loaders.base``): a record that fails validation (or repeats an earlier id, or
-whose frames are missing or unreadable) is left out and recorded in ``dataset.errors`` as
-``{"sample_id": <its id, or "<file> record <k>" when it has none>, "kind": "data", "message"}``;
-a missing root or annotation file (the message lists the splits present), an unparsable file, an
-empty one, or every record failing raises DatasetFormatError.
-
-Field mapping (``fields`` in the dataset config): {canonical name: the release's name}, e.g.
-``{id: qid, video: video_name, query: question, masks: mask_rles}``; a dotted release name reads a
-nested key (``"target.masks"``). Unmapped canonical fields are read under their own name.
-``box_format`` ("xyxy" | "xywh") and ``box_units`` ("pixels" | "normalized", the latter scaled by the
-frame's width and height) adapt boxes. ``extra_fields`` are copied into Sample.meta.
+(JiTBench, RVTBench: one YAML file each, conf/dataset/), and the field mapping that adapts a
+release's own names to it. Every field, validation, bad data and mapping: docs/benchmarks/canonical.md.
 """
 from __future__ import annotations
 
@@ -86,6 +45,9 @@ class CanonicalDataset(Dataset):
     levels:      allowed level values (None: any int); categories: allowed categories (None: any str).
     box_format, box_units: how the release writes boxes (converted to xyxy pixels).
     extra_fields: release keys copied to Sample.meta; strict: unknown keys are an error.
+    name:        the benchmark's name (Sample.dataset, messages; conf/dataset/<name>.yaml), e.g.
+                 "rvtbench"; published: where the release is published (named when data is missing).
+                 A canonical-format benchmark is this class plus one YAML file, no module.
 
     Sample: id from the record, modality "video", frames as above, frame_ids = frame file stems,
     task, target (masks as RLE, boxes as xyxy pixels, answers), meta = {"video", "level",
@@ -118,8 +80,14 @@ class CanonicalDataset(Dataset):
         box_units: str = "pixels",
         extra_fields: Sequence[str] = (),
         strict: bool = True,
+        name: str | None = None,
+        published: str | None = None,
     ) -> None:
         super().__init__()
+        if name is not None:
+            self.name = str(name)
+        if published is not None:
+            self.published = str(published)
         self.root = Path(root)
         self.split = split
         self.frames_root = self.root / frames_dir if frames_dir else self.root
@@ -180,7 +148,7 @@ class CanonicalDataset(Dataset):
                 f"{self.name}: no annotation file for split {self.split!r}: looked for {[str(p) for p in candidates]}; "
                 f"splits present: {existing_splits(present)}.\n"
                 f"Expected layout:\n{self.root}/\n{self.layout}\nThe data is published at {self.published}\n"
-                f"A release with other file or field names: set dataset.annotation and dataset.fields "
+                f"A release with other file or field names: set dataset.loader.annotation and dataset.loader.fields "
                 f"(conf/dataset/{self.name}.yaml)"
             )
         return str(path), _file_records(path)
@@ -202,8 +170,8 @@ class CanonicalDataset(Dataset):
             unknown = sorted(str(k) for k in record if k not in used)
             if unknown:
                 raise DatasetFormatError(
-                    f"{where}: unknown keys {unknown}; map them with dataset.fields, keep them with "
-                    f"dataset.extra_fields, or set dataset.strict=false"
+                    f"{where}: unknown keys {unknown}; map them with dataset.loader.fields, keep them with "
+                    f"dataset.loader.extra_fields, or set dataset.loader.strict=false"
                 )
         values = {c: self._get(record, c) for c in CANONICAL_FIELDS}
         for c in REQUIRED_FIELDS:
@@ -257,7 +225,7 @@ class CanonicalDataset(Dataset):
             return self.default_task
         task = self.task_aliases.get(str(value), str(value))
         if task not in TASKS:
-            raise DatasetFormatError(f"{where}: task {value!r} is not one of {TASKS}; map it with dataset.task_aliases")
+            raise DatasetFormatError(f"{where}: task {value!r} is not one of {TASKS}; map it with dataset.loader.task_aliases")
         return task
 
     def _frames(self, video: str, names: Any, where: str) -> tuple[list[Path], tuple[int, int]]:
@@ -398,7 +366,7 @@ def _hf_rows(path: str, config: str | None, split: str, dataset: str, cache_dir:
     try:
         import datasets
     except ImportError as exc:
-        raise DatasetFormatError(f"{dataset}: dataset.hf_dataset needs the `datasets` package (pip install datasets)") from exc
+        raise DatasetFormatError(f"{dataset}: dataset.loader.hf_dataset needs the `datasets` package (pip install datasets)") from exc
     try:
         ds = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir)
     except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError, ValueError...)

@@ -1,23 +1,6 @@
-"""The bundled demo benchmark (``demo/``, built by ``scripts/build_demo.py``): images, videos and
-RVTBench-style grounding / VQA / summarization queries on those videos.
-
-Layout::
-
-    <root>/reasonseg/val/...       ReasonSeg format (loaders.reasonseg), split "val"
-    <root>/revos/...               ReVOS format (loaders.revos), split "valid"
-    <root>/rvtbench/test.jsonl     RVTBench canonical records (loaders.rvtbench), frames read
-                                   from <root>/revos/JPEGImages/<video>/
-
-Sample ids are prefixed so they stay unique: "image/<stem>", "video/<video>/<exp_id>" and
-"rvt/<record id>". Every sample's ``dataset`` is "demo" and ``split`` is "demo"; ``meta["source"]``
-names the format it came from ("reasonseg", "revos" or "rvtbench"). An RVTBench query gets the
-annotations (objects, masks, depth) of the ReVOS clip it is asked on, so ``oracle`` perception can
-build its twin. Scored by CompositeProtocol routed by ``meta["source"]`` (reasonseg -> ReasonSeg's
-gIoU/cIoU, revos -> ReVOS's J/F, rvtbench -> per-task RVTBench metrics), see conf/dataset/demo.yaml.
-
-Bad data follows ``loaders.base``: each part's ``errors`` are carried into ``dataset.errors``
-with the same id prefix, an RVTBench query on a video that is not a ReVOS clip is a data error of
-that query, and a missing root or part (or a part whose samples all fail) raises DatasetFormatError.
+"""The bundled demo benchmark (``demo/``, built by ``scripts/build_demo.py``): ReasonSeg-format
+images, ReVOS-format clips and RVTBench-style queries on those clips, ids prefixed by part.
+Layout, scoring and bad data: docs/benchmarks/demo.md.
 """
 from __future__ import annotations
 
@@ -27,11 +10,15 @@ from pathlib import Path
 from loaders.base import Dataset, require_dir
 from loaders.reasonseg import ReasonSegDataset
 from loaders.revos import ReVOSDataset
-from loaders.rvtbench import RVTBenchDataset
+from loaders.canonical import CanonicalDataset
 
 LAYOUT = ("  reasonseg/val/<name>.jpg + <name>.json (ReasonSeg)\n"
           "  revos/ (ReVOS: JPEGImages/, meta_expressions_valid_.json, mask_dict.json)\n"
           "  rvtbench/test.jsonl (RVTBench canonical records on revos/JPEGImages/<video>/)")
+# RVTBench's declared sets, as conf/dataset/rvtbench.yaml gives them to its loader
+RVT_LEVELS = (1, 2, 3, 4)
+RVT_CATEGORIES = ("semantic", "spatial", "temporal")
+RVT_TASK_ALIASES = {"summary": "summarization", "seg": "segmentation", "qa": "vqa", "VQA": "vqa"}
 PUBLISHED = "this repository's demo/ directory (rebuild: python scripts/build_demo.py)"
 
 
@@ -52,8 +39,8 @@ class DemoDataset(Dataset):
         require_dir(self.root, dataset=self.name, layout=f"{self.root}/\n{LAYOUT}", published=PUBLISHED)
         images = ReasonSegDataset(self.root / "reasonseg", split="val")
         videos = ReVOSDataset(self.root / "revos", split="valid")
-        self.videos = videos  # keeps ReVOSDataset.foreground() reachable for the robustness metric
-        queries = RVTBenchDataset(self.root, split="test", annotation="rvtbench/test.jsonl", frames_dir="revos/JPEGImages")
+        queries = CanonicalDataset(self.root, split="test", annotation="rvtbench/test.jsonl", frames_dir="revos/JPEGImages",
+                                   name="rvtbench", levels=RVT_LEVELS, categories=RVT_CATEGORIES, task_aliases=RVT_TASK_ALIASES)
         clip_annotations = {s.meta["video"]: s.annotations for s in videos}
         for prefix, part in (("image", images), ("video", videos), ("rvt", queries)):
             for error in part.errors:

@@ -1,33 +1,6 @@
-"""LLM-Seg40K (LLM-Seg, Wang & Ke, CVPR Workshops 2024): reasoning segmentation of COCO and EgoObjects images.
-
-On-disk format, as read by LLM-Seg ``utils/llm_seg_dataset.py::LLMSegDataset.load_all_samples``
-(github.com/wangjunchi/LLMSeg)::
-
-    <root>/train.json                        the training split
-    <root>/split/<split>.json                "validation" (and "train", "test" in the authors' tree)
-    each file: {<image file name>: {"from_dataset": "coco" | "ego_objects",
-                                    "qa_pairs": [{"question": str, "answer": str,
-                                                  "rle_seg": {"size": [H, W], "counts": str}}, ...]}}
-    <coco_image_dir>/<image file name>         COCO train2017 images
-    <ego_objects_image_dir>/<image file name>  EgoObjects images
-
-The PNG variant stores each mask as a file instead: ``"segmentation_path": <path>`` in place of
-``"rle_seg"`` (read by LLM-Seg's first ``llm_seg_dataset.py`` and by ``utils/dataset.py::ValDataSet_LLMSeg``
-with ``cv2.imread(..., IMREAD_GRAYSCALE) > 0``; here any nonzero channel is foreground). Both
-variants are read; a qa pair holding both uses ``rle_seg``. The authors' ``segmentation_path`` values are absolute paths on their machine, so a
-relative path is resolved against ``root`` and ``segmentation_root`` (when set) replaces the
-directory part of every such path.
-
-Samples, in the file's order of images and then of qa pairs (LLM-Seg's order): one per qa pair,
-id ``<image stem>_<qa index>``; scored with gIoU/cIoU like ReasonSeg (LLM-Seg ``validate_llmseg.py``
-reports gIoU/cIoU; no ignore region: its masks are binary, so LISA's ignore label 255 never occurs).
-
-Bad data (``loaders.base``): a missing root, annotation file (the message lists the splits
-present) or image directory, or an annotation file that is not the expected object, raises
-DatasetFormatError. A bad image record (keys, from_dataset, qa_pairs) or qa pair (keys, mask, size)
-or an unreadable image leaves the sample(s) out with ``{"sample_id": <image stem>_<k> (the image
-file name for a bad record), "kind": "data", "message"}`` in ``dataset.errors``; if none loads,
-DatasetFormatError quotes the first reasons.
+"""LLM-Seg40K (LLM-Seg, CVPR Workshops 2024) loader: reasoning segmentation of COCO and EgoObjects
+images from split JSON files (RLE or PNG masks). Format, sample order and bad data:
+docs/benchmarks/llmseg40k.md.
 """
 from __future__ import annotations
 

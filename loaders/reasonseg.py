@@ -1,43 +1,6 @@
-"""ReasonSeg (LISA, Lai et al. CVPR 2024): reasoning segmentation of single images.
-
-On-disk format (LISA's release, read by LISA ``utils/data_processing.py::get_mask_from_json``)::
-
-    <root>/<split>/<name>.jpg
-    <root>/<split>/<name>.json      LabelMe-style: {"text": [str, ...], "is_sentence": bool,
-                                    "shapes": [{"label", "labels", "points": [[x, y], ...],
-                                                "shape_type", "image_name", "group_id", "group_ids",
-                                                "flags"}, ...]}
-
-Ground truth follows LISA exactly (``core.masks.rasterize_labelme``): label "flag" skipped, a label
-containing "ignore" is 255 (excluded from gIoU/cIoU), every other shape is target (1). LISA's
-validation uses the first text only, so by default one Sample per image with ``query = text[0]``.
-
-Options (conf/dataset/reasonseg.yaml):
-- ``query_length``: "all" (default), "short" (``is_sentence`` false: short phrases) or "long"
-  (``is_sentence`` true: long sentences), the split LISA's paper reports separately.
-- ``all_texts``: false (default, LISA's protocol) or true: one Sample per rephrasing in ``text``,
-  id ``<name>#<k>`` and ``meta["text_index"] = k``, all sharing the image's ground truth.
-Edge cases of the public release, handled as LISA does:
-- a JSON whose ``shapes`` list is empty (two files of the public test split) gives an empty target:
-  an all-zero mask RLE of the image's size (not None, so a prediction's size is still checked). LISA
-  scores it like any other sample: a prediction with no pixel gets I = U = 0, a gIoU term of 1.0.
-- EXIF orientation: LISA reads images with ``cv2.imread``, which applies it, and the polygons are in
-  those oriented coordinates; masks are rasterised at the oriented size (``core.frames.frame_size``)
-  and frames load oriented (``core.frames.read_frame``).
-- encoding: UTF-8, falling back to cp1252 (LISA's fallback order) for the few files not in UTF-8.
-
-Bad data (``loaders.base``): a whole-dataset problem (missing root or split directory, with
-the splits that do exist named; a split without any ``<name>.json``) raises DatasetFormatError. A
-per-image problem (JSON invalid or without ``text`` / ``is_sentence`` / ``shapes``, shapes or points
-malformed, image missing or unreadable, instances sidecar malformed) leaves that image's sample(s)
-out and records ``{"sample_id": <stem>, "kind": "data", "message"}`` in ``dataset.errors``; if no
-image loads, DatasetFormatError quotes the first reasons.
-
-Demo extensions (absent from the real release; read only when present):
-- top-level ``"level"`` (int) and ``"category"`` (str) keys in ``<name>.json`` go to ``Sample.meta``;
-- ``<root>/<split>/instances/<name>.json`` = ``{"instances": [{"id", "label", "points"}]}``: every
-  object of the image (targets and distractors) as a polygon, read into ``Sample.annotations`` for
-  oracle perception.
+"""ReasonSeg (LISA, CVPR 2024) loader: reasoning segmentation of single images from LISA's
+<split>/<name>.jpg + LabelMe <name>.json. Format, ground truth as LISA builds it, options, edge cases
+and bad data: docs/benchmarks/reasonseg.md.
 """
 from __future__ import annotations
 

@@ -1,55 +1,6 @@
-"""ReVOS (VISA, Yan et al. ECCV 2024): reasoning video object segmentation.
-
-On-disk format, as read by VISA ``tools/eval_revos.py`` and ``tools/generate_foreground_mask.py``::
-
-    <root>/JPEGImages/<video>/<frame>.jpg        <video> may be nested, e.g. "UVO/all/<id>"
-    <root>/meta_expressions_<split>_.json        {"videos": {<video>: {"vid_id", "height", "width",
-                                                   "frames": [<frame>, ...],
-                                                   "expressions": {<exp_id>: {"exp", "obj_id": [int],
-                                                       "anno_id": [int], "type_id": 0|1|2}}}}}
-    <root>/mask_dict.json                        {str(anno_id): [per frame COCO RLE or null]}
-    <root>/mask_dict_foreground.json             {<video>: {"masks_rle": [per frame RLE of the union
-                                                   of all the video's objects], "foreground_ratio": [..]}}
-
-``mask_dict[anno_id][i]`` belongs to ``frames[i]`` in the meta's order (eval_revos indexes it so).
-type_id: 0 referring, 1 reasoning, 2 no target (the expression refers to nothing in the video).
-Ground truth of an expression = per frame union of its anno_ids' masks (eval_revos sums them).
-
-Frame-count mismatches: upstream reports some TAO/UVO videos whose anno mask lists are not as long
-as the video's frame list. eval_revos indexes ``mask_dict[anno_id][frame_idx]`` for each frame, so a
-short list raises there and VISA records that expression as J = F = 0; a long list has its tail
-ignored. ``on_length_mismatch`` chooses what happens here, always with a warning naming the video
-and anno id: "warn" (default) aligns by index as VISA does (extra masks dropped, missing ones = no
-object in that frame, which differs from VISA's J = F = 0 for a short list), "skip" leaves out every
-expression of that video that uses the anno id, "error" raises DatasetFormatError. The same rule
-applies to a foreground list whose length differs from the frame count.
-
-Foreground (the robustness metric R): with ``foreground`` None (default) mask_dict_foreground.json
-is read when present and each sample's ``target.foreground`` is its video's list (shared by the
-video's samples; None for a video the file lacks, with a warning); True requires the file and every
-video; False never reads it (R is then not reported).
-
-Bad data (``loaders.base``). Whole-dataset problems raise DatasetFormatError: missing root,
-JPEGImages/, mask_dict.json or the split's meta file (the message lists the splits whose meta file
-exists), a meta or mask_dict that is not the expected JSON object, on_length_mismatch="error",
-foreground=True with the file or a video missing, or every expression failing. Per-expression
-problems leave the expression out and add ``{"sample_id": "<video>/<exp_id>", "kind": "data",
-"message"}`` to ``dataset.errors``: an expression without its keys, an anno_id missing from
-mask_dict.json, an anno track that is not a list or holds a bad RLE; a video-level problem (no frame
-directory, unreadable first frame, bad sidecar entry) does so for each expression of the video.
-mask_dict.json is validated at load time without decoding any mask (ReVOS valid holds ~50k frame
-masks): every non-null entry must be a dict with ``size == [H, W]`` of the video (the first frame's
-header, EXIF-oriented), ``counts`` a str / bytes (compressed) or list of non-negative ints summing to
-H*W (uncompressed), and pycocotools ``area()`` must succeed with 0 <= area <= H*W (a corrupt counts
-string decodes to runs that overflow the frame). One message per bad track lists every bad frame
-(file, anno id, frame index, what was expected; capped at MAX_LISTED lines + "and N more"), so all
-bad entries are reported at load, before any model work. Objects with a bad track are also left out
-of ``Sample.annotations``.
-
-Demo extensions (absent from the real release; read only when present): extra keys on an expression
-(the demo's "level", "category") are copied to ``Sample.meta``; ``<root>/instances.json`` =
-``{<video>: [{"anno_id", "label", "depth": [per frame metres or null] | null}]}`` gives object labels
-and depth for ``Sample.annotations``.
+"""ReVOS (VISA, ECCV 2024) loader: reasoning video object segmentation from the release's
+JPEGImages/, meta_expressions_<split>_.json, mask_dict.json and mask_dict_foreground.json.
+Format, frame-count mismatches, foreground, bad data and demo extensions: docs/benchmarks/revos.md.
 """
 from __future__ import annotations
 
@@ -298,7 +249,7 @@ class ReVOSDataset(Dataset):
             return rles
         message = f"{expected}, got {len(rles)} entries"
         if self.on_length_mismatch == "error":
-            raise _WholeDatasetError(message + " (dataset.on_length_mismatch=error)")
+            raise _WholeDatasetError(message + " (dataset.loader.on_length_mismatch=error)")
         log.warning("%s (on_length_mismatch=%s)", message, self.on_length_mismatch)
         if self.on_length_mismatch == "skip":
             raise _SkipExpression(message)

@@ -207,21 +207,22 @@ def _boundary_padded(crop: np.ndarray, last_row: bool, last_col: bool, pad: int)
     column, where davis2017's special rules apply (see boundary_map).
     """
     h, w = crop.shape
-    s = np.zeros((h + 1, w + 1), dtype=bool)
-    s[:h, :w] = crop
-    inner = s[:h, :w]
     out = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.uint8)
-    b = out[pad:pad + h, pad:pad + w].view(bool)
-    tmp = np.empty((h, w), dtype=bool)
-    np.not_equal(inner, s[:h, 1:], out=b)
-    b |= np.not_equal(inner, s[1:, :w], out=tmp)
-    b |= np.not_equal(inner, s[1:, 1:], out=tmp)
-    if last_row:  # east neighbour only
-        b[-1, :] = inner[-1, :] != s[h - 1, 1:]
-    if last_col:  # south neighbour only
-        b[:, -1] = inner[:, -1] != s[1:, w - 1]
-        if last_row:
-            b[-1, -1] = False
+    b = out[pad:pad + h, pad:pad + w]
+    x = crop.view(np.uint8)
+    # inside: a pixel is boundary unless it and its east, south and south-east neighbours are all
+    # equal, i.e. unless their sum is 0 or 4: (sum - 1) mod 256 < 3 (four uint8 passes)
+    pairs = x[:-1] + x[1:]
+    block = pairs[:, :-1] + pairs[:, 1:]
+    block -= 1
+    np.less(block, 3, out=b[:-1, :-1].view(bool))
+    # the box's last row and column: beyond the box is background, unless it is the frame's edge,
+    # where davis2017 compares with the east (last row) or south (last column) neighbour only
+    edge = x[-1, :-1] != x[-1, 1:]
+    b[-1, :-1] = edge if last_row else edge | (x[-1, :-1] != 0)
+    edge = x[:-1, -1] != x[1:, -1]
+    b[:-1, -1] = edge if last_col else edge | (x[:-1, -1] != 0)
+    b[-1, -1] = 0 if last_row and last_col else x[-1, -1] != 0
     return out
 
 

@@ -106,6 +106,18 @@ def test_encode_fast_gives_pycocotools_strings():
         assert masks.encode_fast(m) == masks.encode(m)
 
 
+def test_encode_box_from_any_box_holding_the_object_gives_pycocotools_strings():
+    for m in _random_masks():
+        h, w = m.shape
+        ys, xs = np.nonzero(m)
+        tight = (ys.min(), ys.max() + 1, xs.min(), xs.max() + 1) if ys.size else (0, 0, 0, 0)
+        for y0, y1, x0, x1 in (tight, (0, h, 0, w), (min(tight[0], 1), h, 0, tight[3])):
+            assert masks.encode_box(m[y0:y1, x0:x1], (y0, y1, x0, x1), (h, w)) == masks.encode(m)
+        assert masks.encode_box(np.zeros((0, 0), dtype=bool), None, (h, w)) == masks.encode(np.zeros_like(m))
+    with pytest.raises(ValueError, match="does not fit"):
+        masks.encode_box(np.ones((2, 2), dtype=bool), (0, 3, 0, 2), (4, 4))
+
+
 def test_decode_box_and_bbox_agree_with_the_full_decode():
     for m in _random_masks():
         rle = masks.encode(m)

@@ -66,10 +66,11 @@ def test_same_seed_same_interval_other_seed_other_interval():
     assert bootstrap.confidence_interval(est, seed=3)["low"] != bootstrap.confidence_interval(est, seed=4)["low"]
 
 
-def test_corpus_text_metrics_get_a_reason_not_an_interval():
-    records = [{"sample_id": "q1", "task": "vqa", "meta": {}}]
-    cis = bootstrap.headline_cis(RVTBenchProtocol(headline=["vqa/BLEU-4"]), records, {"vqa/BLEU-4": 0.3})
-    assert cis["vqa/BLEU-4"]["low"] is None and "corpus-level" in cis["vqa/BLEU-4"]["reason"]
+def test_corpus_text_metric_without_resampling_statistics_gets_a_reason_not_an_interval():
+    # METEOR is the Java jar's own corpus aggregate; BLEU-n and CIDEr are resampled (tests/test_text_resample.py)
+    records = [{"sample_id": "q1", "task": "vqa", "hypothesis": "a cat", "references": ["a cat"], "meta": {}}]
+    cis = bootstrap.headline_cis(RVTBenchProtocol(headline=["vqa/METEOR"]), records, {"vqa/METEOR": 0.3})
+    assert cis["vqa/METEOR"]["low"] is None and "no resampling statistics" in cis["vqa/METEOR"]["reason"]
 
 
 def test_identical_runs_have_zero_delta_and_p_one():
@@ -89,3 +90,12 @@ def test_a_uniformly_better_run_is_significant_with_all_wins():
     assert result.delta == pytest.approx(0.2)
     assert result.p_value == pytest.approx(1 / 1000)  # no permutation reaches |delta|
     assert (result.wins, result.losses) == (60, 0) and result.low > 0.19
+
+
+def test_grounding_m_viou_estimator_is_the_mean_of_per_sample_viou():
+    records = [{"sample_id": f"g{i}", "task": "grounding", "viou": v, "giou_term": 0.5, "I": 1.0, "U": 2.0}
+               for i, v in enumerate([0.0, 0.25, 0.5, 1.0])]
+    protocol = RVTBenchProtocol()
+    metrics = protocol.parts["grounding"].aggregate(records)["metrics"]
+    assert bootstrap.estimator(protocol, "grounding/m_vIoU", records).value() == pytest.approx(metrics["m_vIoU"])
+    assert bootstrap.estimator(protocol, "grounding/vIoU@0.3", records).value() == pytest.approx(metrics["vIoU@0.3"])

@@ -55,6 +55,13 @@ class ReadingAdapter(Adapter):
         return {"reader": 1}
 
 
+def dataset_yaml(name: str) -> dict:
+    """conf/dataset/<name>.yaml's dataset node without its protocol (a canonical benchmark is that file alone)."""
+    node = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "dataset" / f"{name}.yaml"))
+    node.pop("protocol")
+    return node
+
+
 def run_on(tmp: Path, dataset: dict, protocol: str, model: dict | None = None) -> dict:
     cfg = OmegaConf.create({
         "dataset": {**dataset, "protocol": {"_target_": protocol}},
@@ -577,8 +584,8 @@ def test_jitbench(tmp_path, case):
     corrupt, bad, needles = JITBENCH_CASES[case]
     root = write_canonical(tmp_path / "JiTBench")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "jitbench", "_target_": "loaders.jitbench.JiTBenchDataset", "root": str(root),
-                          "split": "test"}, "metrics.protocols.rvtbench.RVTBenchProtocol")
+    m = run_on(tmp_path, {**dataset_yaml("jitbench"), "root": str(root), "split": "test"},
+               "metrics.protocols.rvtbench.RVTBenchProtocol")
     if bad is not None and bad.startswith("test.jsonl "):  # a record without a usable id: named by file and position
         bad = str(root / bad)
     check(m, 3, bad, *needles)
@@ -607,8 +614,8 @@ def test_rvtbench(tmp_path, case):
     corrupt, bad, needles = RVTBENCH_CASES[case]
     root = write_canonical(tmp_path / "RVTBench", task="grounding")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "rvtbench", "_target_": "loaders.rvtbench.RVTBenchDataset", "root": str(root),
-                          "split": "test"}, "metrics.protocols.rvtbench.RVTBenchProtocol")
+    m = run_on(tmp_path, {**dataset_yaml("rvtbench"), "root": str(root), "split": "test"},
+               "metrics.protocols.rvtbench.RVTBenchProtocol")
     check(m, 3, bad, *needles)
 
 

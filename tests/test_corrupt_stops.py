@@ -279,12 +279,12 @@ def test_a_read_only_run_root_is_one_line(tmp_path):
 @pytest.mark.parametrize("code, reason", [(errno.EROFS, "read_only"), (errno.EACCES, "permission"),
                                           (errno.ENOSPC, "no_space")])
 def test_each_os_stop_has_its_reason(tmp_path, monkeypatch, code, reason):
-    import harness.runner as runner
+    import harness.rundir as rundir
 
     def refuse(*a, **kw):
         raise OSError(code, os.strerror(code), "config.yaml")
 
-    monkeypatch.setattr(runner, "_claim_run_dir", refuse)
+    monkeypatch.setattr(rundir, "claim_run_dir", refuse)
     with pytest.raises(RunStopped) as stop:
         run(make_cfg(tmp_path))
     assert stop.value.reason == reason and "config.yaml" in str(stop.value)

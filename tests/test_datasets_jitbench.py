@@ -1,5 +1,6 @@
-"""JiTBench loader = canonical per-query records (loaders/canonical.py) with JiTBench's
-defaults (segmentation, levels 1-3, semantic/spatial/temporal), on fixtures written in that format.
+"""JiTBench = conf/dataset/jitbench.yaml alone: canonical per-query records (loaders/canonical.py)
+with JiTBench's defaults there (segmentation, levels 1-3, semantic/spatial/temporal), on fixtures
+written in that format.
 """
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ from hydra.utils import instantiate
 from PIL import Image
 
 from core import masks
-from loaders.jitbench import JiTBenchDataset
 from core.types import DatasetFormatError
+from loaders.canonical import CanonicalDataset
+from loaders.config import from_yaml, loader_kwargs
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def JiTBenchDataset(root, split=None, **loader_args):
+    """The loader conf/dataset/jitbench.yaml builds (the benchmark has no module of its own)."""
+    return from_yaml(str(REPO / "conf" / "dataset" / "jitbench.yaml"), root=root, split=split, **loader_args)
 H, W = 6, 8
 FRAMES = ["00002.jpg", "00000.jpg", "00001.jpg"]  # the record's order is the temporal order
 
@@ -112,7 +119,7 @@ def test_field_mapping_reads_a_release_with_other_names(root):
 
 def test_unknown_key_is_an_error_unless_not_strict(root):
     write_jsonl(root, [record(annotator="A12")])
-    with pytest.raises(DatasetFormatError, match=r"test\.jsonl record 0.*unknown keys \['annotator'\].*dataset\.fields"):
+    with pytest.raises(DatasetFormatError, match=r"test\.jsonl record 0.*unknown keys \['annotator'\].*dataset\.loader\.fields"):
         JiTBenchDataset(root)
     assert "annotator" not in JiTBenchDataset(root, strict=False)[0].meta
 
@@ -181,7 +188,7 @@ def test_missing_split_file_names_the_files_looked_for_and_the_mapping_knobs(roo
         JiTBenchDataset(root, split="val")
     message = str(err.value)
     assert str(root / "val.jsonl") in message and str(root / "val.json") in message
-    assert "dataset.annotation" in message and "dataset.fields" in message
+    assert "dataset.loader.annotation" in message and "dataset.loader.fields" in message
     assert "splits present: ['test']" in message
 
 
@@ -190,8 +197,8 @@ def test_hydra_config_builds_the_dataset_and_its_protocol(root):
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["+dataset=jitbench", "+model=precomputed", f"dataset.root={root}", "model.root=x"])
-    ds_cfg = {k: v for k, v in cfg.dataset.items() if k not in ("name", "protocol")}
-    ds = instantiate(ds_cfg, _convert_="all")
-    assert isinstance(ds, JiTBenchDataset) and len(ds) == 2
+    ds = instantiate(loader_kwargs(cfg.dataset), _convert_="all")
+    assert isinstance(ds, CanonicalDataset) and ds.name == "jitbench" and len(ds) == 2
+    assert all(s.dataset == "jitbench" for s in ds)
     protocol = instantiate(cfg.dataset.protocol)
     assert protocol.headline == ["segmentation/J&F", "segmentation/J", "segmentation/F"]

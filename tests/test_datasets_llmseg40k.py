@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 from pycocotools import mask as mask_utils
 
+from loaders.config import loader_kwargs
 from loaders.llmseg40k import LLMSeg40KDataset
 from core.masks import decode
 from core.types import DatasetFormatError
@@ -224,6 +225,5 @@ def test_hydra_config_instantiates_the_loader_as_the_runner_does(root):
     cfg = OmegaConf.load(REPO / "conf" / "dataset" / "llmseg40k.yaml")
     cfg.root = str(root)
     assert OmegaConf.select(cfg, "protocol._target_") == "metrics.protocols.llmseg40k.LLMSegProtocol"
-    kwargs = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in ("name", "protocol")}
-    ds = instantiate(kwargs, _convert_="all")
+    ds = instantiate(loader_kwargs(cfg), _convert_="all")
     assert isinstance(ds, LLMSeg40KDataset) and len(ds) == 3 and ds.name == cfg.name

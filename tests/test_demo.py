@@ -157,8 +157,9 @@ def test_hydra_config_instantiates_the_demo(demo):
     assert cfg.name == "demo"
     assert cfg.protocol._target_ == "metrics.protocols.composite.CompositeProtocol"
     assert set(cfg.protocol.parts) == {"image", "video", "rvt"}
-    kwargs = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in ("name", "protocol")}
-    ds = instantiate(kwargs, _convert_="all")
+    from loaders.config import loader_kwargs
+
+    ds = instantiate(loader_kwargs(cfg), _convert_="all")
     assert [s.id for s in ds] == [s.id for s in demo]
 
 

@@ -147,3 +147,19 @@ def test_verify_frame_detects_truncation_even_when_pil_is_told_to_tolerate_it(tm
 def test_verify_frame_missing_file(tmp_path):
     with pytest.raises(DatasetFormatError, match="does not exist"):
         verify_frame(tmp_path / "nope.jpg")
+
+
+def test_frame_size_reads_a_rewritten_file_again(tmp_path):
+    """frame_size remembers sizes per file version: a file replaced by an image of another size is re-read."""
+    path = tmp_path / "f.png"
+    Image.new("RGB", (40, 30)).save(path)
+    assert frame_size(path) == (30, 40)
+    Image.new("RGB", (41, 20)).save(path)
+    assert frame_size(path) == (20, 41)
+    other = tmp_path / "g.png"
+    Image.new("RGB", (7, 9)).save(other)
+    other.replace(path)  # another inode under the same name
+    assert frame_size(path) == (9, 7)
+    path.unlink()
+    with pytest.raises(DatasetFormatError, match="f.png"):
+        frame_size(path)

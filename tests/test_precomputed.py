@@ -14,7 +14,7 @@ from PIL import Image
 from adapters.precomputed import PrecomputedAdapter
 from loaders.llmseg40k import LLMSeg40KDataset
 from core.masks import decode, encode
-from harness.runner import _predict_one
+from harness.predict import predict_one
 from core.store import PredictionLog
 from core.types import AdapterError, Prediction, Sample, Target
 from tests.test_datasets_llmseg40k import MASKS, write_llmseg40k
@@ -76,6 +76,45 @@ def test_revos_layout_reads_one_png_per_frame_under_a_nested_video(tmp_path):
         np.testing.assert_array_equal(decode(rle), m != 0)
 
 
+def test_revos_layout_records_the_gray_values_visa_reads(tmp_path):
+    """trace["pixel_values"] per frame: the one nonzero value, 0 for an empty frame, or [[value, RLE],
+    ...] when a frame holds several; a colour PNG counts by its gray value (cv2 IMREAD_GRAYSCALE)."""
+    sample = revos_sample(tmp_path)
+    expression = tmp_path / "submission" / "UVO" / "all" / "0aB3x" / "2"
+    several = np.zeros((H, W), dtype=np.uint8)
+    several[1:4, 2:6], several[5:9, 4:12], several[10, 15] = 1, 255, 2
+    single = np.zeros((H, W), dtype=np.uint8)
+    single[3:7, 3:9] = 255
+    colour = np.zeros((H, W, 3), dtype=np.uint8)
+    colour[2:5, 1:4] = (200, 0, 0)  # BGR: blue; its gray value is what OpenCV's PNG reader makes of it
+    for frame_id, values in zip(sample.frame_ids, (several, single, colour)):
+        write_png(expression / f"{frame_id}.png", values)
+    pred = PrecomputedAdapter(tmp_path / "submission", layout="revos").predict(sample)
+    gray = [several, single, cv2.imread(str(expression / f"{sample.frame_ids[2]}.png"), cv2.IMREAD_GRAYSCALE)]
+    assert gray[2][2, 1] not in (0, 200)
+    for rle, g in zip(pred.masks, gray):
+        np.testing.assert_array_equal(decode(rle), g != 0)
+    levels, top, blue = pred.trace["pixel_values"]
+    assert [v for v, _ in levels] == [1, 2, 255]
+    for v, rle in levels:
+        np.testing.assert_array_equal(decode(rle), several == v)
+    assert top == 255 and blue == int(gray[2][2, 1])
+    write_png(expression / f"{sample.frame_ids[1]}.png", np.zeros((H, W), dtype=np.uint8))
+    pred = PrecomputedAdapter(tmp_path / "submission", layout="revos").predict(sample)
+    assert pred.trace["pixel_values"][1] == 0 and decode(pred.masks[1]).sum() == 0
+
+
+def test_unreadable_revos_png_fails_the_expression_naming_it(tmp_path):
+    sample = revos_sample(tmp_path)
+    expression = tmp_path / "submission" / "UVO" / "all" / "0aB3x" / "2"
+    for frame_id, m in zip(sample.frame_ids, frame_masks()):
+        write_png(expression / f"{frame_id}.png", m * 255)
+    broken = expression / f"{sample.frame_ids[1]}.png"
+    broken.write_bytes(broken.read_bytes()[:40])  # cut short inside the image data
+    with pytest.raises(AdapterError, match="00005.png"):
+        PrecomputedAdapter(tmp_path / "submission", layout="revos").predict(sample)
+
+
 def test_missing_frame_png_fails_the_expression_naming_the_expected_path(tmp_path):
     sample = revos_sample(tmp_path)
     preds_dir = tmp_path / "submission"
@@ -88,7 +127,7 @@ def test_missing_frame_png_fails_the_expression_naming_the_expected_path(tmp_pat
 def test_missing_png_becomes_a_recorded_failure_in_the_runner(tmp_path):
     sample = reasonseg_sample(tmp_path)
     (tmp_path / "submission").mkdir()
-    pred = _predict_one(PrecomputedAdapter(tmp_path / "submission"), sample, fail_fast=False)
+    pred = predict_one(PrecomputedAdapter(tmp_path / "submission"), sample, fail_fast=False)
     assert pred.sample_id == "dog_2931" and pred.masks is None
     assert pred.error["kind"] == "adapter"
     assert str(tmp_path / "submission" / "dog_2931.png") in pred.error["message"]

@@ -188,7 +188,7 @@ def test_grounding_headline_is_m_viou_and_silence_scores_the_empty_baseline():
     out = protocol.aggregate([protocol.score(g, Prediction.failure("g", "parse", "no answer"))])
     assert out["metrics"]["grounding/m_vIoU"] == 0.0 == out["baseline_empty"]["grounding/m_vIoU"]
     assert out["metrics"]["grounding/gIoU"] == 0.8 == out["baseline_empty"]["grounding/gIoU"]
-    assert any("grounding/m_vIoU" in w and "baseline" in w for w in out["warnings"])
+    assert any(w.startswith("grounding: m_vIoU =") and "baseline" in w for w in out["warnings"])  # "<part>: <key>"
 
 
 def test_segmentation_baseline_and_all_empty_gt_warning():
@@ -201,3 +201,63 @@ def test_segmentation_baseline_and_all_empty_gt_warning():
     assert out["baseline_empty"]["segmentation/J"] == 0.75 and out["baseline_empty"]["segmentation/F"] == 0.75
     assert out["metrics"]["segmentation/J"] == 1.0
     assert any("1 of 2 scored segmentation samples have an empty GT" in w for w in out["warnings"])
+
+
+class _FakeJudge:
+    """Scores 1 when the answer mentions a car, NaN (unscored) for "???"; records its requests."""
+
+    model = "fake-judge"
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.template = SimpleNamespace(tag="fake@1")
+        self.asked = []
+
+    def score_many(self, items):
+        from metrics.judge import Verdict
+
+        self.asked += [it.sample_id for it in items]
+        return [Verdict(float("nan") if it.prediction == "???" else float("car" in it.prediction), "r",
+                        template=self.template.tag, model=self.model) for it in items]
+
+
+@needs_java
+def test_the_yaml_composition_of_units_scores_as_the_preset_judge_included():
+    """conf/dataset/rvtbench.yaml builds RVTBench from units alone; it gives RVTBenchProtocol's records
+    and metrics, with the judge reaching the text parts through the composite."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    repo = Path(__file__).resolve().parent.parent
+    from_yaml = instantiate(OmegaConf.load(repo / "conf" / "dataset" / "rvtbench.yaml").protocol)
+    preset = RVTBenchProtocol()
+    assert from_yaml.headline == preset.headline and from_yaml.name == preset.name == "rvtbench"
+    exact = [masks.encode(square(0, 4, 0, 4)), None]
+    pairs = [(seg_sample("s1"), Prediction("s1", masks=exact)), (seg_sample("s2"), Prediction("s2")),
+             (sample("g1", "grounding", boxes=[[[0, 0, 10, 10]], []]), Prediction("g1", boxes=[[[0, 0, 10, 5]], []])),
+             (sample("v1", "vqa", answers=["a red car parks"]), Prediction("v1", text="a red car")),
+             (sample("v2", "vqa", answers=["the dog sleeps"]), Prediction("v2", text="???")),
+             (sample("v3", "vqa", answers=["three birds"]), Prediction.failure("v3", "parse", "no answer")),
+             (sample("m1", "summarization", answers=["birds land"]), Prediction("m1", text="birds land"))]
+    bodies = []
+    for protocol in (from_yaml, preset):
+        judge = _FakeJudge()
+        protocol.attach_judge(judge)
+        records = [r for r, _ in protocol.score_many(pairs, progress=False)]
+        assert sorted(judge.asked) == ["m1", "v1", "v2"]  # the failed answer is wrong without a request
+        bodies.append((records, protocol.aggregate(records)))
+    (rec_a, out_a), (rec_b, out_b) = bodies
+    assert rec_a == rec_b and out_a["metrics"] == out_b["metrics"] and out_a["breakdown"] == out_b["breakdown"]
+    assert out_a["metrics"]["vqa/judge"] == 0.5 and out_a["metrics"]["vqa/judge_n_failed"] == 1  # (1 + 0) / 2 scored
+
+
+def test_records_written_before_the_part_key_aggregate_the_same():
+    """scores.jsonl of older runs has no "part": the composite reads the task from the record."""
+    p = RVTBenchProtocol()
+    exact = [masks.encode(square(0, 4, 0, 4)), None]
+    records = [p.score(seg_sample("s1"), Prediction("s1", masks=exact)), p.score(seg_sample("s2"), Prediction("s2")),
+               p.score(sample("g1", "grounding", boxes=[[[0, 0, 10, 10]], []]), Prediction("g1"))]
+    old = [{k: v for k, v in r.items() if k != "part"} for r in records]
+    assert all("part" in r for r in records)
+    assert p.aggregate(old)["metrics"] == p.aggregate(records)["metrics"]

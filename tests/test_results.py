@@ -28,7 +28,7 @@ def test_metrics_json_has_a_versioned_header(runs):
 def test_every_numeric_fraction_headline_has_an_interval_around_its_value(runs):
     _, a, _ = runs
     body = json.loads((a.run_dir / "metrics.json").read_text())
-    for key in ("image/gIoU", "image/cIoU", "video/J&F", "rvt/grounding/gIoU"):
+    for key in ("image/gIoU", "image/cIoU", "video/J&F", "rvt/grounding/m_vIoU"):
         ci = body["ci"][key]
         assert ci["low"] <= body["metrics"][key] <= ci["high"] and ci["B"] == 1000
     assert body["ci"]["video/J&F"]["n"] == 10  # the 12 ReVOS expressions less the 2 no-target ones
@@ -86,3 +86,11 @@ def test_a_run_compared_with_itself_has_no_difference(runs):
     for row in compare(a.run_dir, a.run_dir, b=100)["metrics"]:
         if "delta" in row:
             assert row["delta"] == 0 and row["p_value"] == 1.0 and row["wins"] == row["losses"] == 0
+
+
+def test_every_full_run_leaves_its_report_and_the_summary_shows_the_scoring_time(runs):
+    _, a, _ = runs
+    assert a.report == a.run_dir / "report.html" and a.report.is_file() and any((a.run_dir / "report_images").iterdir())
+    seconds = json.loads((a.run_dir / "manifest.json").read_text())["scoring"]["seconds"]
+    latency = next(line for line in format_summary(a).splitlines() if line.startswith("  latency (s):"))
+    assert f"scoring {seconds:.3f}" in latency

@@ -1,4 +1,4 @@
-"""The runner's promises (design.md section 3): failures are recorded and the run goes on, a re-run
+"""The runner's promises (docs/architecture.md "A run"): failures are recorded and the run goes on, a re-run
 does no model work and gives the same metrics.json, a killed run resumes without redoing or losing
 samples, shards merge, and the leaderboard gets one row per run."""
 import json
@@ -356,3 +356,39 @@ def test_where_and_how_patiently_a_server_is_reached_is_not_part_of_the_run():
     same = fingerprint(cfg())
     assert fingerprint(cfg(base_url="http://b:9000/v1", timeout_s=30, max_retries=0, api_key="k")) == same
     assert fingerprint(cfg(model="other")) != same and fingerprint(cfg(temperature=0.7)) != same
+
+
+def test_scoring_time_is_in_the_manifest_and_metrics_json_stays_identical(tmp_path):
+    cfg = make_cfg(tmp_path)
+    first = run(cfg)
+    body = (first.run_dir / "metrics.json").read_text()
+    second = run(cfg)
+    scoring = json.loads((second.run_dir / "manifest.json").read_text())["scoring"]
+    assert scoring["metrics"] == "metrics.json" and scoring["seconds"] == pytest.approx(second.scoring_s, abs=1e-3)
+    assert second.scoring_s >= 0 and (second.run_dir / "metrics.json").read_text() == body
+    assert json.loads(body)["analytics"]["latency_s"]["scoring"] is None
+
+
+def test_a_report_that_cannot_be_built_is_one_warning_not_a_failed_run(tmp_path, monkeypatch, caplog):
+    import harness.report as report
+
+    def broken(*a, **kw):
+        raise RuntimeError("no renderer\nsecond line")
+
+    monkeypatch.setattr(report, "build_report", broken)
+    result = run(make_cfg(tmp_path))
+    assert result.metrics["n"] == 6 and result.leaderboard is not None and result.report is None
+    warnings = [r.getMessage() for r in caplog.records if "report.html not built" in r.getMessage()]
+    assert len(warnings) == 1 and "RuntimeError: no renderer" in warnings[0] and "second line" not in warnings[0]
+
+
+def test_a_report_is_not_built_when_run_report_is_off(tmp_path, monkeypatch):
+    import harness.report as report
+
+    built = []
+    monkeypatch.setattr(report, "build_report", lambda *a, **kw: built.append(a))
+    cfg = make_cfg(tmp_path)
+    run(cfg)
+    cfg.run.report = False
+    run(cfg)
+    assert len(built) == 1

@@ -1,6 +1,6 @@
 """Turn DT-R1's final ``<task>`` and ``<answer>`` into prediction fields.
 
-Answer formats (design.md section 5):
+Answer formats (docs/architecture.md "The DT-R1 rollout"):
 - segmentation: ``{"instances": [ids]}`` with ids from the twin; the mask of each frame is the
   union of those instances' masks in that frame (twin.masks_for). ``[]`` means "nothing matches".
 - grounding: ``{"boxes": {"<frame index>": [[x1, y1, x2, y2], ...], ...}}``, boxes normalized

@@ -1,6 +1,6 @@
 """DT-R1's rollout markup: tag names, stop strings and extraction of tagged blocks.
 
-A rollout is one assistant turn (design.md section 5, after the DT-R1 paper, arXiv 2511.12365):
+A rollout is one assistant turn (docs/architecture.md "The DT-R1 rollout", after the DT-R1 paper, arXiv 2511.12365):
 ``<think>..</think> <dt_plan>DAG</dt_plan> <dt_rep>twin</dt_rep>
 (<think>..</think> <execute>code</execute> <results>out</results>)* <task>..</task> <answer>..</answer>``.
 The model writes think/dt_plan/execute/task/answer; the harness writes dt_rep and results.

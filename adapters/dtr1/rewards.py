@@ -12,7 +12,7 @@ The weights a, b and any per-term weight (the ablations of conf/sweep/reward_abl
 from config. The trace a term reads is the whole assistant turn, the policy's pre-filled
 "<think>\\n" included, so the pre-fill never costs the format reward.
 
-This is the one place an adapter reuses metrics/ (design.md section 1): R_result uses the
+This is the one place an adapter reuses metrics/ (docs/architecture.md "Direction of imports"): R_result uses the
 benchmark's own J and box IoU.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from adapters.dtr1 import protocol as P
 from core.types import AdapterError, ParseError, Sample
 
 TERMS = ("token", "dag", "exec", "task", "result")
-# The tags every rollout writes once, in this order (design.md section 5).
+# The tags every rollout writes once, in this order (docs/architecture.md "The DT-R1 rollout").
 _ONCE = (P.PLAN, P.REP, P.TASK, P.ANSWER)
 _ALL = (P.THINK, P.PLAN, P.REP, P.EXECUTE, P.RESULTS, P.TASK, P.ANSWER)
 

@@ -1,4 +1,4 @@
-"""The DT-R1 rollout loop (design.md section 5), independent of the policy backend.
+"""The DT-R1 rollout loop (docs/architecture.md "The DT-R1 rollout"), independent of the policy backend.
 
 One assistant turn, generated in pieces: the policy generates until a closing tag, the harness
 acts and appends its insertion, and the policy continues from the whole turn so far:

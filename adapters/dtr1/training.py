@@ -244,5 +244,5 @@ class DTR1RolloutFunc:
 def _episode(sample: Sample, result: Rollout | AdapterError) -> Episode:
     if isinstance(result, Rollout):
         return Episode(sample, result.trace, result.events, result.task, result.answer, result.twin)
-    reason = f"{result.kind}: {result}" if hasattr(result, "kind") else str(result)
-    return Episode(sample, getattr(result, "trace", ""), getattr(result, "events", []), error=reason)
+    reason = f"{result.kind}: {result}"
+    return Episode(sample, result.trace or "", result.events or [], error=reason)

@@ -169,12 +169,34 @@ def _fit_budget(n_prompt: int, max_new_tokens: int, n_ctx: int) -> int:
     return min(max_new_tokens, room)
 
 
+@contextmanager
+def _no_extra_buffer_types() -> Iterator[None]:
+    """Load models with llama.cpp's `use_extra_bufts=False`: on CPUs with AMX (Intel Sapphire Rapids
+    and later) ggml's AMX matmul, an extra buffer type, segfaults in the first decode of llama-cpp-python
+    0.3.36 (seen on this project's 2-core VMs; a Q4_1 SmolLM2 crashes in ggml_backend_amx_mul_mat).
+    Llama() has no argument for it, so its default model params are patched for the load only."""
+    import llama_cpp.llama as module
+
+    default = module.llama_cpp.llama_model_default_params
+
+    def params() -> Any:
+        p = default()
+        if hasattr(p, "use_extra_bufts"):  # older llama.cpp builds have no such field
+            p.use_extra_bufts = False
+        return p
+
+    module.llama_cpp.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        module.llama_cpp.llama_model_default_params = default
+
+
 class _LlamaCpp:
     def __init__(self, path: Path, n_ctx: int, n_threads: int | None, n_threads_batch: int | None, seed: int):
         Llama = _llama_cpp().Llama
 
-        # llama.cpp's C code prints context notes even with verbose=False.
-        with _quiet_stderr(), _plain_cpu_weights():
+        with _quiet_stderr(), _no_extra_buffer_types():  # llama.cpp's C code prints context notes even with verbose=False
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
                              n_threads_batch=n_threads_batch or n_threads, seed=seed, verbose=False)
         self.n_ctx = n_ctx
@@ -384,35 +406,6 @@ class _Transformers:
         if matched is not None:
             return Generation(head, "stop", matched, len(seq))
         return Generation(text, "eos" if ended else "length", None, len(seq))
-
-
-@contextmanager
-def _plain_cpu_weights() -> Iterator[None]:
-    """Load weights without llama.cpp's "extra" CPU buffer types (AMX tiles, weight repacking).
-
-    On CPUs with AMX (Sapphire Rapids and later) a native build of llama-cpp-python 0.3.x moves the
-    Q4_1 weights into AMX buffers, and its AMX matmul segfaults on SmolLM2's shapes (llama_decode ->
-    ggml_backend_amx_mul_mat, seen with 0.3.36). Plain buffers run the same Q4_1 kernels on every
-    x86 CPU, so the numbers do not depend on the machine either. Llama() takes no argument for
-    `llama_model_params.use_extra_bufts`, so its default-params factory is wrapped while it loads."""
-    import llama_cpp.llama as llama_module
-
-    lib = llama_module.llama_cpp
-    default = lib.llama_model_default_params
-    if "use_extra_bufts" not in dict(lib.llama_model_params._fields_):
-        yield  # an older llama.cpp without extra buffer types: nothing to turn off
-        return
-
-    def params():
-        p = default()
-        p.use_extra_bufts = False
-        return p
-
-    lib.llama_model_default_params = params
-    try:
-        yield
-    finally:
-        lib.llama_model_default_params = default
 
 
 @contextmanager

@@ -1,4 +1,6 @@
 """A static HTML report of one run: `<run_dir>/report.html` plus `<run_dir>/report_images/`.
+The runner writes it at the end of every full run (harness.publish.write_report, run.report);
+this rebuilds it:
 
     python -m harness.report RUN_DIR [--frames 4] [--dataset-root DIR]
 
@@ -46,9 +48,23 @@ def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
     return [(prefix, node)]
 
 
-def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | None = None) -> Path:
+def _scoring_seconds(run_dir: Path) -> float | None:
+    """The wall time of the scoring that wrote metrics.json (manifest.json "scoring"), or None."""
+    try:
+        scoring = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("scoring") or {}
+    except (OSError, ValueError):
+        return None
+    return scoring.get("seconds") if scoring.get("metrics") == "metrics.json" else None
+
+
+def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | None = None,
+                 samples: list | None = None, preds: dict | None = None) -> Path:
     """Write report.html and report_images/ into `run_dir` (a scored run); returns the html path.
-    Raises RunStoreError when the run has no metrics.json yet."""
+    samples, preds: the run's samples and predictions by sample id when the caller has them (the
+    runner, at the end of every run); None loads them again from config.yaml's dataset
+    (`dataset_root` if it moved) and the run's prediction files. The latest
+    scoring's wall time comes from manifest.json. Raises RunStoreError when the run has no
+    metrics.json yet."""
     import cv2
     import jinja2
     from hydra.utils import instantiate
@@ -64,20 +80,22 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     if not (run_dir / "metrics.json").exists():
         raise RunStoreError(f"{run_dir}: no metrics.json (score the run first)")
     m = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    kwargs = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in ("name", "protocol")}
-    if dataset_root:
-        kwargs["root"] = dataset_root
-    samples = list(instantiate(kwargs, _convert_="all"))
-    preds = read_predictions(prediction_files(run_dir))
+    if samples is None:
+        from loaders.config import loader_kwargs
+
+        cfg = OmegaConf.load(run_dir / "config.yaml")
+        kwargs = loader_kwargs(cfg.dataset, root=dataset_root)
+        samples = list(instantiate(kwargs, _convert_="all"))
+    if preds is None:
+        preds = read_predictions(prediction_files(run_dir))
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
     images = run_dir / IMAGES
-    images.mkdir(exist_ok=True)
     rows = []
     for k, s in enumerate(samples):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = f"{k:05d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', s.id)}.png"
         picture = render_sample(s, pred, score, max_frames)
+        images.mkdir(exist_ok=True)  # only once a picture exists: a report that cannot render leaves no folder
         cv2.imwrite(str(images / name), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
         value = score_value(score)
         error = pred.error if pred is not None else {"kind": "missing", "message": "no prediction"}
@@ -92,7 +110,11 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     cis = m.get("ci") or {}
     results = [{"key": k, "value": _show(k, m["metrics"][k], 1), "ci": ci_text(cis.get(k), 1, k),
                 "unit": unit(k), "n": (cis.get(k) or {}).get("n", "")} for k in headline]
-    blocks = [(name, _flat("", m[name])) for name in ("funnel", "analytics", "baseline_empty") if m.get(name)]
+    scoring_s = _scoring_seconds(run_dir)
+    shown = dict(m)
+    if scoring_s is not None and isinstance(m.get("analytics"), dict):  # metrics.json leaves it null: see rundir.note_scoring
+        shown["analytics"] = {**m["analytics"], "latency_s": {**(m["analytics"].get("latency_s") or {}), "scoring": scoring_s}}
+    blocks = [(name, _flat("", shown[name])) for name in ("funnel", "analytics", "baseline_empty") if shown.get(name)]
     if m.get("warnings"):
         blocks.append(("warnings", [(str(k + 1), w) for k, w in enumerate(m["warnings"])]))
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
@@ -100,7 +122,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     html = env.get_template(TEMPLATE).render(m=SimpleNamespace(**{"protocol_version": None, **m}), results=results,
-                                             summary=format_summary(SimpleNamespace(metrics=m)), blocks=blocks,
+                                             summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)), blocks=blocks,
                                              samples=rows, options=options)
     out = run_dir / "report.html"
     out.write_text(html, encoding="utf-8")

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-import numpy as np
+from core.types import Prediction, RvtBenchError, Sample
 
-from core.masks import decode
-from core.types import RLE, AdapterError, DatasetFormatError, Prediction, RvtBenchError, Sample
-
-# Modes every protocol accepts: "reference" reproduces the reference script's arithmetic (for
-# comparability with published numbers), "textbook" the plain float64 definition.
-MODES = ("reference", "textbook")
+# One definition each, shared with the metric units (re-exported for the protocols).
+from metrics.units.base import MODES, check_mode  # noqa: F401
+from metrics.units.rle import decode_pair, predicted_masks  # noqa: F401
 
 
 class Protocol:
@@ -62,7 +59,7 @@ class Protocol:
     def score_or_fail(self, sample: Sample, pred: Prediction) -> tuple[dict, Prediction]:
         """(record, prediction) for one sample; a prediction that cannot be scored (an RvtBenchError
         from `score`, e.g. the wrong number of frames) is replaced by a failure naming the reason and
-        scored as empty, as the runner does (design.md): the returned prediction is then that failure."""
+        scored as empty, as the runner does (docs/architecture.md "Failures"): the returned prediction is then that failure."""
         try:
             return self.score(sample, pred), pred
         except RvtBenchError as exc:
@@ -136,12 +133,6 @@ def baseline_warnings(metrics: dict, baseline: dict, keys: Iterable[str]) -> lis
             "predicting nothing" for k in keys if k in metrics and k in baseline and metrics[k] == baseline[k]]
 
 
-def check_mode(mode: str, protocol: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"{protocol} protocol: mode must be one of {MODES}, got {mode!r}")
-    return mode
-
-
 def record_header(sample: Sample, pred: Prediction, meta_keys: Iterable[str]) -> dict[str, Any]:
     """The fields every record starts with (see Protocol.score)."""
     return {
@@ -152,50 +143,6 @@ def record_header(sample: Sample, pred: Prediction, meta_keys: Iterable[str]) ->
         "error_kind": pred.error.get("kind") if pred.error else None,
         "meta": {k: sample.meta[k] for k in meta_keys if k in sample.meta},
     }
-
-
-def predicted_masks(sample: Sample, pred: Prediction) -> list[RLE | None]:
-    """pred.masks checked against the sample's frame count; all-None when the prediction has none
-    (a failed or non-segmentation answer scores as empty). Raises AdapterError on a length mismatch."""
-    n = sample.num_frames
-    if pred.masks is None:
-        return [None] * n
-    if len(pred.masks) != n:
-        raise AdapterError(
-            f"sample {sample.id!r}: prediction has {len(pred.masks)} masks, the sample has {n} frames"
-        )
-    return list(pred.masks)
-
-
-def decode_pair(sample: Sample, frame: int, gt: RLE | None, pred: RLE | None) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one frame's GT and predicted RLE (None = empty) to (H, W) bool arrays of one size.
-
-    The size comes from whichever RLE is present; call only when at least one is. Raises AdapterError
-    for a malformed predicted RLE or one whose size differs from the GT's, DatasetFormatError for a
-    malformed GT RLE; both messages name the sample and frame.
-    """
-    gt_mask = _decode(sample, frame, gt, "ground-truth", DatasetFormatError)
-    pred_mask = _decode(sample, frame, pred, "predicted", AdapterError)
-    if gt_mask is not None and pred_mask is not None and pred_mask.shape != gt_mask.shape:
-        raise AdapterError(
-            f"sample {sample.id!r} frame {frame}: predicted mask is {list(pred_mask.shape)} (H, W), "
-            f"the ground truth is {list(gt_mask.shape)}"
-        )
-    shape = gt_mask.shape if gt_mask is not None else pred_mask.shape
-    empty = np.zeros(shape, dtype=bool)
-    return (gt_mask if gt_mask is not None else empty), (pred_mask if pred_mask is not None else empty)
-
-
-def _decode(sample: Sample, frame: int, rle: RLE | None, what: str, error: type[Exception]) -> np.ndarray | None:
-    if rle is None:
-        return None
-    try:
-        mask = decode(rle)
-    except (DatasetFormatError, AttributeError, TypeError) as exc:  # bad counts, or not a dict at all
-        raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
-    if mask.ndim != 2:
-        raise error(f"sample {sample.id!r} frame {frame}: {what} mask decodes to shape {mask.shape}, expected (H, W)")
-    return mask
 
 
 def group_key(value: Any) -> str:

@@ -30,14 +30,15 @@ class CompositeProtocol(Protocol):
     route_by: the sample field whose value picks the part: "modality" (default), "task", or
               "meta.<key>" (e.g. "meta.source").
     routes:   {route value: part name}; None = the route value is the part name.
-    Records get "part": the part name. Raises DatasetFormatError for a sample whose route value has
+    name:     the protocol's name in records and metrics.json; default "<part>:<part's name>+...".
+    Records get "part": the part name ("part_<depth>" in a composite nested in another). Raises DatasetFormatError for a sample whose route value has
     no part (or lacks the meta key), ValueError for an unknown route_by or a route to no part.
     """
 
     name = "composite"
 
     def __init__(self, parts: Mapping[str, Any], headline: list[str] | None = None, route_by: str = "modality",
-                 routes: Mapping[str, str] | None = None):
+                 routes: Mapping[str, str] | None = None, name: str | None = None):
         if not parts:
             raise ValueError("composite protocol: no parts given")
         if route_by not in ("modality", "task") and not (route_by.startswith("meta.") and len(route_by) > 5):
@@ -48,10 +49,20 @@ class CompositeProtocol(Protocol):
         if self.routes is not None and set(self.routes.values()) - set(self.parts):
             raise ValueError(f"composite protocol: routes name parts {sorted(set(self.routes.values()) - set(self.parts))} "
                              f"that do not exist (parts: {sorted(self.parts)})")
-        self.name = "+".join(f"{k}:{p.name}" for k, p in self.parts.items())
+        self.part_key = "part"
+        self._nest(0)
+        self.name = name or "+".join(f"{k}:{p.name}" for k, p in self.parts.items())
         self.headline = list(headline) if headline is not None else [
             f"{k}/{h}" for k, p in self.parts.items() for h in p.headline
         ]
+
+    def _nest(self, depth: int) -> None:
+        """Record keys by depth: a composite inside a composite (the demo's RVTBench part) writes its
+        part under "part_<depth>", so the outer one's "part" is kept."""
+        self.part_key = "part" if depth == 0 else f"part_{depth}"
+        for part in self.parts.values():
+            if isinstance(part, CompositeProtocol):
+                part._nest(depth + 1)
 
     def part_of(self, sample: Sample) -> str:
         """The name of the part that scores `sample`; raises DatasetFormatError when there is none."""
@@ -70,9 +81,22 @@ class CompositeProtocol(Protocol):
             )
         return name
 
+    def part_of_record(self, record: dict) -> str | None:
+        """The part of a scores.jsonl record: its part key, else (a record written before the key
+        existed, e.g. RVTBench's by task) its route value read from the record; None when unknown."""
+        if self.part_key in record:
+            return record[self.part_key]
+        if self.route_by.startswith("meta."):
+            value = (record.get("meta") or {}).get(self.route_by[5:])
+        else:
+            value = record.get(self.route_by)
+        if value is None:
+            return None
+        return str(value) if self.routes is None else self.routes.get(str(value))
+
     def score(self, sample: Sample, pred: Prediction) -> dict:
         name = self.part_of(sample)
-        return {**self.parts[name].score(sample, pred), "part": name}
+        return {**self.parts[name].score(sample, pred), self.part_key: name}
 
     def attach_judge(self, judge: Any) -> None:
         """Attach the judge to this protocol and every part."""
@@ -83,18 +107,18 @@ class CompositeProtocol(Protocol):
     def judge_records(self, records: list[dict]) -> None:
         """Each part judges its own records (in place)."""
         for key, protocol in self.parts.items():
-            protocol.judge_records([r for r in records if r.get("part") == key])
+            protocol.judge_records([r for r in records if self.part_of_record(r) == key])
 
     def aggregate(self, records: list[dict]) -> dict:
         """{"metrics": {"<part>/<key>": float}, "breakdown": {"<part>/<meta key>": {...}},
         "parts": {part: that part's aggregate}, "n": all records, "baseline_empty": {"<part>/<key>": float},
         "warnings": ["<part>: ..."]}. Parts without records are left out."""
-        unknown = {r.get("part") for r in records} - set(self.parts)
+        unknown = {self.part_of_record(r) for r in records} - set(self.parts)
         if unknown:
             raise DatasetFormatError(f"composite protocol: records of unknown parts {sorted(map(str, unknown))}")
         parts, metrics, breakdown, baseline, warnings = {}, {}, {}, {}, []
         for key, protocol in self.parts.items():
-            own = [r for r in records if r["part"] == key]
+            own = [r for r in records if self.part_of_record(r) == key]
             if not own:
                 continue
             parts[key] = result = protocol.aggregate(own)

@@ -1,43 +1,6 @@
-"""ReVOS protocol (reasoning video object segmentation), following VISA `tools/eval_revos.py`.
-
-Reference: github.com/cilinyan/VISA @ ec158fde9cdf87f702399c73618aa0f1127062e9, `tools/eval_revos.py`
-with `tools/metrics.py` (= davis2017-evaluation's `db_eval_iou` / `f_measure`, plus
-`get_r2vos_accuracy` / `get_r2vos_robustness`).
-
-What the reference does, and this protocol with it by default (variant="visa", failed="zero"):
-- GT of an expression, per frame = the *sum* of its anno_ids' masks in uint8 (2 where two annos
-  overlap); J and F binarise it (nonzero), A and R use the values. Every frame is scored.
-- The prediction, per frame, as the gray values VISA reads (`cv2.imread(..., IMREAD_GRAYSCALE)` of
-  a submitted PNG: adapters/precomputed.py records them in `trace["pixel_values"]`); a model's own
-  mask counts as 0/1, as VISA's final index PNGs (XMem `eval.py`, which its published A and R were
-  computed on). J and F binarise it; A and R use the values.
-- Per expression: J, F, A, R = means over frames (np.mean of float64 per-frame values) of
-  `db_eval_iou`, `f_measure`, A = mean(gt == pred) (pixel values), R = max(1 - neg / (|fg| + 1e-6), 0)
-  with neg = sum((1 - gt) * pred) in uint8 arithmetic (wrapping: a 255 prediction pixel on
-  background adds 255; on a pixel where two annos overlap, (1 - 2) wraps to 255) and |fg| = the
-  area of the frame's foreground (every annotated object, mask_dict_foreground.json).
-  So with 0/255 PNGs VISA's A counts a correctly predicted pixel (255 vs 1) as wrong and its R is
-  near 0: such A and R are not comparable to published ones. The run then warns and names
-  variant="binarized" (A and R on nonzero masks; reported as "A[binarized]", "R[binarized]").
-- Any expression VISA scores 0 for J, F, A and R (its bare `except`: missing video or expression
-  folder, missing first or middle frame PNG, unreadable PNG, a frame of the wrong size) is a failed
-  prediction here (the precomputed adapter raises, the runner records the failure) and scores 0 for
-  all four (failed="zero"); failed="empty" scores it as an empty mask instead (metric keys then carry
-  "[failed-empty]"). A failed model answer is scored the same way (design.md).
-- VISA rounds each expression's J, F, A, R to 2 decimals of a percent (`round(100 * x, 2)` on a
-  numpy float64) before averaging; mode="reference" (default) does so, mode="textbook" averages
-  the unrounded values (< 5e-5 apart). Values here are fractions: VISA's percentages / 100.
-- Reported per type: referring (type_id 0), reasoning (type_id 1) = means over their expressions,
-  J&F = (J + F) / 2 of those means; overall = (referring + reasoning) / 2 for every metric.
-  No-target expressions (type_id 2) are scored (VISA lists them in its CSV) but enter no average;
-  they appear in breakdown["type"]["2"] only.
-- Where one of the two types has no expression, VISA's `np.array([]).mean()` is NaN and so is its
-  overall (NaN + x). Here the absent type is left out, overall = the present type's value, and the
-  run warns that VISA would print NaN (no published number has a type missing).
-Warnings (aggregate()["warnings"]): expressions whose GT is empty in every frame (an empty
-prediction scores 1 there, as in VISA), more than base.EMPTY_GT_WARN of them, non-0/1 PNG values, and a
-headline equal to the empty-prediction baseline (aggregate()["baseline_empty"]: the protocol's
-score of an empty prediction on every sample).
+"""ReVOS protocol, following VISA `tools/eval_revos.py`: J, F (metrics/units/video_jf.py), A and R
+per expression, referring / reasoning / overall as VISA prints them. The reference, each option
+(mode, variant, failed) and the warnings: docs/benchmarks/revos.md.
 """
 from __future__ import annotations
 
@@ -45,11 +8,12 @@ import logging
 
 import numpy as np
 
-from core.masks import area, bbox, decode_box
-from core.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
-from metrics.masks import DAVIS_BOUND_TH, jf_counts_box, object_box
+from core.masks import area, decode_box
+from core.types import AdapterError, DatasetFormatError, Prediction, Sample
+from metrics.masks import DAVIS_BOUND_TH
 from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, empty_gt_warnings, group_by,
                                     predicted_masks, record_header)
+from metrics.units.video_jf import FrameCrop, empty_frame_jf, frame_box, frame_crops, frame_jf, gt_mask_list, mean  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +80,7 @@ class ReVOSProtocol(Protocol):
             raise DatasetFormatError(
                 f"sample {sample.id!r}: ReVOS protocol needs meta['type_id'] in {sorted(TYPES)}, got {type_id!r}"
             )
-        gt_masks = sample.target.masks
-        if gt_masks is None or len(gt_masks) != sample.num_frames:
-            raise DatasetFormatError(
-                f"sample {sample.id!r}: expected one GT mask entry (RLE or None) per frame "
-                f"({sample.num_frames}), got {None if gt_masks is None else len(gt_masks)}"
-            )
+        gt_masks = gt_mask_list(sample)
         foreground = sample.target.foreground
         if foreground is not None and len(foreground) != sample.num_frames:
             raise DatasetFormatError(
@@ -134,21 +93,31 @@ class ReVOSProtocol(Protocol):
         keys = METRICS if foreground is not None else METRICS[:3]
         frames: dict[str, list] = {"I": [], "U": [], **{k: [] for k in keys}}
         base: dict[str, list] = {k: [] for k in keys}
-        for k, (gt_rle, pred_rle) in enumerate(zip(gt_masks, pred_masks)):
-            fg_area = area(foreground[k]) if foreground is not None else 0
-            if gt_rle is None and pred_rle is None:  # both empty: J = F = A = R = 1 in the reference
-                row = {"I": 0, "U": 0, "J": 1.0, "F": 1.0, "A": 1.0, "R": 1.0}
-                empty = {"J": 1.0, "F": 1.0, "A": 1.0, "R": 1.0}
+        counts: dict[int, np.ndarray] = {}  # VISA's summed GT of the frames where two annos meet
+
+        def gt_crop(k: int, box: tuple[int, int, int, int]) -> np.ndarray | None:
+            count = _gt_count(tracks, k, box)
+            if count is None:
+                return None
+            counts[k] = count
+            return count != 0
+
+        # the one per-frame J/F loop (metrics/units/video_jf.py); A and R on the same crops
+        for crop in frame_crops(sample, gt_masks, pred_masks, gt_crop):
+            row = frame_jf(crop, self.bound_th)
+            empty = empty_frame_jf(crop)
+            if crop is None:  # both empty: A = R = 1 in the reference
+                row.update(A=1.0, R=1.0)
+                empty.update(A=1.0, R=1.0)
             else:
-                # everything is computed on the objects' box: outside it both masks are background
-                shape, box = frame_box(sample, k, gt_rle, pred_rle)
-                gt_count = _gt_count(tracks, k, box)
-                gt = (gt_count != 0) if gt_count is not None else _crop(sample, k, gt_rle, box, "ground-truth", DatasetFormatError)
-                gt_count = gt.view(np.uint8) if gt_count is None else gt_count
-                pr = _crop(sample, k, pred_rle, box, "predicted", AdapterError)
-                pr_values = _values(values[k], pr, sample, k, box)
-                row = self._frame(gt, pr, gt_count, pr_values, fg_area, box, shape)
-                empty = _empty_prediction(gt, gt_count, shape)
+                k = crop.index
+                gt_count = counts.pop(k, None)
+                gt_count = crop.gt.view(np.uint8) if gt_count is None else gt_count
+                pr_values = _values(values[k], crop.pred, sample, k, crop.box)
+                fg_area = area(foreground[k]) if foreground is not None else 0
+                row.update(self._accuracy_robustness(row, crop, gt_count, pr_values, fg_area))
+                n = crop.shape[0] * crop.shape[1]
+                empty.update(A=(n - int(np.count_nonzero(gt_count))) / n, R=1.0)  # no false positive
             for key in frames:
                 frames[key].append(row[key])
             for key in keys:
@@ -167,21 +136,20 @@ class ReVOSProtocol(Protocol):
                        "baseline": {key: _mean(base[key]) for key in keys}})
         return record
 
-    def _frame(self, gt: np.ndarray, pr: np.ndarray, gt_count: np.ndarray, pr_values: np.ndarray, fg_area: int,
-               box: tuple[int, int, int, int], shape: tuple[int, int]) -> dict:
-        """I, U, J, F, A, R of one frame of `shape` from its masks inside `box` (bool crops; GT
-        counts and predicted values as uint8 crops); outside the box both masks are background."""
-        inter, union, f = jf_counts_box(gt, pr, box, shape, self.bound_th)
-        n = shape[0] * shape[1]
+    def _accuracy_robustness(self, row: dict, crop: FrameCrop, gt_count: np.ndarray, pr_values: np.ndarray,
+                             fg_area: int) -> dict:
+        """A and R of one frame from its J/F row (I, U) and crops: GT counts and predicted pixel values
+        as uint8 inside crop.box; outside it both masks are background."""
+        inter, union = row["I"], row["U"]
+        n = crop.shape[0] * crop.shape[1]
         if self.variant == "binarized":
             a = (n - (union - inter)) / n  # = np.mean(gt == pred) on the binarised masks
-            neg = int(np.count_nonzero(pr)) - inter
+            neg = int(np.count_nonzero(crop.pred)) - inter
         else:
             a = (n - int(np.count_nonzero(gt_count != pr_values))) / n  # VISA: np.mean(gt_mask == pred_mask)
             # VISA: ((1 - gt_mask) * pred_mask).sum(), uint8 products
             neg = int(((1 - gt_count) * pr_values).sum(dtype=np.uint64))
-        return {"I": inter, "U": union, "J": 1.0 if union == 0 else inter / union, "F": f, "A": a,
-                "R": r2vos_robustness(neg, fg_area)}
+        return {"A": a, "R": r2vos_robustness(neg, fg_area)}
 
     def aggregate(self, records: list[dict]) -> dict:
         """metrics: "J&F", "J", "F", "A", "R" (overall; named by `key`), "referring/J", ...,
@@ -273,8 +241,7 @@ def r2vos_robustness(false_positives: int, foreground_area: int) -> float:
     return max(1.0 - false_positives / (foreground_area + 1e-6), 0.0)
 
 
-def _mean(values: list[float]) -> float:
-    return float(np.mean(np.asarray(values, dtype=np.float64)))
+_mean = mean  # np.mean of float64 per-frame values, as the reference's `.mean()`
 
 
 def _anno_tracks(sample: Sample) -> list[list] | None:
@@ -287,43 +254,6 @@ def _anno_tracks(sample: Sample) -> list[list] | None:
     if not all(a in by_id and by_id[a] is not None for a in anno_ids):
         return None
     return [by_id[a] for a in anno_ids]
-
-
-def frame_box(sample: Sample, frame: int, gt: RLE | None, pred: RLE | None) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
-    """((H, W), box) of one frame: box = `metrics.masks.object_box` of both masks' foreground (at
-    least one pixel when both are empty), from the RLEs without decoding them. Raises AdapterError
-    for a malformed predicted RLE or one whose size differs from the GT's, DatasetFormatError for a
-    malformed GT RLE (messages name the sample and frame)."""
-    sizes, boxes = [], []
-    for rle, what, error in ((gt, "ground-truth", DatasetFormatError), (pred, "predicted", AdapterError)):
-        if rle is None:
-            continue
-        try:
-            size = tuple(int(v) for v in rle["size"])
-            found = bbox(rle)
-        except (DatasetFormatError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
-        if len(size) != 2:
-            raise error(f"sample {sample.id!r} frame {frame}: {what} mask has size {list(size)}, expected (H, W)")
-        sizes.append(size)
-        if found is not None:
-            boxes.append(found)
-    if len(sizes) == 2 and sizes[0] != sizes[1]:
-        raise AdapterError(f"sample {sample.id!r} frame {frame}: predicted mask is {list(sizes[1])} (H, W), "
-                           f"the ground truth is {list(sizes[0])}")
-    shape = sizes[0]
-    return shape, object_box(boxes or [(0, 1, 0, 1)], shape)
-
-
-def _crop(sample: Sample, frame: int, rle: RLE | None, box: tuple[int, int, int, int], what: str,
-          error: type[Exception]) -> np.ndarray:
-    """The mask of `rle` inside box as bool (all False for None); a malformed RLE raises `error`."""
-    if rle is None:
-        return np.zeros((box[1] - box[0], box[3] - box[2]), dtype=bool)
-    try:
-        return decode_box(rle, box)
-    except DatasetFormatError as exc:
-        raise error(f"sample {sample.id!r} frame {frame}: {what} mask is not a valid COCO RLE: {exc}") from exc
 
 
 def _gt_count(tracks: list[list] | None, frame: int, box: tuple[int, int, int, int]) -> np.ndarray | None:
@@ -373,10 +303,3 @@ def _values(v, mask: np.ndarray, sample: Sample, frame: int, box: tuple[int, int
     return out
 
 
-def _empty_prediction(gt: np.ndarray, gt_count: np.ndarray, shape: tuple[int, int]) -> dict:
-    """J, F, A, R of an empty prediction on one frame (gt: the GT inside the objects' box): J = 1
-    and F = 1 only where the GT is empty (F also where the GT boundary is empty: a full-frame GT),
-    A = share of pixels whose GT value is 0, R = 1 (no false positive)."""
-    n, n_gt = shape[0] * shape[1], int(np.count_nonzero(gt))
-    return {"J": 1.0 if n_gt == 0 else 0.0, "F": 1.0 if n_gt in (0, n) else 0.0,
-            "A": (n - int(np.count_nonzero(gt_count))) / n, "R": 1.0}

@@ -1,0 +1,38 @@
+"""Judge policy of a run: which LLM judge scores free-text answers (the `judge` config group), and
+the metrics.json "judge" block that says how far its verdicts can be trusted (failure rate against
+judge.max_failure_rate; a run over it is not published)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from core.records import JudgeVerdict
+
+
+def make_judge(resolved: dict[str, Any]) -> tuple[Any, float]:
+    """(metrics.judge.Judge or None, judge.max_failure_rate) from the resolved `judge` group; the
+    judge cache defaults to <run.root>/.judge_cache. No `judge` key (a config composed without the
+    group) means no judge."""
+    from metrics.judge import make_judge as build
+
+    cfg = dict(resolved.get("judge") or {})
+    max_failure_rate = float(cfg.pop("max_failure_rate", 0.02))
+    if cfg.get("_target_") is not None and cfg.get("cache_dir") is None:
+        cfg["cache_dir"] = str(Path(resolved["run"]["root"]) / ".judge_cache")
+    return build(cfg), max_failure_rate
+
+
+def judge_block(judge: Any, max_failure_rate: float, verdicts: list[JudgeVerdict]) -> dict[str, Any]:
+    """metrics.json "judge": {"status": "judge: not configured"} without a judge; else the banner,
+    n / n_failed / failure_rate over every judged sample (`verdicts`, from the score records),
+    max_failure_rate, publishable, reason (metrics.judge.judge_summary; unscored = NaN)."""
+    from metrics.judge import Verdict, judge_banner, judge_summary
+
+    if judge is None:
+        return {"status": judge_banner(None)}
+    summary = judge_summary([Verdict(float("nan") if v.score is None else float(v.score), v.reason)
+                             for v in verdicts], max_failure_rate)
+    if summary["n"] == 0:  # nothing free-text in this dataset: nothing to refuse
+        summary.update(publishable=True, reason=None)
+    return {"status": judge_banner(judge), **{k: v for k, v in summary.items() if k != "mean"},
+            "max_failure_rate": max_failure_rate}

@@ -1,0 +1,105 @@
+"""A protocol composed of metric units (metrics/units/) from config: per sample the units' values
+in one record, per run their aggregates, breakdowns, empty-prediction baseline and warnings. With
+CompositeProtocol routing samples by task to one of these per task, an RVTBench / JiTBench-style
+benchmark is YAML only (conf/dataset/rvtbench.yaml)."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.types import Prediction, Sample
+from metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
+from metrics.units.base import Unit
+
+log = logging.getLogger(__name__)
+
+
+def _build(spec: Any) -> Unit:
+    if hasattr(spec, "score") and hasattr(spec, "aggregate"):
+        return spec
+    if isinstance(spec, Mapping) or hasattr(spec, "_target_"):  # a config not yet instantiated
+        from hydra.utils import instantiate
+
+        return instantiate(spec)
+    raise TypeError(f"unit protocol: expected a metrics.units Unit or a config with _target_, got {type(spec).__name__}")
+
+
+class UnitProtocol(Protocol):
+    """Scores every sample with each unit; metrics are the units' aggregates, merged in order.
+
+    units:     metrics.units.Unit objects or their Hydra configs ({"_target_": ..., **options}).
+    name:      the protocol's name (records and metrics.json say it), e.g. "segmentation".
+    headline:  metric keys for the leaderboard, best first; default: the first unit's first key
+               (known after the first aggregate; set it in config to have it before).
+    meta_keys: sample.meta keys copied to records and broken down by (default: level, category).
+    what:      what the samples are called in warnings (default: "<name> samples").
+    aggregate(records) -> {"metrics", "breakdown": {meta key: {value: {metric: value, "n"}}}, "n",
+    "baseline_empty", "warnings"}; records are sorted by sample_id first, so the result does not
+    depend on their order. Empty records -> no metrics.
+    """
+
+    def __init__(self, units: Sequence[Any], name: str = "units", headline: Sequence[str] | None = None,
+                 meta_keys: Sequence[str] = ("level", "category"), what: str | None = None) -> None:
+        if not units:
+            raise ValueError("unit protocol: no units given")
+        self.units: list[Unit] = [_build(u) for u in units]
+        self.name = str(name)
+        self.headline = list(headline) if headline is not None else []
+        self.meta_keys = tuple(meta_keys)
+        self.what = what or f"{self.name} samples"
+
+    def attach_judge(self, judge: Any) -> None:
+        """Give the judge to every unit (only a judge unit uses it)."""
+        self.judge = judge
+        for unit in self.units:
+            unit.attach_judge(judge)
+
+    def judge_records(self, records: list[dict]) -> None:
+        for unit in self.units:
+            unit.judge_records(records)
+
+    def score(self, sample: Sample, pred: Prediction) -> dict:
+        """Record: header (base.record_header) + every unit's per-sample values; "baseline" merges the
+        units' baselines. Raises what the units raise (DatasetFormatError, AdapterError)."""
+        record = record_header(sample, pred, self.meta_keys)
+        baseline: dict = {}
+        for unit in self.units:
+            values = unit.score(sample, pred)
+            baseline.update(values.pop("baseline", None) or {})
+            if "gt_empty" in values and "gt_empty" in record:
+                values["gt_empty"] = values["gt_empty"] and record["gt_empty"]
+            record.update(values)
+        if baseline:
+            record["baseline"] = baseline
+        return record
+
+    def metrics_of(self, records: list[dict]) -> dict:
+        """The units' aggregates over `records`, merged in unit order."""
+        out: dict = {}
+        for unit in self.units:
+            out.update(unit.aggregate(records))
+        return out
+
+    def aggregate(self, records: list[dict]) -> dict:
+        records = sorted(records, key=lambda r: r["sample_id"])
+        if not records:
+            return {"metrics": {}, "breakdown": {}, "n": 0, "baseline_empty": {}, "warnings": []}
+        metrics = self.metrics_of(records)
+        if not self.headline:
+            self.headline = list(metrics)[:1]
+        breakdown = {}
+        for key in self.meta_keys:
+            groups = group_by(records, key)
+            if groups:
+                breakdown[key] = {value: {**self.metrics_of(group), "n": len(group)} for value, group in groups.items()}
+        baseline: dict = {}
+        for unit in self.units:
+            baseline.update(unit.baseline(records))
+        warnings = empty_gt_warnings([r["sample_id"] for r in records if r.get("gt_empty")], len(records), self.what) \
+            if any("gt_empty" in r for r in records) else []
+        warnings += baseline_warnings(metrics, baseline, self.headline)
+        for w in warnings:
+            log.warning("%s: %s", self.name, w)
+        return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+                "warnings": warnings}

@@ -1,0 +1,52 @@
+"""LLM-judge scores of free-text answers (metrics/judge.py): one verdict per sample, the mean of the
+scored verdicts, failures counted; never a fallback to string matching."""
+from __future__ import annotations
+
+import math
+
+from core.types import Prediction, Sample
+from metrics.units.base import Unit
+from metrics.units.captions import text_fields
+
+
+class JudgeScore(Unit):
+    """Per sample: "question", "hypothesis", "references" (as captions.text_fields); after
+    `judge_records`, "judge" = metrics.judge.Verdict.to_dict() (score None when unscored).
+
+    aggregate: "judge" = mean score of the scored verdicts (NaN when none is scored), "judge_n",
+    "judge_n_failed", "judge_failure_rate"; {"judge": metrics.judge.NOT_CONFIGURED} when no record
+    has a verdict (no judge attached).
+    """
+
+    name = "judge"
+
+    def score(self, sample: Sample, pred: Prediction) -> dict:
+        return text_fields(sample, pred, pred.task in (None, sample.task))
+
+    def judge_records(self, records: list[dict]) -> None:
+        """Add "judge" to every record, in place, when a judge is attached: one request per non-empty
+        answer (concurrent, cached: metrics.judge.Judge), 0.0 without a request for an empty one."""
+        if self.judge is None:
+            return
+        from metrics.judge import JudgeItem, Verdict
+
+        asked = [r for r in records if r["hypothesis"].strip()]
+        verdicts = self.judge.score_many([JudgeItem(r["sample_id"], r.get("question", ""), r["references"], r["hypothesis"])
+                                          for r in asked])
+        for r, v in zip(asked, verdicts):
+            r["judge"] = v.to_dict()
+        for r in records:
+            if not r["hypothesis"].strip():
+                r["judge"] = Verdict(0.0, "empty answer (failed or no text): wrong, no judge request made",
+                                     template=self.judge.template.tag, model=self.judge.model).to_dict()
+
+    def aggregate(self, records: list[dict]) -> dict:
+        from metrics.judge import NOT_CONFIGURED
+
+        verdicts = [r["judge"] for r in records if "judge" in r]
+        if not verdicts:
+            return {"judge": NOT_CONFIGURED}
+        scores = [float(v["score"]) for v in verdicts if v.get("score") is not None]
+        n_failed = len(verdicts) - len(scores)
+        return {"judge": math.fsum(scores) / len(scores) if scores else math.nan, "judge_n": len(verdicts),
+                "judge_n_failed": n_failed, "judge_failure_rate": n_failed / len(verdicts)}

@@ -1,0 +1,108 @@
+"""LISA's gIoU and cIoU of single-image reasoning segmentation (LISA `train_ds.py::validate`), and
+LLM-Seg's variant of the same arithmetic (`validate_llmseg.py`). docs/benchmarks/reasonseg.md and
+llmseg40k.md give the references and what each option reproduces."""
+from __future__ import annotations
+
+import numpy as np
+
+from core.types import DatasetFormatError, Prediction, Sample
+from metrics.masks import ciou, giou, lisa_intersection_union, lisa_sample_iou, sample_iou
+from metrics.units.base import Unit, check_mode
+from metrics.units.rle import decode_checked, decode_pair, predicted_masks
+
+_F32_EPS_LLMSEG = np.float32(1e-8)
+
+
+class LisaIoU(Unit):
+    """gIoU and cIoU of one mask per sample, as LISA.
+
+    Per sample: "I", "U", "target" (pixel counts after LISA's ignore label is removed from both
+    masks), "giou_term" (LISA's float32 I / (U + 1e-5), +1 when U == 0) and "iou" (I / U, 1.0 when
+    U == 0). aggregate: {"gIoU", "cIoU"} in [0, 1]; mode "reference" = LISA's float32 running sums
+    and N + 1e-5 divisor (metrics.masks.giou / ciou), "textbook" = float64.
+    Raises DatasetFormatError when the sample is not one frame with one GT entry, or its ignore mask
+    has another size; AdapterError for an unusable predicted mask.
+    """
+
+    name = "lisa_iou"
+    task = "segmentation"
+
+    def __init__(self, mode: str = "reference", protocol: str = "reasonseg") -> None:
+        self.mode = check_mode(mode, protocol)
+        self.protocol = protocol
+
+    def score(self, sample: Sample, pred: Prediction) -> dict:
+        gt_masks = sample.target.masks
+        if sample.num_frames != 1 or gt_masks is None or len(gt_masks) != 1:
+            raise DatasetFormatError(
+                f"sample {sample.id!r}: ReasonSeg protocol expects one frame with one GT mask entry, got "
+                f"{sample.num_frames} frames and {None if gt_masks is None else len(gt_masks)} GT masks")
+        pred_rle = predicted_masks(sample, pred)[0]
+        ignore_rle = sample.target.ignore[0] if sample.target.ignore else None
+        if gt_masks[0] is None and pred_rle is None:
+            inter, union, target = 0, 0, 0
+        else:
+            gt, pr = decode_pair(sample, 0, gt_masks[0], pred_rle)
+            ignore = decode_checked(sample, 0, ignore_rle, "ground-truth")
+            if ignore is not None and ignore.shape != gt.shape:
+                raise DatasetFormatError(
+                    f"sample {sample.id!r}: ignore mask is {list(ignore.shape)} (H, W), the GT is {list(gt.shape)}")
+            inter, union, target = lisa_intersection_union(pr, gt, ignore)
+        return {"I": inter, "U": union, "target": target, "giou_term": self.term(inter, union),
+                "iou": sample_iou(inter, union)}
+
+    def term(self, inter: int, union: int) -> float:
+        """The per-sample gIoU term the reference adds up."""
+        return lisa_sample_iou(inter, union)
+
+    def aggregate(self, records: list[dict]) -> dict:
+        inters, unions = [r["I"] for r in records], [r["U"] for r in records]
+        if self.mode == "reference":
+            terms = [lisa_sample_iou(i, u) for i, u in zip(inters, unions)]
+        else:
+            terms = [sample_iou(i, u) for i, u in zip(inters, unions)]
+        return {"gIoU": giou(terms, self.mode), "cIoU": ciou(inters, unions, self.mode)}
+
+    def baseline(self, records: list[dict]) -> dict:
+        # an empty prediction: I = 0, U = the GT's pixels after ignore removal
+        return self.aggregate([{**r, "I": 0, "U": r["target"]} for r in records]) if records else {}
+
+
+def llmseg_sample_iou(intersection: int, union: int) -> float:
+    """LLM-Seg's per-sample gIoU term: float32 I / (U + 1e-8), plus 1.0 when U == 0; the float32
+    value widened to float (exact)."""
+    term = np.float32(intersection) / (np.float32(union) + _F32_EPS_LLMSEG)
+    if union == 0:
+        term = term + np.float32(1.0)
+    return float(term)
+
+
+def llmseg_ciou(intersections: list[int], unions: list[int]) -> float:
+    """LLM-Seg's cIoU: float32(exact sum I) / (float32(exact sum U) + 1e-10), in float32.
+    Raises ValueError on empty or unequal lists."""
+    if len(intersections) == 0 or len(intersections) != len(unions):
+        raise ValueError(f"llmseg_ciou: need equal, non-empty lists, got {len(intersections)} and {len(unions)} entries")
+    sum_i = np.float32(sum(int(i) for i in intersections))
+    sum_u = np.float32(sum(int(u) for u in unions))
+    return float(sum_i / (sum_u + np.float32(1e-10)))
+
+
+class LLMSegIoU(LisaIoU):
+    """gIoU and cIoU as LLM-Seg's `validate_llmseg.py`: per-sample term float32 I / (U + 1e-8),
+    cIoU from exact integer sums rounded to float32 once; "giou_term" is that term. mode
+    "textbook" is LisaIoU's float64 definition."""
+
+    name = "llmseg_iou"
+
+    def __init__(self, mode: str = "reference", protocol: str = "llmseg40k") -> None:
+        super().__init__(mode, protocol)
+
+    def term(self, inter: int, union: int) -> float:
+        return llmseg_sample_iou(inter, union)
+
+    def aggregate(self, records: list[dict]) -> dict:
+        if self.mode != "reference":
+            return super().aggregate(records)
+        inters, unions = [r["I"] for r in records], [r["U"] for r in records]
+        terms = [llmseg_sample_iou(i, u) for i, u in zip(inters, unions)]
+        return {"gIoU": giou(terms, "reference"), "cIoU": llmseg_ciou(inters, unions)}
