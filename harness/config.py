@@ -132,6 +132,7 @@ class DTR1Config:
     max_new_tokens: int = RolloutLimits.max_new_tokens
     max_total_tokens: int = RolloutLimits.max_total_tokens
     twin_max_chars: int = RolloutLimits.twin_max_chars
+    twin_style: str = RolloutLimits.twin_style
     grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
     sandbox: Dict[str, Any] = field(default_factory=dict)
 
@@ -146,6 +147,7 @@ class TrainRolloutConfig:
     max_new_tokens: int = RolloutLimits.max_new_tokens
     max_total_tokens: int = RolloutLimits.max_total_tokens
     twin_max_chars: int = RolloutLimits.twin_max_chars
+    twin_style: str = RolloutLimits.twin_style
     grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
     batch_size: int = 8
     sandbox: Dict[str, Any] = field(default_factory=dict)
@@ -154,7 +156,8 @@ class TrainRolloutConfig:
 def limits_from(node: Any) -> RolloutLimits:
     """RolloutLimits from a DTR1Config / TrainRolloutConfig node (or a mapping with its keys)."""
     return RolloutLimits(int(node["max_rounds"]), int(node["max_new_tokens"]), int(node["max_total_tokens"]),
-                         int(node["twin_max_chars"]), Spans(**{k: int(v) for k, v in dict(node["grammar"]).items()}))
+                         int(node["twin_max_chars"]), Spans(**{k: int(v) for k, v in dict(node["grammar"]).items()}),
+                         str(node.get("twin_style", RolloutLimits.twin_style)))
 
 
 # name -> (group or None, node). conf/ selects them by name in defaults lists: config.yaml

@@ -1,6 +1,8 @@
 """DTR1Adapter end to end with a scripted policy and the real DAG validator, oracle twin and sandbox."""
 from pathlib import Path
 
+import json
+
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
@@ -132,3 +134,58 @@ def test_code_error_in_the_real_sandbox_is_reported_and_the_rollout_continues():
     results = pred.trace["rollout"].split("<results>")[1].split("</results>")[0]
     assert results.startswith("KeyError") and "\n" not in results
     assert pred.trace["events"][2]["ok"] is False
+
+
+# --- twin style: the paper's prompt for real checkpoints, a few-token twin for the embedded policy ---
+
+def _dtr1_cfg(policy: str | dict, *overrides: str):
+    cfg = OmegaConf.create({
+        "model": OmegaConf.load(CONF / "model" / "dtr1.yaml"),
+        "policy": OmegaConf.load(CONF / "policy" / f"{policy}.yaml") if isinstance(policy, str) else policy,
+        "perception": OmegaConf.load(CONF / "perception" / "oracle.yaml"),
+    })
+    for item in overrides:
+        key, value = item.split("=", 1)
+        OmegaConf.update(cfg, key, value)
+    return cfg
+
+
+def test_the_full_style_keeps_the_papers_prompt_and_the_fingerprint_without_the_knob():
+    from adapters.dtr1 import prompt as prompts
+    from adapters.twin.registry import describe_tools
+
+    # The digest of the system prompt before twin styles existed: real checkpoints' runs keep their names.
+    assert prompts.prompt_digest(describe_tools(), 10) == prompts.prompt_digest(describe_tools(), 10, "full") == "7fe491fd90f4"
+    full = adapter([])
+    assert "twin_style" not in full.fingerprint()["limits"]
+    compact = DTR1Adapter(policy=ScriptedPolicy([]), perception=OraclePerception(), twin_style="compact")
+    assert compact.fingerprint()["limits"]["twin_style"] == "compact"
+    assert compact.fingerprint()["prompt"]["sha256"] != full.fingerprint()["prompt"]["sha256"]
+
+
+def test_compact_style_inserts_the_compact_twin_and_describes_it():
+    a = DTR1Adapter(policy=ScriptedPolicy([PLAN, CODE, ANSWER]), perception=OraclePerception(),
+                    sandbox={"timeout_s": 20.0}, twin_style="compact", twin_max_chars=600)
+    pred = a.predict(make_sample())
+    assert pred.error is None
+    rep = json.loads(pred.trace["rollout"].split("<dt_rep>")[1].split("</dt_rep>")[0])
+    assert set(rep["video"]) == {"size", "num_frames"} and all("box" in i and "track" not in i for i in rep["instances"])
+    system = a.policy.prompts[0]
+    assert '"box" {frame index: [x1, y1, x2, y2]}' in system and '"box":{"0":[0.35' in system
+    # the code still sees the full twin: the example's track-based code ran on it
+    results = pred.trace["rollout"].split("<results>")[1].split("</results>")[0]
+    assert results.splitlines()[1].startswith("2 dog 4")
+
+
+def test_unknown_twin_style_is_rejected():
+    with pytest.raises(Exception, match="twin_style"):
+        DTR1Adapter(policy=ScriptedPolicy([]), perception=OraclePerception(), twin_style="tiny")
+
+
+def test_the_embedded_policy_config_sizes_the_twin_and_the_command_line_still_wins():
+    small = instantiate(_dtr1_cfg("smollm2").model)
+    assert (small.limits.twin_style, small.limits.twin_max_chars) == ("compact", 400)
+    other = instantiate(_dtr1_cfg({"_target_": "adapters.policy.scripted.ScriptedPolicy", "turns": []}).model)
+    assert (other.limits.twin_style, other.limits.twin_max_chars) == ("full", 6000)
+    chosen = instantiate(_dtr1_cfg("smollm2", "model.twin_style=full", "model.twin_max_chars=3000").model)
+    assert (chosen.limits.twin_style, chosen.limits.twin_max_chars) == ("full", 3000)

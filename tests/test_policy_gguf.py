@@ -91,3 +91,40 @@ def test_corrupt_cached_gemma3_is_refused(tmp_path):
     (tmp_path / MODELS["gemma3_270m"].filename).write_bytes(b"not a gguf")
     with pytest.raises(AdapterError, match="sha256"):
         resolve_gguf("gemma3_270m", tmp_path)
+
+
+def test_the_kv_cache_of_a_shared_prefix_is_reused_across_prompts(smollm2):
+    # The rollout's system prompt is the same for every sample: only what follows it is evaluated again.
+    system = {"role": "system", "content": "You plan vision tools. " * 20}
+    first = smollm2.render([system, {"role": "user", "content": "Find the dog."}])
+    second = smollm2.render([system, {"role": "user", "content": "Find the cat."}])
+    smollm2.generate(first, ["\n"], 2)
+    counts = dict(smollm2._backend.counts)
+    smollm2.generate(second, ["\n"], 2)
+    n_system = len(smollm2._backend.llm.tokenize(smollm2.render([system]).encode(), special=True))
+    assert smollm2._backend.counts["prompt_reused"] - counts["prompt_reused"] >= n_system - 8
+    evaluated = smollm2._backend.counts["prompt_evaluated"] - counts["prompt_evaluated"]
+    assert 0 < evaluated < 20
+
+
+def test_prompt_lookup_drafts_give_the_token_by_token_greedy_text(monkeypatch):
+    # A continuation that copies the prompt (as the policy copies the worked example's plan) is
+    # drafted from it and verified in batches; the text is that of decoding one token at a time.
+    import adapters.policy.gguf as gguf
+    from adapters.dtr1 import grammar as G
+
+    plan = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'
+    messages = [{"role": "user", "content": f"Copy this plan: <think>plan</think> <dt_plan>{plan}</dt_plan>"}]
+    texts, batches = [], []
+    real = gguf._eval_all
+    for draft in (0, 4):
+        monkeypatch.setattr(gguf, "_DRAFT_TOKENS", draft)
+        calls = []
+        monkeypatch.setattr(gguf, "_eval_all", lambda llm, tokens: calls.append(len(tokens)) or real(llm, tokens))
+        policy = GGUFPolicy(model="smollm2", n_ctx=1024, n_threads=1, decoding="grammar")
+        gen = policy.generate(policy.render(messages), ["</dt_plan>"], 120, grammar=G.plan_grammar(G.Spans(think_chars=20)))
+        policy.close()
+        texts.append(gen.text)
+        batches.append(calls)
+    assert texts[0] == texts[1] and "<dt_plan>{\"SAM2\": []" in texts[0]
+    assert max(batches[0]) == 1 and max(batches[1]) > 1 and len(batches[1]) < len(batches[0])

@@ -27,6 +27,8 @@ class DTR1Adapter(Adapter):
     max_rounds:  most <execute> rounds (paper: m <= 10).
     max_new_tokens / max_total_tokens: per generation call / per rollout token budgets.
     twin_max_chars: character budget of the twin JSON the policy reads.
+    twin_style:  "full" (the DT-R1 paper's twin and prompt) or "compact" (a few-token twin for small
+                 policies, described as such in the system prompt); adapters.twin.schema.TWIN_STYLES.
     sandbox:     adapters.sandbox.runner.SandboxSettings keys (timeout_s, memory_mb,
                  max_output_chars, max_processes, disk_mb, isolation, pool_size, start_timeout_s).
     grammar:     free-text bounds of the tag grammar (adapters.dtr1.grammar.Spans keys:
@@ -44,6 +46,7 @@ class DTR1Adapter(Adapter):
         twin_max_chars: int = RolloutLimits.twin_max_chars,
         sandbox: Mapping[str, Any] | None = None,
         grammar: Mapping[str, Any] | None = None,
+        twin_style: str = RolloutLimits.twin_style,
     ):
         self.name = name
         self.policy = policy
@@ -52,7 +55,12 @@ class DTR1Adapter(Adapter):
             spans = Spans(**{k: int(v) for k, v in (grammar or {}).items()})
         except TypeError as exc:
             raise AdapterError(f"dtr1 grammar config: {exc}; expected keys {list(Spans.__dataclass_fields__)}") from None
-        self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars), spans)
+        from adapters.twin.schema import TWIN_STYLES
+
+        if twin_style not in TWIN_STYLES:
+            raise AdapterError(f"dtr1 twin_style={twin_style!r}: expected one of {list(TWIN_STYLES)}")
+        self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars),
+                                    spans, str(twin_style))
         from adapters.sandbox.runner import settings_from
 
         self.sandbox = dict(sandbox or {})
@@ -75,12 +83,14 @@ class DTR1Adapter(Adapter):
             # Limits change what code can do; pool size and start-up patience do not.
             "sandbox": {k: v for k, v in self.sandbox.items() if k not in ("pool_size", "start_timeout_s")},
             "prompt": {"version": prompts.PROMPT_VERSION,
-                       "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds)},
+                       "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds, self.limits.twin_style)},
         }
 
     def _limits_fingerprint(self) -> dict:
         # The grammar's spans change the numbers only when the policy decodes under the grammar.
         limits = {k: v for k, v in vars(self.limits).items() if k != "spans"}
+        if limits["twin_style"] == "full":  # the default keeps the fingerprints (run names) of runs made before the knob
+            del limits["twin_style"]
         if getattr(self.policy, "decoding", "free") == "grammar":
             limits["spans"] = asdict(self.limits.spans)
         return limits
@@ -125,7 +135,7 @@ class DTR1Adapter(Adapter):
     def _messages(self, sample: Sample) -> list[dict]:
         from adapters.twin.registry import describe_tools
 
-        return prompts.messages(sample, describe_tools(), self.limits.max_rounds)
+        return prompts.messages(sample, describe_tools(), self.limits.max_rounds, self.limits.twin_style)
 
     def _finish(self, sample: Sample, rollout: Rollout) -> Prediction:
         try:

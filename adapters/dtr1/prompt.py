@@ -18,9 +18,7 @@ Write exactly this, in one reply:
 1. <think>your reasoning about the query</think>
 2. <dt_plan>a JSON DAG {"Tool": ["dependency", ...], ...} of the tools you need</dt_plan>
    Then stop: the system runs the tools and inserts <dt_rep>the twin as JSON</dt_rep>.
-   The twin has "video" (summary, size [H, W], fps, num_frames), "frames" (index, timestamp, caption)
-   and "instances" (id, label, score, "track" {frame index: [x1, y1, x2, y2, cx, cy, area]} in pixels,
-   depth mean/std (unit and convention stated in the twin), trajectory, caption). null = the tool was not planned.
+{twin}
 3. Optionally, up to {max_rounds} times: <think>...</think> <execute>Python code</execute>
    Then stop: the system runs the code and inserts <results>its printed output</results>.
    The code sees `twin` (the full twin as a dict), `masks` (dict id -> (T, H, W) bool array), `np`, `cv2`, `math`, `json`. Print what you need.
@@ -32,11 +30,22 @@ Write exactly this, in one reply:
 Tools (a tool must list what it requires as its dependencies):
 {tools}"""
 
+# What <dt_rep> holds, per twin style (adapters.twin.schema.Twin.to_llm_json).
+_TWIN_FULL = """   The twin has "video" (summary, size [H, W], fps, num_frames), "frames" (index, timestamp, caption)
+   and "instances" (id, label, score, "track" {frame index: [x1, y1, x2, y2, cx, cy, area]} in pixels,
+   depth mean/std (unit and convention stated in the twin), trajectory, caption). null = the tool was not planned."""
+_TWIN_COMPACT = """   The twin has "video" (size [H, W], num_frames) and "instances" (id, label, "box" {frame index: [x1, y1, x2, y2]}
+   normalized to [0, 1] at the frames where it changes, depth mean, "move" [dx, dy] normalized, caption).
+   A field is absent when its tool was not planned. Code sees the full twin ("track" in pixels, below)."""
+# The worked example's twin in each style (the same three instances).
+_REP_FULL = """{"video":{"size":[480,854],"num_frames":3},"instances":[{"id":1,"label":"puppy front-left paw","track":{"0":[300,380,340,420,320,400,1500],"1":[300,340,340,380,320,360,1480],"2":[300,339,340,379,320,359,1490]},"depth":{"mean":1.2,"std":0.1}},{"id":2,"label":"puppy front-right paw","track":{"0":[360,380,400,420,380,400,1510],"1":[360,377,400,417,380,397,1500],"2":[360,376,400,416,380,396,1505]},"depth":{"mean":1.2,"std":0.1}},{"id":3,"label":"blanket","track":{"0":[0,300,854,480,427,390,150000]},"depth":{"mean":1.4,"std":0.3}}]}"""
+_REP_COMPACT = """{"video":{"size":[480,854],"num_frames":3},"instances":[{"id":1,"label":"puppy front-left paw","box":{"0":[0.35,0.79,0.4,0.88],"1":[0.35,0.71,0.4,0.79],"2":[0.35,0.71,0.4,0.79]},"depth":1.2},{"id":2,"label":"puppy front-right paw","box":{"0":[0.42,0.79,0.47,0.88],"1":[0.42,0.79,0.47,0.87],"2":[0.42,0.78,0.47,0.87]},"depth":1.2},{"id":3,"label":"blanket","box":{"0":[0,0.62,1,1]},"depth":1.4}]}"""
+
 _EXAMPLE = """Example.
 Query: segment the part of the puppy that it lifts into the air while standing on the checkered blanket, before standing still and barking.
 <think>Temporal order: standing, then lifting a limb, then barking. I need the puppy's parts tracked over frames, their depth and their labels, then the part whose height changes most before the barking.</think>
 <dt_plan>{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}</dt_plan>
-<dt_rep>{"video":{"size":[480,854],"num_frames":3},"instances":[{"id":1,"label":"puppy front-left paw","track":{"0":[300,380,340,420,320,400,1500],"1":[300,340,340,380,320,360,1480],"2":[300,339,340,379,320,359,1490]},"depth":{"mean":1.2,"std":0.1}},{"id":2,"label":"puppy front-right paw","track":{"0":[360,380,400,420,380,400,1510],"1":[360,377,400,417,380,397,1500],"2":[360,376,400,416,380,396,1505]},"depth":{"mean":1.2,"std":0.1}},{"id":3,"label":"blanket","track":{"0":[0,300,854,480,427,390,150000]},"depth":{"mean":1.4,"std":0.3}}]}</dt_rep>
+<dt_rep>{rep}</dt_rep>
 <think>Measure how far each paw rises (centroid y, index 5 of a track entry, decreases) across frames.</think>
 <execute>for inst in twin["instances"][:2]:
     cy = [v[5] for v in inst["track"].values()]
@@ -47,9 +56,18 @@ Query: segment the part of the puppy that it lifts into the air while standing o
 <task>segmentation</task> <answer>{"instances": [1]}</answer>"""
 
 
-def system_prompt(tools: str, max_rounds: int) -> str:
-    """The system message: tag format, tool list `tools` (one line per tool) and the worked example."""
-    return _TAG_FORMAT.replace("{tools}", tools).replace("{max_rounds}", str(max_rounds)) + "\n\n" + _EXAMPLE
+def system_prompt(tools: str, max_rounds: int, twin_style: str = "full") -> str:
+    """The system message: tag format, tool list `tools` (one line per tool) and the worked example,
+    with the twin described and shown in `twin_style` ("full": the DT-R1 paper's twin, "compact":
+    adapters.twin.schema.Twin.to_llm_compact). Raises ValueError for another style."""
+    if twin_style not in _TWINS:
+        raise ValueError(f"unknown twin style {twin_style!r}; expected one of {sorted(_TWINS)}")
+    twin, rep = _TWINS[twin_style]
+    text = _TAG_FORMAT.replace("{twin}", twin).replace("{tools}", tools).replace("{max_rounds}", str(max_rounds))
+    return text + "\n\n" + _EXAMPLE.replace("{rep}", rep)
+
+
+_TWINS = {"full": (_TWIN_FULL, _REP_FULL), "compact": (_TWIN_COMPACT, _REP_COMPACT)}
 
 
 def user_message(sample: Sample) -> str:
@@ -58,14 +76,16 @@ def user_message(sample: Sample) -> str:
     return f"Input: {what}.\nTask: {sample.task}.\nQuery: {sample.query}"
 
 
-def messages(sample: Sample, tools: str, max_rounds: int) -> list[dict]:
-    """The chat messages of a rollout: [system, user]; the rollout is the assistant's turn."""
+def messages(sample: Sample, tools: str, max_rounds: int, twin_style: str = "full") -> list[dict]:
+    """The chat messages of a rollout: [system, user]; the rollout is the assistant's turn. The
+    system message is the same for every sample, so a backend with a prompt cache (llama.cpp)
+    evaluates it once per run."""
     return [
-        {"role": "system", "content": system_prompt(tools, max_rounds)},
+        {"role": "system", "content": system_prompt(tools, max_rounds, twin_style)},
         {"role": "user", "content": user_message(sample)},
     ]
 
 
-def prompt_digest(tools: str, max_rounds: int) -> str:
+def prompt_digest(tools: str, max_rounds: int, twin_style: str = "full") -> str:
     """Short sha256 of the system prompt, for the adapter fingerprint (a prompt change is a new run)."""
-    return hashlib.sha256(system_prompt(tools, max_rounds).encode()).hexdigest()[:12]
+    return hashlib.sha256(system_prompt(tools, max_rounds, twin_style).encode()).hexdigest()[:12]

@@ -55,7 +55,9 @@ class RolloutLimits:
     """max_rounds: most <execute> blocks (the paper's m <= 10). max_new_tokens: tokens per
     generation call. max_total_tokens: tokens the policy may generate in the whole rollout.
     twin_max_chars: character budget of the twin JSON inside <dt_rep>. spans: free-text bounds of
-    the tag grammar (used when the policy's decoding is "grammar").
+    the tag grammar (used when the policy's decoding is "grammar"). twin_style: how <dt_rep> shows
+    the twin, "full" (the DT-R1 paper's) or "compact" (few tokens, for small policies;
+    adapters.twin.schema.Twin.to_llm_json).
 
     These defaults are the only ones: DTR1Adapter's arguments and the `model` (conf/model/dtr1.yaml)
     and `rollout` (conf/train/dtr1_grpo.yaml) config schemas of harness/config.py read them from here."""
@@ -65,6 +67,7 @@ class RolloutLimits:
     max_total_tokens: int = 4096
     twin_max_chars: int = DEFAULT_MAX_CHARS
     spans: G.Spans = field(default_factory=G.Spans)
+    twin_style: str = "full"
 
 
 @dataclass
@@ -217,7 +220,10 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
 
     t0 = time.perf_counter()
     twin = env.build_twin(order)
-    rep = twin.to_llm_json(max_chars=limits.twin_max_chars)
+    # The style is passed only when it is not the default, so twins of other builders (test doubles)
+    # that know only the full style keep working.
+    style = {} if limits.twin_style == "full" else {"style": limits.twin_style}
+    rep = twin.to_llm_json(max_chars=limits.twin_max_chars, **style)
     st.timings["twin"] += time.perf_counter() - t0
     event = {"stage": "twin", "chars": len(rep), "seconds": st.timings["twin"]}
     artifacts = getattr(twin, "artifacts", None) or {}

@@ -20,7 +20,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from adapters.policy.base import Generation, Policy, check_decoding, split_at_stop
 from adapters.policy.chat import render_chat
@@ -38,13 +38,18 @@ class GGUFPolicy(Policy):
     model:         registry key ("smollm2", "gemma3_270m").
     runtime:       "llama_cpp" | "transformers".
     n_ctx:         context window in tokens (prompt + generation); a longer prompt raises AdapterError.
-    n_threads:     CPU threads (llama_cpp; transformers uses torch's setting when None).
+    n_threads:     CPU threads generating tokens (llama_cpp; transformers uses torch's setting when None).
+    n_threads_batch: CPU threads evaluating prompts (llama_cpp only; None = n_threads). A 135M model
+                   generates no faster on 2 threads than on 1, and on a busy machine much slower.
     seed:          RNG seed (decoding is greedy; the seed only matters to runtime internals).
     chat_template: None = the GGUF's `tokenizer.chat_template`; else a Jinja2 template or a name
                    from adapters.policy.chat.NAMED_TEMPLATES, required when the GGUF has none.
     cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
     decoding:      "free" | "grammar": constrain each continuation to the request's GBNF grammar
                    (llama.cpp's grammar sampler, `LlamaGrammar`; the transformers runtime: xgrammar).
+    rollout:       DT-R1 rollout limits sized for this model (conf/policy/<name>.yaml `rollout:`;
+                   conf/model/dtr1.yaml reads them, a command-line model.* value still wins). The
+                   policy itself does not use them; kept as `self.rollout` for the record.
     """
 
     def __init__(
@@ -53,11 +58,13 @@ class GGUFPolicy(Policy):
         runtime: str = "llama_cpp",
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
         seed: int = 0,
         chat_template: str | None = None,
         cache_dir: str | None = None,
         prefill: str = "",
         decoding: str = "free",
+        rollout: Mapping[str, Any] | None = None,
     ):
         if runtime not in RUNTIMES:
             raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
@@ -66,6 +73,7 @@ class GGUFPolicy(Policy):
         self.runtime = runtime
         self.n_ctx = int(n_ctx)
         self.n_threads = n_threads
+        self.n_threads_batch = n_threads_batch
         self.seed = int(seed)
         self.chat_template = chat_template
         self.cache_dir = cache_dir
@@ -73,6 +81,7 @@ class GGUFPolicy(Policy):
         # with "<think>\n"; the policy continues from it. Part of the fingerprint.
         self.prefill = prefill
         self.decoding = check_decoding(decoding, self.name)
+        self.rollout = dict(rollout or {})
         self._path: Path | None = None
         self._meta: dict[str, str] | None = None
         self._backend: _LlamaCpp | _Transformers | None = None
@@ -107,6 +116,10 @@ class GGUFPolicy(Policy):
         return self._load().generate(prompt, list(stop), int(max_new_tokens), grammar)
 
     def close(self) -> None:
+        counts = getattr(self._backend, "counts", None)
+        if counts and counts["calls"]:
+            log.info("%s: %d calls, %d prompt tokens evaluated (%d reused from the KV cache), %d tokens generated",
+                     self.name, counts["calls"], counts["prompt_evaluated"], counts["prompt_reused"], counts["generated"])
         self._backend = None
 
     # --- loading -----------------------------------------------------------------------------------
@@ -119,8 +132,7 @@ class GGUFPolicy(Policy):
     def metadata(self) -> dict[str, str]:
         """GGUF key/value metadata (strings), read with a vocabulary-only llama.cpp load (~0.1 s)."""
         if self._meta is None:
-            from llama_cpp import Llama
-
+            Llama = _llama_cpp().Llama
             with _quiet_stderr():
                 vocab = Llama(model_path=str(self.model_path()), vocab_only=True, verbose=False)
             self._meta = dict(vocab.metadata)
@@ -132,10 +144,22 @@ class GGUFPolicy(Policy):
             path = self.model_path()
             log.info("loading %s with %s", path, self.runtime)
             if self.runtime == "llama_cpp":
-                self._backend = _LlamaCpp(path, self.n_ctx, self.n_threads, self.seed)
+                self._backend = _LlamaCpp(path, self.n_ctx, self.n_threads, self.n_threads_batch, self.seed)
             else:
                 self._backend = _Transformers(path, self.n_ctx, self.n_threads, self.seed, self.metadata())
         return self._backend
+
+
+def _llama_cpp() -> Any:
+    """The llama_cpp module, imported with OpenMP's passive wait policy unless the environment sets
+    one: llama.cpp's CPU threads are an OpenMP team whose idle members spin by default, and on a
+    machine whose cores are busy with other work two spinning threads slowed SmolLM2's prompt
+    evaluation ~2x and its generation ~6x (2 loaded cores). libgomp reads the variable once, when
+    llama.cpp's libraries load, i.e. at this first import."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import llama_cpp
+
+    return llama_cpp
 
 
 def _fit_budget(n_prompt: int, max_new_tokens: int, n_ctx: int) -> int:
@@ -169,12 +193,16 @@ def _no_extra_buffer_types() -> Iterator[None]:
 
 
 class _LlamaCpp:
-    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, seed: int):
-        from llama_cpp import Llama
+    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, n_threads_batch: int | None, seed: int):
+        Llama = _llama_cpp().Llama
 
         with _quiet_stderr(), _no_extra_buffer_types():  # llama.cpp's C code prints context notes even with verbose=False
-            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
+            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                             n_threads_batch=n_threads_batch or n_threads, seed=seed, verbose=False)
         self.n_ctx = n_ctx
+        # Work done, for the log line at close: prompt tokens evaluated, prompt tokens whose KV
+        # cache was reused from the previous call (the shared system prompt, the turn so far), tokens generated.
+        self.counts = {"calls": 0, "prompt_evaluated": 0, "prompt_reused": 0, "generated": 0}
 
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         import llama_cpp
@@ -184,6 +212,12 @@ class _LlamaCpp:
         # control tokens (<|im_start|>, <start_of_turn>) as tokens, as create_completion does.
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
         budget = _fit_budget(len(tokens), max_new_tokens, self.n_ctx)
+        reused = _common_prefix(llm._input_ids[: llm.n_tokens], tokens)
+        # llama-cpp-python replays one token when the whole prompt is cached (to refresh the logits).
+        reused = min(reused, len(tokens) - 1)
+        self.counts["calls"] += 1
+        self.counts["prompt_reused"] += reused
+        self.counts["prompt_evaluated"] += len(tokens) - reused
         out: list[int] = []
         text, matched, reason = "", None, "length"
         # temp=0 selects llama.cpp's greedy sampler; reset=True keeps the KV cache of a shared
@@ -204,10 +238,23 @@ class _LlamaCpp:
             if len(out) >= budget:
                 break
         steps.close()
+        self.counts["generated"] += len(out)
         return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out))
 
 
+def _common_prefix(a: Any, b: list[int]) -> int:
+    """Length of the common prefix of two token sequences."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 _TOP_K = 32  # candidates tried against the grammar before it masks the whole vocabulary
+_DRAFT_NGRAM = 3  # prompt-lookup drafting: tokens that must match earlier text before its continuation is proposed
+_DRAFT_TOKENS = 4  # tokens proposed at most per draft (batches of 5 were cheapest on 2 busy cores)
 
 
 def _constrained(llm: Any, steps: Iterator[int], grammar: str) -> Iterator[int]:
@@ -217,8 +264,16 @@ def _constrained(llm: Any, steps: Iterator[int], grammar: str) -> Iterator[int]:
 
     The grammar is applied to the best _TOP_K candidates first and to the whole vocabulary only
     when none of them is allowed: the same token as masking everything (greedy picks the best
-    allowed), without a full-vocabulary grammar pass at every step. Raises AdapterError when
-    llama.cpp cannot parse the grammar."""
+    allowed), without a full-vocabulary grammar pass at every step.
+
+    Prompt-lookup drafting (speculative decoding without a draft model): where the last
+    _DRAFT_NGRAM tokens occurred earlier in the context, the tokens that followed them there are
+    evaluated together with the next token in one batch, and each is kept only while it is the
+    token greedy decoding under the grammar chooses from that batch's logits; the rest leave the KV
+    cache. The output is greedy decoding's (up to the float rounding of batched evaluation), but a
+    135M policy copies much of the prompt (the worked example's plan and code, the query) and
+    evaluating copied runs in batches is several times cheaper than token by token.
+    Raises AdapterError when llama.cpp cannot parse the grammar."""
     import ctypes
 
     import llama_cpp
@@ -244,22 +299,68 @@ def _constrained(llm: Any, steps: Iterator[int], grammar: str) -> Iterator[int]:
             return None
         return int(view["id"][:n][ok][np.argmax(kept[ok])])
 
+    def choose(i: int) -> int:
+        """The greedy allowed token after the i-th token of the last batch; accepted by the grammar."""
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, i), shape=(n_vocab,))
+        top = np.argpartition(-logits, _TOP_K)[:_TOP_K].astype(np.intc)
+        token = allowed(top, logits[top])
+        if token is None:
+            token = allowed(np.arange(n_vocab, dtype=np.intc), logits)
+        if token is None:
+            raise AdapterError("the decoding grammar allows no token here (policy.decoding=grammar)")
+        llama_cpp.llama_sampler_accept(smpl, token)
+        return token
+
     try:
         next(steps)  # evaluates the prompt (prefix reuse); the unconstrained choice is dropped
         steps.close()
+        token = choose(-1)
         while True:
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
-            top = np.argpartition(-logits, _TOP_K)[:_TOP_K].astype(np.intc)
-            token = allowed(top, logits[top])
-            if token is None:
-                token = allowed(np.arange(n_vocab, dtype=np.intc), logits)
-            if token is None:
-                raise AdapterError("the decoding grammar allows no token here (policy.decoding=grammar)")
-            llama_cpp.llama_sampler_accept(smpl, token)
             yield token
-            llm.eval([token])
+            room = llm.n_ctx() - llm.n_tokens - 1
+            draft = _lookup(llm.input_ids[: llm.n_tokens], token, min(_DRAFT_TOKENS, room, llm.n_batch - 1))
+            base = _eval_all(llm, [token, *draft])
+            for i, proposed in enumerate(draft):
+                token = choose(i)
+                if token != proposed:
+                    # the draft's tokens after i are not the continuation: drop them from the KV cache
+                    llm._ctx.kv_cache_seq_rm(-1, base + i + 1, -1)
+                    llm.n_tokens = base + i + 1
+                    break
+                yield token
+            else:
+                token = choose(len(draft))
     finally:
         llama_cpp.llama_sampler_free(smpl)
+
+
+def _lookup(context: Any, token: int, limit: int) -> list[int]:
+    """Prompt-lookup draft: the up to `limit` tokens that followed the latest earlier occurrence of
+    the last _DRAFT_NGRAM tokens of context + [token], or [] when they occur nowhere before."""
+    import numpy as np
+
+    if limit < 1 or len(context) < _DRAFT_NGRAM:
+        return []
+    ids = np.append(np.asarray(context, dtype=np.intc), np.intc(token))
+    tail = ids[-_DRAFT_NGRAM:]
+    windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], _DRAFT_NGRAM)
+    hits = np.nonzero((windows == tail).all(axis=1))[0]
+    if not len(hits):
+        return []
+    start = int(hits[-1]) + _DRAFT_NGRAM
+    return [int(t) for t in ids[start:start + limit]]
+
+
+def _eval_all(llm: Any, tokens: list[int]) -> int:
+    """Evaluate `tokens` after the KV cache's llm.n_tokens in one batch, with logits at every
+    position (llama_get_logits_ith(ctx, i) for the i-th); returns the position of the first."""
+    n_past = llm.n_tokens
+    llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+    llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
+    llm._ctx.decode(llm._batch)
+    llm.input_ids[n_past:n_past + len(tokens)] = tokens
+    llm.n_tokens = n_past + len(tokens)
+    return n_past
 
 
 class _Transformers:

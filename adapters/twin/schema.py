@@ -26,6 +26,7 @@ TWIN_VERSION = 1
 DEPTH_UNIT = "m"
 DEPTH_CONVENTION = "larger = farther"
 TRACK_FIELDS = ("x1", "y1", "x2", "y2", "cx", "cy", "area")
+TWIN_STYLES = ("full", "compact")  # Twin.to_llm_json styles: the paper's twin, the few-token twin of small policies
 DEFAULT_MAX_CHARS = 6000  # ~2.1-2.3k tokens for 16 frames x 10 instances (benchmarks/bench_twin.py)
 """~2k tokens at 4 characters per token (the DT-R1 paper keeps the twin near 2k tokens). Numeric JSON
 tokenizes denser: 16 frames x 10 instances at this budget measured ~5.0k SmolLM2 / ~4.6k Gemma 3
@@ -251,9 +252,82 @@ class Twin:
                 return out
         return out
 
-    def to_llm_json(self, max_chars: int = DEFAULT_MAX_CHARS) -> str:
-        """Compact JSON of to_llm_dict(max_chars): what goes inside <dt_rep>...</dt_rep>."""
-        return _dumps(self.to_llm_dict(max_chars))
+    def to_llm_json(self, max_chars: int = DEFAULT_MAX_CHARS, style: str = "full") -> str:
+        """Compact JSON of what goes inside <dt_rep>...</dt_rep>: to_llm_dict(max_chars) (style
+        "full", the DT-R1 paper's twin) or to_llm_compact(max_chars) (style "compact", for small
+        policies). Raises ValueError for another style."""
+        if style == "full":
+            return _dumps(self.to_llm_dict(max_chars))
+        if style == "compact":
+            return _dumps(self.to_llm_compact(max_chars))
+        raise ValueError(f"unknown twin style {style!r}; expected one of {TWIN_STYLES}")
+
+    def to_llm_compact(self, max_chars: int | None = None) -> dict:
+        """The twin in few tokens, for small policies (style "compact"): only what answering
+        needs, no null fields (a field is absent when its tool was not planned), no prose.
+
+        ``{"video": {"size": [H, W], "num_frames": T, "summary"?}, "depth_unit"?, "instances":
+        [{"id", "label"?, "box": {t: [x1, y1, x2, y2]}, "depth"?, "move"?, "caption"?}]}``: boxes
+        normalized to [0, 1] by the frame size and rounded to 0.01 (the grounding answer's format),
+        ``depth`` the instance's mean depth (1 mm), ``move`` its centroid displacement [dx, dy]
+        normalized (0.01). Boxes are given at key frames (the first and last visible frame and each
+        frame whose rounded box changed). With ``max_chars`` the JSON is brought under it by the
+        first of: every key frame; every k-th key frame, first and last kept (``box_stride`` = k,
+        the smallest that fits); first and last only; instances dropped from the end
+        (``instances_omitted``). The unabridged twin stays what code sees (to_llm_dict()).
+        """
+        height, width = self.size
+        video: dict[str, Any] = {"size": [height, width], "num_frames": self.num_frames}
+        if self.video.summary is not None:
+            video["summary"] = self.video.summary
+        base: dict[str, Any] = {"video": video}
+        if any(inst.depth is not None for inst in self.instances):
+            base["depth_unit"] = _depth_unit(self.instances)
+
+        def render(stride: int | None, instances: list[Instance] = self.instances) -> dict:
+            out = dict(base)
+            if stride and stride > 1:
+                out["box_stride"] = stride
+            out["instances"] = [_compact_instance(inst, stride, width, height) for inst in instances]
+            if len(instances) < len(self.instances):
+                out["instances_omitted"] = len(self.instances) - len(instances)
+            return out
+
+        longest = max((len(i.frames) for i in self.instances), default=1)
+        candidates = [lambda: render(1)]
+        candidates += [lambda k=k: render(k) for k in range(2, longest)]
+        candidates += [lambda: render(None)]
+        candidates += [lambda n=n: render(None, self.instances[:n]) for n in range(len(self.instances) - 1, -1, -1)]
+        for make in candidates:
+            out = make()
+            if max_chars is None or _size(out) <= max_chars:
+                return out
+        return out
+
+
+def _compact_instance(inst: Instance, stride: int | None, width: int, height: int) -> dict:
+    """One instance of to_llm_compact. Boxes at its key frames: the first and last visible frame and
+    each frame whose rounded box differs from the one before it (an unchanged box says nothing new);
+    of the key frames in between, every `stride`-th (None: none)."""
+    d: dict[str, Any] = {"id": inst.id}
+    if inst.label is not None:
+        d["label"] = inst.label
+    scale = (width, height, width, height)
+    boxes = {t: [_num(v / s, 2) for v, s in zip(inst.frames[t].bbox, scale)] for t in sorted(inst.frames)}
+    ts = list(boxes)
+    keys = [t for i, t in enumerate(ts) if i == 0 or t == ts[-1] or boxes[t] != boxes[ts[i - 1]]]
+    shown = keys[::stride] if stride else keys[:1]
+    if keys and shown[-1] != keys[-1]:
+        shown.append(keys[-1])
+    d["box"] = {str(t): boxes[t] for t in shown}
+    if inst.depth is not None:
+        d["depth"] = _num(inst.depth.mean, 3)
+    if inst.trajectory is not None:
+        dx, dy = inst.trajectory.displacement
+        d["move"] = [_num(dx / width, 2), _num(dy / height, 2)]
+    if inst.caption is not None:
+        d["caption"] = inst.caption
+    return d
 
 
 def _llm_instance(inst: Instance, detail: str, stride: int) -> dict:
