@@ -47,12 +47,21 @@ def test_the_openai_judge_defaults_are_the_judge_signature():
 
 
 def test_dtr1_budgets_come_from_rollout_limits_and_the_yaml_overrides_only_the_grammar():
-    model = composed("+dataset=demo", "+model=dtr1").model
-    assert {k: model[k] for k in BUDGETS} == {k: getattr(RolloutLimits(), k) for k in BUDGETS}
+    # a policy without a `rollout:` block (a real checkpoint) gets the DT-R1 paper's budgets and twin
+    model = composed("+dataset=demo", "+model=dtr1", "policy=scripted", "policy.turns_file=x").model
+    assert {k: model[k] for k in (*BUDGETS, "twin_style")} == {k: getattr(RolloutLimits(), k) for k in (*BUDGETS, "twin_style")}
     assert RolloutLimits().twin_max_chars == DEFAULT_MAX_CHARS == 6000
     # conf/model/dtr1.yaml sizes the spans for the embedded 135M policy (a deliberate override)
-    assert plain(model.grammar) == {"think_chars": 96, "code_chars": 160, "text_chars": 96, "max_boxes": 1, "code_rounds": 1}
+    assert plain(model.grammar) == {"think_chars": 48, "code_chars": 160, "text_chars": 64, "max_boxes": 1, "code_rounds": 1}
     assert set(model) == {f for f in DTR1Config.__dataclass_fields__}
+
+
+def test_the_embedded_policy_sizes_the_twin_for_itself():
+    # conf/policy/smollm2.yaml `rollout:` reaches the model node; a model.* override still wins
+    cfg = composed("+dataset=demo", "+model=dtr1")
+    assert (cfg.model.twin_style, cfg.model.twin_max_chars) == (cfg.policy.rollout.twin_style, cfg.policy.rollout.twin_max_chars)
+    assert cfg.model.twin_style == "compact" and cfg.model.twin_max_chars < RolloutLimits().twin_max_chars
+    assert composed("+dataset=demo", "+model=dtr1", "model.twin_max_chars=900").model.twin_max_chars == 900
 
 
 def test_training_rollouts_have_the_evaluation_budgets():
@@ -107,8 +116,10 @@ def test_run_bench_reports_a_typo_in_one_line_without_a_traceback(tmp_path):
 
 def test_run_directories_keep_their_names():
     """The fingerprint (run directory name) of a DT-R1 config with a judge and foundation perception
-    (tiny models), dataset left out, is the one main computed before the schemas and the derived
-    tool registry (69042cd): moving defaults into schemas changed no semantic value."""
+    (tiny models), dataset left out, is pinned: moving defaults between YAML and schemas must change
+    no semantic value. 0dcca24f84 was main's before the schemas and the derived tool registry
+    (69042cd) and stayed so through them; the embedded policy's compact twin and shorter spans (a
+    deliberate change of what runs, issue 14) then made it eef88695f4."""
     from hydra.utils import instantiate
 
     from harness import manifest
@@ -118,4 +129,4 @@ def test_run_directories_keep_their_names():
         del cfg["dataset"]  # its node is another schema's (and its root a path)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     adapter = instantiate(cfg.model, _convert_="all")
-    assert manifest.fingerprint({**resolved, "dataset": {}}, adapter.fingerprint()) == "0dcca24f84"
+    assert manifest.fingerprint({**resolved, "dataset": {}}, adapter.fingerprint()) == "eef88695f4"
