@@ -138,16 +138,11 @@ def test_code_error_in_the_real_sandbox_is_reported_and_the_rollout_continues():
 
 # --- twin style: the paper's prompt for real checkpoints, a few-token twin for the embedded policy ---
 
-def _dtr1_cfg(policy: str | dict, *overrides: str):
-    cfg = OmegaConf.create({
-        "model": OmegaConf.load(CONF / "model" / "dtr1.yaml"),
-        "policy": OmegaConf.load(CONF / "policy" / f"{policy}.yaml") if isinstance(policy, str) else policy,
-        "perception": OmegaConf.load(CONF / "perception" / "oracle.yaml"),
-    })
-    for item in overrides:
-        key, value = item.split("=", 1)
-        OmegaConf.update(cfg, key, value)
-    return cfg
+def _dtr1_cfg(policy: str, *overrides: str):
+    # composed as run_bench.py does (conf/model/dtr1.yaml extends harness/config.py's schema)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=["+dataset=demo", "+model=dtr1", f"policy={policy}", "perception=oracle",
+                                            *overrides])
 
 
 def test_the_full_style_keeps_the_papers_prompt_and_the_fingerprint_without_the_knob():
@@ -185,7 +180,10 @@ def test_unknown_twin_style_is_rejected():
 def test_the_embedded_policy_config_sizes_the_twin_and_the_command_line_still_wins():
     small = instantiate(_dtr1_cfg("smollm2").model)
     assert (small.limits.twin_style, small.limits.twin_max_chars) == ("compact", 400)
-    other = instantiate(_dtr1_cfg({"_target_": "adapters.policy.scripted.ScriptedPolicy", "turns": []}).model)
+    other = _dtr1_cfg("scripted", "policy.turns_file=unused").model  # a policy without a `rollout:` block
+    assert (other.twin_style, other.twin_max_chars) == ("full", 6000)
+    other = DTR1Adapter(policy=ScriptedPolicy([]), perception=OraclePerception(), twin_style=other.twin_style,
+                        twin_max_chars=other.twin_max_chars)
     assert (other.limits.twin_style, other.limits.twin_max_chars) == ("full", 6000)
     chosen = instantiate(_dtr1_cfg("smollm2", "model.twin_style=full", "model.twin_max_chars=3000").model)
     assert (chosen.limits.twin_style, chosen.limits.twin_max_chars) == ("full", 3000)
