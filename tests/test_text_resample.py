@@ -147,17 +147,6 @@ def test_runs_with_other_references_are_not_paired():
         bootstrap.paired(ea, eb, b=10)
 
 
-def test_b_1000_on_400_captions_takes_seconds():
-    import time
-
-    res, gts, ids = random_corpus(400, 4, vocabulary=400)
-    draws = np.random.default_rng(0).multinomial(400, np.full(400, 1 / 400), size=1000)
-    start = time.perf_counter()
-    BleuStatistics(res, gts, ids).resampled(draws)
-    CiderStatistics(res, gts, ids).resampled(draws)
-    assert time.perf_counter() - start < 60  # looping pycocoevalcap over the resamples takes ~30 min
-
-
 @needs_java
 def test_demo_runs_carry_corpus_intervals_and_compare_them(tmp_path):
     from harness.compare import compare, format_comparison
