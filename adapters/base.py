@@ -1,7 +1,7 @@
 """The protocol every model adapter implements; the runner sees models only through it.
 
 An adapter answers one `Sample` at a time and must not know which benchmark it runs on except
-through `sample.task` and `sample.modality` (docs/architecture.md "Conventions"; style.md "Avoid").
+through `sample.task` and `sample.modality` (docs/architecture.md "Conventions").
 """
 from __future__ import annotations
 
