@@ -119,15 +119,10 @@ class OpenAIJudgeConfig(JudgeConfig):
 
 
 @dataclass
-class DTR1Config:
-    """The `model` node of DT-R1 (conf/model/dtr1.yaml, which names _target_, policy and
-    perception): adapters.dtr1.adapter.DTR1Adapter's arguments, budgets from RolloutLimits.
-    sandbox: adapters.sandbox.runner.SandboxSettings keys (checked by the adapter)."""
+class RolloutBudgetsConfig:
+    """The DT-R1 rollout budgets, shared by evaluation (DTR1Config) and training
+    (TrainRolloutConfig) so both roll out alike; defaults from RolloutLimits and Spans."""
 
-    _target_: str = MISSING
-    name: str = MISSING
-    policy: Any = MISSING
-    perception: Any = MISSING
     max_rounds: int = RolloutLimits.max_rounds
     max_new_tokens: int = RolloutLimits.max_new_tokens
     max_total_tokens: int = RolloutLimits.max_total_tokens
@@ -138,19 +133,24 @@ class DTR1Config:
 
 
 @dataclass
-class TrainRolloutConfig:
-    """The `rollout` node of GRPO training (conf/train/dtr1_grpo.yaml): the same budgets as
-    evaluation (RolloutLimits), so training and evaluation roll out alike. batch_size: rollouts
-    decoded together / requests in flight to a vLLM server. sandbox: as DTR1Config.sandbox."""
+class DTR1Config(RolloutBudgetsConfig):
+    """The `model` node of DT-R1 (conf/model/dtr1.yaml, which names _target_, policy and
+    perception): adapters.dtr1.adapter.DTR1Adapter's arguments, the budgets of
+    RolloutBudgetsConfig. sandbox: adapters.sandbox.runner.SandboxSettings keys (checked by the
+    adapter)."""
 
-    max_rounds: int = RolloutLimits.max_rounds
-    max_new_tokens: int = RolloutLimits.max_new_tokens
-    max_total_tokens: int = RolloutLimits.max_total_tokens
-    twin_max_chars: int = RolloutLimits.twin_max_chars
-    twin_style: str = RolloutLimits.twin_style
-    grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
+    _target_: str = MISSING
+    name: str = MISSING
+    policy: Any = MISSING
+    perception: Any = MISSING
+
+
+@dataclass
+class TrainRolloutConfig(RolloutBudgetsConfig):
+    """The `rollout` node of GRPO training (conf/train/dtr1_grpo.yaml): the budgets of evaluation.
+    batch_size: rollouts decoded together / requests in flight to a vLLM server."""
+
     batch_size: int = 8
-    sandbox: Dict[str, Any] = field(default_factory=dict)
 
 
 def limits_from(node: Any) -> RolloutLimits:
