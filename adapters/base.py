@@ -6,6 +6,8 @@ through `sample.task` and `sample.modality` (docs/architecture.md "Conventions")
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import asdict, fields
+from typing import Any, Mapping
 
 from core.types import AdapterError, Prediction, Sample
 
@@ -51,3 +53,15 @@ class Adapter(ABC):
 
     def close(self) -> None:
         """Release models, processes and files; the default has nothing to release."""
+
+
+def settings_block(what: str, schema: type, given: Mapping[str, Any] | None) -> dict:
+    """A nested block of an adapter's arguments (e.g. model.frames) as a plain dict: the dataclass
+    `schema`'s defaults (the one home of those defaults, also the Hydra schema's) updated by `given`.
+    Raises AdapterError naming unknown keys (a config composed by Hydra has none: its schema
+    refuses them at compose time; this guards direct construction)."""
+    keys = [f.name for f in fields(schema)]
+    unknown = sorted(set(given or {}) - set(keys))
+    if unknown:
+        raise AdapterError(f"model.{what}: unknown keys {unknown}; expected {keys}")
+    return asdict(schema(**dict(given or {})))

@@ -10,14 +10,15 @@ from core.records import JudgeVerdict
 
 
 def make_judge(resolved: dict[str, Any]) -> tuple[Any, float]:
-    """(metrics.judge.Judge or None, judge.max_failure_rate) from the resolved `judge` group; the
-    judge cache defaults to <run.root>/.judge_cache. No `judge` key (a config composed without the
-    group) means no judge."""
+    """(metrics.judge.Judge or None, judge.max_failure_rate) from the resolved `judge` node
+    (harness.config.JudgeConfig or a subclass; the runner completes a hand-built config without
+    one to no judge); the judge cache defaults to <run.root>/.judge_cache."""
     from metrics.judge import make_judge as build
 
-    cfg = dict(resolved.get("judge") or {})
-    max_failure_rate = float(cfg.pop("max_failure_rate", 0.02))
-    if cfg.get("_target_") is not None and cfg.get("cache_dir") is None:
+    cfg = dict(resolved["judge"])
+    max_failure_rate = float(cfg.pop("max_failure_rate"))
+    # cache_dir: a key of OpenAIJudgeConfig, maybe not of another judge's node
+    if cfg["_target_"] is not None and cfg.get("cache_dir") is None:
         cfg["cache_dir"] = str(Path(resolved["run"]["root"]) / ".judge_cache")
     return build(cfg), max_failure_rate
 

@@ -33,7 +33,7 @@ def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any],
     protocol_version (the protocol's `version`, 1 when it declares none), protocol_variants (its
     config options, e.g. {"mode": "reference"}), metric text replaced by null with the reason in
     unavailable, and ci: bootstrap.headline_cis over scores_path's records
-    (run.bootstrap.B / run.bootstrap.seed, defaults 1000 / 0; B = 0 turns intervals off)."""
+    (run.bootstrap.B / run.bootstrap.seed, harness.config.BootstrapConfig; B = 0 turns intervals off)."""
     spec = dict((resolved.get("dataset") or {}).get("protocol") or {})
     spec.pop("_target_", None)
     why: dict[str, str] = {}
@@ -47,8 +47,8 @@ def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any],
     metrics.metric_units = {k: "score" if unit(k) == "score" else "fraction" for k in metrics.aggregate.get("metrics") or {}}
     metrics.protocol_version, metrics.protocol_variants = int(getattr(protocol, "version", 1)), spec
     metrics.unavailable = why
-    opts = (resolved.get("run") or {}).get("bootstrap") or {}
-    b, seed = int(opts.get("B", bootstrap.DEFAULT_B)), int(opts.get("seed", bootstrap.DEFAULT_SEED))
+    opts = resolved["run"]["bootstrap"]
+    b, seed = int(opts["B"]), int(opts["seed"])
     metrics.ci = bootstrap.headline_cis(protocol, list(read_jsonl(scores_path)), metrics.metrics, b, seed) if b > 0 else {}
 
 

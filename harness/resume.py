@@ -10,7 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from core.store import prediction_files, read_predictions
-from core.types import FAILURE_KINDS, RETRYABLE, Prediction, RunStoreError, Sample
+from core.types import FAILURE_KINDS, Prediction, RunStoreError, Sample
 
 
 @dataclass
@@ -29,12 +29,12 @@ def retry_settings(cfg: DictConfig) -> tuple[set[str], int]:
     """(run.retry_failed, run.max_attempts): the failure kinds to predict again (a kind or a list;
     default core.types.RETRYABLE) and the attempts allowed per sample. Raises RunStoreError on a
     kind that is not a core.types.FailureKind or max_attempts < 1."""
-    kinds = cfg.run.get("retry_failed", list(RETRYABLE))
+    kinds = cfg.run.retry_failed
     kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
     unknown = sorted(set(kinds) - set(FAILURE_KINDS))
     if unknown:
         raise RunStoreError(f"run.retry_failed: unknown failure kinds {unknown}; expected some of {list(FAILURE_KINDS)}")
-    max_attempts = int(cfg.run.get("max_attempts", 3))
+    max_attempts = int(cfg.run.max_attempts)
     if max_attempts < 1:
         raise RunStoreError(f"run.max_attempts must be >= 1, got {max_attempts}")
     return set(kinds), max_attempts

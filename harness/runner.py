@@ -34,6 +34,7 @@ from adapters.base import Adapter
 from core.store import finite, predictions_filename, write_json_atomic
 from core.types import RunStopped, RvtBenchError, Sample
 from harness import judging, publish, resume, rundir, score, stops
+from harness.config import adapter_node, with_schemas
 from harness.predict import FrameChecker, predict
 from harness.results import finish_metrics, write_sample_log
 from harness.samples import load_samples
@@ -63,13 +64,15 @@ def run(cfg: DictConfig) -> RunResult:
     Raises RunStopped (one line; reason "interrupted", "no_space", "read_only", "permission",
     "missing_package", "server_down" or "locked") when the surroundings stop the run, with the
     traceback written to <run_dir>/run.log when the run directory is known; RvtBenchError subclasses
-    for a bad config or dataset."""
+    for a bad config or dataset (omegaconf's ValidationError for a run / leaderboard / judge node
+    outside its schema)."""
+    cfg = with_schemas(cfg)  # composed configs already are; one built by hand gets the same defaults
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
     progress = stops.Progress()
     try:
         try:
-            adapter = instantiate(cfg.model, _convert_="all")  # cheap: adapters load weights on first predict
+            adapter = instantiate(adapter_node(cfg.model), _convert_="all")  # cheap: adapters load weights on first predict
         except Exception as exc:
             missing = stops.missing_module(exc)
             if missing is None:
@@ -120,7 +123,7 @@ def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, 
     resume.plan says are to do; (the predictions of every shard by sample id, samples predicted)."""
     retry, max_attempts = resume.retry_settings(cfg)
     plan = resume.plan(ident.run_dir, mine, retry, max_attempts)
-    checker = FrameChecker() if cfg.run.get("verify_frames", True) else None
+    checker = FrameChecker() if cfg.run.verify_frames else None
     if not plan.todo or cfg.run.merge:
         rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint)
         if not plan.todo:
@@ -189,5 +192,5 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
             log.error("%s; see %s", refused, metrics_path)
     elif limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", limit)
-    page = publish.write_report(run_dir, samples, done) if limit is None and cfg.run.get("report", True) else None
+    page = publish.write_report(run_dir, samples, done) if limit is None and cfg.run.report else None
     return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page)

@@ -32,7 +32,7 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
     data_errors += [Failure.of(s.id, preds[s.id].error) for s in samples if s.id in bad_data]
     samples = [s for s in samples if s.id not in bad_data]
     # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
-    scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"].get("score_workers", 1))) \
+    scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"]["score_workers"])) \
         if samples else []
     # a ground truth found unusable only now (core.masks could not decode it) is a data error too
     late = {pred.sample_id for _, pred in scored if pred.failure_kind == DATA}

@@ -15,7 +15,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from adapters.dtr1.rollout import RolloutLimits
 from adapters.twin.schema import DEFAULT_MAX_CHARS
-from harness.config import (DTR1Config, JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig,
+from harness.config import (DTR1Config, JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig, adapter_node,
                             TrainRolloutConfig, limits_from)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,5 +128,5 @@ def test_run_directories_keep_their_names():
     with open_dict(cfg):
         del cfg["dataset"]  # its node is another schema's (and its root a path)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    adapter = instantiate(cfg.model, _convert_="all")
+    adapter = instantiate(adapter_node(cfg.model), _convert_="all")
     assert manifest.fingerprint({**resolved, "dataset": {}}, adapter.fingerprint()) == "eef88695f4"

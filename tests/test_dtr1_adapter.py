@@ -14,6 +14,7 @@ from adapters.twin.dag import DAGError
 from adapters.twin.oracle import OraclePerception
 from core import masks as mask_io
 from core.types import InstanceAnnotation, ParseError, Prediction, Sample, Target
+from harness.config import adapter_node
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 H, W = 8, 10
@@ -114,7 +115,7 @@ def test_hydra_config_instantiates_the_adapter_without_loading_a_model():
     # composed as run_bench.py does: conf/model/dtr1.yaml extends the schema of harness/config.py
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=["+dataset=demo", "+model=dtr1", "policy=smollm2", "perception=oracle"])
-    model = instantiate(cfg.model)
+    model = instantiate(adapter_node(cfg.model))
     assert isinstance(model, DTR1Adapter) and model.name == "dtr1"
     fp = model.fingerprint()
     assert fp["policy"]["model"] == "smollm2" and fp["perception"]["name"] == "oracle"
@@ -178,12 +179,12 @@ def test_unknown_twin_style_is_rejected():
 
 
 def test_the_embedded_policy_config_sizes_the_twin_and_the_command_line_still_wins():
-    small = instantiate(_dtr1_cfg("smollm2").model)
+    small = instantiate(adapter_node(_dtr1_cfg("smollm2").model))
     assert (small.limits.twin_style, small.limits.twin_max_chars) == ("compact", 400)
     other = _dtr1_cfg("scripted", "policy.turns_file=unused").model  # a policy without a `rollout:` block
     assert (other.twin_style, other.twin_max_chars) == ("full", 6000)
     other = DTR1Adapter(policy=ScriptedPolicy([]), perception=OraclePerception(), twin_style=other.twin_style,
                         twin_max_chars=other.twin_max_chars)
     assert (other.limits.twin_style, other.limits.twin_max_chars) == ("full", 6000)
-    chosen = instantiate(_dtr1_cfg("smollm2", "model.twin_style=full", "model.twin_max_chars=3000").model)
+    chosen = instantiate(adapter_node(_dtr1_cfg("smollm2", "model.twin_style=full", "model.twin_max_chars=3000").model))
     assert (chosen.limits.twin_style, chosen.limits.twin_max_chars) == ("full", 3000)

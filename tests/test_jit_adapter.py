@@ -18,9 +18,11 @@ from adapters.twin.dag import DAGError
 from adapters.twin.oracle import OraclePerception
 from loaders.demo import DemoDataset
 from core.types import AdapterError
+from harness.config import group_node
 
 REPO = Path(__file__).resolve().parents[1]
-CONF = OmegaConf.to_container(OmegaConf.load(REPO / "conf/model/jit.yaml"))
+# the composed `model` node (schema defaults + conf/model/jit.yaml), unresolved: as run_bench.py builds it
+CONF = OmegaConf.to_container(group_node("model", "jit"), resolve=False)
 SEMANTIC = '{"query_type": "semantic", "specialists": [{"name": "OWLv2", "rationale": "names the objects"}]}'
 SPATIAL = '{"query_type": "spatial", "specialists": [{"name": "DepthAnything2", "rationale": "closer means depth"}]}'
 

@@ -16,9 +16,11 @@ from loaders.demo import DemoDataset
 from core.frames import read_frame
 from core.types import AdapterError
 from tests.vlm_server import ChatServer
+from harness.config import group_node
 
 REPO = Path(__file__).resolve().parents[1]
-CONF = OmegaConf.to_container(OmegaConf.load(REPO / "conf/model/vlm.yaml"))
+# the composed `model` node (schema defaults + conf/model/vlm.yaml), unresolved: as run_bench.py builds it
+CONF = OmegaConf.to_container(group_node("model", "vlm"), resolve=False)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,10 @@ from omegaconf import OmegaConf
 from adapters.vlm import prompts as P
 from adapters.vlm.coords import COORDINATE_FAMILIES
 from core.types import AdapterError
+from harness.config import group_node
 
-CONF = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/model/vlm.yaml"))
+# the composed `model` node (schema defaults + conf/model/vlm.yaml), unresolved: as run_bench.py builds it
+CONF = OmegaConf.to_container(group_node("model", "vlm"), resolve=False)
 PROMPTS = P.check(CONF["prompts"])
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from adapters.base import Adapter
+from adapters.base import Adapter, settings_block
 from adapters.jit import prompts as prompt_mod
 from adapters.jit.planner import SPECIALISTS, JiTError, Plan, json_object, parse_plan, to_dag
 from adapters.jit.scene_graph import GRAPH_VERSION, build_graph, to_text
@@ -29,9 +30,27 @@ from adapters.policy.base import Policy
 from core.types import AdapterError, Prediction, Sample
 
 JIT_VERSION = 1
+# The reasoning programs' limits: these adapters.sandbox.runner.SandboxSettings fields (defaults there).
 SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars", "isolation")
-TOKEN_KEYS = ("planner", "answer", "program")
 _CODE_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+
+
+@dataclass
+class Smoothing:
+    """Temporal mask smoothing S_t = alpha * S_{t-1} + (1 - alpha) * M_t (adapters/jit/smoothing.py).
+    enabled: off by default; alpha: weight of the previous frame's score (paper: 0.8)."""
+
+    enabled: bool = False
+    alpha: float = 0.8
+
+
+@dataclass
+class TokenBudgets:
+    """Most new tokens per LLM call, by stage: the plan, a text / ids answer, a reasoning program."""
+
+    planner: int = 256
+    answer: int = 256
+    program: int = 512
 
 
 class JiTAdapter(Adapter):
@@ -39,12 +58,16 @@ class JiTAdapter(Adapter):
 
     policy: an adapters.policy.base.Policy (planner and reasoner). perception: an
         adapters.twin.perception.Perception (oracle, foundation, tiny...).
-    specialists: the specialists the planner is offered (subset of SPECIALISTS).
-    window: scene-graph sliding window in frames (paper: 6). min_motion: px for "moving-towards".
-    similarity: DINOv2 cosine for "similar_to". graph_max_chars: budget of the graph text.
-    smoothing: {enabled, alpha} temporal mask smoothing (paper: alpha = 0.8).
-    max_new_tokens: {planner, answer, program} tokens per LLM call.
-    sandbox: keyword limits for adapters.sandbox.runner.run_code. prompts: the prompts block.
+    specialists: the specialists the planner is offered (subset of SPECIALISTS; DINOv2 needs
+        perception=foundation or tiny).
+    window: scene-graph sliding window in frames (paper: w = 6). min_motion: px a node must move
+        within the window for a "moving-towards" edge. similarity: DINOv2 cosine for "similar_to".
+    graph_max_chars: character budget of the scene graph as text.
+    smoothing: Smoothing keys. max_new_tokens: TokenBudgets keys.
+    sandbox: limits of the reasoning programs, SANDBOX_KEYS of adapters.sandbox.runner.SandboxSettings
+        (its defaults where absent). prompts: the prompts block (adapters/jit/prompts.py; required).
+    These keyword defaults and the dataclasses above are the defaults of `+model=jit` too
+    (harness/config.py::JiTConfig reads them).
     """
 
     def __init__(self, policy: Policy, perception: Any, name: str = "jit",
@@ -61,15 +84,12 @@ class JiTAdapter(Adapter):
         self.specialists = [s for s in SPECIALISTS if s in specialists]
         self.window, self.min_motion, self.similarity = int(window), float(min_motion), float(similarity)
         self.graph_max_chars = int(graph_max_chars)
-        self.smoothing = {"enabled": False, "alpha": 0.8, **dict(smoothing or {})}
-        self.max_new_tokens = {"planner": 256, "answer": 256, "program": 512, **dict(max_new_tokens or {})}
+        self.smoothing = settings_block("smoothing", Smoothing, smoothing)
+        self.max_new_tokens = settings_block("max_new_tokens", TokenBudgets, max_new_tokens)
         self.sandbox = dict(sandbox or {})
-        for what, given, keys in (("smoothing", self.smoothing, ("enabled", "alpha")),
-                                  ("max_new_tokens", self.max_new_tokens, TOKEN_KEYS),
-                                  ("sandbox", self.sandbox, SANDBOX_KEYS)):
-            extra = set(given) - set(keys)
-            if extra:
-                raise AdapterError(f"model.{what}: unknown keys {sorted(extra)}; expected {list(keys)}")
+        extra = set(self.sandbox) - set(SANDBOX_KEYS)
+        if extra:
+            raise AdapterError(f"model.sandbox: unknown keys {sorted(extra)}; expected {list(SANDBOX_KEYS)}")
         self.prompts = prompt_mod.check(prompts or {})
         lacking = [s for s in self.specialists if s not in self.prompts["specialists"]]
         if lacking:

@@ -20,7 +20,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 from adapters.policy.base import Generation, Policy, check_decoding, split_at_stop
 from adapters.policy.chat import render_chat
@@ -47,9 +47,8 @@ class GGUFPolicy(Policy):
     cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
     decoding:      "free" | "grammar": constrain each continuation to the request's GBNF grammar
                    (llama.cpp's grammar sampler, `LlamaGrammar`; the transformers runtime: xgrammar).
-    rollout:       DT-R1 rollout limits sized for this model (conf/policy/<name>.yaml `rollout:`;
-                   conf/model/dtr1.yaml reads them, a command-line model.* value still wins). The
-                   policy itself does not use them; kept as `self.rollout` for the record.
+    (conf/policy/<name>.yaml may hold a `rollout:` block, DT-R1 limits sized for this model that
+    conf/model/dtr1.yaml reads; it is no argument here: harness.config.adapter_node drops it.)
     """
 
     def __init__(
@@ -64,7 +63,6 @@ class GGUFPolicy(Policy):
         cache_dir: str | None = None,
         prefill: str = "",
         decoding: str = "free",
-        rollout: Mapping[str, Any] | None = None,
     ):
         if runtime not in RUNTIMES:
             raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
@@ -81,7 +79,6 @@ class GGUFPolicy(Policy):
         # with "<think>\n"; the policy continues from it. Part of the fingerprint.
         self.prefill = prefill
         self.decoding = check_decoding(decoding, self.name)
-        self.rollout = dict(rollout or {})
         self._path: Path | None = None
         self._meta: dict[str, str] | None = None
         self._backend: _LlamaCpp | _Transformers | None = None

@@ -77,6 +77,8 @@ _REPLY_SLACK = 64 * 1024  # bytes a reply may take beyond 4 bytes per output/err
 @dataclass(frozen=True)
 class SandboxSettings:
     """Limits of one sandbox (all its <execute> rounds share its memory, disk and process totals).
+    These defaults are the config's too: `model.sandbox` of conf/model/dtr1.yaml and jit.yaml and
+    `rollout.sandbox` of conf/train/dtr1_grpo.yaml (harness/config.py::SandboxConfig); README "Sandbox".
 
     timeout_s: wall-clock seconds per <execute> round; at the limit the whole sandbox is killed.
     memory_mb: MiB summed over the sandbox's processes (its tmpfs scratch included) where a cgroup
@@ -85,7 +87,9 @@ class SandboxSettings:
     max_output_chars: characters of stdout (or of the error line) the policy gets back.
     max_processes: processes and threads the sandbox may have at once (its main thread included).
     disk_mb: size of the scratch tmpfs (and the largest file the code may write).
-    isolation: "auto" | "bwrap" | "none" (module docstring).
+    isolation: "bwrap" (bubblewrap namespaces; refuse to run without them) | "auto" (bwrap where it
+        works, else a loud warning and "none") | "none" (a plain child process with rlimits only:
+        it reads what the harness user can read and has the network); module docstring.
     pool_size: interpreters kept started ahead of use.
     start_timeout_s: seconds an interpreter may take to start (imports included) before the
         sandbox counts as broken (SandboxError).
@@ -572,15 +576,14 @@ def settings_from(config: dict | None) -> SandboxSettings:
     return SandboxSettings(**config)
 
 
-def run_code(code: str, twin: Twin, timeout_s: float = 10.0, memory_mb: int = 2048,
-             max_output_chars: int = 2000, isolation: str = "auto", **limits: Any) -> SandboxResult:
+def run_code(code: str, twin: Twin, **limits: Any) -> SandboxResult:
     """Run ``code`` once in a fresh sandbox interpreter (from the pool for these limits) that sees
     ``twin`` (dict: twin.to_llm_dict() unabridged), ``masks`` (instance id -> (T, H, W) bool numpy
-    array, decoded lazily), ``np``, ``cv2``, ``math`` and ``json``. Limits as in SandboxSettings.
+    array, decoded lazily), ``np``, ``cv2``, ``math`` and ``json``. ``limits``: SandboxSettings
+    keywords (its defaults where absent).
     Failures of the code are results (ok=False, with `reason`), not exceptions; raises
     SandboxError only when no sandbox can be started (or isolation="bwrap" and bwrap cannot run)."""
-    settings = SandboxSettings(timeout_s=timeout_s, memory_mb=memory_mb, max_output_chars=max_output_chars,
-                               isolation=isolation, **limits)
+    settings = SandboxSettings(**limits)
     session = get_pool(settings).session()
     try:
         return session.execute(code, twin)

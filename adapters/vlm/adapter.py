@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from adapters.base import Adapter
+from adapters.base import Adapter, settings_block
 from adapters.vlm import prompts as prompt_mod
 from adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
 from adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
@@ -31,9 +31,45 @@ ADAPTER_VERSION = 1
 OPENAI_KEYS = ("base_url", "api_key", "image_format", "extra_body", "timeout_s", "max_retries", "backoff_s",
                "backoff_max_s", "max_concurrency")
 HF_KEYS = ("revision", "device", "dtype", "batch_size", "trust_remote_code")
-FRAME_KEYS = ("num_frames", "fps", "min_pixels", "max_pixels", "factor")
-GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "seed")
 FILL = ("nearest", "none")
+
+
+@dataclass
+class FrameSampling:
+    """What the model sees (adapters/vlm/frames.py).
+
+    num_frames: most frames per video, evenly spaced (None = all).
+    fps: frames per second shown, for samples whose meta states their fps (num_frames still caps).
+    min_pixels / max_pixels: smart_resize area bounds per frame, in pixels; 401408 = 512 merged
+        28 px patches (Qwen2.5-VL's own default allows 12845056).
+    factor: sides become multiples of this (Qwen2/2.5-VL: 14 px patches merged 2x2).
+    """
+
+    num_frames: Optional[int] = 16
+    fps: Optional[float] = None
+    min_pixels: int = 3136
+    max_pixels: int = 401408
+    factor: int = 28
+
+
+@dataclass
+class Generation:
+    """Decoding of the answer: max_new_tokens (answer tokens), temperature (0 = greedy), top_p, seed."""
+
+    max_new_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class Think:
+    """Reasoning models (Video-R1, VisionReasoner): <think>...</think> then the answer. enabled: the
+    thought may take `budget` tokens on top of Generation.max_new_tokens; a reply cut inside
+    <think> is a parse failure."""
+
+    enabled: bool = False
+    budget: int = 1024
 
 
 @dataclass
@@ -55,17 +91,17 @@ class VLMAdapter(Adapter):
     backend: "openai" | "hf" (adapters.vlm.backend.BACKENDS), or a built VLMBackend (tests).
     model: the served model name (openai) or hub id / directory (hf).
     coords: coordinate family of the model's boxes (adapters.vlm.coords.COORDINATE_FAMILIES).
-    frames: num_frames (most frames shown; null = all), fps (frames per second shown when the
-        sample states its fps), min_pixels / max_pixels / factor (smart_resize of every frame).
-    generation: max_new_tokens (answer tokens), temperature, top_p, seed.
-    think: {enabled, budget}: a reasoning model's thought may take `budget` tokens on top of
-        max_new_tokens; its answer is read after </think> (adapters.vlm.reply).
+    frames: FrameSampling keys. generation: Generation keys. think: Think keys (the answer is read
+        after </think>, adapters.vlm.reply).
     grounding_fill: boxes of frames not shown to the model: "nearest" (the nearest shown frame's,
         the earlier on ties) or "none" (no box).
     sam2: a SAM2 backend (adapters.twin.backends.sam2_hf / sam2_pkg) for segmentation, or None
         (segmentation samples then fail with AdapterError).
-    prompts: the prompts block (adapters.vlm.prompts), with a `version`.
-    Other keyword arguments go to the backend: OPENAI_KEYS for openai, HF_KEYS for hf.
+    prompts: the prompts block (adapters.vlm.prompts), with a `version` (required).
+    Other keyword arguments go to the backend: OPENAI_KEYS for openai, HF_KEYS for hf (defaults:
+    the backend class's signature).
+    These keyword defaults, the dataclasses above and the backends' signatures are the defaults of
+    `+model=vlm` too (harness/config.py::VLMConfig reads them).
     """
 
     def __init__(self, backend: str | VLMBackend = "openai", model: str | None = None, name: str = "vlm",
@@ -75,15 +111,9 @@ class VLMAdapter(Adapter):
                  **backend_kwargs: Any):
         self.name = name
         self.coords = check_family(coords)
-        self.frames = {"num_frames": 16, "fps": None, "min_pixels": 3136, "max_pixels": 401408, "factor": 28,
-                       **dict(frames or {})}
-        self.generation = {"max_new_tokens": 512, "temperature": 0.0, "top_p": 1.0, "seed": 0, **dict(generation or {})}
-        self.think = {"enabled": False, "budget": 0, **dict(think or {})}
-        for what, given, keys in (("frames", self.frames, FRAME_KEYS), ("generation", self.generation, GENERATION_KEYS),
-                                  ("think", self.think, ("enabled", "budget"))):
-            unknown = set(given) - set(keys)
-            if unknown:
-                raise AdapterError(f"model.{what}: unknown keys {sorted(unknown)}; expected {list(keys)}")
+        self.frames = settings_block("frames", FrameSampling, frames)
+        self.generation = settings_block("generation", Generation, generation)
+        self.think = settings_block("think", Think, think)
         if grounding_fill not in FILL:
             raise AdapterError(f"model.grounding_fill must be one of {FILL}, got {grounding_fill!r}")
         self.grounding_fill = grounding_fill
