@@ -1,6 +1,7 @@
 """Structured configs (harness/config.py): each default has one home, the dataclass the code reads;
 conf/ extends the schemas, so a key outside a schema or a value of the wrong type fails at compose
 time, and the composed defaults are the dataclass defaults."""
+import inspect
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 from adapters.dtr1.rollout import RolloutLimits
 from adapters.twin.schema import DEFAULT_MAX_CHARS
 from harness.config import (DTR1Config, JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig, adapter_node,
-                            TrainRolloutConfig, limits_from)
+                            TrainRolloutConfig, limits_from, with_schemas)
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGETS = ("max_rounds", "max_new_tokens", "max_total_tokens", "twin_max_chars")
@@ -114,19 +115,127 @@ def test_run_bench_reports_a_typo_in_one_line_without_a_traceback(tmp_path):
     assert "Key 'fial_fast' not in 'RunConfig'" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def run_fingerprint(*overrides):
+    """manifest.fingerprint of the composed config (dataset left out: its node is another schema's,
+    and its root a path) with the adapter built as the runner builds it."""
+    from hydra.utils import instantiate
+
+    from harness import manifest
+
+    cfg = composed("+dataset=demo", *overrides)
+    with open_dict(cfg):
+        del cfg["dataset"]
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    adapter = instantiate(adapter_node(cfg.model), _convert_="all")
+    return manifest.fingerprint({**resolved, "dataset": {}}, adapter.fingerprint())
+
+
 def test_run_directories_keep_their_names():
     """The fingerprint (run directory name) of a DT-R1 config with a judge and foundation perception
     (tiny models), dataset left out, is pinned: moving defaults between YAML and schemas must change
     no semantic value. 0dcca24f84 was main's before the schemas and the derived tool registry
     (69042cd) and stayed so through them; the embedded policy's compact twin and shorter spans (a
     deliberate change of what runs, issue 14) then made it eef88695f4."""
+    assert run_fingerprint("+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny") == "eef88695f4"
+
+
+@pytest.mark.parametrize("overrides, pinned", [
+    (["+model=vlm"], "324c099156"), (["+model=vlm", "model.backend=hf"], "d9ae46f09e"),
+    (["+model=jit"], "e3cac212e0"), (["+model=jit", "policy=gemma3_270m"], "f7ba529183"),
+    (["+model=dtr1"], "5e22f7fb9b"), (["+model=dtr1", "policy=gemma3_270m"], "fbb8a418a2")])
+def test_jit_vlm_and_sandbox_schemas_keep_the_run_directories(overrides, pinned):
+    # main's values (5e41a15) when jit.yaml, vlm.yaml and the sandbox blocks still wrote every default
+    assert run_fingerprint(*overrides) == pinned
+
+
+def test_the_jit_defaults_are_the_adapters_own():
+    from adapters.jit.adapter import SANDBOX_KEYS, JiTAdapter, Smoothing, TokenBudgets
+    from adapters.jit.planner import SPECIALISTS
+    from adapters.sandbox.runner import SandboxSettings
+
+    model = composed("+dataset=demo", "+model=jit").model
+    signature = inspect.signature(JiTAdapter).parameters
+    for key in ("window", "min_motion", "similarity", "graph_max_chars"):
+        assert model[key] == signature[key].default
+    assert list(model.specialists) == list(SPECIALISTS)
+    assert plain(model.smoothing) == asdict(Smoothing()) == {"enabled": False, "alpha": 0.8}
+    assert plain(model.max_new_tokens) == asdict(TokenBudgets()) == {"planner": 256, "answer": 256, "program": 512}
+    assert plain(model.sandbox) == {k: getattr(SandboxSettings(), k) for k in SANDBOX_KEYS}
+
+
+def test_the_vlm_defaults_are_the_adapters_and_its_backends_own():
+    from adapters.vlm.adapter import FrameSampling, Generation, Think
+    from adapters.vlm.hf import HFVLM
+    from adapters.vlm.openai_chat import OpenAIChatVLM
+
+    model = composed("+dataset=demo", "+model=vlm").model
+    assert plain(model.frames) == asdict(FrameSampling())
+    assert plain(model.generation) == asdict(Generation())
+    # the YAML's budget (what users ran with), where the adapter's own default used to be 0
+    assert plain(model.think) == asdict(Think()) == {"enabled": False, "budget": 1024}
+    for cls, keys in ((OpenAIChatVLM, ("api_key", "timeout_s", "max_retries", "backoff_s", "backoff_max_s",
+                                       "max_concurrency", "image_format")),
+                      (HFVLM, ("revision", "device", "dtype", "batch_size", "trust_remote_code"))):
+        signature = inspect.signature(cls).parameters
+        assert {k: model[k] for k in keys} == {k: signature[k].default for k in keys}
+
+
+@pytest.mark.parametrize("name, kept", [
+    ("jit", {"defaults", "_target_", "name", "policy", "perception", "prompts"}),
+    ("vlm", {"defaults", "_target_", "name", "model", "sam2", "prompts"})])
+def test_the_model_yaml_holds_no_default_of_the_code(name, kept):
+    assert set(OmegaConf.load(REPO / "conf" / "model" / f"{name}.yaml")) == kept
+
+
+def test_the_sandbox_defaults_are_sandbox_settings():
+    from adapters.sandbox.runner import SandboxSettings, settings_from
+
+    model = composed("+dataset=demo", "+model=dtr1").model
+    rollout = composed(name="train/dtr1_grpo").rollout
+    assert plain(model.sandbox) == plain(rollout.sandbox) == {k: v for k, v in asdict(SandboxSettings()).items()
+                                                               if k != "start_timeout_s"}
+    assert settings_from(plain(model.sandbox)) == SandboxSettings()
+    assert "sandbox" not in OmegaConf.load(REPO / "conf" / "model" / "dtr1.yaml")
+    assert composed("+dataset=demo", "+model=dtr1", "model.sandbox.timeout_s=3").model.sandbox.timeout_s == 3.0
+
+
+@pytest.mark.parametrize("model, override, key, schema", [
+    ("vlm", "model.frames.num_frame=4", "num_frame", "FrameSampling"),
+    ("vlm", "model.thinking.enabled=true", "thinking", "VLMConfig"),
+    ("vlm", "model.prompts.vqq=x", "vqq", "VLMPromptsConfig"),
+    ("jit", "model.smoothing.alpah=0.5", "alpah", "Smoothing"),
+    ("jit", "model.sandbox.max_processes=4", "max_processes", "JiTSandboxConfig"),
+    ("dtr1", "model.sandbox.timeout=5", "timeout", "SandboxConfig"),
+])
+def test_a_typo_in_a_model_block_fails_at_compose_time(model, override, key, schema):
+    with pytest.raises(ConfigCompositionException) as info:
+        composed("+dataset=demo", f"+model={model}", override)
+    assert f"Key '{key}' not in '{schema}'" in str(info.value.__cause__ or info.value)
+
+
+@pytest.mark.parametrize("policy, twin", [("smollm2", ("compact", 400)), ("gemma3_270m", ("full", 6000))])
+def test_the_policy_rollout_block_sizes_the_twin_but_reaches_no_policy(policy, twin):
     from hydra.utils import instantiate
 
-    from harness import manifest
+    cfg = composed("+dataset=demo", "+model=dtr1", f"policy={policy}")
+    assert (cfg.model.twin_style, cfg.model.twin_max_chars) == twin
+    node = adapter_node(cfg.model)
+    assert "rollout" not in node.policy and (node.twin_style, node.twin_max_chars) == twin
+    assert ("rollout" in cfg.model.policy) == (policy == "smollm2")  # the config (and fingerprint) keep it
+    assert instantiate(node).limits.twin_max_chars == twin[1]
 
-    cfg = composed("+dataset=demo", "+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny")
-    with open_dict(cfg):
-        del cfg["dataset"]  # its node is another schema's (and its root a path)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    adapter = instantiate(adapter_node(cfg.model), _convert_="all")
-    assert manifest.fingerprint({**resolved, "dataset": {}}, adapter.fingerprint()) == "eef88695f4"
+
+def test_the_gguf_policy_takes_no_rollout_argument():
+    from adapters.policy.gguf import GGUFPolicy
+
+    with pytest.raises(TypeError, match="rollout"):
+        GGUFPolicy(model="smollm2", rollout={"twin_max_chars": 400})
+
+
+def test_a_hand_built_config_gets_the_schema_defaults():
+    cfg = with_schemas(OmegaConf.create({"run": {"root": "r", "limit": 2}, "leaderboard": {"publish": False}}))
+    assert plain(cfg.run) == {**asdict(RunConfig()), "root": "r", "limit": 2}
+    assert plain(cfg.leaderboard) == {**asdict(LeaderboardConfig()), "publish": False}
+    assert plain(cfg.judge) == asdict(JudgeConfig())
+    with pytest.raises(ConfigKeyError, match="fial_fast"):
+        with_schemas(OmegaConf.create({"run": {"fial_fast": True}}))
