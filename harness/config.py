@@ -6,9 +6,9 @@ One source of truth per default, and the choice is the same for every node: the 
 the dataclass the code itself reads (RunConfig here, leaderboards.config.LeaderboardConfig,
 metrics.judge.Judge's signature, adapters.dtr1.rollout.RolloutLimits and grammar.Spans,
 adapters.sandbox.runner.SandboxSettings, the JiT and VLM adapters' signatures and their settings
-dataclasses, the VLM backends' signatures); the YAML
-files extend these schemas and hold only what differs (an override, with its reason) and what the
-code cannot have a default for (a `_target_`, `model: ???`). Hydra composes the schema first, so
+dataclasses, the VLM backends' signatures); the YAML files extend these schemas and hold only what
+differs (an override, with its reason) and what the code cannot have a default for (a `_target_`,
+a model id, prompt texts, `model: ???`). Hydra composes the schema first, so
 `python run_bench.py --cfg job` prints every default, and a key that is not in the schema (a typo
 on the command line or in a YAML file) or a value of the wrong type fails at compose time with
 Hydra's error naming the key and the schema ("Key 'fial_fast' not in 'RunConfig'").
