@@ -15,7 +15,7 @@ import inspect
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, Dict, List, Optional
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from adapters.dtr1.grammar import Spans
 from adapters.dtr1.rollout import RolloutLimits
@@ -183,6 +183,17 @@ class VLMConfig:
     prompts: VLMPromptsConfig = field(default_factory=VLMPromptsConfig)
 
 
+def rollout_default(key: str) -> Any:
+    """RolloutLimits' default of `key`: `${rollout_default:twin_max_chars}` in conf/model/dtr1.yaml,
+    the fallback of a value a policy config may set (`${oc.select:policy.rollout.<key>,...}`), so
+    that fallback is not a second copy of the default. Registered as an OmegaConf resolver when
+    this module is imported; AttributeError for a key RolloutLimits does not have."""
+    return getattr(RolloutLimits, key)
+
+
+OmegaConf.register_new_resolver("rollout_default", rollout_default, replace=True)
+
+
 def limits_from(node: Any) -> RolloutLimits:
     """RolloutLimits from a DTR1Config / TrainRolloutConfig node (or a mapping with its keys; KeyError
     naming a missing one)."""
@@ -192,4 +203,4 @@ def limits_from(node: Any) -> RolloutLimits:
 
 
 __all__ = ["DTR1Config", "JiTConfig", "JiTPromptsConfig", "JiTSandboxConfig", "RolloutBudgetsConfig", "SandboxConfig",
-           "SpansConfig", "TrainRolloutConfig", "VLMConfig", "VLMPromptsConfig", "limits_from"]
+           "SpansConfig", "TrainRolloutConfig", "VLMConfig", "VLMPromptsConfig", "limits_from", "rollout_default"]
