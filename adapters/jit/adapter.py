@@ -67,7 +67,7 @@ class JiTAdapter(Adapter):
     sandbox: limits of the reasoning programs, SANDBOX_KEYS of adapters.sandbox.runner.SandboxSettings
         (its defaults where absent). prompts: the prompts block (adapters/jit/prompts.py; required).
     These keyword defaults and the dataclasses above are the defaults of `+model=jit` too
-    (harness/config.py::JiTConfig reads them).
+    (harness/model_config.py::JiTConfig reads them).
     """
 
     def __init__(self, policy: Policy, perception: Any, name: str = "jit",

@@ -78,7 +78,7 @@ _REPLY_SLACK = 64 * 1024  # bytes a reply may take beyond 4 bytes per output/err
 class SandboxSettings:
     """Limits of one sandbox (all its <execute> rounds share its memory, disk and process totals).
     These defaults are the config's too: `model.sandbox` of conf/model/dtr1.yaml and jit.yaml and
-    `rollout.sandbox` of conf/train/dtr1_grpo.yaml (harness/config.py::SandboxConfig); README "Sandbox".
+    `rollout.sandbox` of conf/train/dtr1_grpo.yaml (harness/model_config.py::SandboxConfig); README "Sandbox".
 
     timeout_s: wall-clock seconds per <execute> round; at the limit the whole sandbox is killed.
     memory_mb: MiB summed over the sandbox's processes (its tmpfs scratch included) where a cgroup

@@ -101,7 +101,7 @@ class VLMAdapter(Adapter):
     Other keyword arguments go to the backend: OPENAI_KEYS for openai, HF_KEYS for hf (defaults:
     the backend class's signature).
     These keyword defaults, the dataclasses above and the backends' signatures are the defaults of
-    `+model=vlm` too (harness/config.py::VLMConfig reads them).
+    `+model=vlm` too (harness/model_config.py::VLMConfig reads them).
     """
 
     def __init__(self, backend: str | VLMBackend = "openai", model: str | None = None, name: str = "vlm",
