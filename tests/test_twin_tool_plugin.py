@@ -14,7 +14,7 @@ from adapters.twin import registry
 from adapters.twin.backends.sam2_common import Track
 from adapters.twin.builder import build_twin
 from adapters.twin.dag import parse_dag, validate_dag
-from adapters.twin.foundation import crop_box
+from adapters.twin.foundation import FoundationPerception, crop_box
 from adapters.twin.oracle import OraclePerception
 from adapters.twin.registry import ToolSpec, register_tool
 from core.types import AdapterError, Sample, Target
@@ -149,3 +149,13 @@ def test_a_perception_without_models_has_no_such_tool(colour_tool):
 
     with pytest.raises(AdapterError, match="perception 'oracle' has no tool 'Colour' \\(it needs a model"):
         build_twin(synthetic_sample(), ["SAM2", "Colour"], OraclePerception())
+
+
+def test_a_tool_registered_after_the_perception_was_built_asks_for_its_config(sample, tmp_path):
+    perception = FoundationPerception(sam2=FixedSam2(), cache=None)
+    register_tool(COLOUR)
+    try:
+        with pytest.raises(AdapterError, match="set perception.colour or disable it"):
+            build_twin(sample, ["SAM2", "Colour"], perception)
+    finally:
+        registry.TOOLS.pop(COLOUR.name)

@@ -293,7 +293,7 @@ class FoundationPerception(Perception):
     def backend(self, node: str, sample: Sample) -> Any:
         """The configured backend of model node ``node`` (a registry tool with ``backend``). Raises
         AdapterError naming its config key when it is not configured (``sample`` names the error)."""
-        backend = self.backends[node]
+        backend = self.backends.get(node)  # None too for a tool registered after this perception was built
         if backend is None:
             raise AdapterError(f"sample {sample.id}: the plan runs {node} but perception 'foundation' has no "
                                f"backend configured for it (set perception.{registry.TOOLS[node].backend} or disable it)")

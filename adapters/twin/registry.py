@@ -16,7 +16,8 @@ perception's model nodes, their ``perception.<backend>`` config keys and ``perce
 
 Adding a tool (no edit to perception.py or foundation.py):
 - computed from the twin (like Trajectory): 1. its ToolSpec here with ``step``; 2. the step function
-  ``fn(perception, sample, twin)`` in a module of its own (every perception runs it); plus its test.
+  ``fn(perception, sample, twin)`` in its own module under adapters/twin/ (every perception runs
+  it); plus its test.
 - backed by a model (like DINOv2): 1. its ToolSpec here with ``step``, ``backend`` and ``uses``;
   2. one module in adapters/twin/backends/ holding the model wrapper and the step, which reads the
   frames and calls the model through FoundationPerception's public helpers (``backend``,
