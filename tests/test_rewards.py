@@ -1,5 +1,4 @@
 """DT-R1's GRPO reward terms (adapters/dtr1/rewards.py), one behaviour per test."""
-import math
 
 import numpy as np
 import pytest
