@@ -63,10 +63,11 @@ class Failure:
 
 @dataclass
 class JudgeVerdict:
-    """An LLM judge's verdict on one free-text answer, as scores.jsonl keeps it under "judge"
-    (metrics.judge.Verdict.to_dict()).
+    """An LLM judge's verdict on one free-text answer: what metrics.judge.Judge returns, and, as
+    `to_json()`, what scores.jsonl keeps under "judge".
 
-    score:    in [0, 1], or None when unscored (unparsable reply, failed request).
+    score:    in [0, 1], or None when unscored (unparsable reply, failed request); never NaN, so
+              the record is valid JSON as it stands.
     reason:   the judge's reason, or why the answer is unscored.
     cached:   the reply came from the judge cache.
     error:    None, or "parse: ..." / "request: ..." for an unscored verdict.
@@ -79,7 +80,7 @@ class JudgeVerdict:
     error: str | None = None
     template: str = ""
     model: str = ""
-    raw: str | None = None
+    raw: str | None = field(default=None, repr=False)
 
     @property
     def scored(self) -> bool:

@@ -7,7 +7,7 @@ per-sample wins / losses / ties.
 Both runs must be of the same dataset and split (the protocol is built from RUN_A's config.yaml).
 Fractions are printed in percent, their delta in percentage points (pp); CIDEr in its own score
 scale. Corpus-level caption metrics (BLEU-n, CIDEr) are recomputed on every bootstrap draw and
-every permutation (harness.bootstrap.CorpusEstimator); they are compared only when both runs have
+every permutation (harness.estimators.CorpusEstimator); they are compared only when both runs have
 the same references.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness import bootstrap
+from harness.estimators import estimator
 from core.store import read_jsonl
 from core.units import unit
 from core.types import RunStoreError
@@ -48,7 +49,7 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
     ra, rb = [r for r in ra if r["sample_id"] in shared], [r for r in rb if r["sample_id"] in shared]
     rows: list[dict[str, Any]] = []
     for key in protocol.headline:
-        ea, eb = bootstrap.estimator(protocol, key, ra), bootstrap.estimator(protocol, key, rb)
+        ea, eb = estimator(protocol, key, ra), estimator(protocol, key, rb)
         if isinstance(ea, str) or isinstance(eb, str):
             rows.append({"key": key, "reason": ea if isinstance(ea, str) else eb})
             continue

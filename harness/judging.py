@@ -26,13 +26,12 @@ def make_judge(resolved: dict[str, Any]) -> tuple[Any, float]:
 def judge_block(judge: Any, max_failure_rate: float, verdicts: list[JudgeVerdict]) -> dict[str, Any]:
     """metrics.json "judge": {"status": "judge: not configured"} without a judge; else the banner,
     n / n_failed / failure_rate over every judged sample (`verdicts`, from the score records),
-    max_failure_rate, publishable, reason (metrics.judge.judge_summary; unscored = NaN)."""
-    from metrics.judge import Verdict, judge_banner, judge_summary
+    max_failure_rate, publishable, reason (metrics.judge.judge_summary; unscored = score None)."""
+    from metrics.judge import judge_banner, judge_summary
 
     if judge is None:
         return {"status": judge_banner(None)}
-    summary = judge_summary([Verdict(float("nan") if v.score is None else float(v.score), v.reason)
-                             for v in verdicts], max_failure_rate)
+    summary = judge_summary(verdicts, max_failure_rate)
     if summary["n"] == 0:  # nothing free-text in this dataset: nothing to refuse
         summary.update(publishable=True, reason=None)
     return {"status": judge_banner(judge), **{k: v for k, v in summary.items() if k != "mean"},

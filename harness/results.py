@@ -4,7 +4,6 @@ scores of every sample together). The schema is documented in docs/metrics_schem
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 

@@ -8,13 +8,14 @@ Verdict format (what the prompt asks for and the parser accepts): a JSON object
 anywhere in the reply (surrounding text and ``` fences are tolerated; the first JSON object that
 has a "score" key is used). 1 = correct, 0 = incorrect, values between = partially correct as the
 template defines. A reply without such an object, or with a score that is not a number in [0, 1],
-is *unscored*: score NaN, a reason saying why, error "parse: ...". A call that still fails after
+is *unscored*: score None, a reason saying why, error "parse: ...". A call that still fails after
 the retries (HTTP 429 / 5xx, timeout, connection error; or at once on other HTTP errors) is
 unscored too, error "request: ...". Unscored verdicts are excluded from means and counted
 (`judge_summary`), never turned into 0 or 1.
 
 Prompt templates are versioned (TEMPLATES, keyed by (id, version)); a template changes only by
-adding a new version. The template id@version is in every Verdict and in the cache key.
+adding a new version. The template id@version is in every verdict (core.records.JudgeVerdict, the
+record scores.jsonl keeps) and in the cache key.
 
 Cache: one JSON file per key under cache_dir/<key[:2]>/<key>.json, key = sha256 of (judge model,
 template id, template version, question, references, prediction). It stores the raw reply, which
@@ -30,13 +31,14 @@ import logging
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
 from core.http import call_with_retries
+from core.records import JudgeVerdict
 from core.store import write_atomic
 from core.types import JudgeError
 
@@ -106,46 +108,16 @@ class JudgeItem:
     prediction: str
 
 
-@dataclass
-class Verdict:
-    """A judge's verdict on one JudgeItem.
-
-    score:    in [0, 1], or NaN when unscored (unparsable reply or failed request).
-    reason:   the judge's reason, or why the item is unscored.
-    cached:   True when the reply came from the on-disk cache (no request made).
-    error:    None, or "parse: ..." / "request: ..." for an unscored verdict.
-    template: template id@version; model: the judge model; raw: the judge's reply text (None when
-              no reply came back).
-    """
-
-    score: float
-    reason: str
-    cached: bool = False
-    error: str | None = None
-    template: str = ""
-    model: str = ""
-    raw: str | None = field(default=None, repr=False)
-
-    @property
-    def scored(self) -> bool:
-        return not math.isnan(self.score)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["score"] = None if math.isnan(self.score) else self.score  # JSON has no NaN
-        return d
-
-
 # --- verdict parsing --------------------------------------------------------------------------------
 
 
-def parse_verdict(reply: str | None) -> tuple[float, str, str | None]:
+def parse_verdict(reply: str | None) -> tuple[float | None, str, str | None]:
     """Parse a judge reply into (score, reason, error); see the module docstring for the format.
 
-    Returns (score in [0, 1], reason, None) or (NaN, why it is unscored, "parse: ...").
+    Returns (score in [0, 1], reason, None) or (None, why it is unscored, "parse: ...").
     """
     if not reply or not reply.strip():
-        return math.nan, "the judge returned an empty reply", "parse: empty reply"
+        return None, "the judge returned an empty reply", "parse: empty reply"
     decoder = json.JSONDecoder()
     start = reply.find("{")
     while start != -1:
@@ -158,11 +130,11 @@ def parse_verdict(reply: str | None) -> tuple[float, str, str | None]:
             # bool is an int in Python; "true" is not a score
             if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
                 why = f"verdict score {score!r} is not a number in [0, 1]"
-                return math.nan, why, f"parse: {why}"
+                return None, why, f"parse: {why}"
             return float(score), str(reason), None
         start = reply.find("{", start + 1)
     excerpt = reply.strip().replace("\n", " ")[:200]
-    return math.nan, f'no JSON {{"score": ..., "reason": ...}} in the judge reply: {excerpt!r}', "parse: no JSON verdict"
+    return None, f'no JSON {{"score": ..., "reason": ...}} in the judge reply: {excerpt!r}', "parse: no JSON verdict"
 
 
 # --- cache ------------------------------------------------------------------------------------------
@@ -223,7 +195,7 @@ class Judge:
     cache_dir:         None = ~/.cache/rvt-bench/judge; "" disables the cache.
     temperature, max_tokens: sampling settings sent with every request.
     Raises JudgeError on a missing model or API key, an unknown template or bad limits. Network
-    errors never raise: they become unscored Verdicts.
+    errors never raise: they become unscored verdicts.
     """
 
     def __init__(
@@ -271,12 +243,12 @@ class Judge:
     def __str__(self) -> str:
         return f"judge: {self.model} at {self.base_url}, template {self.template.tag}"
 
-    def _verdict(self, reply: str, cached: bool) -> Verdict:
+    def _verdict(self, reply: str, cached: bool) -> JudgeVerdict:
         score, reason, error = parse_verdict(reply)
-        return Verdict(score, reason, cached, error, self.template.tag, self.model, reply)
+        return JudgeVerdict(score, reason, cached, error, self.template.tag, self.model, reply)
 
-    def _failed(self, error: str) -> Verdict:
-        return Verdict(math.nan, error, False, f"request: {error}", self.template.tag, self.model, None)
+    def _failed(self, error: str) -> JudgeVerdict:
+        return JudgeVerdict(None, error, False, f"request: {error}", self.template.tag, self.model, None)
 
     def _request(self, item: JudgeItem) -> str | None:
         """The reply text (None if the response has no content).
@@ -297,7 +269,7 @@ class Judge:
         except (AttributeError, IndexError, TypeError) as exc:
             raise JudgeError(f"sample {item.sample_id}: malformed chat-completion response from {self.base_url}: {exc}") from exc
 
-    def score(self, item: JudgeItem) -> Verdict:
+    def score(self, item: JudgeItem) -> JudgeVerdict:
         """Verdict on one item: from the cache when present, else one request (with retries)."""
         key = cache_key(self.model, self.template, item,
                         {"base_url": self.base_url, "temperature": self.temperature, "max_tokens": self.max_tokens})
@@ -316,10 +288,10 @@ class Judge:
             })
         return self._verdict(reply, cached=False)
 
-    def score_many(self, items: Sequence[JudgeItem]) -> list[Verdict]:
+    def score_many(self, items: Sequence[JudgeItem]) -> list[JudgeVerdict]:
         """Verdicts for items, in order, with at most max_concurrency requests in flight."""
         items = list(items)
-        verdicts: list[Verdict | None] = [None] * len(items)
+        verdicts: list[JudgeVerdict | None] = [None] * len(items)
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool, tqdm(
             total=len(items), desc="judge", leave=False
         ) as bar:
@@ -368,7 +340,7 @@ def judge_banner(judge: Judge | None) -> str:
     return NOT_CONFIGURED if judge is None else str(judge)
 
 
-def judge_summary(verdicts: Sequence[Verdict], max_failure_rate: float = 0.02) -> dict:
+def judge_summary(verdicts: Sequence[JudgeVerdict], max_failure_rate: float = 0.02) -> dict:
     """Aggregate verdicts: mean score over scored ones, with failures counted.
 
     Returns {"mean": float (NaN if nothing scored), "n": all verdicts, "n_failed": unscored ones,

@@ -1,6 +1,6 @@
 """The LLM judge wired into the demo's protocol and the runner, against the loopback
-OpenAI-compatible server of tests/test_judge.py: verdicts land in the records, unscored ones are
-NaN (None in JSON), excluded from the means and counted, and publishing refuses a run whose judge
+OpenAI-compatible server of tests/test_judge.py: verdicts land in the records, unscored ones have
+score None, excluded from the means and counted, and publishing refuses a run whose judge
 failure rate exceeds judge.max_failure_rate."""
 from __future__ import annotations
 
@@ -155,3 +155,15 @@ def test_judge_failure_rate_within_the_limit_publishes(server, tmp_path):
     result = run(_cfg(tmp_path, judge=_openai_judge(server, max_failure_rate=0.3)))
     assert result.not_published is None and result.leaderboard is not None
     assert math.isclose(result.metrics["metrics"]["rvt/vqa/judge"], 0.5)
+
+
+def test_judged_run_files_are_byte_identical_to_before_one_verdict_type(server, tmp_path):
+    """scores.jsonl and the judge parts of metrics.json as main wrote them with its own live Verdict
+    type (tests/data/judged_run_5e41a15.json); one verdict type (core.records.JudgeVerdict) must not
+    change a byte of them."""
+    expected = json.loads((REPO / "tests" / "data" / "judged_run_5e41a15.json").read_text())
+    result = run(_cfg(tmp_path, judge=_openai_judge(server, max_failure_rate=0.3)))
+    assert sorted((result.run_dir / "scores.jsonl").read_text().splitlines()) == expected["scores"]
+    body = json.loads((result.run_dir / "metrics.json").read_text())
+    assert body["judge"] == {**expected["judge"], "status": expected["judge"]["status"].format(base_url=server.base_url)}
+    assert {k: v for k, v in body["metrics"].items() if "judge" in k} == expected["metrics"]

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from core.records import JudgeVerdict
 from core.types import JudgeError
 from harness.config import group_node
 from tests.loopback import JSONHandler, Loopback
@@ -20,7 +21,6 @@ from metrics.judge import (
     Judge,
     JudgeCache,
     JudgeItem,
-    Verdict,
     cache_key,
     get_template,
     judge_banner,
@@ -115,9 +115,9 @@ def test_parse_verdict_accepts_json_score_anywhere(reply, score):
 
 
 @pytest.mark.parametrize("reply", ["", "CORRECT", '{"score": 1.5}', '{"score": true}', '{"score": "1"}', '{"score": 1'])
-def test_parse_verdict_unscored_replies_are_nan_with_reason(reply):
+def test_parse_verdict_unscored_replies_have_no_score_and_a_reason(reply):
     score, reason, error = parse_verdict(reply)
-    assert math.isnan(score) and reason and error.startswith("parse:")
+    assert score is None and reason and error.startswith("parse:")
 
 
 # --- against the loopback server ------------------------------------------------------------------
@@ -132,10 +132,10 @@ def test_good_verdict(server, tmp_path):
     assert "Candidate answer: red" in req["messages"][-1]["content"] and "- crimson" in req["messages"][-1]["content"]
 
 
-def test_unparsable_verdict_is_nan_with_reason(server, tmp_path):
+def test_unparsable_verdict_is_unscored_with_reason(server, tmp_path):
     server.reply = lambda body, n: (200, "The answer looks right to me.")
     [v] = _judge(server, tmp_path).score_many([_item()])
-    assert math.isnan(v.score)
+    assert v.score is None
     assert "The answer looks right to me." in v.reason
     assert v.error.startswith("parse:")
 
@@ -150,7 +150,7 @@ def test_429_is_retried_then_succeeds(server, tmp_path):
 def test_500_forever_is_unscored_after_the_retries(server, tmp_path):
     server.reply = lambda body, n: (500, "boom")
     [v] = _judge(server, tmp_path, max_retries=3).score_many([_item()])
-    assert math.isnan(v.score) and not v.cached
+    assert v.score is None and not v.cached
     assert v.error.startswith("request:") and "HTTP 500 after 4 attempt(s)" in v.error
     assert len(server.requests) == 4
 
@@ -158,7 +158,7 @@ def test_500_forever_is_unscored_after_the_retries(server, tmp_path):
 def test_a_body_that_is_not_json_is_unscored_not_a_crash(server, tmp_path):
     server.raw_body = b"<html>gateway says hi</html>"
     [v] = _judge(server, tmp_path).score_many([_item()])
-    assert math.isnan(v.score) and "unreadable response body" in v.error
+    assert v.score is None and "unreadable response body" in v.error
 
 
 def test_the_same_model_on_another_server_is_not_served_from_the_cache(server, tmp_path):
@@ -174,14 +174,14 @@ def test_the_same_model_on_another_server_is_not_served_from_the_cache(server, t
 def test_client_error_is_not_retried(server, tmp_path):
     server.reply = lambda body, n: (400, "bad request")
     [v] = _judge(server, tmp_path).score_many([_item()])
-    assert math.isnan(v.score) and "HTTP 400 after 1 attempt(s)" in v.error
+    assert v.score is None and "HTTP 400 after 1 attempt(s)" in v.error
     assert len(server.requests) == 1
 
 
 def test_timeout_is_retried(server, tmp_path):
     server.delay_s = 0.5
     [v] = _judge(server, tmp_path, timeout_s=0.1, max_retries=1).score_many([_item()])
-    assert math.isnan(v.score) and "APITimeoutError after 2 attempt(s)" in v.error
+    assert v.score is None and "APITimeoutError after 2 attempt(s)" in v.error
     assert len(server.requests) == 2
     time.sleep(0.6)  # let the server finish answering the abandoned requests before teardown
 
@@ -197,7 +197,7 @@ def test_rerun_hits_the_cache_and_makes_no_request(server, tmp_path):
 
 def test_failed_requests_are_not_cached(server, tmp_path):
     server.reply = lambda body, n: (500, "boom") if n == 1 else (200, GOOD)
-    assert math.isnan(_judge(server, tmp_path, max_retries=0).score_many([_item()])[0].score)
+    assert _judge(server, tmp_path, max_retries=0).score_many([_item()])[0].score is None
     [v] = _judge(server, tmp_path, max_retries=0).score_many([_item()])
     assert v.score == 1.0 and not v.cached and len(server.requests) == 2
 
@@ -252,19 +252,19 @@ def test_unreadable_cache_file_is_a_miss(tmp_path):
 
 
 def _v(score):
-    return Verdict(score=score, reason="", error=None if not math.isnan(score) else "parse: x")
+    return JudgeVerdict(score=score, reason="", error=None if score is not None else "parse: x")
 
 
 def test_summary_excludes_and_counts_failures():
-    out = judge_summary([_v(1.0), _v(0.0), _v(1.0), _v(math.nan)], max_failure_rate=0.5)
+    out = judge_summary([_v(1.0), _v(0.0), _v(1.0), _v(None)], max_failure_rate=0.5)
     assert out["mean"] == 2 / 3 and out["n"] == 4 and out["n_failed"] == 1
     assert out["failure_rate"] == 0.25 and out["publishable"] is True and out["reason"] is None
 
 
 def test_summary_refuses_to_publish_above_the_failure_rate():
-    out = judge_summary([_v(1.0)] * 49 + [_v(math.nan)] * 2)  # 2/51 = 3.9% > 2%
+    out = judge_summary([_v(1.0)] * 49 + [_v(None)] * 2)  # 2/51 = 3.9% > 2%
     assert out["publishable"] is False and "exceeds max_failure_rate 0.02" in out["reason"]
-    assert judge_summary([_v(1.0)] * 49 + [_v(math.nan)])["publishable"] is True  # exactly 2%
+    assert judge_summary([_v(1.0)] * 49 + [_v(None)])["publishable"] is True  # exactly 2%
 
 
 def test_summary_of_nothing_is_not_publishable():

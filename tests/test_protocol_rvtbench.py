@@ -204,7 +204,7 @@ def test_segmentation_baseline_and_all_empty_gt_warning():
 
 
 class _FakeJudge:
-    """Scores 1 when the answer mentions a car, NaN (unscored) for "???"; records its requests."""
+    """Scores 1 when the answer mentions a car, None (unscored) for "???"; records its requests."""
 
     model = "fake-judge"
 
@@ -215,10 +215,10 @@ class _FakeJudge:
         self.asked = []
 
     def score_many(self, items):
-        from metrics.judge import Verdict
+        from core.records import JudgeVerdict
 
         self.asked += [it.sample_id for it in items]
-        return [Verdict(float("nan") if it.prediction == "???" else float("car" in it.prediction), "r",
+        return [JudgeVerdict(None if it.prediction == "???" else float("car" in it.prediction), "r",
                         template=self.template.tag, model=self.model) for it in items]
 
 

@@ -1,5 +1,4 @@
 """DT-R1's GRPO reward terms (adapters/dtr1/rewards.py), one behaviour per test."""
-import math
 
 import numpy as np
 import pytest
@@ -154,7 +153,7 @@ class FakeJudge:
         return [type("Verdict", (), {"score": self.score_value if "wrong" not in i.prediction else 0.0})() for i in items]
 
 
-@pytest.mark.parametrize("score,expected", [(1.0, 1.0), (0.0, -1.0), (math.nan, 0.0)])
+@pytest.mark.parametrize("score,expected", [(1.0, 1.0), (0.0, -1.0), (None, 0.0)])
 def test_result_text_follows_the_judge_verdict(score, expected):
     judge = FakeJudge(score)
     ep = Episode(_sample(task="vqa", answers=["the left paw"]), GOOD, answer="left paw", twin=FakeTwin({}))

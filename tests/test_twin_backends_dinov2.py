@@ -1,12 +1,13 @@
-"""DINOv2 as a twin tool (adapters/twin/backends/dinov2.py, the "DINOv2" plan node of
-adapters/twin/foundation.py): a tiny random-weight Dinov2Model built from its config."""
+"""DINOv2 as a twin tool (adapters/twin/backends/dinov2.py: the model and the "DINOv2" plan node's
+step, which foundation perception runs): a tiny random-weight Dinov2Model built from its config."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from adapters.twin.backends.dinov2 import Dinov2Backend
+from adapters.twin import registry
+from adapters.twin.backends.dinov2 import Dinov2Backend, dinov2_step
 from adapters.twin.backends.sam2_hf import Sam2HFBackend
 from adapters.twin.builder import build_twin
 from adapters.twin.cache import ToolCache
@@ -75,5 +76,10 @@ def test_without_a_configured_backend_the_fingerprint_is_as_before():
 
 
 def test_oracle_perception_has_no_features_and_says_what_to_use(sample):
-    with pytest.raises(AdapterError, match="perception=foundation"):
-        OraclePerception().dinov2(sample, None)
+    with pytest.raises(AdapterError, match="perception 'oracle' has no tool 'DINOv2' .*perception=foundation"):
+        OraclePerception().run("DINOv2", sample, None)
+
+
+def test_the_node_is_the_step_of_its_backend_module():
+    spec = registry.TOOLS["DINOv2"]
+    assert spec.method is None and registry.step_function(spec) is dinov2_step

@@ -20,7 +20,7 @@ from adapters.twin.backends.sam2_hf import Sam2HFBackend
 from adapters.twin.builder import build_twin
 from adapters.twin.cache import ToolCache
 from adapters.twin.dag import parse_dag, validate_dag
-from adapters.twin.foundation import FoundationPerception, _crop_box, summary_frame_indices
+from adapters.twin.foundation import FoundationPerception, crop_box, summary_frame_indices
 from adapters.twin.schema import Instance, InstanceFrame
 from core.types import AdapterError, Sample, Target
 
@@ -174,9 +174,9 @@ def test_qwen_captions_every_frame_summary_and_instance_crops(sample, tmp_path):
 def test_crop_box_grows_small_boxes_and_clamps():
     inst = Instance(id=1, frames={0: InstanceFrame([10, 10, 20, 20], [15, 15], 100, "m"),
                                   2: InstanceFrame([100, 50, 200, 150], [150, 100], 10000, "m")})
-    assert _crop_box(inst, (120, 300)) == (2, (90, 40, 210, 120))
+    assert crop_box(inst, (120, 300)) == (2, (90, 40, 210, 120))
     small = Instance(id=1, frames={0: InstanceFrame([0, 0, 4, 4], [2, 2], 16, "m")})
-    assert _crop_box(small, (100, 100)) == (0, (0, 0, 16, 16))
+    assert crop_box(small, (100, 100)) == (0, (0, 0, 16, 16))
 
 
 def test_summary_frames_are_evenly_spaced():

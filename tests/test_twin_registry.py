@@ -1,6 +1,10 @@
 """adapters.twin.registry is the one list of vision tools: a tool registered there reaches the plan
 validator, the plan grammar, the prompt's tool list and the perception dispatch with no other edit,
 and the default prompt (which names runs) is what it was."""
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from adapters.dtr1.grammar import plan_grammar
@@ -16,6 +20,8 @@ from tests.test_twin_oracle import synthetic_sample
 
 BRIGHTNESS = ToolSpec("Brightness", ("SAM2",), "twin.artifacts['brightness']",
                       "mean brightness of each instance", method="brightness")
+SPREAD = ToolSpec("Spread", ("SAM2",), "twin.artifacts['spread']", "frames each instance is visible in",
+                  step="tests.test_twin_registry:spread_step")
 GLOW = ToolSpec("Glow", (), "twin.artifacts['glow']", "a model that glows", method="glow", listed=False,
                 backend="glow", uses="Glow")
 
@@ -28,6 +34,10 @@ def registered():
     yield
     for spec in (BRIGHTNESS, GLOW):
         registry.TOOLS.pop(spec.name)
+
+
+def spread_step(perception, sample, twin):
+    twin.artifacts["spread"] = {inst.id: len(inst.frames) for inst in twin.instances}
 
 
 class BrightOracle(OraclePerception):
@@ -74,6 +84,50 @@ def test_a_registered_model_node_is_a_foundation_backend_key_and_can_be_disabled
     assert "Glow" not in FoundationPerception().fingerprint()["backends"]  # added later: only when configured
 
 
+@pytest.fixture
+def spread():
+    register_tool(SPREAD)
+    yield SPREAD
+    registry.TOOLS.pop(SPREAD.name)
+
+
+def test_a_tool_computed_from_the_twin_is_a_step_every_perception_runs(spread):
+    twin = build_twin(synthetic_sample(), ["SAM2", "Spread"], OraclePerception())
+    assert twin.tools == ["SAM2", "Spread"] and twin.artifacts["spread"] == {1: 2, 2: 2}
+
+
+def test_a_perception_method_of_the_tool_wins_over_its_step(spread):
+    class SpreadOracle(OraclePerception):
+        def spread(self, sample, twin):
+            twin.artifacts["spread"] = "own"
+
+    registry.TOOLS["Spread"] = ToolSpec(**{**SPREAD.__dict__, "method": "spread"})
+    twin = build_twin(synthetic_sample(), ["SAM2", "Spread"], SpreadOracle())
+    assert twin.artifacts["spread"] == "own"
+
+
+def test_a_step_is_imported_when_it_first_runs_not_when_registered():
+    spec = register_tool(ToolSpec("Late", (), "", "", step="no_such_module_xyz:step"))
+    try:
+        with pytest.raises(ValueError, match="tool 'Late': cannot import the module of step 'no_such_module_xyz:step'"):
+            build_twin(synthetic_sample(), ["Late"], OraclePerception())
+    finally:
+        registry.TOOLS.pop(spec.name)
+
+
+def test_a_step_must_name_a_function():
+    with pytest.raises(ValueError, match="names no function"):
+        registry.step_function(ToolSpec("X", (), "", "", step="tests.test_twin_registry:SPREADS"))
+
+
+def test_importing_the_registry_imports_no_model_code():
+    code = ("import sys, adapters.twin.registry as r; r.TOOLS['DINOv2']; "
+            "print(sorted(m for m in ('torch', 'transformers', 'adapters.twin.backends.dinov2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
+
+
 def test_unknown_foundation_keys_are_refused():
     with pytest.raises(AdapterError, match="unknown keys \\['glow'\\]"):
         FoundationPerception(glow=object())
@@ -86,6 +140,10 @@ def test_register_tool_refuses_duplicates_and_unknown_requirements():
         register_tool(ToolSpec("X", ("Nope",), "", "", method="x"))
     with pytest.raises(ValueError, match="backend key 'sam2'"):
         register_tool(ToolSpec("X", (), "", "", method="x", backend="sam2"))
+    with pytest.raises(ValueError, match="neither a perception method nor a step"):
+        register_tool(ToolSpec("X", (), "", ""))
+    with pytest.raises(ValueError, match="step must be 'module:function', got 'tests.x.step'"):
+        register_tool(ToolSpec("X", (), "", "", step="tests.x.step"))
     assert "X" not in registry.TOOLS
 
 

@@ -102,7 +102,7 @@ def r_result(ep: Episode, judge: Any = None, threshold: float = 0.5) -> float:
     segmentation: mean over frames of J (metrics.masks.jaccard; a frame where both masks are empty
     scores 1) > threshold. grounding: mean over frames of the box IoU (metrics.boxes, 1 where neither
     side has a box) > threshold. vqa / summarization: judge.score(JudgeItem).score >= 0.5 (+1) or
-    < 0.5 (-1); an unscored verdict (NaN) gives 0.0. Raises AdapterError when a text task has no
+    < 0.5 (-1); an unscored verdict (score None) gives 0.0. Raises AdapterError when a text task has no
     judge, or the sample has no target of its task.
     """
     return r_result_many([ep], judge, threshold)[0]
@@ -120,7 +120,7 @@ def r_result_many(episodes: list[Episode], judge: Any = None, threshold: float =
             out.append(o)
             continue
         score = next(verdicts).score
-        out.append(0.0 if math.isnan(score) else (1.0 if score >= 0.5 else -1.0))
+        out.append(0.0 if score is None else (1.0 if score >= 0.5 else -1.0))
     return out
 
 

@@ -22,10 +22,13 @@ Each plan node is served as follows (backends in adapters/twin/backends/, one pe
   frames, and a caption per instance from a crop around its box on the frame where it is largest.
 - SemanticAnalysis: each instance's label, from Qwen2.5-VL on the same crop.
 - Trajectory: the shared geometry (adapters.twin.perception).
-- DINOv2: an appearance feature per instance (adapters.twin.backends.dinov2) from the same crop,
-  left in ``twin.artifacts["dinov2"]`` for JiT's scene graph.
+- DINOv2: an appearance feature per instance from the same crop, left in ``twin.artifacts["dinov2"]``
+  for JiT's scene graph; its step lives with its model (adapters.twin.backends.dinov2), as every
+  tool added after the first release does: such steps use the public helpers ``cached``,
+  ``backend``, ``frames``, ``key_frame_index`` and ``crop_box``, and need no edit here.
 
-Ablation: ``disable`` names model nodes (SAM2, DepthAnything2, OWLv2, Qwen2.5-VL) whose tool is
+Ablation: ``disable`` names model nodes (registry.model_nodes(): SAM2, DepthAnything2, OWLv2,
+Qwen2.5-VL, DINOv2, ...) whose tool is
 skipped even when planned; a node whose model is disabled (SemanticAnalysis uses Qwen2.5-VL) or one
 of whose required nodes was skipped is skipped too. Skipped nodes leave their twin fields null, are
 absent from ``twin.tools`` and are listed in ``twin.artifacts["skipped"]``.
@@ -37,7 +40,7 @@ call, backend fingerprint, params); ``twin.artifacts["cache"]`` maps each call o
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -69,8 +72,9 @@ class FoundationPerception(Perception):
     """Perception from foundation models (see module docstring).
 
     **backends: one per model node, by its registry ``backend`` key (sam2, depth, owlv2, qwen,
-        dinov2: adapters.twin.backends.*; Hydra builds them from conf/perception/foundation.yaml); a
-        node whose backend is None or absent fails with AdapterError unless it is disabled.
+        dinov2 and any tool registered later: adapters.twin.backends.*; Hydra builds them from
+        conf/perception/foundation.yaml); a node whose backend is None or absent fails with
+        AdapterError unless it is disabled.
     cache: a ToolCache, or None for no caching.
     disable: model nodes to skip (ablation), a subset of registry.model_nodes().
     key_frame: "first" | "middle" (index T // 2).
@@ -135,17 +139,22 @@ class FoundationPerception(Perception):
             return
         super().run(tool, sample, twin)
 
+    def serves_step(self, spec: registry.ToolSpec) -> bool:
+        """Every tool's step: a model-backed step finds its backend through ``backend`` (which names
+        the config key when it is missing)."""
+        return True
+
     # --- model nodes ----------------------------------------------------------------------------
 
     def sam2(self, sample: Sample, twin: Twin) -> None:
-        key = self._key_index(twin)
+        key = self.key_frame_index(twin)
         detections = twin.artifacts.get("owlv2") if "OWLv2" in twin.tools else None
         params = {"key_frame": key, "prompts": detections}
 
         def compute() -> dict:
-            frames = self._frames(sample, twin)
+            frames = self.frames(sample, twin)
             boxes = None if detections is None else [d["box"] for d in detections]
-            tracks = self._backend("SAM2", sample).segment(
+            tracks = self.backend("SAM2", sample).segment(
                 frames, key, boxes=boxes,
                 labels=None if detections is None else [d["label"] for d in detections],
                 scores=None if detections is None else [d["score"] for d in detections])
@@ -153,7 +162,7 @@ class FoundationPerception(Perception):
                                 "masks": [mask_io.encode(m) if m.any() else None for m in tr.masks]}
                                for tr in tracks]}
 
-        value = self._cached("SAM2", sample, twin, params, compute)
+        value = self.cached("SAM2", sample, twin, params, compute)
         for track in value["tracks"]:
             instance_id = len(twin.instances) + 1
             frames: dict[int, InstanceFrame] = {}
@@ -169,11 +178,11 @@ class FoundationPerception(Perception):
                                                score=float(track["score"])))
 
     def owlv2(self, sample: Sample, twin: Twin) -> None:
-        key = self._key_index(twin)
+        key = self.key_frame_index(twin)
         phrases = self._phrases(sample)
-        value = self._cached("OWLv2", sample, twin, {"key_frame": key, "phrases": phrases},
-                             lambda: {"detections": self._backend("OWLv2", sample).detect(
-                                 [self._frames(sample, twin)[key]], phrases)[0]})
+        value = self.cached("OWLv2", sample, twin, {"key_frame": key, "phrases": phrases},
+                             lambda: {"detections": self.backend("OWLv2", sample).detect(
+                                 [self.frames(sample, twin)[key]], phrases)[0]})
         detections = value["detections"]
         twin.artifacts["owlv2"] = detections
         visible = [inst for inst in twin.instances if key in inst.frames]
@@ -197,12 +206,12 @@ class FoundationPerception(Perception):
 
     def depth_anything2(self, sample: Sample, twin: Twin) -> None:
         def compute() -> dict:
-            backend = self._backend("DepthAnything2", sample)
-            maps = backend.estimate(self._frames(sample, twin))
+            backend = self.backend("DepthAnything2", sample)
+            maps = backend.estimate(self.frames(sample, twin))
             unit, convention = backend.convention()
             return {"depth": np.stack(maps).astype(np.float16), "unit": unit, "convention": convention}
 
-        value = self._cached("DepthAnything2", sample, twin, {}, compute)
+        value = self.cached("DepthAnything2", sample, twin, {}, compute)
         if tuple(value["depth"].shape[1:]) != twin.size:
             raise AdapterError(f"sample {sample.id}: depth maps are {value['depth'].shape[1:]}, frames {twin.size}")
         twin.artifacts["depth"] = value
@@ -219,61 +228,57 @@ class FoundationPerception(Perception):
                 unit=depth["unit"], convention=depth["convention"])
 
     def qwen25vl(self, sample: Sample, twin: Twin) -> None:
-        backend = self._backend("Qwen2.5-VL", sample)
+        backend = self.backend("Qwen2.5-VL", sample)
         chosen = summary_frame_indices(twin.num_frames, self.summary_frames)
 
         def summarize() -> dict:
-            frames = self._frames(sample, twin)
+            frames = self.frames(sample, twin)
             return {"text": backend.generate([([frames[t] for t in chosen], backend.prompt("summary"))])[0]}
 
         def caption_frames() -> dict:
-            return {"texts": backend.generate([([f], backend.prompt("frame")) for f in self._frames(sample, twin)])}
+            return {"texts": backend.generate([([f], backend.prompt("frame")) for f in self.frames(sample, twin)])}
 
-        twin.video.summary = self._cached("Qwen2.5-VL/summary", sample, twin, {"frames": chosen}, summarize)["text"]
-        captions = self._cached("Qwen2.5-VL/frames", sample, twin, {}, caption_frames)
+        twin.video.summary = self.cached("Qwen2.5-VL/summary", sample, twin, {"frames": chosen}, summarize)["text"]
+        captions = self.cached("Qwen2.5-VL/frames", sample, twin, {}, caption_frames)
         for frame, text in zip(twin.frames, captions["texts"]):
             frame.caption = text
         for inst, text in zip(twin.instances, self._crop_answers("Qwen2.5-VL/instances", "instance", sample, twin)):
             inst.caption = text
 
-    def dinov2(self, sample: Sample, twin: Twin) -> None:
-        if not twin.instances:
-            twin.artifacts["dinov2"] = {}
-            return
-        backend = self._backend("DINOv2", sample)
-        crops = [_crop_box(inst, twin.size) for inst in twin.instances]
-
-        def compute() -> dict:
-            frames = self._frames(sample, twin)
-            return {"features": backend.embed([frames[t][y1:y2, x1:x2] for t, (x1, y1, x2, y2) in crops])}
-
-        features = self._cached("DINOv2", sample, twin, {"crops": crops}, compute)["features"]
-        twin.artifacts["dinov2"] = {inst.id: np.asarray(f, dtype=np.float32) for inst, f in zip(twin.instances, features)}
-
     def semantic_analysis(self, sample: Sample, twin: Twin) -> None:
         for inst, text in zip(twin.instances, self._crop_answers("SemanticAnalysis", "label", sample, twin)):
             inst.label = text.splitlines()[0].strip().rstrip(".") if text.strip() else None
-
-    # --- helpers --------------------------------------------------------------------------------
 
     def _crop_answers(self, call: str, prompt: str, sample: Sample, twin: Twin) -> list[str]:
         """Qwen2.5-VL's answer to ``prompt`` on each instance's crop (frame of largest area)."""
         if not twin.instances:
             return []
-        backend = self._backend("Qwen2.5-VL", sample)
-        crops = [_crop_box(inst, twin.size) for inst in twin.instances]
+        backend = self.backend("Qwen2.5-VL", sample)
+        crops = [crop_box(inst, twin.size) for inst in twin.instances]
 
         def compute() -> dict:
-            frames = self._frames(sample, twin)
+            frames = self.frames(sample, twin)
             return {"texts": backend.generate([([frames[t][y1:y2, x1:x2]], backend.prompt(prompt))
                                                for t, (x1, y1, x2, y2) in crops])}
 
-        return self._cached(call, sample, twin, {"crops": crops}, compute)["texts"]
+        return self.cached(call, sample, twin, {"crops": crops}, compute)["texts"]
 
-    def _cached(self, call: str, sample: Sample, twin: Twin, params: dict, compute) -> dict:
+    # --- for tool steps (public: a backend module's step, e.g. adapters.twin.backends.dinov2) --------
+
+    def cached(self, call: str, sample: Sample, twin: Twin, params: dict, compute: Callable[[], dict]) -> dict:
+        """The value of one model call: from the cache when present, else ``compute()`` stored.
+
+        call: the tool name, or "tool/part" for a tool that makes several calls ("Qwen2.5-VL/frames");
+            the backend whose fingerprint keys the entry is the one of the tool's ``uses``.
+        params: JSON-able inputs of the call besides the frames (key frame, crop boxes, prompts).
+        compute: returns a dict of JSON scalars / lists / NumPy arrays (adapters.twin.cache); on a
+            hit it is not called, so it must read frames and models itself (``frames``, ``backend``).
+        Records "hit" / "miss" / "off" (no cache) in ``twin.artifacts["cache"][call]``. Raises
+        AdapterError when that backend is not configured.
+        """
         spec = registry.TOOLS.get(call.split("/")[0])
         node = spec.uses if spec is not None and spec.uses else call.split("/")[0]
-        backend = self._backend(node, sample)
+        backend = self.backend(node, sample)
         record = twin.artifacts.setdefault("cache", {})
         if self.cache is None:
             record[call] = "off"
@@ -285,15 +290,18 @@ class FoundationPerception(Perception):
         record[call] = "hit" if hit else "miss"
         return value
 
-    def _backend(self, node: str, sample: Sample) -> Any:
-        backend = self.backends[node]
+    def backend(self, node: str, sample: Sample) -> Any:
+        """The configured backend of model node ``node`` (a registry tool with ``backend``). Raises
+        AdapterError naming its config key when it is not configured (``sample`` names the error)."""
+        backend = self.backends.get(node)  # None too for a tool registered after this perception was built
         if backend is None:
             raise AdapterError(f"sample {sample.id}: the plan runs {node} but perception 'foundation' has no "
                                f"backend configured for it (set perception.{registry.TOOLS[node].backend} or disable it)")
         return backend
 
-    def _frames(self, sample: Sample, twin: Twin) -> list[np.ndarray]:
-        """The sample's frames as (H, W, 3) uint8 RGB, read once per build (only on cache misses)."""
+    def frames(self, sample: Sample, twin: Twin) -> list[np.ndarray]:
+        """The sample's frames as (H, W, 3) uint8 RGB, read once per build (call it only on cache
+        misses, inside ``compute``). Raises AdapterError when a frame is not the twin's (H, W)."""
         if "frames" not in twin.artifacts:
             frames = [read_frame(p) for p in sample.frames]
             for path, frame in zip(sample.frames, frames):
@@ -302,8 +310,25 @@ class FoundationPerception(Perception):
             twin.artifacts["frames"] = frames
         return twin.artifacts["frames"]
 
-    def _key_index(self, twin: Twin) -> int:
+    def key_frame_index(self, twin: Twin) -> int:
+        """Index of the frame SAM2 / OWLv2 look at first: 0 for ``key_frame`` "first", else T // 2."""
         return 0 if self.key_frame == "first" else twin.num_frames // 2
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _crop_answers(self, call: str, prompt: str, sample: Sample, twin: Twin) -> list[str]:
+        """Qwen2.5-VL's answer to ``prompt`` on each instance's crop (frame of largest area)."""
+        if not twin.instances:
+            return []
+        backend = self.backend("Qwen2.5-VL", sample)
+        crops = [crop_box(inst, twin.size) for inst in twin.instances]
+
+        def compute() -> dict:
+            frames = self.frames(sample, twin)
+            return {"texts": backend.generate([([frames[t][y1:y2, x1:x2]], backend.prompt(prompt))
+                                               for t, (x1, y1, x2, y2) in crops])}
+
+        return self.cached(call, sample, twin, {"crops": crops}, compute)["texts"]
 
     def _phrases(self, sample: Sample) -> list[str]:
         given = sample.meta.get("phrases")
@@ -326,10 +351,10 @@ def summary_frame_indices(num_frames: int, most: int) -> list[int]:
     return [0] if k == 1 else sorted({round(i * (num_frames - 1) / (k - 1)) for i in range(k)})
 
 
-def _crop_box(inst: Instance, size: tuple[int, int]) -> tuple[int, tuple[int, int, int, int]]:
+def crop_box(inst: Instance, size: tuple[int, int]) -> tuple[int, tuple[int, int, int, int]]:
     """(frame index, (x1, y1, x2, y2) integer pixel crop) around the instance's box on the frame
     where its area is largest (earliest on ties), grown by CROP_MARGIN per side and to at least
-    MIN_CROP px, clamped to the frame."""
+    MIN_CROP px, clamped to the frame of ``size`` (H, W) px. Crop a frame as ``frame[y1:y2, x1:x2]``."""
     height, width = size
     t = max(sorted(inst.frames), key=lambda k: inst.frames[k].area)
     x1, y1, x2, y2 = inst.frames[t].bbox

@@ -1,4 +1,6 @@
-"""The perception backend interface: one method per tool of adapters.twin.registry.TOOLS (its ``method``).
+"""The perception backend interface: a method per tool of adapters.twin.registry.TOOLS that has a
+``method`` (the DT-R1 tools, which each backend serves its own way); later tools are step functions
+the registry names (``step``), which need no edit here.
 
 A backend (``oracle``: annotations; ``foundation``: SAM2 / DepthAnything V2 / OWLv2 / Qwen2.5-VL
 models, adapters.twin.foundation; ``provided``: twin files shipped with a dataset) fills the
@@ -13,7 +15,7 @@ from abc import ABC, abstractmethod
 from typing import Callable
 
 from adapters.twin import geometry
-from adapters.twin.registry import TOOLS
+from adapters.twin.registry import TOOLS, ToolSpec, step_function
 from adapters.twin.schema import Trajectory, Twin
 from core.types import AdapterError, Sample
 
@@ -28,18 +30,30 @@ class Perception(ABC):
         return {"name": self.name}
 
     def run(self, tool: str, sample: Sample, twin: Twin) -> None:
-        """Run one plan node on ``sample``, filling ``twin`` in place.
+        """Run one plan node on ``sample``, filling ``twin`` in place, and append it to ``twin.tools``.
 
-        The method is the registry's ``TOOLS[tool].method``. Raises AdapterError for a tool name
-        outside the registry (the plan was validated, so this is a programming error upstream) or
-        one this backend has no method for, and whatever the tool method raises.
+        The node runs as this backend's method ``TOOLS[tool].method`` when it has one, else as the
+        registry's step function ``step(self, sample, twin)`` when ``serves_step`` allows it. Raises
+        AdapterError "perception X has no tool Y" for a tool name outside the registry (the plan was
+        validated, so this is a programming error upstream) or one this backend can run neither
+        way; ValueError for a step that cannot be imported; and whatever the tool raises.
         """
         spec = TOOLS.get(tool)
-        method: Callable[[Sample, Twin], None] | None = getattr(self, spec.method, None) if spec else None
-        if method is None:
-            raise AdapterError(f"sample {sample.id}: perception {self.name!r} has no tool {tool!r}")
-        method(sample, twin)
+        method: Callable[[Sample, Twin], None] | None = (
+            getattr(self, spec.method, None) if spec is not None and spec.method else None)
+        if method is not None:
+            method(sample, twin)
+        elif spec is not None and spec.step is not None and self.serves_step(spec):
+            step_function(spec)(self, sample, twin)
+        else:
+            hint = " (it needs a model: perception=foundation or perception=tiny)" if spec and spec.uses else ""
+            raise AdapterError(f"sample {sample.id}: perception {self.name!r} has no tool {tool!r}{hint}")
         twin.tools.append(tool)
+
+    def serves_step(self, spec: ToolSpec) -> bool:
+        """Whether this backend runs ``spec``'s step function: here only steps that call no model
+        (``spec.uses`` None), since a model-backed step calls FoundationPerception's helpers."""
+        return spec.uses is None
 
     @abstractmethod
     def sam2(self, sample: Sample, twin: Twin) -> None:
@@ -65,12 +79,6 @@ class Perception(ABC):
     @abstractmethod
     def semantic_analysis(self, sample: Sample, twin: Twin) -> None:
         """Set each instance's ``label``."""
-
-    def dinov2(self, sample: Sample, twin: Twin) -> None:
-        """Leave ``twin.artifacts["dinov2"]`` = {instance id: (D,) L2-normalised float32 feature}.
-        Only model-backed perception has features: the default raises AdapterError."""
-        raise AdapterError(f"sample {sample.id}: perception {self.name!r} has no DINOv2 features "
-                           "(use perception=foundation or perception=tiny)")
 
     def trajectory(self, sample: Sample, twin: Twin) -> None:
         """Set each instance's ``trajectory`` from its per-frame centroids (adapters.twin.geometry)."""

@@ -13,10 +13,6 @@ from typing import Any, Iterable, Sequence
 
 from core.types import Prediction, RvtBenchError, Sample
 
-# One definition each, shared with the metric units (re-exported for the protocols).
-from metrics.units.base import MODES, check_mode  # noqa: F401
-from metrics.units.rle import decode_pair, predicted_masks  # noqa: F401
-
 
 class Protocol:
     """Per-benchmark scoring. Subclasses set `name`, `headline` and implement score / aggregate.

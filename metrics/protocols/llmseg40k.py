@@ -8,7 +8,7 @@ from metrics.units.lisa_iou import LLMSegIoU, llmseg_ciou, llmseg_sample_iou  # 
 
 class LLMSegProtocol(ReasonSegProtocol):
     """gIoU and cIoU as LLM-Seg's `validate_llmseg.py`; records as ReasonSeg's, with "giou_term" =
-    LLM-Seg's float32 term.
+    LLM-Seg's float32 term; breakdown by from_dataset ("coco" / "ego_objects"), level, category.
 
     mode: "reference" (LLM-Seg's arithmetic, default) or "textbook" (float64).
     """

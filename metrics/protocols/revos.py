@@ -11,9 +11,10 @@ import numpy as np
 from core.masks import area, decode_box
 from core.types import AdapterError, DatasetFormatError, Prediction, Sample
 from metrics.masks import DAVIS_BOUND_TH
-from metrics.protocols.base import (Protocol, baseline_warnings, check_mode, empty_gt_warnings, group_by,
-                                    predicted_masks, record_header)
-from metrics.units.video_jf import FrameCrop, empty_frame_jf, frame_box, frame_crops, frame_jf, gt_mask_list, mean  # noqa: F401
+from metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
+from metrics.units.base import check_mode
+from metrics.units.rle import predicted_masks
+from metrics.units.video_jf import FrameCrop, empty_frame_jf, frame_crops, frame_jf, gt_mask_list, mean
 
 log = logging.getLogger(__name__)
 
@@ -130,10 +131,10 @@ class ReVOSProtocol(Protocol):
             frames = {}
         else:
             # np.mean over a float64 array, as the reference's `db_eval_iou(...).mean()` (pairwise sum)
-            means = {key: _mean(frames[key]) for key in keys}
+            means = {key: mean(frames[key]) for key in keys}
         record.update({"type_id": type_id, **means, "J&F": (means["J"] + means["F"]) / 2, "frames": frames,
                        "gt_empty": all(m is None for m in gt_masks), "nonbinary": nonbinary, "zeroed": zeroed,
-                       "baseline": {key: _mean(base[key]) for key in keys}})
+                       "baseline": {key: mean(base[key]) for key in keys}})
         return record
 
     def _accuracy_robustness(self, row: dict, crop: FrameCrop, gt_count: np.ndarray, pr_values: np.ndarray,
@@ -239,9 +240,6 @@ def r2vos_robustness(false_positives: int, foreground_area: int) -> float:
     `tools/metrics.py::get_r2vos_robustness`.
     """
     return max(1.0 - false_positives / (foreground_area + 1e-6), 0.0)
-
-
-_mean = mean  # np.mean of float64 per-frame values, as the reference's `.mean()`
 
 
 def _anno_tracks(sample: Sample) -> list[list] | None:

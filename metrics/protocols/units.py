@@ -34,13 +34,18 @@ class UnitProtocol(Protocol):
                (known after the first aggregate; set it in config to have it before).
     meta_keys: sample.meta keys copied to records and broken down by (default: level, category).
     what:      what the samples are called in warnings (default: "<name> samples").
+    baseline_keys: the metric keys whose equality with the empty-prediction baseline is warned
+               about (default: the headline).
+    empty_breakdowns: True keeps a meta key no record has in the breakdown, as {} (ReasonSeg's
+               metrics.json); False (default) leaves it out.
     aggregate(records) -> {"metrics", "breakdown": {meta key: {value: {metric: value, "n"}}}, "n",
     "baseline_empty", "warnings"}; records are sorted by sample_id first, so the result does not
     depend on their order. Empty records -> no metrics.
     """
 
     def __init__(self, units: Sequence[Any], name: str = "units", headline: Sequence[str] | None = None,
-                 meta_keys: Sequence[str] = ("level", "category"), what: str | None = None) -> None:
+                 meta_keys: Sequence[str] = ("level", "category"), what: str | None = None,
+                 baseline_keys: Sequence[str] | None = None, empty_breakdowns: bool = False) -> None:
         if not units:
             raise ValueError("unit protocol: no units given")
         self.units: list[Unit] = [_build(u) for u in units]
@@ -48,6 +53,8 @@ class UnitProtocol(Protocol):
         self.headline = list(headline) if headline is not None else []
         self.meta_keys = tuple(meta_keys)
         self.what = what or f"{self.name} samples"
+        self.baseline_keys = None if baseline_keys is None else list(baseline_keys)
+        self.empty_breakdowns = bool(empty_breakdowns)
 
     def attach_judge(self, judge: Any) -> None:
         """Give the judge to every unit (only a judge unit uses it)."""
@@ -84,22 +91,29 @@ class UnitProtocol(Protocol):
     def aggregate(self, records: list[dict]) -> dict:
         records = sorted(records, key=lambda r: r["sample_id"])
         if not records:
-            return {"metrics": {}, "breakdown": {}, "n": 0, "baseline_empty": {}, "warnings": []}
+            return {"metrics": {}, "breakdown": {k: {} for k in self.meta_keys} if self.empty_breakdowns else {},
+                    "n": 0, "baseline_empty": {}, "warnings": []}
         metrics = self.metrics_of(records)
         if not self.headline:
             self.headline = list(metrics)[:1]
         breakdown = {}
         for key in self.meta_keys:
             groups = group_by(records, key)
-            if groups:
+            if groups or self.empty_breakdowns:
                 breakdown[key] = {value: {**self.metrics_of(group), "n": len(group)} for value, group in groups.items()}
         baseline: dict = {}
         for unit in self.units:
             baseline.update(unit.baseline(records))
-        warnings = empty_gt_warnings([r["sample_id"] for r in records if r.get("gt_empty")], len(records), self.what) \
-            if any("gt_empty" in r for r in records) else []
-        warnings += baseline_warnings(metrics, baseline, self.headline)
+        warnings = self._empty_gt_warnings(records)
+        warnings += baseline_warnings(metrics, baseline, self.headline if self.baseline_keys is None else self.baseline_keys)
         for w in warnings:
             log.warning("%s: %s", self.name, w)
         return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
                 "warnings": warnings}
+
+    def _empty_gt_warnings(self, records: list[dict]) -> list[str]:
+        # a sample's GT is empty when a unit says so; no warning at all when no unit can tell
+        flags = [[unit.gt_empty(r) for unit in self.units] for r in records]
+        if all(f is None for row in flags for f in row):
+            return []
+        return empty_gt_warnings([r["sample_id"] for r, row in zip(records, flags) if any(row)], len(records), self.what)

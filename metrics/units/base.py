@@ -35,6 +35,8 @@ class Unit:
     baseline(records) -> {metric key: value}: the aggregate an empty prediction on every sample
         would get; {} when the family has none (text).
     judge_records(records): add judge verdicts in place (only the judge unit does anything).
+    gt_empty(record) -> bool | None: whether the sample's GT is empty everywhere, read from this
+        unit's record; None when the unit cannot tell.
     """
 
     name: str = ""
@@ -57,6 +59,10 @@ class Unit:
 
     def judge_records(self, records: list[dict]) -> None:
         """Nothing to judge by default."""
+
+    def gt_empty(self, record: dict) -> bool | None:
+        """The record's "gt_empty" (set by `score`), None when it has none."""
+        return record.get("gt_empty")
 
     def reads(self, pred: Prediction) -> bool:
         """Whether `pred`'s outputs are for this unit's task (a prediction without a task counts)."""

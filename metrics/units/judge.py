@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from core.records import JudgeVerdict
 from core.types import Prediction, Sample
 from metrics.units.base import Unit
 from metrics.units.captions import text_fields
@@ -11,7 +12,7 @@ from metrics.units.captions import text_fields
 
 class JudgeScore(Unit):
     """Per sample: "question", "hypothesis", "references" (as captions.text_fields); after
-    `judge_records`, "judge" = metrics.judge.Verdict.to_dict() (score None when unscored).
+    `judge_records`, "judge" = core.records.JudgeVerdict.to_json() (score None when unscored).
 
     aggregate: "judge" = mean score of the scored verdicts (NaN when none is scored), "judge_n",
     "judge_n_failed", "judge_failure_rate"; {"judge": metrics.judge.NOT_CONFIGURED} when no record
@@ -28,17 +29,17 @@ class JudgeScore(Unit):
         answer (concurrent, cached: metrics.judge.Judge), 0.0 without a request for an empty one."""
         if self.judge is None:
             return
-        from metrics.judge import JudgeItem, Verdict
+        from metrics.judge import JudgeItem
 
         asked = [r for r in records if r["hypothesis"].strip()]
         verdicts = self.judge.score_many([JudgeItem(r["sample_id"], r.get("question", ""), r["references"], r["hypothesis"])
                                           for r in asked])
         for r, v in zip(asked, verdicts):
-            r["judge"] = v.to_dict()
+            r["judge"] = v.to_json()
         for r in records:
             if not r["hypothesis"].strip():
-                r["judge"] = Verdict(0.0, "empty answer (failed or no text): wrong, no judge request made",
-                                     template=self.judge.template.tag, model=self.judge.model).to_dict()
+                r["judge"] = JudgeVerdict(0.0, "empty answer (failed or no text): wrong, no judge request made",
+                                          template=self.judge.template.tag, model=self.judge.model).to_json()
 
     def aggregate(self, records: list[dict]) -> dict:
         from metrics.judge import NOT_CONFIGURED

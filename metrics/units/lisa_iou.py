@@ -51,6 +51,10 @@ class LisaIoU(Unit):
         return {"I": inter, "U": union, "target": target, "giou_term": self.term(inter, union),
                 "iou": sample_iou(inter, union)}
 
+    def gt_empty(self, record: dict) -> bool:
+        """No GT pixel is left after ignore removal ("target" == 0): an empty prediction scores 1."""
+        return record["target"] == 0
+
     def term(self, inter: int, union: int) -> float:
         """The per-sample gIoU term the reference adds up."""
         return lisa_sample_iou(inter, union)

@@ -5,14 +5,23 @@ One feature per instance: the final-layer CLS token (after the model's layernorm
 of a crop around the instance's box on the frame where it is largest, L2-normalised, so the dot
 product of two features is their cosine similarity. Crops are resized by the checkpoint's own image
 processor (DINOv2: shortest edge 256, centre crop 224, ImageNet normalisation).
+
+The plan node "DINOv2" (adapters.twin.registry) runs ``dinov2_step``; FoundationPerception serves it
+through its public helpers, so the tool is this module, its ToolSpec and its config block.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from adapters.twin.backends.common import ModelBackend, seeded
+from adapters.twin.foundation import crop_box
+from adapters.twin.schema import Twin
+from core.types import Sample
+
+if TYPE_CHECKING:
+    from adapters.twin.foundation import FoundationPerception
 
 DEFAULT_MODEL = "facebook/dinov2-small"
 
@@ -63,3 +72,22 @@ class Dinov2Backend(ModelBackend):
         processor = BitImageProcessor(size={"shortest_edge": 64}, crop_size={"height": 56, "width": 56},
                                       do_convert_rgb=True)
         return cls.from_components(model, processor, model_id="tiny-random/dinov2", revision=f"seed{seed}", **kwargs)
+
+
+def dinov2_step(perception: "FoundationPerception", sample: Sample, twin: Twin) -> None:
+    """The "DINOv2" plan node: leave ``twin.artifacts["dinov2"]`` = {instance id: (D,) L2-normalised
+    float32 feature} of each SAM2 instance's crop (adapters.twin.foundation.crop_box), {} for no
+    instance. One cached call "DINOv2" keyed by the crop boxes. Raises AdapterError when no DINOv2
+    backend is configured (perception.dinov2)."""
+    if not twin.instances:
+        twin.artifacts["dinov2"] = {}
+        return
+    backend = perception.backend("DINOv2", sample)
+    crops = [crop_box(inst, twin.size) for inst in twin.instances]
+
+    def compute() -> dict:
+        frames = perception.frames(sample, twin)
+        return {"features": backend.embed([frames[t][y1:y2, x1:x2] for t, (x1, y1, x2, y2) in crops])}
+
+    features = perception.cached("DINOv2", sample, twin, {"crops": crops}, compute)["features"]
+    twin.artifacts["dinov2"] = {inst.id: np.asarray(f, dtype=np.float32) for inst, f in zip(twin.instances, features)}
