@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from loaders.base import Dataset, require_dir
+from loaders.base import Dataset, DatasetFormatError, require_dir
 from loaders.reasonseg import ReasonSegDataset
 from loaders.revos import ReVOSDataset
 from loaders.canonical import CanonicalDataset
@@ -26,8 +26,12 @@ class DemoDataset(Dataset):
     """Images (ReasonSeg format), videos (ReVOS format), then RVTBench queries from ``root``; see the
     module docstring.
 
+    ``split``: "demo" = every sample; another name = the sample ids listed in
+    ``root/splits/<split>.txt`` (one per line, ``#`` comments), in the demo's order ("quick": what
+    the main job runs).
     ``errors``: the parts' per-sample errors, ids prefixed like the samples'. Raises
-    DatasetFormatError when ``root`` or a part is missing or malformed as a whole.
+    DatasetFormatError when ``root`` or a part is missing or malformed as a whole, or when a split
+    file is missing or names a sample the demo does not have.
     """
 
     name = "demo"
@@ -56,4 +60,20 @@ class DemoDataset(Dataset):
                     annotations = clip_annotations[s.meta["video"]]
                 self._samples.append(replace(s, id=f"{prefix}/{s.id}", dataset=self.name, split=split,
                                              meta={**s.meta, "source": part.name}, annotations=annotations))
+        if split != "demo":
+            self._select(self.root / "splits" / f"{split}.txt")
         self.require_some_samples(str(self.root))
+
+    def _select(self, path: Path) -> None:
+        """Keep the samples (and per-sample errors) whose ids `path` lists."""
+        if not path.is_file():
+            known = ["demo", *sorted(p.stem for p in path.parent.glob("*.txt"))]
+            raise DatasetFormatError(f"demo split {path.stem!r}: no {path}; splits: {known}")
+        wanted = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        have = {s.id for s in self._samples} | {e["sample_id"] for e in self.errors}
+        unknown = [i for i in wanted if i not in have]
+        if unknown:
+            raise DatasetFormatError(f"{path} lists samples the demo does not have: {unknown}")
+        keep = set(wanted)
+        self._samples = [s for s in self._samples if s.id in keep]
+        self.errors = [e for e in self.errors if e["sample_id"] in keep]

@@ -39,7 +39,7 @@ def demo_cfg(tmp_path: Path, predictions: Path, *overrides: str):
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["+dataset=demo", "+model=precomputed", f"model.root={predictions}",
                                            f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}",
-                                           "run.verify_frames=false", *overrides])
+                                           "run.verify_frames=false", "dataset.split=demo", *overrides])
     with open_dict(cfg):
         cfg._overrides = list(overrides)
     return cfg

@@ -135,16 +135,21 @@ def test_run_directories_keep_their_names():
     (tiny models), dataset left out, is pinned: moving defaults between YAML and schemas must change
     no semantic value. 0dcca24f84 was main's before the schemas and the derived tool registry
     (69042cd) and stayed so through them; the embedded policy's compact twin and shorter spans (a
-    deliberate change of what runs, issue 14) then made it eef88695f4."""
-    assert run_fingerprint("+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny") == "eef88695f4"
+    deliberate change of what runs, issue 14) then made it eef88695f4; the llama.cpp policies
+    continuing from the ids they sampled and smollm2's Q8_0 requantisation (both change outputs,
+    issue 14) made it 0e07cd115a."""
+    assert run_fingerprint("+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny") == "0e07cd115a"
 
 
 @pytest.mark.parametrize("overrides, pinned", [
     (["+model=vlm"], "324c099156"), (["+model=vlm", "model.backend=hf"], "d9ae46f09e"),
-    (["+model=jit"], "e3cac212e0"), (["+model=jit", "policy=gemma3_270m"], "f7ba529183"),
-    (["+model=dtr1"], "5e22f7fb9b"), (["+model=dtr1", "policy=gemma3_270m"], "fbb8a418a2")])
+    (["+model=jit"], "2ddc788f27"), (["+model=jit", "policy=gemma3_270m"], "e2269acd28"),
+    (["+model=dtr1"], "5b4291597a"), (["+model=dtr1", "policy=gemma3_270m"], "975085a4d1")])
 def test_jit_vlm_and_sandbox_schemas_keep_the_run_directories(overrides, pinned):
-    # main's values (5e41a15) when jit.yaml, vlm.yaml and the sandbox blocks still wrote every default
+    # main's values (5e41a15) when jit.yaml, vlm.yaml and the sandbox blocks still wrote every
+    # default (vlm's are those still); the GGUF-policy rows then changed once, deliberately, when the
+    # llama.cpp policies began to continue from their sampled ids and smollm2 to run requantised
+    # to Q8_0 (fingerprint keys "continuation", "requantize"; issue 14).
     assert run_fingerprint(*overrides) == pinned
 
 

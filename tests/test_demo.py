@@ -160,7 +160,29 @@ def test_hydra_config_instantiates_the_demo(demo):
     from loaders.config import loader_kwargs
 
     ds = instantiate(loader_kwargs(cfg), _convert_="all")
-    assert [s.id for s in ds] == [s.id for s in demo]
+    # the main job's default is the quick split: the listed ids, in the demo's order, every task
+    listed = [line for line in (REPO / "demo" / "splits" / "quick.txt").read_text().splitlines()
+              if line and not line.startswith("#")]
+    assert cfg.split == "quick" and [s.id for s in ds] == [s.id for s in demo if s.id in set(listed)]
+    assert len(ds) == len(listed) < len(demo)
+    assert {s.task for s in ds} == {s.task for s in demo} and {s.meta["source"] for s in ds} == {"reasonseg", "revos", "rvtbench"}
+    full = instantiate(loader_kwargs(OmegaConf.merge(cfg, {"split": "demo"})), _convert_="all")
+    assert [s.id for s in full] == [s.id for s in demo]
+
+
+def test_a_demo_split_file_naming_a_missing_sample_or_a_missing_split_is_refused(tmp_path):
+    import shutil
+
+    from core.types import DatasetFormatError
+    from loaders.demo import DemoDataset
+
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "demo", root)
+    (root / "splits" / "bad.txt").write_text("# comment\nimage/astronaut_flag\nimage/no_such_sample\n")
+    with pytest.raises(DatasetFormatError, match="no_such_sample"):
+        DemoDataset(root, split="bad")
+    with pytest.raises(DatasetFormatError, match="splits: \\['demo', 'bad', 'quick'\\]"):
+        DemoDataset(root, split="nope")
 
 
 @pytest.mark.parametrize("name", ["reasonseg", "revos"])

@@ -128,3 +128,82 @@ def test_prompt_lookup_drafts_give_the_token_by_token_greedy_text(monkeypatch):
         batches.append(calls)
     assert texts[0] == texts[1] and "<dt_plan>{\"SAM2\": []" in texts[0]
     assert max(batches[0]) == 1 and max(batches[1]) > 1 and len(batches[1]) < len(batches[0])
+
+
+def test_a_continuation_keeps_the_sampled_ids_and_evaluates_only_the_insertion(smollm2):
+    # The rollout's next prompt is the last prompt + the generated text + the harness's insertion:
+    # the model continues from the ids it sampled (no re-tokenisation of its own text).
+    prompt = smollm2.render(MESSAGES)
+    gen = smollm2.generate(prompt, ["\n"], 12)
+    backend = smollm2._backend
+    last_prompt, last_tokens, generated = backend.last
+    follow = prompt + gen.text + (gen.matched_stop or "") + "<results>1 2</results>\n"
+    tokens = backend.tokenize(follow)
+    inserted = backend._tokenize(b"<results>1 2</results>\n", bos=False)
+    assert tokens[: len(last_tokens)] == last_tokens
+    kept = tokens[len(last_tokens): len(tokens) - len(inserted)]
+    assert kept == generated[: len(kept)] and len(kept) >= len(generated) - 1
+    before = dict(backend.counts)
+    smollm2.generate(follow, ["\n"], 2)
+    # only the insertion (and the generated token never fed back) is evaluated
+    assert backend.counts["prompt_evaluated"] - before["prompt_evaluated"] <= len(inserted) + 2
+    # a prompt that does not continue the last one is tokenised whole
+    assert backend.tokenize(smollm2.render([{"role": "user", "content": "Other."}])) == backend._tokenize(
+        smollm2.render([{"role": "user", "content": "Other."}]).encode(), bos=True)
+
+
+def test_parallel_instances_give_the_sequential_texts_and_keep_each_rollout_on_its_instance():
+    from adapters.policy.base import Request
+
+    seq = GGUFPolicy(model="smollm2", n_ctx=768, n_threads=1)
+    par = GGUFPolicy(model="smollm2", n_ctx=768, n_threads=1, n_parallel=2)
+    assert par.batch_size == 2 and seq.batch_size == 1
+    topics = ("dogs", "rain", "snow")
+    first = [Request(seq.render([{"role": "user", "content": f"One line about {t}."}]), ["\n"], 10) for t in topics]
+    a = seq.generate_batch(first)
+    b = par.generate_batch(first)
+    assert [g.text for g in a] == [g.text for g in b]
+    # two rollouts (a batch of n_parallel): each continuation goes to the instance that generated its first part
+    b = par.generate_batch(first[:2])
+    second = [Request(r.prompt + g.text + (g.matched_stop or "") + "More:", ["\n"], 6) for r, g in zip(first[:2], b)]
+    pool = par._instances()
+    holders = [max(range(2), key=lambda k: pool[k].prefix_bytes(r.prompt)) for r in second]
+    assert sorted(holders) == [0, 1]
+    before = [dict(inst.counts) for inst in pool]
+    c = par.generate_batch(second)
+    assert [g.text for g in c] == [g.text for g in seq.generate_batch(second)]
+    for inst, was in zip(pool, before):
+        assert inst.counts["calls"] == was["calls"] + 1
+        assert inst.counts["prompt_evaluated"] - was["prompt_evaluated"] <= 6  # "More:" and a fed-back token
+    seq.close()
+    par.close()
+
+
+def test_assign_prefers_the_instance_holding_the_longest_prefix():
+    from adapters.policy.gguf import _assign
+
+    assert _assign([[5, 90], [80, 10]]) == [[1], [0]]
+    assert _assign([[5, 90], [80, 10], [0, 0]]) in ([[1, 2], [0]], [[1], [0, 2]])
+    assert _assign([[7, 7]]) == [[0], []]
+
+
+def test_requantized_weights_are_built_once_and_named_in_the_fingerprint(tmp_path):
+    policy = GGUFPolicy(model="smollm2", n_ctx=512, n_threads=1, requantize="q8_0", cache_dir=str(tmp_path))
+    plain = GGUFPolicy(model="smollm2", n_ctx=512, n_threads=1)
+    assert policy.fingerprint()["requantize"] == "q8_0" and "requantize" not in plain.fingerprint()
+    path = policy.model_path()
+    assert path.parent == tmp_path and path.name.endswith(".q8_0.gguf") and path.stat().st_size > 100_000_000
+    stamp = path.stat().st_mtime_ns
+    again = GGUFPolicy(model="smollm2", requantize="q8_0", cache_dir=str(tmp_path)).model_path()
+    assert again == path and path.stat().st_mtime_ns == stamp
+    gen = policy.generate(policy.render(MESSAGES), ["\n"], 4)
+    assert gen.n_tokens >= 1 and policy.metadata().get("tokenizer.chat_template")
+    policy.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"requantize": "q2_k"}, {"n_parallel": 0},
+                                    {"n_parallel": 2, "runtime": "transformers"},
+                                    {"requantize": "q8_0", "runtime": "transformers"}])
+def test_bad_speed_options_are_adapter_errors(kwargs):
+    with pytest.raises(AdapterError):
+        GGUFPolicy(model="smollm2", **kwargs)

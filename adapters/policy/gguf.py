@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from adapters.policy.base import Generation, Policy, check_decoding, split_at_stop
+from adapters.policy.base import Generation, Policy, Request, check_decoding, split_at_stop
 from adapters.policy.chat import render_chat
-from adapters.policy.gguf_files import get_model, resolve_gguf
+from adapters.policy.gguf_files import REQUANTIZE_TYPES, get_model, requantize_gguf, resolve_gguf
 from core.types import AdapterError
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,16 @@ class GGUFPolicy(Policy):
     cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
     decoding:      "free" | "grammar": constrain each continuation to the request's GBNF grammar
                    (llama.cpp's grammar sampler, `LlamaGrammar`; the transformers runtime: xgrammar).
+    requantize:    llama_cpp only: None = run the shipped weights; "q8_0" = run them requantised to
+                   Q8_0 by llama.cpp (adapters.policy.gguf_files.requantize_gguf; built once in
+                   cache_dir): ~1.5-2x faster prompt evaluation on CPUs, same model up to Q8_0 rounding.
+    n_parallel:    llama_cpp only: model instances decoding the requests of a batch at the same time,
+                   one OS thread each (llama.cpp releases the GIL); also the batch the harness hands
+                   over (`batch_size`). Each request goes to the instance whose KV cache shares the
+                   longest prefix with it, so a rollout's continuations stay on its instance. With
+                   n_threads = n_threads_batch = 1 and one instance per core, a 135M model on 2
+                   cores does about twice the work of 1 instance on 2 threads (no OpenMP team to
+                   synchronise; see docs/architecture.md "Embedded policy speed").
     (conf/policy/<name>.yaml may hold a `rollout:` block, DT-R1 limits sized for this model that
     conf/model/dtr1.yaml reads; it is no argument here: harness.config.adapter_node drops it.)
     """
@@ -63,6 +74,8 @@ class GGUFPolicy(Policy):
         cache_dir: str | None = None,
         prefill: str = "",
         decoding: str = "free",
+        n_parallel: int = 1,
+        requantize: str | None = None,
     ):
         if runtime not in RUNTIMES:
             raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
@@ -79,6 +92,15 @@ class GGUFPolicy(Policy):
         # with "<think>\n"; the policy continues from it. Part of the fingerprint.
         self.prefill = prefill
         self.decoding = check_decoding(decoding, self.name)
+        self.n_parallel = int(n_parallel)
+        if self.n_parallel < 1 or (self.n_parallel > 1 and runtime != "llama_cpp"):
+            raise AdapterError(f"policy n_parallel={n_parallel}: expected >= 1, and 1 unless runtime=llama_cpp")
+        self._pool: list[_LlamaCpp] = []
+        self.requantize = requantize
+        if requantize is not None and runtime != "llama_cpp":
+            raise AdapterError("policy requantize is a llama_cpp option (runtime=llama_cpp)")
+        if requantize is not None and requantize not in REQUANTIZE_TYPES:
+            raise AdapterError(f"policy requantize={requantize!r}: expected null or one of {list(REQUANTIZE_TYPES)}")
         self._path: Path | None = None
         self._meta: dict[str, str] | None = None
         self._backend: _LlamaCpp | _Transformers | None = None
@@ -97,6 +119,10 @@ class GGUFPolicy(Policy):
             "constraint": self.decoding,
             "chat_template": self.chat_template or "gguf",
             "prefill": self.prefill,
+            # llama_cpp: a rollout's next prompt continues from the ids the model sampled (tokenize).
+            **({"continuation": "sampled_ids"} if self.runtime == "llama_cpp" else {}),
+            # Only when set, so the fingerprints (run names) of configurations without them stay.
+            **({"requantize": self.requantize} if self.requantize else {}),
         }
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
@@ -112,18 +138,61 @@ class GGUFPolicy(Policy):
             raise AdapterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         return self._load().generate(prompt, list(stop), int(max_new_tokens), grammar)
 
+    @property
+    def batch_size(self) -> int:
+        """Requests per generate_batch the harness should send (= n_parallel)."""
+        return self.n_parallel
+
+    def generate_batch(self, requests: list[Request]) -> list[Generation]:
+        """`generate` for each request; with n_parallel > 1 the requests are spread over the
+        instances (longest shared KV prefix first) and decoded in parallel threads. Each result is
+        the greedy continuation of its own prompt, as `generate` gives it."""
+        if self.n_parallel == 1 or len(requests) < 2:
+            return super().generate_batch(requests)
+        for r in requests:
+            if r.max_new_tokens < 1:
+                raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
+        pool = self._instances()
+        lanes = _assign([[inst.prefix_bytes(r.prompt) for inst in pool] for r in requests])
+        results: list[Generation | BaseException | None] = [None] * len(requests)
+
+        def work(lane: int) -> None:
+            for i in lanes[lane]:
+                r = requests[i]
+                try:
+                    results[i] = pool[lane].generate(r.prompt, list(r.stop), int(r.max_new_tokens), r.grammar)
+                except BaseException as exc:  # re-raised in the caller's thread, first in request order
+                    results[i] = exc
+
+        threads = [threading.Thread(target=work, args=(lane,), daemon=True) for lane in range(len(pool)) if lanes[lane]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
+        return results  # type: ignore[return-value]
+
     def close(self) -> None:
-        counts = getattr(self._backend, "counts", None)
-        if counts and counts["calls"]:
+        instances = [b for b in (self._pool or [self._backend]) if isinstance(b, _LlamaCpp)]
+        counts = {k: sum(b.counts[k] for b in instances) for k in ("calls", "prompt_evaluated", "prompt_reused", "generated")}
+        if counts["calls"]:
             log.info("%s: %d calls, %d prompt tokens evaluated (%d reused from the KV cache), %d tokens generated",
                      self.name, counts["calls"], counts["prompt_evaluated"], counts["prompt_reused"], counts["generated"])
         self._backend = None
+        self._pool = []
 
     # --- loading -----------------------------------------------------------------------------------
 
     def model_path(self) -> Path:
+        """The GGUF file the runtime loads (the shipped one, or its requantised copy)."""
         if self._path is None:
-            self._path = resolve_gguf(self.spec.key, self.cache_dir)
+            path = resolve_gguf(self.spec.key, self.cache_dir)
+            if self.requantize:
+                with _quiet_stderr():  # llama.cpp prints a line per tensor
+                    path = requantize_gguf(path, self.requantize, self.cache_dir)
+            self._path = path
         return self._path
 
     def metadata(self) -> dict[str, str]:
@@ -135,6 +204,15 @@ class GGUFPolicy(Policy):
             self._meta = dict(vocab.metadata)
             vocab.close()
         return self._meta
+
+    def _instances(self) -> "list[_LlamaCpp]":
+        """The n_parallel llama.cpp instances (the first is the one `generate` uses), loaded once."""
+        first = self._load()
+        if not self._pool:
+            assert isinstance(first, _LlamaCpp)
+            self._pool = [first] + [_LlamaCpp(self.model_path(), self.n_ctx, self.n_threads, self.n_threads_batch, self.seed)
+                                    for _ in range(self.n_parallel - 1)]
+        return self._pool
 
     def _load(self) -> "_LlamaCpp | _Transformers":
         if self._backend is None:
@@ -200,14 +278,45 @@ class _LlamaCpp:
         # Work done, for the log line at close: prompt tokens evaluated, prompt tokens whose KV
         # cache was reused from the previous call (the shared system prompt, the turn so far), tokens generated.
         self.counts = {"calls": 0, "prompt_evaluated": 0, "prompt_reused": 0, "generated": 0}
+        # The last call's prompt (bytes) and its tokens, and the tokens it generated: a rollout's
+        # next prompt is that prompt + the generated text + the harness's insertion.
+        self.last: tuple[bytes, list[int], list[int]] = (b"", [], [])
+
+    def tokenize(self, prompt: str) -> list[int]:
+        """The prompt's tokens as `generate` evaluates them: the last call's prompt tokens and the
+        tokens it generated, as far as the prompt continues their text, then the rest of the prompt
+        tokenised (`_tokenize`). So a rollout continues from the ids the model sampled: re-tokenising
+        grammar-decoded text often splits it otherwise, which would both re-evaluate the turn so
+        far and show the model ids it never produced."""
+        data = prompt.encode("utf-8")
+        last_prompt, last_tokens, generated = self.last
+        if not last_tokens or not data.startswith(last_prompt):
+            return self._tokenize(data, bos=True)
+        keep, end = 0, len(last_prompt)
+        for i in range(1, len(generated) + 1):
+            piece = self.llm.detokenize(generated[:i], prev_tokens=last_tokens)
+            if not data.startswith(piece, len(last_prompt)):
+                break
+            keep, end = i, len(last_prompt) + len(piece)
+        return last_tokens + generated[:keep] + (self._tokenize(data[end:], bos=False) if end < len(data) else [])
+
+    def _tokenize(self, data: bytes, bos: bool) -> list[int]:
+        # bos=True defers to the GGUF's add_bos_token; special=True parses the template's
+        # control tokens (<|im_start|>, <start_of_turn>) as tokens, as create_completion does.
+        return self.llm.tokenize(data, add_bos=bos, special=True)
+
+    def prefix_bytes(self, prompt: str) -> int:
+        """How many leading bytes `prompt` shares with the last call's prompt + generated text
+        (a request's affinity to this instance's KV cache)."""
+        last_prompt, last_tokens, generated = self.last
+        text = last_prompt + (self.llm.detokenize(generated, prev_tokens=last_tokens) if generated else b"")
+        return len(os.path.commonprefix([text, prompt.encode("utf-8")]))
 
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         import llama_cpp
 
         llm = self.llm
-        # add_bos=True defers to the GGUF's add_bos_token; special=True parses the template's
-        # control tokens (<|im_start|>, <start_of_turn>) as tokens, as create_completion does.
-        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        tokens = self.tokenize(prompt)
         budget = _fit_budget(len(tokens), max_new_tokens, self.n_ctx)
         reused = _common_prefix(llm._input_ids[: llm.n_tokens], tokens)
         # llama-cpp-python replays one token when the whole prompt is cached (to refresh the logits).
@@ -236,7 +345,25 @@ class _LlamaCpp:
                 break
         steps.close()
         self.counts["generated"] += len(out)
+        self.last = (prompt.encode("utf-8"), tokens, out)
         return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out))
+
+
+def _assign(shared: list[list[int]]) -> list[list[int]]:
+    """Request indices per instance: pairs (request, instance) are taken longest shared prefix
+    first, one request per instance while instances are free; the rest go to the instance with
+    the fewest requests. `shared[i][k]`: how much of request i instance k holds (prefix_bytes)."""
+    lanes: list[list[int]] = [[] for _ in shared[0]]
+    pairs = sorted((-n, i, k) for i, row in enumerate(shared) for k, n in enumerate(row))
+    placed: set[int] = set()
+    for _, i, k in pairs:
+        if i not in placed and not lanes[k]:
+            lanes[k].append(i)
+            placed.add(i)
+    for i in range(len(shared)):
+        if i not in placed:
+            min(lanes, key=len).append(i)
+    return lanes
 
 
 def _common_prefix(a: Any, b: list[int]) -> int:
