@@ -249,20 +249,6 @@ class FoundationPerception(Perception):
         for inst, text in zip(twin.instances, self._crop_answers("SemanticAnalysis", "label", sample, twin)):
             inst.label = text.splitlines()[0].strip().rstrip(".") if text.strip() else None
 
-    def _crop_answers(self, call: str, prompt: str, sample: Sample, twin: Twin) -> list[str]:
-        """Qwen2.5-VL's answer to ``prompt`` on each instance's crop (frame of largest area)."""
-        if not twin.instances:
-            return []
-        backend = self.backend("Qwen2.5-VL", sample)
-        crops = [crop_box(inst, twin.size) for inst in twin.instances]
-
-        def compute() -> dict:
-            frames = self.frames(sample, twin)
-            return {"texts": backend.generate([([frames[t][y1:y2, x1:x2]], backend.prompt(prompt))
-                                               for t, (x1, y1, x2, y2) in crops])}
-
-        return self.cached(call, sample, twin, {"crops": crops}, compute)["texts"]
-
     # --- for tool steps (public: a backend module's step, e.g. adapters.twin.backends.dinov2) --------
 
     def cached(self, call: str, sample: Sample, twin: Twin, params: dict, compute: Callable[[], dict]) -> dict:
