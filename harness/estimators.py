@@ -180,8 +180,13 @@ def _revos(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
 
 def _reasonseg(protocol: Any, key: str, records: list[dict]) -> Estimator | str:
     if key == "gIoU":
-        term = "giou_term" if getattr(protocol, "mode", "reference") == "reference" else "iou"
-        return Estimator(key, [_stratum(records, lambda r: r[term])])
+        if getattr(protocol, "mode", "reference") == "reference":
+            # LISA divides the sum by N + 1e-5 (metrics.masks.giou): each sample's denominator is
+            # 1 + 1e-5 / N, so a resample's sum(count * den) is N + 1e-5 as well; without it a run of
+            # N <~ 10 samples differs from the protocol's number by more than the tolerance.
+            n = len(records)
+            return Estimator(key, [_stratum(records, lambda r: r["giou_term"], lambda r: 1.0 + 1e-5 / n)])
+        return Estimator(key, [_stratum(records, lambda r: r["iou"])])
     if key == "cIoU":
         return Estimator(key, [_stratum(records, lambda r: r["I"], lambda r: r["U"])])
     return f"no estimator for ReasonSeg metric {key!r}"

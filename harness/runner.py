@@ -127,7 +127,8 @@ def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, 
     if not plan.todo or cfg.run.merge:
         rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint)
         if not plan.todo:
-            log.info("all %d samples of this shard already predicted in %s: no model work", len(mine), ident.run_dir)
+            log.info("all %d samples%s already predicted in %s: no model work", len(mine),
+                     " of this shard" if cfg.run.num_shards > 1 else "", ident.run_dir)
         elif plan.failed_outside:
             log.warning("%d samples failed outside the model's output; re-run their shard (without run.merge) to "
                         "predict them again", len(plan.failed_outside))

@@ -413,12 +413,37 @@ def build_rvtbench(out: Path, visible_of: dict[str, dict[str, list[np.ndarray | 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+QUICK_SPLIT = """\
+# The demo's quick split: what `python run_bench.py` runs (dataset.split=demo runs all 31 samples).
+# Every task and format of the demo in 10 samples (the main job's < 90 s on 2 cores): the first
+# expression of each ReVOS-format clip, three ReasonSeg-format images, and RVTBench's first
+# grounding, vqa and summary query.
+image/astronaut_flag
+image/chelsea_eyes
+image/coffee_cup
+video/kitchen_table/0
+video/launch_pad/0
+video/lawn_depth/0
+video/UVO/all/coin_entry/0
+rvt/grounding/kitchen_table
+rvt/vqa/launch_pad
+rvt/summary/kitchen_table
+"""
+
+
+def build_splits(out: Path) -> None:
+    """splits/<name>.txt: the sample ids of each named split (loaders.demo; "demo" = all, no file)."""
+    (out / "splits").mkdir(parents=True, exist_ok=True)
+    (out / "splits" / "quick.txt").write_text(QUICK_SPLIT, encoding="utf-8")
+
+
 def build(out: Path) -> None:
-    """Write the whole demo under ``out`` (reasonseg/, revos/, rvtbench/), replacing what was there."""
-    for part in ("reasonseg", "revos", "rvtbench"):
+    """Write the whole demo under ``out`` (reasonseg/, revos/, rvtbench/, splits/), replacing what was there."""
+    for part in ("reasonseg", "revos", "rvtbench", "splits"):
         shutil.rmtree(out / part, ignore_errors=True)
     build_images(out)
     build_rvtbench(out, build_videos(out))
+    build_splits(out)
 
 
 def main() -> None:

@@ -47,6 +47,17 @@ def test_ciou_estimator_is_a_ratio_of_sums():
     assert bootstrap.estimator(protocol, "gIoU", records).value() == pytest.approx(reported["gIoU"], abs=1e-12)
 
 
+@pytest.mark.parametrize("n", [1, 3, 10, 30])
+def test_reference_giou_estimator_divides_by_n_plus_1e_5_as_lisa(n):
+    # LISA's gIoU is sum / (N + 1e-5); a plain mean differs by ~gIoU * 1e-5 / N, beyond the
+    # tolerance for the main job's 3 image samples, which then printed no interval.
+    protocol, records = ReasonSegProtocol(mode="reference"), reasonseg_records(n=n, seed=n)
+    reported = protocol.aggregate(records)["metrics"]["gIoU"]
+    assert bootstrap.estimator(protocol, "gIoU", records).value() == pytest.approx(reported, abs=1e-7)
+    ci = bootstrap.headline_cis(protocol, records, {"gIoU": reported}, b=200)["gIoU"]
+    assert ci["low"] is not None and ci["low"] <= reported + 1e-6 and ci["high"] >= reported - 1e-6
+
+
 def test_constant_scores_give_a_zero_width_interval():
     est = bootstrap.estimator(RVTBenchProtocol(), "segmentation/J&F", mean_records([0.25] * 50))
     ci = bootstrap.confidence_interval(est, b=200)

@@ -209,7 +209,7 @@ def test_build_is_deterministic(tmp_path):
 def test_committed_annotations_match_the_build_script(tmp_path):
     # JSON only: annotations are pure NumPy/pycocotools; JPEG bytes may differ with another libjpeg
     _build_module().build(tmp_path)
-    for pattern in ("*.json", "*.jsonl"):
+    for pattern in ("*.json", "*.jsonl", "*.txt"):
         assert _digests(tmp_path, pattern) == _digests(DEMO, pattern), "demo/ is stale: run python scripts/build_demo.py"
 
 

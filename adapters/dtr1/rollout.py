@@ -194,7 +194,9 @@ def _step_all(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
             raise AdapterError(f"policy {policy.name}: generate_batch returned {len(gens)} results for {len(order)} requests")
         pending.clear()
         for i, gen in zip(order, gens):
-            live[i][1].timings["policy"] += elapsed
+            # the batch's wall time shared by its requests, so per-sample policy seconds add up to
+            # the run's (as harness.predict shares a batch's total)
+            live[i][1].timings["policy"] += elapsed / len(order)
             advance(i, gen)
 
 
