@@ -25,4 +25,7 @@ def make_small_demo(root: Path) -> Path:
     keep = {"grounding/launch_pad", "vqa/coin_entry", "summary/coin_entry"}
     lines = (root / "rvtbench/test.jsonl").read_text().splitlines()
     (root / "rvtbench/test.jsonl").write_text("\n".join(l for l in lines if json.loads(l)["id"] in keep) + "\n")
+    # the default split ("quick") of the copy is the whole copy
+    (root / "splits/quick.txt").write_text("\n".join(
+        ["image/coffee_cup", "video/launch_pad/0", "video/UVO/all/coin_entry/0", *(f"rvt/{k}" for k in sorted(keep))]) + "\n")
     return root

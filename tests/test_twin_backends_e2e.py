@@ -20,7 +20,7 @@ ANSWER = '<think>the first instance</think>\n<task>segmentation</task> <answer>{
 
 def _cfg(tmp_path, name, n=2):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=["+dataset=demo", "+model=dtr1", "perception=tiny",
+        cfg = compose("config", overrides=["+dataset=demo", "dataset.split=demo", "+model=dtr1", "perception=tiny",
                                            f"run.root={tmp_path / 'runs'}", f"run.name={name}", f"run.limit={n}",
                                            f"leaderboard.dir={tmp_path / 'lb'}"])
     with open_dict(cfg):
