@@ -45,7 +45,7 @@ from adapters.base import Adapter
 from core import masks, png
 from core.frames import frame_size
 from core.store import prediction_files, read_predictions
-from core.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
+from core.types import RLE, AdapterError, DatasetFormatError, Prediction, RunStoreError, Sample
 
 LAYOUTS = ("auto", "revos", "reasonseg", "llmseg40k", "jsonl")
 # sample meta keys each PNG layout maps a sample to its file(s) with; also auto's order of preference
@@ -88,6 +88,16 @@ class PrecomputedAdapter(Adapter):
 
     def fingerprint(self) -> dict:
         return {"name": self.name, "root": str(self.root.resolve()), "layout": self.layout}
+
+    def preflight(self) -> None:
+        """jsonl layout: read the prediction files once, before the first sample, so a malformed line
+        stops the run with one message naming the file and line (RunStoreError from
+        core.store.read_predictions) instead of failing every sample."""
+        if self.layout == "jsonl" and self._predictions is None:
+            try:
+                self._predictions = read_predictions(self._jsonl_files)
+            except RunStoreError as exc:
+                raise AdapterError(f"precomputed: {exc}") from exc
 
     def predict(self, sample: Sample) -> Prediction:
         if self.layout == "jsonl":
@@ -156,7 +166,12 @@ class PrecomputedAdapter(Adapter):
                 )
             for rle, frame in zip(stored.masks, sample.frames):
                 if rle is not None:
-                    _check_size(sample, frame, tuple(int(v) for v in rle["size"]), "stored RLE")
+                    try:
+                        size = tuple(int(v) for v in rle["size"])
+                    except (TypeError, KeyError, ValueError) as exc:
+                        raise AdapterError(f"sample {sample.id}: stored mask {str(rle)[:80]} is not a COCO RLE "
+                                           f"with a 'size' [H, W]: {exc}") from exc
+                    _check_size(sample, frame, size, "stored RLE")
         # a copy, so that the runner's timing of this call does not alter the cached record
         return replace(stored, timings=dict(stored.timings))
 

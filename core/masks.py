@@ -145,11 +145,30 @@ def decode(rle: RLE) -> np.ndarray:
     """Decode a COCO RLE dict (compressed counts as str or bytes, or uncompressed counts as a list)
     into an (H, W) bool array. Raises DatasetFormatError on a malformed RLE."""
     try:
-        h, w = (int(v) for v in rle["size"])
+        h, w = (_dimension(v) for v in rle["size"])
         counts = rle["counts"]
-        return mask_utils.decode(_coded({"size": [h, w], "counts": counts})).astype(bool)
-    except (KeyError, TypeError, ValueError) as exc:
+        runs = _counts(counts)
+    except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
         raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+    # pycocotools writes the runs into an uninitialised H x W buffer without bounds: runs that do not
+    # cover it exactly would leave stale memory in the mask (fewer) or write past it (more).
+    if runs.size and (int(runs.sum()) != h * w or int(runs.min()) < 0):
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: its runs cover {int(runs.sum())} pixels "
+                                 f"(smallest run {int(runs.min())}), not H*W = {h * w}")
+    if not runs.size and h * w:
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: no runs for H*W = {h * w} pixels")
+    try:
+        return mask_utils.decode(_coded({"size": [h, w], "counts": counts})).astype(bool)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+
+
+def _dimension(v: Any) -> int:
+    """One entry of an RLE's size as an int; ValueError for a negative or non-integral value (512.7)."""
+    n = int(v)
+    if n != v or n < 0:
+        raise ValueError(f"size entries must be non-negative integers, got {v!r}")
+    return n
 
 
 def compressed_runs(counts: str | bytes) -> list[int]:
@@ -268,7 +287,10 @@ def _coded(rle: RLE) -> dict:
     counts = rle["counts"]
     if isinstance(counts, list):
         h, w = (int(v) for v in rle["size"])
-        return mask_utils.frPyObjects({"size": [h, w], "counts": counts}, h, w)
+        try:
+            return mask_utils.frPyObjects({"size": [h, w], "counts": counts}, h, w)
+        except OverflowError as exc:  # a negative or huge run (pycocotools packs runs as uint32)
+            raise ValueError(f"runs must be non-negative 32-bit counts: {exc}") from exc
     return {"size": list(rle["size"]), "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
 
 

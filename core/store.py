@@ -63,7 +63,12 @@ class PredictionLog:
         """Write one record and make it durable before returning (flush + fsync)."""
         if self._fh is None:
             self._fh = open(self.path, "a", encoding="utf-8")
-        self._fh.write(dumps(pred.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
+        line = dumps(pred.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in model or code text: JSON's \u escapes carry it
+            line = dumps(pred.to_dict(), ensure_ascii=True, separators=(",", ":"))
+        self._fh.write(line + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 

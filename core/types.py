@@ -265,6 +265,10 @@ class Prediction:
             raise RunStoreError(
                 f"prediction {d['sample_id']!r} has schema_version {version}, expected {SCHEMA_VERSION}"
             )
+        error = d.get("error")
+        if error is not None and not (isinstance(error, dict) and isinstance(error.get("kind"), str)):
+            raise RunStoreError(f"prediction {d['sample_id']!r}: 'error' must be null or an object with a "
+                                f"'kind' string (and a 'message'), got {str(error)[:80]}")
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
 

@@ -69,7 +69,12 @@ class DemoDataset(Dataset):
         if not path.is_file():
             known = ["demo", *sorted(p.stem for p in path.parent.glob("*.txt"))]
             raise DatasetFormatError(f"demo split {path.stem!r}: no {path}; splits: {known}")
-        wanted = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        # utf-8-sig: a split file saved with a byte-order mark reads the same
+        wanted = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()
+                  if line.strip() and not line.strip().startswith("#")]
+        twice = sorted({i for i in wanted if wanted.count(i) > 1})
+        if twice:
+            raise DatasetFormatError(f"{path} lists samples more than once: {twice}")
         have = {s.id for s in self._samples} | {e["sample_id"] for e in self.errors}
         unknown = [i for i in wanted if i not in have]
         if unknown:

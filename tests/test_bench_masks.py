@@ -73,6 +73,36 @@ def test_malformed_rle_is_a_dataset_error():
         masks.decode({"size": [4], "counts": "xx"})
 
 
+def _small_string():
+    m = np.zeros((10, 10), bool)
+    m[2:5, 3:6] = True
+    return masks.encode(m)["counts"]
+
+
+@pytest.mark.parametrize("rle", [
+    {"size": [512, 512], "counts": [100, 200]},                # runs cover 300 of 262144 pixels
+    {"size": [512, 512], "counts": _small_string()},           # a 10 x 10 mask relabelled 512 x 512
+    {"size": [4, 4], "counts": [10, 10]},                      # runs overrun the frame
+    {"size": [4, 4], "counts": [-5, 21]},                      # a negative run
+    {"size": [4.0, 4.5], "counts": [16]},                      # a fractional size
+    {"size": [4, 4], "counts": []},                            # no runs at all
+])
+def test_rle_whose_runs_do_not_cover_the_frame_exactly_is_refused(rle):
+    # pycocotools decodes into an uninitialised buffer without bounds: a short RLE once scored a
+    # 200-pixel prediction as IoU 0.996 (the buffer still held the ground truth).
+    with pytest.raises(DatasetFormatError, match="malformed RLE"):
+        masks.decode(rle)
+
+
+def test_a_well_formed_rle_still_decodes_in_both_count_forms():
+    m = np.zeros((6, 5), bool)
+    m[1:4, 2] = True
+    rle = masks.encode(m)
+    runs = masks._counts(rle["counts"]).tolist()
+    assert np.array_equal(masks.decode(rle), m) and np.array_equal(masks.decode({"size": [6, 5], "counts": runs}), m)
+    assert np.array_equal(masks.decode({"size": [6.0, 5.0], "counts": rle["counts"]}), m)
+
+
 def test_png_masks_any_nonzero_is_foreground(tmp_path):
     m = np.zeros((5, 7), bool)
     m[2, 3] = True

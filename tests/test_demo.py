@@ -183,6 +183,11 @@ def test_a_demo_split_file_naming_a_missing_sample_or_a_missing_split_is_refused
         DemoDataset(root, split="bad")
     with pytest.raises(DatasetFormatError, match="splits: \\['demo', 'bad', 'quick'\\]"):
         DemoDataset(root, split="nope")
+    (root / "splits" / "twice.txt").write_text("image/astronaut_flag\nimage/astronaut_flag\n")
+    with pytest.raises(DatasetFormatError, match="more than once"):
+        DemoDataset(root, split="twice")
+    (root / "splits" / "bom.txt").write_bytes("\ufeffimage/astronaut_flag\r\nimage/chelsea_eyes\r\n".encode("utf-8"))
+    assert [s.id for s in DemoDataset(root, split="bom")] == ["image/astronaut_flag", "image/chelsea_eyes"]
 
 
 @pytest.mark.parametrize("name", ["reasonseg", "revos"])

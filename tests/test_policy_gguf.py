@@ -207,3 +207,11 @@ def test_requantized_weights_are_built_once_and_named_in_the_fingerprint(tmp_pat
 def test_bad_speed_options_are_adapter_errors(kwargs):
     with pytest.raises(AdapterError):
         GGUFPolicy(model="smollm2", **kwargs)
+
+
+def test_an_unwritable_cache_dir_is_one_adapter_error_not_a_hang(tmp_path):
+    # FileLock retries forever where it cannot create its lock file (policy.cache_dir=/proc hung)
+    (tmp_path / "file").write_text("x")
+    policy = GGUFPolicy(model="smollm2", requantize="q8_0", cache_dir=str(tmp_path / "file" / "cache"))
+    with pytest.raises(AdapterError, match="policy.cache_dir .* is not a writable directory"):
+        policy.model_path()

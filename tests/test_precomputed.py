@@ -258,3 +258,31 @@ def test_threaded_batches_give_the_same_predictions(tmp_path):
             assert isinstance(got, AdapterError) and "img3.png" in str(got)
         else:
             assert got.sample_id == sample.id and got.masks == adapter.predict(sample).masks
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("{garbage", r"predictions\.jsonl:2: not a JSON prediction record"),
+    ('{"sample_id": "b", "error": "oops"}', r"'error' must be null or an object with a 'kind'"),
+])
+def test_a_bad_record_in_a_prediction_file_stops_before_the_first_sample(tmp_path, bad, match):
+    # once: every sample failed as "store" with tracebacks (garbage line), or the run crashed (error: "oops")
+    from core.types import AdapterError
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"sample_id": "a", "task": "vqa", "text": "x"}\n' + bad + '\n{"sample_id": "c", "task": "vqa", "text": "y"}\n')
+    adapter = PrecomputedAdapter(path)
+    with pytest.raises(AdapterError, match=match):
+        adapter.preflight()
+
+
+def test_a_stored_mask_that_is_not_an_rle_fails_its_sample(tmp_path):
+    from core.types import AdapterError, Sample, Target
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"sample_id": "a", "task": "segmentation", "masks": ["nope"]}\n')
+    sample = Sample(id="a", dataset="d", split="s", modality="image", frames=["f.jpg"], frame_ids=["f"],
+                    query="q", task="segmentation", target=Target())
+    adapter = PrecomputedAdapter(path)
+    adapter.preflight()
+    with pytest.raises(AdapterError, match="is not a COCO RLE"):
+        adapter.predict(sample)

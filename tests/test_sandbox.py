@@ -40,6 +40,15 @@ def test_prints_come_back(twin):
     assert result.duration_s > 0
 
 
+def test_lone_surrogates_in_output_or_errors_come_back_replaced(twin):
+    # model-written code printing "\ud800" once failed the write of the sample's record (and so the run)
+    result = run_code('print("a\\ud800b")', twin)
+    assert (result.ok, result.output) == (True, "a?b\n")
+    result = run_code('raise ValueError("bad\\ud800")', twin)
+    assert not result.ok and "bad?" in result.error
+    result.error.encode("utf-8")
+
+
 def test_code_sees_twin_and_masks(twin):
     code = (
         "print(sorted(masks))\n"

@@ -62,3 +62,12 @@ def test_the_record_that_says_most_about_the_model_wins_across_files(tmp_path):
     assert out["b"].error is None and out["b"].text == "y"
     assert out["c"].error is None and out["c"].text == "x"
     assert attempts == {"a": 2, "b": 2, "c": 2}
+
+
+def test_a_lone_surrogate_is_written_escaped_and_read_back(tmp_path):
+    log = PredictionLog(tmp_path / "p.jsonl")
+    log.append(Prediction("s1", task="vqa", text="x\ud800y"))
+    log.append(Prediction("s2", task="vqa", text="ok é"))
+    log.close()
+    preds = read_predictions([tmp_path / "p.jsonl"])
+    assert preds["s1"].text == "x\ud800y" and preds["s2"].text == "ok é"

@@ -156,19 +156,37 @@ class GGUFPolicy(Policy):
         lanes = _assign([[inst.prefix_bytes(r.prompt) for inst in pool] for r in requests])
         results: list[Generation | BaseException | None] = [None] * len(requests)
 
-        def work(lane: int) -> None:
-            for i in lanes[lane]:
-                r = requests[i]
-                try:
-                    results[i] = pool[lane].generate(r.prompt, list(r.stop), int(r.max_new_tokens), r.grammar)
-                except BaseException as exc:  # re-raised in the caller's thread, first in request order
-                    results[i] = exc
+        done = [threading.Event() for _ in pool]
 
-        threads = [threading.Thread(target=work, args=(lane,), daemon=True) for lane in range(len(pool)) if lanes[lane]]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        def work(lane: int) -> None:
+            try:
+                for i in lanes[lane]:
+                    r = requests[i]
+                    try:
+                        results[i] = pool[lane].generate(r.prompt, list(r.stop), int(r.max_new_tokens), r.grammar)
+                    except BaseException as exc:  # re-raised in the caller's thread, first in request order
+                        results[i] = exc
+            finally:
+                done[lane].set()
+
+        busy = [lane for lane in range(len(pool)) if lanes[lane]]
+        for lane in busy:
+            threading.Thread(target=work, args=(lane,), daemon=True).start()
+        # Waiting on events, not Thread.join: a join interrupted by Ctrl-C marks a thread that is
+        # still running as stopped (CPython 3.11's _wait_for_tstate_lock), so a second join returned
+        # at once and the caller's cleanup freed a llama.cpp context a thread was decoding in (segfault).
+        try:
+            for lane in busy:
+                done[lane].wait()
+        except BaseException:
+            # Ctrl-C: the instances stop at their next token, then the caller may free them
+            for inst in pool:
+                inst.cancel.set()
+            for lane in busy:
+                done[lane].wait()
+            for inst in pool:
+                inst.cancel.clear()
+            raise
         for res in results:
             if isinstance(res, BaseException):
                 raise res
@@ -180,6 +198,8 @@ class GGUFPolicy(Policy):
         if counts["calls"]:
             log.info("%s: %d calls, %d prompt tokens evaluated (%d reused from the KV cache), %d tokens generated",
                      self.name, counts["calls"], counts["prompt_evaluated"], counts["prompt_reused"], counts["generated"])
+        for b in instances:
+            b.close()
         self._backend = None
         self._pool = []
 
@@ -281,6 +301,14 @@ class _LlamaCpp:
         # The last call's prompt (bytes) and its tokens, and the tokens it generated: a rollout's
         # next prompt is that prompt + the generated text + the harness's insertion.
         self.last: tuple[bytes, list[int], list[int]] = (b"", [], [])
+        # set by GGUFPolicy.generate_batch on Ctrl-C: stop generating at the next token
+        self.cancel = threading.Event()
+
+    def close(self) -> None:
+        """Free llama.cpp's model and context now. An interrupted run's traceback may keep this
+        object alive until the interpreter's own teardown, whose order llama.cpp did not survive
+        with two instances (exit 139 after Ctrl-C)."""
+        self.llm.close()
 
     def tokenize(self, prompt: str) -> list[int]:
         """The prompt's tokens as `generate` evaluates them: the last call's prompt tokens and the
@@ -332,6 +360,8 @@ class _LlamaCpp:
         if grammar:
             steps = _constrained(llm, steps, grammar)
         for token in steps:
+            if self.cancel.is_set():
+                break
             if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 reason = "eos"
                 break

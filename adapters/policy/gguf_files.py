@@ -122,22 +122,40 @@ def requantize_gguf(path: Path, ftype: str, cache_dir: str | Path | None = None)
         raise AdapterError(f"policy requantize={ftype!r}: expected null or one of {list(REQUANTIZE_TYPES)}")
     import llama_cpp
 
+    from filelock import Timeout
+
     root = Path(cache_dir or DEFAULT_CACHE_DIR)
-    root.mkdir(parents=True, exist_ok=True)
     target = root / f"{Path(path).stem}.{ftype}.gguf"
-    with FileLock(str(target) + ".lock"):
-        if target.is_file():
-            return target
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0}[ftype]
-        params.allow_requantize = True
-        params.nthread = max(1, min(2, os.cpu_count() or 1))
-        rc = llama_cpp.llama_model_quantize(str(path).encode(), str(tmp).encode(), ctypes.byref(params))
-        if rc != 0 or not tmp.is_file():
-            tmp.unlink(missing_ok=True)
-            raise AdapterError(f"llama.cpp could not requantize {path} to {ftype} (code {rc}) into {root}")
-        os.replace(tmp, target)
+    if target.is_file():
+        return target
+    try:  # FileLock retries forever on a directory where it cannot create its lock file (/proc)
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise AdapterError(f"policy.cache_dir {root} is not a writable directory ({exc.strerror or exc}); the "
+                           f"requantised weights are written there once: set policy.cache_dir to one") from exc
+    try:
+        lock = FileLock(str(target) + ".lock", timeout=600)
+        lock.acquire()
+    except Timeout as exc:
+        raise AdapterError(f"waited 10 minutes for {target}.lock (another process requantising?); remove the "
+                           f"lock file if no other run is using {root}") from exc
+    try:
+        if not target.is_file():
+            tmp = target.with_suffix(f".tmp{os.getpid()}")
+            params = llama_cpp.llama_model_quantize_default_params()
+            params.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0}[ftype]
+            params.allow_requantize = True
+            params.nthread = max(1, min(2, os.cpu_count() or 1))
+            rc = llama_cpp.llama_model_quantize(str(path).encode(), str(tmp).encode(), ctypes.byref(params))
+            if rc != 0 or not tmp.is_file():
+                tmp.unlink(missing_ok=True)
+                raise AdapterError(f"llama.cpp could not requantize {path} to {ftype} (code {rc}) into {root}")
+            os.replace(tmp, target)
+    finally:
+        lock.release()
     return target
 
 

@@ -430,6 +430,11 @@ def _valid_reply(msg: Any) -> tuple[bool, str, str | None] | None:
 
 
 def _truncate(text: str, max_chars: int) -> str:
+    """At most max_chars characters of the code's text, and text that UTF-8 can carry: a lone
+    surrogate (print("\\ud800"), which JSON transports) becomes "?" here rather than failing the
+    write of the sample's record later."""
+    if text:
+        text = text.encode("utf-8", "replace").decode("utf-8")
     if not text or len(text) <= max_chars:
         return text
     keep = max(max_chars - len(TRUNCATION_MARK), 0)
