@@ -94,14 +94,7 @@ def decode_box(rle: RLE, box: tuple[int, int, int, int]) -> np.ndarray:
     """The part of an RLE's mask inside box (y0, y1, x0, x1), as a (y1 - y0, x1 - x0) bool array,
     without building the full frame (the runs are decoded from the compressed counts).
     Raises DatasetFormatError on a malformed RLE."""
-    try:
-        h, w = (int(v) for v in rle["size"])
-        counts = _counts(rle["counts"])
-    except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
-    if counts.size and (int(counts.sum()) != h * w or int(counts.min()) < 0):
-        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: its runs cover {int(counts.sum())} pixels, "
-                                 f"not H*W = {h * w}")
+    h, _, counts = _checked_runs(rle)
     y0, y1, x0, x1 = box
     # the columns x0..x1 are one contiguous stretch of the column-major runs: expand it, keep the rows
     lo, hi = x0 * h, x1 * h
@@ -144,23 +137,30 @@ def _parse_counts(counts: str) -> np.ndarray:
 def decode(rle: RLE) -> np.ndarray:
     """Decode a COCO RLE dict (compressed counts as str or bytes, or uncompressed counts as a list)
     into an (H, W) bool array. Raises DatasetFormatError on a malformed RLE."""
-    try:
-        h, w = (_dimension(v) for v in rle["size"])
-        counts = rle["counts"]
-        runs = _counts(counts)
-    except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
     # pycocotools writes the runs into an uninitialised H x W buffer without bounds: runs that do not
     # cover it exactly would leave stale memory in the mask (fewer) or write past it (more).
-    if runs.size and (int(runs.sum()) != h * w or int(runs.min()) < 0):
-        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: its runs cover {int(runs.sum())} pixels "
-                                 f"(smallest run {int(runs.min())}), not H*W = {h * w}")
-    if not runs.size and h * w:
-        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: no runs for H*W = {h * w} pixels")
+    h, w, _ = _checked_runs(rle)
     try:
-        return mask_utils.decode(_coded({"size": [h, w], "counts": counts})).astype(bool)
+        return mask_utils.decode(_coded({"size": [h, w], "counts": rle["counts"]})).astype(bool)
     except (TypeError, ValueError, OverflowError) as exc:
         raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+
+
+def _checked_runs(rle: RLE) -> tuple[int, int, np.ndarray]:
+    """(H, W, run lengths) of an RLE whose size is two non-negative integers and whose runs are
+    non-negative and cover exactly H*W pixels; DatasetFormatError otherwise."""
+    try:
+        h, w = (_dimension(v) for v in rle["size"])
+        runs = _counts(rle["counts"])
+    except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+    if not runs.size:
+        if h * w:
+            raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: no runs for H*W = {h * w} pixels")
+    elif int(runs.sum()) != h * w or int(runs.min()) < 0:
+        raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: its runs cover {int(runs.sum())} pixels "
+                                 f"(smallest run {int(runs.min())}), not H*W = {h * w}")
+    return h, w, runs
 
 
 def _dimension(v: Any) -> int:

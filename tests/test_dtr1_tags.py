@@ -20,28 +20,16 @@ def test_missing_tag_is_a_parse_error_with_reason():
     assert info.value.kind == "parse"
 
 
-def test_unclosed_tag_is_a_parse_error():
+@pytest.mark.parametrize("call, text, reason", [
+    (T.extract_one, "<answer>yes", "unclosed_tag"),                            # never closed
+    (T.extract_one, "yes</answer>", "unclosed_tag"),                           # closed, never opened
+    (T.find_blocks, "<answer>a <answer>b</answer>", "unclosed_tag"),            # reopened before the close
+    (T.extract_one, "<answer>a</answer> <answer>b</answer>", "duplicate_tag"),  # two answers are ambiguous
+])
+def test_malformed_tags_are_tag_errors_with_their_reason(call, text, reason):
     with pytest.raises(T.TagError) as info:
-        T.extract_one("<answer>yes", "answer")
-    assert info.value.reason == "unclosed_tag"
-
-
-def test_closing_tag_without_opening_is_a_parse_error():
-    with pytest.raises(T.TagError) as info:
-        T.extract_one("yes</answer>", "answer")
-    assert info.value.reason == "unclosed_tag"
-
-
-def test_reopened_tag_before_close_is_a_parse_error():
-    with pytest.raises(T.TagError) as info:
-        T.find_blocks("<answer>a <answer>b</answer>", "answer")
-    assert info.value.reason == "unclosed_tag"
-
-
-def test_two_answers_are_ambiguous():
-    with pytest.raises(T.TagError) as info:
-        T.extract_one("<answer>a</answer> <answer>b</answer>", "answer")
-    assert info.value.reason == "duplicate_tag"
+        call(text, "answer")
+    assert info.value.reason == reason
 
 
 def test_find_blocks_returns_all_blocks_in_order():

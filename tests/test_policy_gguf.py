@@ -136,7 +136,7 @@ def test_a_continuation_keeps_the_sampled_ids_and_evaluates_only_the_insertion(s
     prompt = smollm2.render(MESSAGES)
     gen = smollm2.generate(prompt, ["\n"], 12)
     backend = smollm2._backend
-    last_prompt, last_tokens, generated = backend.last
+    last_prompt, last_tokens, generated, _ = backend.last
     follow = prompt + gen.text + (gen.matched_stop or "") + "<results>1 2</results>\n"
     tokens = backend.tokenize(follow)
     inserted = backend._tokenize(b"<results>1 2</results>\n", bos=False)

@@ -298,9 +298,9 @@ class _LlamaCpp:
         # Work done, for the log line at close: prompt tokens evaluated, prompt tokens whose KV
         # cache was reused from the previous call (the shared system prompt, the turn so far), tokens generated.
         self.counts = {"calls": 0, "prompt_evaluated": 0, "prompt_reused": 0, "generated": 0}
-        # The last call's prompt (bytes) and its tokens, and the tokens it generated: a rollout's
-        # next prompt is that prompt + the generated text + the harness's insertion.
-        self.last: tuple[bytes, list[int], list[int]] = (b"", [], [])
+        # The last call's prompt (bytes) and its tokens, the tokens it generated and their text
+        # (bytes): a rollout's next prompt is that prompt + the generated text + the harness's insertion.
+        self.last: tuple[bytes, list[int], list[int], bytes] = (b"", [], [], b"")
         # set by GGUFPolicy.generate_batch on Ctrl-C: stop generating at the next token
         self.cancel = threading.Event()
 
@@ -317,15 +317,18 @@ class _LlamaCpp:
         grammar-decoded text often splits it otherwise, which would both re-evaluate the turn so
         far and show the model ids it never produced."""
         data = prompt.encode("utf-8")
-        last_prompt, last_tokens, generated = self.last
+        last_prompt, last_tokens, generated, text = self.last
         if not last_tokens or not data.startswith(last_prompt):
             return self._tokenize(data, bos=True)
-        keep, end = 0, len(last_prompt)
-        for i in range(1, len(generated) + 1):
-            piece = self.llm.detokenize(generated[:i], prev_tokens=last_tokens)
-            if not data.startswith(piece, len(last_prompt)):
-                break
-            keep, end = i, len(last_prompt) + len(piece)
+        keep, end = len(generated), len(last_prompt) + len(text)  # usually all the generated text is kept
+        if not data.startswith(text, len(last_prompt)):
+            # only part of it (text after the stop string was dropped): the longest token prefix it keeps
+            keep, end = 0, len(last_prompt)
+            for i in range(1, len(generated)):
+                piece = self.llm.detokenize(generated[:i], prev_tokens=last_tokens)
+                if not data.startswith(piece, len(last_prompt)):
+                    break
+                keep, end = i, len(last_prompt) + len(piece)
         return last_tokens + generated[:keep] + (self._tokenize(data[end:], bos=False) if end < len(data) else [])
 
     def _tokenize(self, data: bytes, bos: bool) -> list[int]:
@@ -336,9 +339,8 @@ class _LlamaCpp:
     def prefix_bytes(self, prompt: str) -> int:
         """How many leading bytes `prompt` shares with the last call's prompt + generated text
         (a request's affinity to this instance's KV cache)."""
-        last_prompt, last_tokens, generated = self.last
-        text = last_prompt + (self.llm.detokenize(generated, prev_tokens=last_tokens) if generated else b"")
-        return len(os.path.commonprefix([text, prompt.encode("utf-8")]))
+        last_prompt, _, _, text = self.last
+        return len(os.path.commonprefix([last_prompt + text, prompt.encode("utf-8")]))
 
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         import llama_cpp
@@ -375,7 +377,7 @@ class _LlamaCpp:
                 break
         steps.close()
         self.counts["generated"] += len(out)
-        self.last = (prompt.encode("utf-8"), tokens, out)
+        self.last = (prompt.encode("utf-8"), tokens, out, llm.detokenize(out, prev_tokens=tokens) if out else b"")
         return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out))
 
 
