@@ -41,12 +41,12 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.cli import exit_on_known_errors
-from harness.config import limits_from  # also registers the config schemas (conf/train/dtr1_grpo.yaml uses one)
-from core.types import AdapterError, DatasetFormatError, Sample, first_line
+from rvt_bench.harness.cli import exit_on_known_errors
+from rvt_bench.harness.config import limits_from  # also registers the config schemas (conf/train/dtr1_grpo.yaml uses one)
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Sample, first_line
+
 
 REPO_ROOT = Path(__file__).resolve().parent
-OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO_ROOT / rel), replace=True)
 
 log = logging.getLogger("train_dtr1")
 
@@ -121,9 +121,9 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from adapters.dtr1 import tags as T
-    from adapters.dtr1.rewards import TERMS, term_weights, trl_reward_funcs
-    from adapters.dtr1.training import DTR1RolloutFunc, sample_key
+    from rvt_bench.adapters.dtr1 import tags as T
+    from rvt_bench.adapters.dtr1.rewards import TERMS, term_weights, trl_reward_funcs
+    from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc, sample_key
 
     grpo = OmegaConf.to_container(cfg.grpo, resolve=True)
     check_vllm_settings(grpo)
@@ -151,7 +151,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     weights = term_weights(float(cfg.reward.a), float(cfg.reward.b), dict(cfg.reward.ablations[cfg.reward.ablation]))
     judge = None
     if cfg.reward.judge is not None:
-        from metrics.judge import make_judge
+        from rvt_bench.metrics.judge import make_judge
 
         judge = make_judge(OmegaConf.to_container(cfg.reward.judge, resolve=True))
     r = cfg.rollout

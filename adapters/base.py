@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, fields
 from typing import Any, Mapping
 
-from core.types import AdapterError, Prediction, Sample
+from rvt_bench.core.types import AdapterError, Prediction, Sample
 
 
 class Adapter(ABC):
@@ -31,7 +31,7 @@ class Adapter(ABC):
 
     @abstractmethod
     def predict(self, sample: Sample) -> Prediction:
-        """Answer one sample. Raises core.types.AdapterError (or a subclass such as ParseError,
+        """Answer one sample. Raises rvt_bench.core.types.AdapterError (or a subclass such as ParseError,
         whose `kind` the runner records) when no prediction can be made; the run goes on."""
 
     def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:

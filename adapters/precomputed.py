@@ -9,13 +9,13 @@ Layouts (``layout`` in conf/model/precomputed.yaml)::
     reasonseg  <root>/<image stem>.png                  Sample meta: name.
     llmseg40k  <root>/<image stem>_<qa index>.png       Sample meta: image, qa_index.
     jsonl      <root> = a run directory holding predictions*.jsonl, or one .jsonl file: our own
-               Prediction records (core.store), matched by sample id.
+               Prediction records (rvt_bench.core.store), matched by sample id.
     auto       jsonl when <root> is a .jsonl file or holds predictions*.jsonl; otherwise PNGs, the
                layout chosen per sample from its meta: video + exp_id -> revos, image + qa_index ->
                llmseg40k, name -> reasonseg (so a mixed set such as the demo works too).
 
 The adapter never looks at the dataset's name, only at the sample's meta and frame ids.
-A PNG mask is foreground wherever any channel is nonzero (core.masks.read_png_mask), except in the
+A PNG mask is foreground wherever any channel is nonzero (rvt_bench.core.masks.read_png_mask), except in the
 revos layout, which reads each PNG as VISA eval_revos.py does (``cv2.imread(path, IMREAD_GRAYSCALE)``:
 a colour PNG becomes its gray value, so a pixel can vanish) and keeps the gray values: foreground
 where the value is nonzero, and ``trace["pixel_values"]`` per frame = the one nonzero value the
@@ -41,11 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from adapters.base import Adapter
-from core import masks, png
-from core.frames import frame_size
-from core.store import prediction_files, read_predictions
-from core.types import RLE, AdapterError, DatasetFormatError, Prediction, RunStoreError, Sample
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.core import masks, png
+from rvt_bench.core.frames import frame_size
+from rvt_bench.core.store import prediction_files, read_predictions
+from rvt_bench.core.types import RLE, AdapterError, DatasetFormatError, Prediction, RunStoreError, Sample
 
 LAYOUTS = ("auto", "revos", "reasonseg", "llmseg40k", "jsonl")
 # sample meta keys each PNG layout maps a sample to its file(s) with; also auto's order of preference
@@ -92,7 +92,7 @@ class PrecomputedAdapter(Adapter):
     def preflight(self) -> None:
         """jsonl layout: read the prediction files once, before the first sample, so a malformed line
         stops the run with one message naming the file and line (RunStoreError from
-        core.store.read_predictions) instead of failing every sample."""
+        rvt_bench.core.store.read_predictions) instead of failing every sample."""
         if self.layout == "jsonl" and self._predictions is None:
             try:
                 self._predictions = read_predictions(self._jsonl_files)
@@ -196,7 +196,7 @@ def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
 
 
 def _read_gray(path: Path) -> tuple[tuple[int, int], RLE, int | list]:
-    """((H, W), RLE, value) of one PNG read as VISA reads it (cv2 IMREAD_GRAYSCALE, core.png):
+    """((H, W), RLE, value) of one PNG read as VISA reads it (cv2 IMREAD_GRAYSCALE, rvt_bench.core.png):
     RLE of gray != 0; value = the frame's one nonzero gray value (0 when empty) or
     [[value, RLE], ...] for several. Raises DatasetFormatError when the file cannot be decoded."""
     shape, box, crop = png.read_gray(path)

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from core.store import write_atomic
+from rvt_bench.core.store import write_atomic
 
 KEY = "fingerprint"
 # Identity columns first, then metrics in the order the row gives them.

@@ -1,7 +1,7 @@
 """A leaderboard as a markdown table: users' runs sorted by the headline metric, with 95% CIs, then
 the published rows of the same benchmark (source=paper), reproduced exactly as published.
 
-    python -m leaderboards.render DATASET [--dir leaderboards] [--no-paper]
+    python -m rvt_bench.leaderboards.render DATASET [--dir leaderboards] [--no-paper]
 
 Values are printed in percent (the CSVs hold fractions). Paper rows come from leaderboards/paper/*.csv
 (columns source, benchmark, subset, metric, model, value, note; see leaderboards/paper/README.md);
@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from core.units import unit
-from leaderboards.config import LeaderboardConfig
+from rvt_bench.core.units import unit
+from rvt_bench.leaderboards.config import LeaderboardConfig
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 # Numeric columns of a row that are not metrics.

@@ -61,7 +61,7 @@ def component_name(node: Any) -> str:
 
 def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: Path, headline: list[str],
                     overrides: list[str]) -> dict[str, Any]:
-    """The CSV row of a scored run (leaderboards.publish.upsert keys it by fingerprint).
+    """The CSV row of a scored run (rvt_bench.leaderboards.publish.upsert keys it by fingerprint).
 
     resolved: the run's resolved config; metrics: the metrics.json body; headline: the protocol's
     headline keys; overrides: the semantic command-line overrides (tell sweep points apart).

@@ -23,7 +23,7 @@ exactness for continuous boxes:
 - a predicted box where the GT has none, or no box where the GT has one, scores 0.0;
 - gIoU = mean over samples of (mean over frames of the frame IoU);
 - cIoU = sum of intersections / sum of unions over all frames of all samples (0.0 when the total
-  union is 0, as metrics.masks.ciou);
+  union is 0, as rvt_bench.metrics.masks.ciou);
 - Acc@0.5 = fraction of samples whose gIoU term is > 0.5. RefCOCO code bases (MDETR, Qwen-VL)
   count IoU >= 0.5 instead; the two differ only for a sample at exactly 0.5.
 A frame where neither side has a box counts 1.0 in gIoU, so a model that never answers scores the

@@ -14,7 +14,7 @@ unscored too, error "request: ...". Unscored verdicts are excluded from means an
 (`judge_summary`), never turned into 0 or 1.
 
 Prompt templates are versioned (TEMPLATES, keyed by (id, version)); a template changes only by
-adding a new version. The template id@version is in every verdict (core.records.JudgeVerdict, the
+adding a new version. The template id@version is in every verdict (rvt_bench.core.records.JudgeVerdict, the
 record scores.jsonl keeps) and in the cache key.
 
 Cache: one JSON file per key under cache_dir/<key[:2]>/<key>.json, key = sha256 of (judge model,
@@ -37,10 +37,10 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from core.http import call_with_retries
-from core.records import JudgeVerdict
-from core.store import write_atomic
-from core.types import JudgeError
+from rvt_bench.core.http import call_with_retries
+from rvt_bench.core.records import JudgeVerdict
+from rvt_bench.core.store import write_atomic
+from rvt_bench.core.types import JudgeError
 
 log = logging.getLogger(__name__)
 

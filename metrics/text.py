@@ -26,7 +26,7 @@ import shutil
 import subprocess
 from typing import Hashable, Iterable, Mapping, Sequence
 
-from core.types import RvtBenchError
+from rvt_bench.core.types import RvtBenchError
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def tokenize_captions(predictions: Iterable[tuple[Hashable, str]],
     of one corpus (breakdowns) tokenise once. Raises as caption_scores."""
     hyps = _check_inputs(predictions, references)
     check_java()
-    # imported here so that importing metrics.text does not need pycocoevalcap
+    # imported here so that importing rvt_bench.metrics.text does not need pycocoevalcap
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
     tokenizer = PTBTokenizer()

@@ -19,7 +19,7 @@ samples is drawn (the identity resample is all ones).
   every resample's per-sample scores come from one gather-and-sum over precomputed entries.
   Identity resample = pycocoevalcap's value to float summation order (~1e-15).
 
-Inputs are PTBTokenizer output as metrics.text.tokenize_captions returns it ({id: [text]} for
+Inputs are PTBTokenizer output as rvt_bench.metrics.text.tokenize_captions returns it ({id: [text]} for
 hypotheses, {id: [text, ...]} for references); ids are taken in the order of `ids`.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from core import masks  # noqa: E402
+from rvt_bench.core import masks  # noqa: E402
 
 JPEG_QUALITY = 85
 VIDEO_W, VIDEO_H = 320, 240
@@ -365,9 +365,9 @@ def build_videos(out: Path) -> dict[str, dict[str, list[np.ndarray | None]]]:
     return visible_of
 
 
-# --- RVTBench-format queries on the same clips (canonical records, loaders/canonical.py) -----
+# --- RVTBench-format queries on the same clips (canonical records, bench/loaders/canonical.py) -----
 # Grounding targets name clip objects: their GT boxes are the tight boxes of the objects' visible masks
-# per frame (core.masks.to_bbox, continuous xyxy pixels), [] where an object is not visible.
+# per frame (rvt_bench.core.masks.to_bbox, continuous xyxy pixels), [] where an object is not visible.
 RVT_QUERIES: list[dict] = [
     dict(id="grounding/kitchen_table", video="kitchen_table", task="grounding", level=2, category="temporal",
          query="the object that hides the spoon for part of the video", objects=["cup"]),
@@ -432,7 +432,7 @@ rvt/summary/kitchen_table
 
 
 def build_splits(out: Path) -> None:
-    """splits/<name>.txt: the sample ids of each named split (loaders.demo; "demo" = all, no file)."""
+    """splits/<name>.txt: the sample ids of each named split (rvt_bench.loaders.demo; "demo" = all, no file)."""
     (out / "splits").mkdir(parents=True, exist_ok=True)
     (out / "splits" / "quick.txt").write_text(QUICK_SPLIT, encoding="utf-8")
 

@@ -1,7 +1,7 @@
 """Fixtures shared across test modules."""
 import pytest
 
-import harness.config  # noqa: F401  registers the structured configs before any test composes conf/
+import rvt_bench.harness.config  # noqa: F401  registers the structured configs before any test composes conf/
 
 from tests.tiny_models import build_checkpoint
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from loaders.demo import DemoDataset
-from harness.runner import run
-from core.types import Prediction
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.harness.runner import run
+from rvt_bench.core.types import Prediction
 
 REPO = Path(__file__).resolve().parents[1]
 OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)  # as run_bench.py

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from adapters.base import Adapter
-from core import masks
-from core.types import AdapterError, ParseError, Prediction, Sample, Target
-from metrics.protocols.base import Protocol
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.core import masks
+from rvt_bench.core.types import AdapterError, ParseError, Prediction, Sample, Target
+from rvt_bench.metrics.protocols.base import Protocol
 
 
 class FakeDataset:
@@ -23,7 +23,7 @@ class FakeDataset:
 
     def __init__(self, n: int = 6, split: str = "val", root: str = "here", errors: int = 0):
         if root == "missing":
-            from core.types import DatasetFormatError
+            from rvt_bench.core.types import DatasetFormatError
 
             raise DatasetFormatError("fake: expected the dataset directory 'missing'")
         self.errors = [{"sample_id": f"bad{k}", "kind": "data", "message": "unreadable image"} for k in range(errors)]

@@ -122,9 +122,9 @@ def build_checkpoint(directory: str | Path, seed: int = 0, added: list[str] | No
     """
     import torch
 
-    from adapters.lisa.config import LisaConfig
-    from adapters.lisa.model import LisaModel
-    from adapters.lisa.weights import our_key
+    from rvt_bench.adapters.lisa.config import LisaConfig
+    from rvt_bench.adapters.lisa.model import LisaModel
+    from rvt_bench.adapters.lisa.weights import our_key
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

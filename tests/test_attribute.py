@@ -1,4 +1,4 @@
-"""harness.funnel and harness.attribute on seeded runs whose causes are known: a scripted DT-R1 policy
+"""rvt_bench.harness.funnel and rvt_bench.harness.attribute on seeded runs whose causes are known: a scripted DT-R1 policy
 replays fixed rollouts under "free" and "grammar" decoding, with the oracle twin and with a
 perception whose twin is wrong for one sample, through the real runner, rollout, twin and scoring."""
 import dataclasses
@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from adapters.dtr1.adapter import DTR1Adapter
-from adapters.policy.scripted import ScriptedPolicy
-from adapters.twin.oracle import OraclePerception
-from core import masks as mask_io
-from harness.attribute import attribute
-from harness.runner import run
-from core.types import InstanceAnnotation, Sample, Target
+from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.core import masks as mask_io
+from rvt_bench.harness.attribute import attribute
+from rvt_bench.harness.runner import run
+from rvt_bench.core.types import InstanceAnnotation, Sample, Target
 
 H, W = 8, 8
 PLAN = '<think>t</think> <dt_plan>{"SAM2": []}</dt_plan>'
@@ -92,10 +92,10 @@ def make_adapter(policy, perception, name="dtr1"):
 
 
 def toy_run(tmp_path, decoding, perception):
-    target = "adapters.twin.oracle.OraclePerception" if perception == "oracle" else "tests.test_attribute.WrongPerception"
+    target = "rvt_bench.adapters.twin.oracle.OraclePerception" if perception == "oracle" else "tests.test_attribute.WrongPerception"
     cfg = OmegaConf.create({
         "dataset": {"name": "toy", "_target_": "tests.test_attribute.ToyDataset", "split": "val",
-                    "protocol": {"_target_": "metrics.protocols.reasonseg.ReasonSegProtocol"}},
+                    "protocol": {"_target_": "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"}},
         "model": {"name": "dtr1", "_target_": "tests.test_attribute.make_adapter", "policy": {"decoding": decoding},
                   "perception": {"_target_": target}},
         "run": {"root": str(tmp_path / "runs"), "name": f"{decoding}-{perception}", "shard": 0, "num_shards": 1,

@@ -1,4 +1,4 @@
-"""core/masks.py: LISA's polygon rasterisation (parity with the masks LISA's own code drew), the RLE
+"""bench/core/masks.py: LISA's polygon rasterisation (parity with the masks LISA's own code drew), the RLE
 codec and PNG masks."""
 import json
 from pathlib import Path
@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from core import masks
-from core.types import DatasetFormatError
+from rvt_bench.core import masks
+from rvt_bench.core.types import DatasetFormatError
 
 POLYGONS = Path(__file__).parent / "data" / "parity" / "polygons_reasonseg.jsonl"
 CASES = [json.loads(line) for line in POLYGONS.read_text().splitlines() if line.strip()]

@@ -1,13 +1,13 @@
-"""harness.bootstrap: per-sample estimators reproduce the protocols' numbers; intervals and paired tests."""
+"""rvt_bench.harness.bootstrap: per-sample estimators reproduce the protocols' numbers; intervals and paired tests."""
 import math
 
 import numpy as np
 import pytest
 
-from harness import bootstrap
-from metrics.protocols.reasonseg import ReasonSegProtocol
-from metrics.protocols.revos import ReVOSProtocol
-from metrics.protocols.rvtbench import RVTBenchProtocol
+from rvt_bench.harness import bootstrap
+from rvt_bench.metrics.protocols.reasonseg import ReasonSegProtocol
+from rvt_bench.metrics.protocols.revos import ReVOSProtocol
+from rvt_bench.metrics.protocols.rvtbench import RVTBenchProtocol
 
 
 def revos_records(n=40, seed=1):

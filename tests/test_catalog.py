@@ -18,7 +18,7 @@ def test_list_names_every_evaluation_choice_and_no_training_group():
 
 
 def test_listing_imports_no_heavy_dependency():
-    code = ("import sys; from harness.catalog import catalog; catalog(); "
+    code = ("import sys; from rvt_bench.harness.catalog import catalog; catalog(); "
             "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'hydra', 'cv2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"

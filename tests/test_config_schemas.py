@@ -1,4 +1,4 @@
-"""Structured configs (harness/config.py): each default has one home, the dataclass the code reads;
+"""Structured configs (bench/harness/config.py): each default has one home, the dataclass the code reads;
 conf/ extends the schemas, so a key outside a schema or a value of the wrong type fails at compose
 time, and the composed defaults are the dataclass defaults."""
 import inspect
@@ -14,10 +14,10 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from adapters.dtr1.rollout import RolloutLimits
-from adapters.twin.schema import DEFAULT_MAX_CHARS
-from harness.config import (DTR1Config, JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig, adapter_node,
-                            TrainRolloutConfig, limits_from, with_schemas)
+from rvt_bench.adapters.dtr1.rollout import RolloutLimits
+from rvt_bench.adapters.twin.schema import DEFAULT_MAX_CHARS
+from rvt_bench.harness.config import (DTR1Config, JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig, adapter_node,
+                                      TrainRolloutConfig, limits_from, with_schemas)
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGETS = ("max_rounds", "max_new_tokens", "max_total_tokens", "twin_max_chars")
@@ -44,7 +44,7 @@ def test_the_openai_judge_defaults_are_the_judge_signature():
     judge = composed("+dataset=demo", "+model=precomputed", "model.root=x", "judge=openai", "judge.model=m").judge
     expected = {**asdict(OpenAIJudgeConfig()), "model": "m"}
     assert plain(judge) == expected
-    assert judge._target_ == "metrics.judge.Judge" and judge.timeout_s == 60.0 and judge.max_retries == 4
+    assert judge._target_ == "rvt_bench.metrics.judge.Judge" and judge.timeout_s == 60.0 and judge.max_retries == 4
 
 
 def test_dtr1_budgets_come_from_rollout_limits_and_the_yaml_overrides_only_the_grammar():
@@ -120,7 +120,7 @@ def run_fingerprint(*overrides):
     and its root a path) with the adapter built as the runner builds it."""
     from hydra.utils import instantiate
 
-    from harness import manifest
+    from rvt_bench.harness import manifest
 
     cfg = composed("+dataset=demo", *overrides)
     with open_dict(cfg):
@@ -154,9 +154,9 @@ def test_jit_vlm_and_sandbox_schemas_keep_the_run_directories(overrides, pinned)
 
 
 def test_the_jit_defaults_are_the_adapters_own():
-    from adapters.jit.adapter import SANDBOX_KEYS, JiTAdapter, Smoothing, TokenBudgets
-    from adapters.jit.planner import SPECIALISTS
-    from adapters.sandbox.runner import SandboxSettings
+    from rvt_bench.adapters.jit.adapter import SANDBOX_KEYS, JiTAdapter, Smoothing, TokenBudgets
+    from rvt_bench.adapters.jit.planner import SPECIALISTS
+    from rvt_bench.adapters.sandbox.runner import SandboxSettings
 
     model = composed("+dataset=demo", "+model=jit").model
     signature = inspect.signature(JiTAdapter).parameters
@@ -169,9 +169,9 @@ def test_the_jit_defaults_are_the_adapters_own():
 
 
 def test_the_vlm_defaults_are_the_adapters_and_its_backends_own():
-    from adapters.vlm.adapter import FrameSampling, Generation, Think
-    from adapters.vlm.hf import HFVLM
-    from adapters.vlm.openai_chat import OpenAIChatVLM
+    from rvt_bench.adapters.vlm.adapter import FrameSampling, Generation, Think
+    from rvt_bench.adapters.vlm.hf import HFVLM
+    from rvt_bench.adapters.vlm.openai_chat import OpenAIChatVLM
 
     model = composed("+dataset=demo", "+model=vlm").model
     assert plain(model.frames) == asdict(FrameSampling())
@@ -193,7 +193,7 @@ def test_the_model_yaml_holds_no_default_of_the_code(name, kept):
 
 
 def test_the_sandbox_defaults_are_sandbox_settings():
-    from adapters.sandbox.runner import SandboxSettings, settings_from
+    from rvt_bench.adapters.sandbox.runner import SandboxSettings, settings_from
 
     model = composed("+dataset=demo", "+model=dtr1").model
     rollout = composed(name="train/dtr1_grpo").rollout
@@ -231,7 +231,7 @@ def test_the_policy_rollout_block_sizes_the_twin_but_reaches_no_policy(policy, t
 
 
 def test_the_gguf_policy_takes_no_rollout_argument():
-    from adapters.policy.gguf import GGUFPolicy
+    from rvt_bench.adapters.policy.gguf import GGUFPolicy
 
     with pytest.raises(TypeError, match="rollout"):
         GGUFPolicy(model="smollm2", rollout={"twin_max_chars": 400})

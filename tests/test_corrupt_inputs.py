@@ -1,8 +1,8 @@
-"""Corrupt inputs, one at a time, through a whole run (harness.runner.run with the real loaders and
+"""Corrupt inputs, one at a time, through a whole run (rvt_bench.harness.runner.run with the real loaders and
 protocols): every loader and the precomputed adapter, each fixture written in its dataset's real
 on-disk format with three or four good samples and exactly one corrupted.
 
-The rule under test (README "Failures"): a sample whose data is bad, whether its loader finds it
+The rule under test (docs/failures.md): a sample whose data is bad, whether its loader finds it
 or the run finds it before prediction (a frame that does not decode, frames of different sizes),
 is a data error: listed in metrics.json `data_error_samples` with a message naming the file and
 the field, counted in `data_errors`, and not in `n` nor in `failures`. Unusual but valid inputs
@@ -23,11 +23,11 @@ import pytest
 from omegaconf import OmegaConf
 from PIL import Image
 
-from adapters.base import Adapter
-from core import masks
-from core.frames import read_frame
-from harness.runner import run
-from core.types import Prediction, Sample
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.core import masks
+from rvt_bench.core.frames import read_frame
+from rvt_bench.harness.runner import run
+from rvt_bench.core.types import Prediction, Sample
 
 H, W = 12, 16
 
@@ -36,7 +36,7 @@ H, W = 12, 16
 
 
 class ReadingAdapter(Adapter):
-    """Reads every frame (core.frames.read_frame, as real adapters do) and answers the sample's
+    """Reads every frame (rvt_bench.core.frames.read_frame, as real adapters do) and answers the sample's
     ground truth, so a good sample scores perfectly and only bad data can fail."""
 
     name = "reader"
@@ -270,8 +270,8 @@ def test_reasonseg(tmp_path, case):
     corrupt, bad, needles = REASONSEG_CASES[case]
     root = write_reasonseg(tmp_path / "ReasonSeg")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "loaders.reasonseg.ReasonSegDataset",
-                          "root": str(root), "split": "val"}, "metrics.protocols.reasonseg.ReasonSegProtocol")
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                          "root": str(root), "split": "val"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol")
     check(m, len(RS_NAMES), bad, *needles)
     if bad is None:
         assert m["metrics"]["gIoU"] == pytest.approx(1.0, abs=1e-4)  # LISA's I / (U + 1e-5)
@@ -381,8 +381,8 @@ def test_revos(tmp_path, case):
     corrupt, bad, needles = REVOS_CASES[case]
     root = write_revos(tmp_path / "ReVOS")
     corrupt(root)
-    m = run_on(tmp_path, {"name": "revos", "_target_": "loaders.revos.ReVOSDataset", "root": str(root),
-                          "split": "valid"}, "metrics.protocols.revos.ReVOSProtocol")
+    m = run_on(tmp_path, {"name": "revos", "_target_": "rvt_bench.loaders.revos.ReVOSDataset", "root": str(root),
+                          "split": "valid"}, "rvt_bench.metrics.protocols.revos.ReVOSProtocol")
     check(m, 4, bad, *needles)
 
 
@@ -467,8 +467,8 @@ def test_llmseg40k(tmp_path, case):
     corrupt, bad, needles = LLMSEG_CASES[case]
     root = write_llmseg(tmp_path)
     corrupt(root)
-    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
-                          "split": "validation"}, "metrics.protocols.reasonseg.ReasonSegProtocol")
+    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "rvt_bench.loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
+                          "split": "validation"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol")
     check(m, 3, bad, *needles, n=3 if "duplicate" in case else None)
 
 
@@ -485,8 +485,8 @@ def test_llmseg40k_png_variant(tmp_path, case):
     corrupt, needles = LLMSEG_PNG_CASES[case]
     root = write_llmseg(tmp_path, variant="png")
     corrupt(tmp_path)
-    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
-                          "split": "validation"}, "metrics.protocols.reasonseg.ReasonSegProtocol")
+    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "rvt_bench.loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
+                          "split": "validation"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol")
     check(m, 3, "img2_0", *needles)
 
 
@@ -585,7 +585,7 @@ def test_jitbench(tmp_path, case):
     root = write_canonical(tmp_path / "JiTBench")
     corrupt(root)
     m = run_on(tmp_path, {**dataset_yaml("jitbench"), "root": str(root), "split": "test"},
-               "metrics.protocols.rvtbench.RVTBenchProtocol")
+               "rvt_bench.metrics.protocols.rvtbench.RVTBenchProtocol")
     if bad is not None and bad.startswith("test.jsonl "):  # a record without a usable id: named by file and position
         bad = str(root / bad)
     check(m, 3, bad, *needles)
@@ -615,7 +615,7 @@ def test_rvtbench(tmp_path, case):
     root = write_canonical(tmp_path / "RVTBench", task="grounding")
     corrupt(root)
     m = run_on(tmp_path, {**dataset_yaml("rvtbench"), "root": str(root), "split": "test"},
-               "metrics.protocols.rvtbench.RVTBenchProtocol")
+               "rvt_bench.metrics.protocols.rvtbench.RVTBenchProtocol")
     check(m, 3, bad, *needles)
 
 
@@ -646,9 +646,9 @@ def test_precomputed_png(tmp_path, case):
     preds = tmp_path / "preds"
     write_pngs(root, preds)
     PRECOMPUTED_CASES[case](preds)
-    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "loaders.reasonseg.ReasonSegDataset",
-                          "root": str(root), "split": "val"}, "metrics.protocols.reasonseg.ReasonSegProtocol",
-               model={"name": "precomputed", "_target_": "adapters.precomputed.PrecomputedAdapter", "root": str(preds),
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                          "root": str(root), "split": "val"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol",
+               model={"name": "precomputed", "_target_": "rvt_bench.adapters.precomputed.PrecomputedAdapter", "root": str(preds),
                       "layout": "reasonseg", "workers": 1})
     listed = m["failed_samples"] + m["data_error_samples"]
     assert [f["sample_id"] for f in listed] == ["b"], listed
@@ -660,9 +660,9 @@ def test_precomputed_jsonl_without_a_sample_lists_it(tmp_path):
     root = write_reasonseg(tmp_path / "ReasonSeg")
     records = [Prediction(name, task="segmentation", masks=[rle(box_mask())]).to_dict() for name in ("a", "c")]
     (tmp_path / "preds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "loaders.reasonseg.ReasonSegDataset",
-                          "root": str(root), "split": "val"}, "metrics.protocols.reasonseg.ReasonSegProtocol",
-               model={"name": "precomputed", "_target_": "adapters.precomputed.PrecomputedAdapter",
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                          "root": str(root), "split": "val"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol",
+               model={"name": "precomputed", "_target_": "rvt_bench.adapters.precomputed.PrecomputedAdapter",
                       "root": str(tmp_path / "preds.jsonl"), "layout": "jsonl"})
     assert [f["sample_id"] for f in m["failed_samples"]] == ["b"] and "preds.jsonl" in m["failed_samples"][0]["message"]
     assert m["n"] == 3 and m["data_errors"] == 0

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.twin.backends.depth_anything import DepthAnythingBackend
-from core.types import AdapterError
+from rvt_bench.adapters.twin.backends.depth_anything import DepthAnythingBackend
+from rvt_bench.core.types import AdapterError
 
 REPO = Path(__file__).resolve().parent.parent
 ABSENT = "rvt-bench-tests/no-such-model"
@@ -33,7 +33,7 @@ def test_an_existing_local_directory_or_built_model_passes(tmp_path):
 
 
 def test_foundation_perception_checks_only_enabled_tools(monkeypatch):
-    from adapters.twin.foundation import FoundationPerception
+    from rvt_bench.adapters.twin.foundation import FoundationPerception
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     absent = DepthAnythingBackend(model_id=ABSENT)

@@ -1,6 +1,6 @@
 """Runs that meet a hostile machine: two invocations on one run directory, Ctrl-C while predicting
 and while scoring, a full disk, a read-only root, a judge that is down on a resume. Each stop is one
-line with its own exit status (harness.cli.EXIT_CODES), the traceback goes to <run_dir>/run.log,
+line with its own exit status (rvt_bench.harness.cli.EXIT_CODES), the traceback goes to <run_dir>/run.log,
 and the same command then completes the run with the metrics.json of an uninterrupted run."""
 from __future__ import annotations
 
@@ -17,20 +17,20 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from core import masks
-from harness.cli import EXIT_CODES
-from harness.runner import run
-from core.store import RunLock, read_jsonl
-from core.types import Prediction, RunLockedError, RunStopped
+from rvt_bench.core import masks
+from rvt_bench.harness.cli import EXIT_CODES
+from rvt_bench.harness.runner import run
+from rvt_bench.core.store import RunLock, read_jsonl
+from rvt_bench.core.types import Prediction, RunLockedError, RunStopped
 from tests.fakes import FakeAdapter, MeanIoUProtocol, calls, make_cfg
 
 REPO = Path(__file__).resolve().parent.parent
-DRIVER = ("import sys; from omegaconf import OmegaConf; from harness.cli import exit_on_known_errors; "
-          "from harness.runner import run; exit_on_known_errors(lambda: run(OmegaConf.load(sys.argv[1])))")
+DRIVER = ("import sys; from omegaconf import OmegaConf; from rvt_bench.harness.cli import exit_on_known_errors; "
+          "from rvt_bench.harness.runner import run; exit_on_known_errors(lambda: run(OmegaConf.load(sys.argv[1])))")
 
 
 def start(cfg, tmp: Path, name: str = "cfg.yaml") -> subprocess.Popen:
-    """The runner in a child process, through harness.cli as run_bench.py calls it."""
+    """The runner in a child process, through rvt_bench.harness.cli as run_bench.py calls it."""
     path = tmp / name
     OmegaConf.save(cfg, path)
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], cwd=REPO, stdout=subprocess.PIPE,
@@ -206,7 +206,7 @@ class BulkyAdapter(FakeAdapter):
 
 def test_a_full_disk_stops_with_one_line_and_the_run_resumes(tmp_path, monkeypatch):
     """ENOSPC simulated at the fourth prediction (a real tmpfs is below, where the machine allows it)."""
-    import core.store as store
+    import rvt_bench.core.store as store
 
     original, count = store.PredictionLog.append, {"n": 0}
 
@@ -279,7 +279,7 @@ def test_a_read_only_run_root_is_one_line(tmp_path):
 @pytest.mark.parametrize("code, reason", [(errno.EROFS, "read_only"), (errno.EACCES, "permission"),
                                           (errno.ENOSPC, "no_space")])
 def test_each_os_stop_has_its_reason(tmp_path, monkeypatch, code, reason):
-    import harness.rundir as rundir
+    import rvt_bench.harness.rundir as rundir
 
     def refuse(*a, **kw):
         raise OSError(code, os.strerror(code), "config.yaml")
@@ -310,7 +310,7 @@ def test_a_server_that_is_down_is_one_line_with_its_own_status(tmp_path):
 
 class DownAdapter(FakeAdapter):
     def preflight(self):
-        from core.types import ServerUnreachableError
+        from rvt_bench.core.types import ServerUnreachableError
 
         raise ServerUnreachableError("the server at policy.base_url=http://127.0.0.1:9/v1 cannot be reached")
 
@@ -341,7 +341,7 @@ class JudgedIoUProtocol(MeanIoUProtocol):
 
 
 class StubJudge:
-    """Stands in for metrics.judge.Judge: the verdicts come from JudgedIoUProtocol."""
+    """Stands in for rvt_bench.metrics.judge.Judge: the verdicts come from JudgedIoUProtocol."""
 
     def __init__(self, **kw) -> None:
         pass
@@ -388,7 +388,7 @@ def test_no_nan_literal_in_any_json_written(tmp_path):
 
 
 def test_predictions_with_nan_are_written_as_null(tmp_path):
-    from core.store import PredictionLog
+    from rvt_bench.core.store import PredictionLog
 
     log = PredictionLog(tmp_path / "predictions.jsonl")
     log.append(Prediction("s", task="grounding", boxes=[[[float("nan"), 0.0, 1.0, 1.0]]], timings={"total": float("inf")}))
@@ -398,7 +398,7 @@ def test_predictions_with_nan_are_written_as_null(tmp_path):
 
 
 def test_the_run_log_holds_the_traceback_of_a_stop(tmp_path, monkeypatch):
-    import harness.runner as runner
+    import rvt_bench.harness.runner as runner
 
     first = run(make_cfg(tmp_path))
 

@@ -1,9 +1,9 @@
 """DT-R1 plan parsing and validation (adapters/twin/dag.py) against the tool registry."""
 import pytest
 
-from adapters.twin.dag import DAGError, parse_dag, validate_dag
-from adapters.twin.registry import TOOLS, describe_tools
-from core.types import ParseError
+from rvt_bench.adapters.twin.dag import DAGError, parse_dag, validate_dag
+from rvt_bench.adapters.twin.registry import TOOLS, describe_tools
+from rvt_bench.core.types import ParseError
 
 # The example plan of the DT-R1 paper (arXiv 2511.12365).
 PAPER_DAG = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'

@@ -1,4 +1,4 @@
-"""The dataset node (loaders/config.py): every conf/dataset/*.yaml fits the DatasetConfig schema,
+"""The dataset node (bench/loaders/config.py): every conf/dataset/*.yaml fits the DatasetConfig schema,
 its loader arguments are read as the runner reads them, older flat nodes still load, and the
 fingerprint hashes the same flat shape as before the split (old run directories resume)."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError
 
-from core.types import DatasetFormatError
-from harness.manifest import fingerprint
-from loaders.config import DatasetConfig, flat, is_split, loader_kwargs
+from rvt_bench.core.types import DatasetFormatError
+from rvt_bench.harness.manifest import fingerprint
+from rvt_bench.loaders.config import DatasetConfig, flat, is_split, loader_kwargs
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((REPO / "conf" / "dataset").glob("*.yaml"))
@@ -23,7 +23,7 @@ def test_every_dataset_config_fits_the_schema_and_names_itself(path):
     node = OmegaConf.load(path)
     merged = OmegaConf.merge(OmegaConf.structured(DatasetConfig), node)
     assert merged.name == path.stem and is_split(node)
-    assert merged.loader._target_.startswith("loaders.") and merged.protocol._target_.startswith("metrics.protocols.")
+    assert merged.loader._target_.startswith("rvt_bench.loaders.") and merged.protocol._target_.startswith("rvt_bench.metrics.protocols.")
     # root and split reach the loader by interpolation: `dataset.root=DIR` is all a user sets
     raw = OmegaConf.to_container(node)["loader"]
     assert raw["root"] == "${..root}" and raw["split"] == "${..split}"
@@ -39,15 +39,15 @@ def test_loader_kwargs_resolve_the_interpolated_root_and_take_a_moved_root():
     node = OmegaConf.load(REPO / "conf" / "dataset" / "revos.yaml")
     node.root = "/data/ReVOS"
     kwargs = loader_kwargs(node)
-    assert kwargs["_target_"] == "loaders.revos.ReVOSDataset" and kwargs["root"] == "/data/ReVOS"
+    assert kwargs["_target_"] == "rvt_bench.loaders.revos.ReVOSDataset" and kwargs["root"] == "/data/ReVOS"
     assert kwargs["split"] == "valid" and "protocol" not in kwargs and "name" not in kwargs
     assert loader_kwargs(node, root="/mnt/ReVOS")["root"] == "/mnt/ReVOS"
 
 
 def test_a_flat_node_of_an_older_run_still_loads_and_a_stray_key_is_named():
-    old = {"name": "revos", "_target_": "loaders.revos.ReVOSDataset", "root": "/d", "split": "valid",
-           "protocol": {"_target_": "metrics.protocols.revos.ReVOSProtocol"}}
-    assert loader_kwargs(old) == {"_target_": "loaders.revos.ReVOSDataset", "root": "/d", "split": "valid"}
+    old = {"name": "revos", "_target_": "rvt_bench.loaders.revos.ReVOSDataset", "root": "/d", "split": "valid",
+           "protocol": {"_target_": "rvt_bench.metrics.protocols.revos.ReVOSProtocol"}}
+    assert loader_kwargs(old) == {"_target_": "rvt_bench.loaders.revos.ReVOSDataset", "root": "/d", "split": "valid"}
     node = OmegaConf.load(REPO / "conf" / "dataset" / "revos.yaml")
     node.root = "/d"
     node.query_length = "all"  # a loader argument put beside name
@@ -59,7 +59,7 @@ def test_fingerprint_of_the_split_node_equals_the_flat_node_it_replaces():
     node = OmegaConf.load(REPO / "conf" / "dataset" / "revos.yaml")
     node.root = "/data/ReVOS"
     split = OmegaConf.to_container(node, resolve=True)
-    old = {"name": "revos", "_target_": "loaders.revos.ReVOSDataset", "root": "/elsewhere", "split": "valid",
+    old = {"name": "revos", "_target_": "rvt_bench.loaders.revos.ReVOSDataset", "root": "/elsewhere", "split": "valid",
            "on_length_mismatch": "warn", "foreground": None, "protocol": split["protocol"]}
     model = {"name": "m", "_target_": "x"}
     assert flat(split) == {**old, "root": "/data/ReVOS"}

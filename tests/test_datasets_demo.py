@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loaders.demo import DemoDataset
-from core.types import DatasetFormatError
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.core.types import DatasetFormatError
 
 DEMO = Path(__file__).resolve().parents[1] / "demo"
 

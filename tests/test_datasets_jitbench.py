@@ -1,4 +1,4 @@
-"""JiTBench = conf/dataset/jitbench.yaml alone: canonical per-query records (loaders/canonical.py)
+"""JiTBench = conf/dataset/jitbench.yaml alone: canonical per-query records (bench/loaders/canonical.py)
 with JiTBench's defaults there (segmentation, levels 1-3, semantic/spatial/temporal), on fixtures
 written in that format.
 """
@@ -13,10 +13,10 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from PIL import Image
 
-from core import masks
-from core.types import DatasetFormatError
-from loaders.canonical import CanonicalDataset
-from loaders.config import from_yaml, loader_kwargs
+from rvt_bench.core import masks
+from rvt_bench.core.types import DatasetFormatError
+from rvt_bench.loaders.canonical import CanonicalDataset
+from rvt_bench.loaders.config import from_yaml, loader_kwargs
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,10 +15,10 @@ from omegaconf import OmegaConf
 from PIL import Image
 from pycocotools import mask as mask_utils
 
-from loaders.config import loader_kwargs
-from loaders.llmseg40k import LLMSeg40KDataset
-from core.masks import decode
-from core.types import DatasetFormatError
+from rvt_bench.loaders.config import loader_kwargs
+from rvt_bench.loaders.llmseg40k import LLMSeg40KDataset
+from rvt_bench.core.masks import decode
+from rvt_bench.core.types import DatasetFormatError
 
 REPO = Path(__file__).resolve().parents[1]
 COCO_IMAGE = "000000000139.jpg"
@@ -224,6 +224,6 @@ def test_every_sample_failing_is_a_dataset_error(root):
 def test_hydra_config_instantiates_the_loader_as_the_runner_does(root):
     cfg = OmegaConf.load(REPO / "conf" / "dataset" / "llmseg40k.yaml")
     cfg.root = str(root)
-    assert OmegaConf.select(cfg, "protocol._target_") == "metrics.protocols.llmseg40k.LLMSegProtocol"
+    assert OmegaConf.select(cfg, "protocol._target_") == "rvt_bench.metrics.protocols.llmseg40k.LLMSegProtocol"
     ds = instantiate(loader_kwargs(cfg), _convert_="all")
     assert isinstance(ds, LLMSeg40KDataset) and len(ds) == 3 and ds.name == cfg.name

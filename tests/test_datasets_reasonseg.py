@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core import masks
-from loaders.reasonseg import ReasonSegDataset
-from core.frames import read_frame
-from core.types import DatasetFormatError
+from rvt_bench.core import masks
+from rvt_bench.loaders.reasonseg import ReasonSegDataset
+from rvt_bench.core.frames import read_frame
+from rvt_bench.core.types import DatasetFormatError
 
 H, W = 12, 16
 
@@ -223,7 +223,7 @@ def test_bad_images_and_labelme_files_are_data_errors_and_loading_goes_on(tmp_pa
     (split / "c_noshapes.json").write_text(json.dumps(anno))
     write_sample(split, "d_pointsnotlist", [shape("target", 7)])
     (split / "e_invalidjson.json").write_text('{"text": ["oops"], ')
-    with caplog.at_level("WARNING", logger="loaders.base"):
+    with caplog.at_level("WARNING", logger="rvt_bench.loaders.base"):
         ds = ReasonSegDataset(tmp_path, "val")
     assert [s.id for s in ds] == ["a_good", "f_good"]
     assert [(e["sample_id"], e["kind"]) for e in ds.errors] == [

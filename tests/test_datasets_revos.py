@@ -1,4 +1,4 @@
-"""ReVOS loader on a fixture in VISA's on-disk format (see loaders/revos.py for the layout).
+"""ReVOS loader on a fixture in VISA's on-disk format (see bench/loaders/revos.py for the layout).
 
 Ground truth as VISA tools/eval_revos.py builds it: for frame i, the sum (= union) of
 mask_dict[anno_id][i] over the expression's anno_ids, a null entry meaning no mask.
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core import masks
-from loaders.revos import ReVOSDataset
-from core.types import DatasetFormatError
+from rvt_bench.core import masks
+from rvt_bench.loaders.revos import ReVOSDataset
+from rvt_bench.core.types import DatasetFormatError
 
 H, W = 6, 8
 NESTED = "UVO/all/vid1"  # ReVOS nests some videos (UVO, BURST...) under sub-directories
@@ -190,7 +190,7 @@ def test_anno_track_of_wrong_length_is_an_error_on_request(root):
 
 def test_anno_track_of_wrong_length_warns_and_aligns_by_index(root, caplog):
     shorten_anno(root, "5", 2)  # video NESTED has 3 frames; anno 5 now covers the first two
-    with caplog.at_level("WARNING", logger="loaders.revos"):
+    with caplog.at_level("WARNING", logger="rvt_bench.loaders.revos"):
         ds = ReVOSDataset(root)  # default: warn
     warned = [r.getMessage() for r in caplog.records if "anno_id 5" in r.getMessage()]
     assert len(warned) == 1 and NESTED in warned[0] and "got 2" in warned[0]

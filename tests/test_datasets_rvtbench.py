@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core import masks
-from core.types import DatasetFormatError
-from loaders.config import from_yaml
+from rvt_bench.core import masks
+from rvt_bench.core.types import DatasetFormatError
+from rvt_bench.loaders.config import from_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 

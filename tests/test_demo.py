@@ -12,10 +12,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from core import masks
-from loaders.demo import DemoDataset
-from core.frames import frame_size, read_frame
-from core.types import DatasetFormatError
+from rvt_bench.core import masks
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.core.frames import frame_size, read_frame
+from rvt_bench.core.types import DatasetFormatError
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "demo"
@@ -35,7 +35,8 @@ def _build_module():
 
 def _digests(root: Path, pattern: str = "*") -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob(pattern)) if p.is_file() and p.name != "README.md"}
+            for p in sorted(root.rglob(pattern))
+            if p.is_file() and p.name not in ("README.md", "__init__.py") and "__pycache__" not in p.parts}
 
 
 def test_counts_and_unique_ids(demo):
@@ -155,9 +156,9 @@ def test_hydra_config_instantiates_the_demo(demo):
     OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)
     cfg = OmegaConf.load(REPO / "conf" / "dataset" / "demo.yaml")
     assert cfg.name == "demo"
-    assert cfg.protocol._target_ == "metrics.protocols.composite.CompositeProtocol"
+    assert cfg.protocol._target_ == "rvt_bench.metrics.protocols.composite.CompositeProtocol"
     assert set(cfg.protocol.parts) == {"image", "video", "rvt"}
-    from loaders.config import loader_kwargs
+    from rvt_bench.loaders.config import loader_kwargs
 
     ds = instantiate(loader_kwargs(cfg), _convert_="all")
     # the main job's default is the quick split: the listed ids, in the demo's order, every task
@@ -173,8 +174,8 @@ def test_hydra_config_instantiates_the_demo(demo):
 def test_a_demo_split_file_naming_a_missing_sample_or_a_missing_split_is_refused(tmp_path):
     import shutil
 
-    from core.types import DatasetFormatError
-    from loaders.demo import DemoDataset
+    from rvt_bench.core.types import DatasetFormatError
+    from rvt_bench.loaders.demo import DemoDataset
 
     root = tmp_path / "demo"
     shutil.copytree(REPO / "demo", root)
@@ -224,7 +225,7 @@ def test_demo_stays_small():
 
 
 def test_demo_protocol_scores_the_ground_truth_as_perfect(demo):
-    from core.types import Prediction
+    from rvt_bench.core.types import Prediction
 
     OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)
     protocol = instantiate(OmegaConf.load(REPO / "conf" / "dataset" / "demo.yaml").protocol)
@@ -241,8 +242,8 @@ def test_demo_protocol_scores_the_ground_truth_as_perfect(demo):
 
 def test_demo_protocol_keeps_the_segmentation_parts_numbers(demo):
     # routing by meta["source"] scores images and videos exactly as routing by modality did
-    from core.types import Prediction
-    from metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
+    from rvt_bench.core.types import Prediction
+    from rvt_bench.metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
 
     OmegaConf.register_new_resolver("repo", lambda rel="": str(REPO / rel), replace=True)
     routed = instantiate(OmegaConf.load(REPO / "conf" / "dataset" / "demo.yaml").protocol)
@@ -262,8 +263,8 @@ def test_demo_protocol_keeps_the_segmentation_parts_numbers(demo):
 def test_composite_routing_errors_name_the_sample(demo):
     from dataclasses import replace
 
-    from core.types import Prediction
-    from metrics.protocols import CompositeProtocol, ReasonSegProtocol
+    from rvt_bench.core.types import Prediction
+    from rvt_bench.metrics.protocols import CompositeProtocol, ReasonSegProtocol
 
     protocol = CompositeProtocol({"image": ReasonSegProtocol()}, route_by="meta.source", routes={"reasonseg": "image"})
     stray = replace(demo[0], meta={**demo[0].meta, "source": "elsewhere"})

@@ -12,12 +12,12 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from adapters.base import Adapter
-from loaders.demo import DemoDataset
-from harness.config import group_node
-from harness.runner import format_summary, run
-from core.types import Prediction, Sample
-from metrics.judge import Judge
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.harness.config import group_node
+from rvt_bench.harness.runner import format_summary, run
+from rvt_bench.core.types import Prediction, Sample
+from rvt_bench.metrics.judge import Judge
 from tests.fakes import make_cfg
 from tests.test_judge import GOOD, ScriptedServer
 
@@ -159,7 +159,7 @@ def test_judge_failure_rate_within_the_limit_publishes(server, tmp_path):
 
 def test_judged_run_files_are_byte_identical_to_before_one_verdict_type(server, tmp_path):
     """scores.jsonl and the judge parts of metrics.json as main wrote them with its own live Verdict
-    type (tests/data/judged_run_5e41a15.json); one verdict type (core.records.JudgeVerdict) must not
+    type (tests/data/judged_run_5e41a15.json); one verdict type (rvt_bench.core.records.JudgeVerdict) must not
     change a byte of them."""
     expected = json.loads((REPO / "tests" / "data" / "judged_run_5e41a15.json").read_text())
     result = run(_cfg(tmp_path, judge=_openai_judge(server, max_failure_rate=0.3)))

@@ -8,13 +8,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from adapters.dtr1.adapter import DTR1Adapter
-from adapters.policy.scripted import ScriptedPolicy
-from adapters.twin.dag import DAGError
-from adapters.twin.oracle import OraclePerception
-from core import masks as mask_io
-from core.types import InstanceAnnotation, ParseError, Prediction, Sample, Target
-from harness.config import adapter_node
+from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+from rvt_bench.adapters.twin.dag import DAGError
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import InstanceAnnotation, ParseError, Prediction, Sample, Target
+from rvt_bench.harness.config import adapter_node
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 H, W = 8, 10
@@ -112,7 +112,7 @@ def test_prompt_names_query_modality_and_frame_count():
 
 
 def test_hydra_config_instantiates_the_adapter_without_loading_a_model():
-    # composed as run_bench.py does: conf/model/dtr1.yaml extends the schema of harness/config.py
+    # composed as run_bench.py does: conf/model/dtr1.yaml extends the schema of bench/harness/config.py
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=["+dataset=demo", "+model=dtr1", "policy=smollm2", "perception=oracle"])
     model = instantiate(adapter_node(cfg.model))
@@ -140,15 +140,15 @@ def test_code_error_in_the_real_sandbox_is_reported_and_the_rollout_continues():
 # --- twin style: the paper's prompt for real checkpoints, a few-token twin for the embedded policy ---
 
 def _dtr1_cfg(policy: str, *overrides: str):
-    # composed as run_bench.py does (conf/model/dtr1.yaml extends harness/config.py's schema)
+    # composed as run_bench.py does (conf/model/dtr1.yaml extends bench/harness/config.py's schema)
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose("config", overrides=["+dataset=demo", "+model=dtr1", f"policy={policy}", "perception=oracle",
                                             *overrides])
 
 
 def test_the_full_style_keeps_the_papers_prompt_and_the_fingerprint_without_the_knob():
-    from adapters.dtr1 import prompt as prompts
-    from adapters.twin.registry import describe_tools
+    from rvt_bench.adapters.dtr1 import prompt as prompts
+    from rvt_bench.adapters.twin.registry import describe_tools
 
     # The digest of the system prompt before twin styles existed: real checkpoints' runs keep their names.
     assert prompts.prompt_digest(describe_tools(), 10) == prompts.prompt_digest(describe_tools(), 10, "full") == "7fe491fd90f4"

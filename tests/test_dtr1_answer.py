@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from adapters.dtr1.answer import parse_answer, parse_task
-from adapters.dtr1.tags import TagError
-from core import masks as mask_io
+from rvt_bench.adapters.dtr1.answer import parse_answer, parse_task
+from rvt_bench.adapters.dtr1.tags import TagError
+from rvt_bench.core import masks as mask_io
 
 
 class TinyTwin:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.dtr1.adapter import DTR1Adapter
-from adapters.policy.scripted import ScriptedPolicy
-from adapters.twin.builder import build_twin
-from adapters.twin.oracle import OraclePerception
-from loaders.demo import DemoDataset
-from metrics.protocols.rvtbench import RVTBenchProtocol
+from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.metrics.protocols.rvtbench import RVTBenchProtocol
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = '<think>find the object that leaves</think>\n<dt_plan>{"SAM2": [], "OWLv2": ["SAM2"]}</dt_plan>'

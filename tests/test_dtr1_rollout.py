@@ -3,10 +3,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapters.dtr1.tags import TagError
-from adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout
-from adapters.policy.scripted import ScriptedPolicy
-from core.types import ParseError
+from rvt_bench.adapters.dtr1.tags import TagError
+from rvt_bench.adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout
+from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+from rvt_bench.core.types import ParseError
 
 MESSAGES = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "find the dog"}]
 PLAN = '<think>need masks</think> <dt_plan>{"SAM2": []}</dt_plan>'

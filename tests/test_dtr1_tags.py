@@ -1,8 +1,8 @@
 """Extraction of DT-R1 rollout tags: lenient about whitespace, strict about meaning."""
 import pytest
 
-from adapters.dtr1 import tags as T
-from core.types import ParseError
+from rvt_bench.adapters.dtr1 import tags as T
+from rvt_bench.core.types import ParseError
 
 
 def test_extract_one_strips_whitespace_around_contents():

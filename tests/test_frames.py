@@ -1,4 +1,4 @@
-"""core.frames: RGB uint8, EXIF orientation applied (as cv2.imread does for LISA), clear errors."""
+"""rvt_bench.core.frames: RGB uint8, EXIF orientation applied (as cv2.imread does for LISA), clear errors."""
 from __future__ import annotations
 
 import cv2
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
-from core.frames import frame_size, read_frame, verify_frame
-from core.types import DatasetFormatError
+from rvt_bench.core.frames import frame_size, read_frame, verify_frame
+from rvt_bench.core.types import DatasetFormatError
 
 EXIF_ORIENTATION = 0x0112
 

@@ -1,6 +1,6 @@
-"""harness.funnel on hand-made predictions: stages read from DT-R1 traces, errors and score records."""
-from harness.funnel import annotate, first_failed, result_correct, sample_stages
-from core.types import Prediction, Sample, Target
+"""rvt_bench.harness.funnel on hand-made predictions: stages read from DT-R1 traces, errors and score records."""
+from rvt_bench.harness.funnel import annotate, first_failed, result_correct, sample_stages
+from rvt_bench.core.types import Prediction, Sample, Target
 
 ROLLOUT = ('<think>t</think> <dt_plan>{"SAM2": []}</dt_plan>\n<dt_rep>{}</dt_rep>\n'
            '<execute>print(1)</execute>\n<results>1</results>\n<task>vqa</task> <answer>a dog</answer>')

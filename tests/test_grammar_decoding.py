@@ -6,10 +6,10 @@ import json
 import pytest
 from xgrammar.testing import _is_grammar_accept_string as accepts
 
-from adapters.dtr1 import grammar as G
-from adapters.dtr1.answer import parse_answer
-from adapters.policy.base import Request
-from adapters.twin.dag import parse_dag, validate_dag
+from rvt_bench.adapters.dtr1 import grammar as G
+from rvt_bench.adapters.dtr1.answer import parse_answer
+from rvt_bench.adapters.policy.base import Request
+from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
 
 PLAN_OK = '<think>the dog moves</think> <dt_plan>{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"]}</dt_plan>'
 
@@ -30,8 +30,8 @@ def test_every_dag_the_grammar_admits_validates():
     # All subsets of the registry in registry order: admitted by the grammar <=> validate_dag passes.
     from itertools import combinations
 
-    from adapters.twin.dag import DAGError
-    from adapters.twin.registry import TOOLS
+    from rvt_bench.adapters.twin.dag import DAGError
+    from rvt_bench.adapters.twin.registry import TOOLS
 
     names = list(TOOLS)
     for k in range(1, 4):
@@ -76,8 +76,8 @@ def test_code_rounds_end_when_none_are_left():
 
 def test_openai_policy_sends_each_segments_grammar_as_structured_outputs(serve):
     from tests.test_dtr1_adapter import make_sample
-    from adapters.dtr1.adapter import DTR1Adapter
-    from adapters.twin.oracle import OraclePerception
+    from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+    from rvt_bench.adapters.twin.oracle import OraclePerception
     from tests.test_policy_openai import _policy
 
     answer = '<task>segmentation</task> <answer>{"instances": [2]}</answer>'
@@ -126,7 +126,7 @@ def serve():
 # --- hf policy: xgrammar on a tiny random model -------------------------------------------------------
 
 def test_hf_policy_output_follows_the_grammar(tiny_r1):
-    from adapters.policy.hf import HFPolicy
+    from rvt_bench.adapters.policy.hf import HFPolicy
 
     policy = HFPolicy(str(tiny_r1[0]), dtype="float32", device="cpu", decoding="grammar")
     prompt = policy.render([{"role": "user", "content": "find the dog"}], policy.prefill)
@@ -152,7 +152,7 @@ def test_hf_policy_output_follows_the_grammar(tiny_r1):
 # --- embedded GGUF policy: llama.cpp grammar ---------------------------------------------------------
 
 def test_gguf_policy_plan_under_grammar_is_a_valid_dag():
-    from adapters.policy.gguf import GGUFPolicy
+    from rvt_bench.adapters.policy.gguf import GGUFPolicy
 
     policy = GGUFPolicy("smollm2", n_ctx=1024, decoding="grammar")
     prompt = policy.render([{"role": "user", "content": "Plan vision tools to find the dog, as <think>..</think> <dt_plan>JSON</dt_plan>."}])

@@ -1,9 +1,9 @@
-"""core.http.call_with_retries: which errors are retried, and what the caller's error says."""
+"""rvt_bench.core.http.call_with_retries: which errors are retried, and what the caller's error says."""
 import httpx2 as httpx  # the HTTP library the openai client (3.x) is built on
 import openai
 import pytest
 
-from core.http import call_with_retries
+from rvt_bench.core.http import call_with_retries
 
 
 class Boom(Exception):
@@ -55,7 +55,7 @@ def test_client_errors_and_unreadable_bodies_are_not_retried():
 
 
 def test_retry_after_is_honoured(monkeypatch):
-    import core.http as http
+    import rvt_bench.core.http as http
 
     slept = []
     monkeypatch.setattr(http.time, "sleep", slept.append)

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from adapters.jit import prompts as P
-from adapters.jit.adapter import JiTAdapter, program_code
-from adapters.jit.planner import JiTError
-from adapters.policy.scripted import ScriptedPolicy
-from adapters.twin.builder import build_twin
-from adapters.twin.dag import DAGError
-from adapters.twin.oracle import OraclePerception
-from loaders.demo import DemoDataset
-from core.types import AdapterError
-from harness.config import group_node
+from rvt_bench.adapters.jit import prompts as P
+from rvt_bench.adapters.jit.adapter import JiTAdapter, program_code
+from rvt_bench.adapters.jit.planner import JiTError
+from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.dag import DAGError
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.core.types import AdapterError
+from rvt_bench.harness.config import group_node
 
 REPO = Path(__file__).resolve().parents[1]
 # the composed `model` node (schema defaults + conf/model/jit.yaml), unresolved: as run_bench.py builds it

@@ -48,7 +48,7 @@ def test_every_path_runs_through_the_runner_with_a_scripted_policy(small_demo, t
     conf = tmp_path / "conf"
     (conf / "policy").mkdir(parents=True)
     (conf / "policy/jit_script.yaml").write_text(yaml.safe_dump(
-        {"_target_": "adapters.policy.scripted.ScriptedPolicy", "turns": TURNS}))
+        {"_target_": "rvt_bench.adapters.policy.scripted.ScriptedPolicy", "turns": TURNS}))
     run_dir = bench("--config-dir", str(conf), "+model=jit", "policy=jit_script", f"dataset.root={small_demo}",
                     f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}")
     metrics = json.loads((run_dir / "metrics.json").read_text())

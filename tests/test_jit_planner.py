@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.jit.planner import JiTError, Plan, parse_plan, to_dag
-from adapters.twin.dag import validate_dag
+from rvt_bench.adapters.jit.planner import JiTError, Plan, parse_plan, to_dag
+from rvt_bench.adapters.twin.dag import validate_dag
 
 PLAN = ('{"query_type": "spatial", "specialists": [{"name": "SAM2", "rationale": "objects"}, '
         '{"name": "DepthAnything2", "rationale": "behind means depth"}]}')

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.jit.scene_graph import build_graph, to_text
-from adapters.twin.schema import Depth, FrameInfo, Instance, InstanceFrame, Twin, VideoInfo
+from rvt_bench.adapters.jit.scene_graph import build_graph, to_text
+from rvt_bench.adapters.twin.schema import Depth, FrameInfo, Instance, InstanceFrame, Twin, VideoInfo
 
 
 def _twin(tracks: dict[int, dict[int, tuple[float, float]]], T: int, depth=None) -> Twin:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.jit.smoothing import smooth_masks
-from core import masks as mask_io
+from rvt_bench.adapters.jit.smoothing import smooth_masks
+from rvt_bench.core import masks as mask_io
 
 ON = mask_io.encode(np.ones((2, 2), bool))
 

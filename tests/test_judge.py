@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from core.records import JudgeVerdict
-from core.types import JudgeError
-from harness.config import group_node
+from rvt_bench.core.records import JudgeVerdict
+from rvt_bench.core.types import JudgeError
+from rvt_bench.harness.config import group_node
 from tests.loopback import JSONHandler, Loopback
-from metrics.judge import (
+from rvt_bench.metrics.judge import (
     NOT_CONFIGURED,
     Judge,
     JudgeCache,

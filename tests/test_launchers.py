@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 from hydra import compose, initialize_config_dir
 
-from harness.runner import run
+from rvt_bench.harness.runner import run
 from tests.demo_runs import REPO, demo_cfg, write_predictions
 
 

@@ -1,9 +1,9 @@
-"""leaderboards.render: runs sorted by the headline with CIs; published rows beside them, exactly as printed."""
+"""rvt_bench.leaderboards.render: runs sorted by the headline with CIs; published rows beside them, exactly as printed."""
 import csv
 from pathlib import Path
 
-from leaderboards.publish import upsert
-from leaderboards.render import PAPER_DIR, published_percent, render
+from rvt_bench.leaderboards.publish import upsert
+from rvt_bench.leaderboards.render import PAPER_DIR, published_percent, render
 
 SHARED = Path("/work/shared/data/dtr1_paper_results.csv")
 

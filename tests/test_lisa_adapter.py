@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.lisa.adapter import LisaAdapter
-from loaders.reasonseg import ReasonSegDataset
-from core.types import AdapterError
+from rvt_bench.adapters.lisa.adapter import LisaAdapter
+from rvt_bench.loaders.reasonseg import ReasonSegDataset
+from rvt_bench.core.types import AdapterError
 from tests.lisa_tiny import REFERENCE_BOOSTS, build_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def test_generate_mode_records_answer_and_seg_count(checkpoint):
 def test_no_seg_gives_an_empty_mask(checkpoint):
     sample = ReasonSegDataset(FIXTURE, "val")[1]  # red_mug: the generated answer holds no [SEG]
     prediction = LisaAdapter(str(checkpoint), prompt_mode="generate", device="cpu").predict(sample)
-    from core import masks
+    from rvt_bench.core import masks
 
     assert prediction.trace["frames"][0]["n_seg"] == 0 and not masks.decode(prediction.masks[0]).any()
 

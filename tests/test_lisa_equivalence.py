@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from adapters.lisa.adapter import LisaAdapter
-from adapters.lisa.preprocess import clip_input, sam_input
-from core.frames import read_frame
+from rvt_bench.adapters.lisa.adapter import LisaAdapter
+from rvt_bench.adapters.lisa.preprocess import clip_input, sam_input
+from rvt_bench.core.frames import read_frame
 from tests.lisa_tiny import REFERENCE_BOOSTS, build_checkpoint
 
 DATA = Path(__file__).parent / "data" / "lisa"
@@ -57,7 +57,7 @@ def test_eval_path_masks_equal_lisa(loaded, case):
 
 @cases("generate")
 def test_generate_path_tokens_match_lisa(loaded, case):
-    from adapters.lisa import prompts
+    from rvt_bench.adapters.lisa import prompts
 
     tokenizer = loaded[1]
     ids = prompts.tokenize_with_image(prompts.generate_prompt(case["prompt"], "{query}"), tokenizer)
@@ -67,7 +67,7 @@ def test_generate_path_tokens_match_lisa(loaded, case):
 
 @cases("generate")
 def test_generate_path_logits_match_lisa(loaded, case):
-    from adapters.lisa import prompts
+    from rvt_bench.adapters.lisa import prompts
 
     ids = prompts.tokenize_with_image(prompts.generate_prompt(case["prompt"], "{query}"), loaded[1])
     out = run_case(loaded, case, ids, max_new_tokens=512)

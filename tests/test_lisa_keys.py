@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from adapters.lisa.config import LisaConfig
-from adapters.lisa.model import LisaModel
-from adapters.lisa.weights import our_key, sam_key
+from rvt_bench.adapters.lisa.config import LisaConfig
+from rvt_bench.adapters.lisa.model import LisaModel
+from rvt_bench.adapters.lisa.weights import our_key, sam_key
 
 DATA = Path(__file__).parent / "data" / "lisa"
 CHECKPOINTS = ["lisa-7b-v1", "lisa-13b-llama2-v1"]

@@ -4,9 +4,9 @@ model_forward / evaluate compute ``seg_token_mask`` (model/LISA.py, 3cb2d430).""
 import pytest
 import torch
 
-from adapters.lisa.config import LisaConfig
-from adapters.lisa.model import LisaModel, seg_hidden_positions
-from adapters.lisa.prompts import IMAGE_TOKEN_INDEX
+from rvt_bench.adapters.lisa.config import LisaConfig
+from rvt_bench.adapters.lisa.model import LisaModel, seg_hidden_positions
+from rvt_bench.adapters.lisa.prompts import IMAGE_TOKEN_INDEX
 from tests.lisa_tiny import lisa_config
 
 SEG = 403
@@ -50,7 +50,7 @@ def test_expanded_position_holds_the_token_before_seg(tiny_model):
 
 
 def test_prompt_with_two_images_is_refused(tiny_model):
-    from core.types import AdapterError
+    from rvt_bench.core.types import AdapterError
 
     with pytest.raises(AdapterError, match="exactly one <image>"):
         tiny_model.embed([1, IMAGE_TOKEN_INDEX, IMAGE_TOKEN_INDEX], torch.zeros(1, 256, 64))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.lisa import prompts
-from adapters.lisa.tokenizer import LisaTokenizer
+from rvt_bench.adapters.lisa import prompts
+from rvt_bench.adapters.lisa.tokenizer import LisaTokenizer
 from tests.lisa_tiny import ADDED_7B, ADDED_13B, write_tokenizer
 
 DATA = Path(__file__).parent / "data" / "lisa"
@@ -84,7 +84,7 @@ def test_seg_id_comes_from_the_vocabulary(tmp_path, added, seg_id):
 
 
 def test_tokenizer_without_model_file_names_it(tmp_path):
-    from core.types import AdapterError
+    from rvt_bench.core.types import AdapterError
 
     with pytest.raises(AdapterError, match="tokenizer.model"):
         LisaTokenizer(tmp_path)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from pycocotools import mask as mask_utils
 
-from metrics.boxes import aggregate_boxes, as_boxes, box_iou, frame_box_iou, sample_box_scores
+from rvt_bench.metrics.boxes import aggregate_boxes, as_boxes, box_iou, frame_box_iou, sample_box_scores
 
 
 def _raster_inter_union(pred, gt, scale=1):

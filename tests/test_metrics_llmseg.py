@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.types import Prediction, Sample, Target
-from metrics.protocols.llmseg40k import LLMSegProtocol, llmseg_sample_iou
-from metrics.protocols.reasonseg import ReasonSegProtocol
+from rvt_bench.core.types import Prediction, Sample, Target
+from rvt_bench.metrics.protocols.llmseg40k import LLMSegProtocol, llmseg_sample_iou
+from rvt_bench.metrics.protocols.reasonseg import ReasonSegProtocol
 
 PARITY = Path(__file__).parent / "data" / "parity"
 REF = json.loads((PARITY / "llmseg_validate.json").read_text())

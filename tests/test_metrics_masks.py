@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.masks import decode
-from metrics.masks import (
+from rvt_bench.core.masks import decode
+from rvt_bench.metrics.masks import (
     boundary_map,
     bound_pixels,
     ciou,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics import text
-from metrics.text import JavaMissingError, caption_scores, check_java
+from rvt_bench.metrics import text
+from rvt_bench.metrics.text import JavaMissingError, caption_scores, check_java
 
 PARITY = json.loads((Path(__file__).parent / "data" / "captions" / "parity.json").read_text())
 REFERENCE_NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4",
@@ -49,10 +49,10 @@ def test_corpus_bleu_is_pooled_not_the_mean_of_sample_bleus(parity_scores):
 
 @needs_java
 def test_single_sample_cider_is_zero_and_warned_once(caplog, capfd):
-    import metrics.text as text
+    import rvt_bench.metrics.text as text
 
     text._warn_small_cider.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="metrics.text"):
+    with caplog.at_level(logging.WARNING, logger="rvt_bench.metrics.text"):
         out = caption_scores([("a", "a dog runs on the grass")], {"a": ["a dog runs on the grass"]}, metrics=("CIDEr",))
         caption_scores([("b", "a cat")], {"b": ["a cat sleeps"]}, metrics=("CIDEr",))
     assert out["corpus"] == {"CIDEr": 0.0}

@@ -8,17 +8,17 @@ import shutil
 import numpy as np
 import pytest
 
-from core import masks
-from core.types import AdapterError, DatasetFormatError, Prediction, Sample, Target
-from metrics.boxes import aggregate_boxes, sample_box_scores
-from metrics.judge import NOT_CONFIGURED
-from metrics.masks import ciou, f_measure, giou, jaccard, lisa_sample_iou
-from metrics.protocols.units import UnitProtocol
-from metrics.units.box_iou import BoxIoU
-from metrics.units.judge import JudgeScore
-from metrics.units.lisa_iou import LisaIoU, LLMSegIoU, llmseg_sample_iou
-from metrics.units.rle import decode_pair, rle_size_box
-from metrics.units.video_jf import VideoJF
+from rvt_bench.core import masks
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample, Target
+from rvt_bench.metrics.boxes import aggregate_boxes, sample_box_scores
+from rvt_bench.metrics.judge import NOT_CONFIGURED
+from rvt_bench.metrics.masks import ciou, f_measure, giou, jaccard, lisa_sample_iou
+from rvt_bench.metrics.protocols.units import UnitProtocol
+from rvt_bench.metrics.units.box_iou import BoxIoU
+from rvt_bench.metrics.units.judge import JudgeScore
+from rvt_bench.metrics.units.lisa_iou import LisaIoU, LLMSegIoU, llmseg_sample_iou
+from rvt_bench.metrics.units.rle import decode_pair, rle_size_box
+from rvt_bench.metrics.units.video_jf import VideoJF
 
 H, W = 9, 11
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
@@ -100,8 +100,8 @@ def test_judge_unit_reports_not_configured_without_verdicts_and_counts_failures(
 
 @needs_java
 def test_captions_unit_is_pycocoevalcap_over_its_records():
-    from metrics.text import caption_scores
-    from metrics.units.captions import Captions
+    from rvt_bench.metrics.text import caption_scores
+    from rvt_bench.metrics.units.captions import Captions
 
     pairs = [("v1", "three birds", ["three birds land"]), ("v2", "a red car", ["a red car parks"])]
     recs = [{"sample_id": sid, **Captions().score(sample(sid, task="vqa", answers=refs), Prediction(sid, text=hyp))}

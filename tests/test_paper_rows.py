@@ -3,7 +3,7 @@
 import csv
 from pathlib import Path
 
-from leaderboards.render import PAPER_DIR, paper_rows
+from rvt_bench.leaderboards.render import PAPER_DIR, paper_rows
 
 SHIPPED = PAPER_DIR / "dtr1_arxiv2511.12365.csv"
 VERIFICATION = PAPER_DIR / "verification" / "dtr1_arxiv2511.12365.csv"

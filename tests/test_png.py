@@ -1,4 +1,4 @@
-"""core/png.py: the fast grayscale PNG decoder gives OpenCV's pixels on every file it accepts, hands
+"""bench/core/png.py: the fast grayscale PNG decoder gives OpenCV's pixels on every file it accepts, hands
 every other file (and every damaged one) to OpenCV, and is actually taken for the mask PNGs that
 OpenCV and Pillow write."""
 import io
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core import png
-from core.types import DatasetFormatError
+from rvt_bench.core import png
+from rvt_bench.core.types import DatasetFormatError
 
 
 def _cv2_gray(buf: bytes):

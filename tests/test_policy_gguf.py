@@ -1,11 +1,11 @@
 """The embedded GGUF policy: registry, chat rendering, and the real SmolLM2 through llama.cpp."""
 import pytest
 
-from adapters.policy.base import split_at_stop
-from adapters.policy.chat import render_chat
-from adapters.policy.gguf import GGUFPolicy
-from adapters.policy.gguf_files import MODELS, file_sha256, resolve_gguf
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import split_at_stop
+from rvt_bench.adapters.policy.chat import render_chat
+from rvt_bench.adapters.policy.gguf import GGUFPolicy
+from rvt_bench.adapters.policy.gguf_files import MODELS, file_sha256, resolve_gguf
+from rvt_bench.core.types import AdapterError
 
 MESSAGES = [{"role": "system", "content": "You plan vision tools."}, {"role": "user", "content": "Find the dog."}]
 
@@ -110,8 +110,8 @@ def test_the_kv_cache_of_a_shared_prefix_is_reused_across_prompts(smollm2):
 def test_prompt_lookup_drafts_give_the_token_by_token_greedy_text(monkeypatch):
     # A continuation that copies the prompt (as the policy copies the worked example's plan) is
     # drafted from it and verified in batches; the text is that of decoding one token at a time.
-    import adapters.policy.gguf as gguf
-    from adapters.dtr1 import grammar as G
+    import rvt_bench.adapters.policy.gguf as gguf
+    from rvt_bench.adapters.dtr1 import grammar as G
 
     plan = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'
     messages = [{"role": "user", "content": f"Copy this plan: <think>plan</think> <dt_plan>{plan}</dt_plan>"}]
@@ -153,7 +153,7 @@ def test_a_continuation_keeps_the_sampled_ids_and_evaluates_only_the_insertion(s
 
 
 def test_parallel_instances_give_the_sequential_texts_and_keep_each_rollout_on_its_instance():
-    from adapters.policy.base import Request
+    from rvt_bench.adapters.policy.base import Request
 
     seq = GGUFPolicy(model="smollm2", n_ctx=768, n_threads=1)
     par = GGUFPolicy(model="smollm2", n_ctx=768, n_threads=1, n_parallel=2)
@@ -180,7 +180,7 @@ def test_parallel_instances_give_the_sequential_texts_and_keep_each_rollout_on_i
 
 
 def test_assign_prefers_the_instance_holding_the_longest_prefix():
-    from adapters.policy.gguf import _assign
+    from rvt_bench.adapters.policy.gguf import _assign
 
     assert _assign([[5, 90], [80, 10]]) == [[1], [0]]
     assert _assign([[5, 90], [80, 10], [0, 0]]) in ([[1, 2], [0]], [[1], [0, 2]])

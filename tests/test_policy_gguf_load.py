@@ -3,7 +3,7 @@ llama-cpp-python 0.3.36 on Sapphire Rapids VMs), and the library's defaults are 
 import llama_cpp
 import llama_cpp.llama as module
 
-from adapters.policy.gguf import _no_extra_buffer_types
+from rvt_bench.adapters.policy.gguf import _no_extra_buffer_types
 
 
 def test_extra_buffer_types_off_only_during_the_load():
@@ -17,7 +17,7 @@ def test_extra_buffer_types_off_only_during_the_load():
 
 def test_the_loaded_model_runs_a_decode():
     # The decode is what crashed: a short greedy completion must come back.
-    from adapters.policy.gguf import GGUFPolicy
+    from rvt_bench.adapters.policy.gguf import GGUFPolicy
 
     policy = GGUFPolicy(model="smollm2", n_ctx=256)
     out = policy.generate("The capital of France is", stop=["\n"], max_new_tokens=4)

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from adapters.policy.base import Request
-from adapters.policy.hf import HFPolicy
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import Request
+from rvt_bench.adapters.policy.hf import HFPolicy
+from rvt_bench.core.types import AdapterError
 
 MESSAGES = [{"role": "system", "content": "You plan tools."}, {"role": "user", "content": "find the dog"}]
 
@@ -110,7 +110,7 @@ def test_bad_settings_are_refused():
 
 
 def test_batched_rollouts_equal_one_at_a_time(policy):
-    from adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout, run_rollouts
+    from rvt_bench.adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout, run_rollouts
 
     env = RolloutEnv(plan=lambda text: ["SAM2"], build_twin=lambda order: None, execute=lambda code, twin: None)
     limits = RolloutLimits(max_new_tokens=6, max_total_tokens=6)
@@ -125,8 +125,8 @@ def test_batched_rollouts_equal_one_at_a_time(policy):
 
 
 def test_an_adapter_directory_without_a_peft_adapter_is_named(ckpt, tmp_path):
-    from adapters.policy.hf import HFPolicy
-    from core.types import AdapterError
+    from rvt_bench.adapters.policy.hf import HFPolicy
+    from rvt_bench.core.types import AdapterError
 
     path = ckpt[0]
     with pytest.raises(AdapterError, match=r"policy.adapter=.* holds no adapter_config.json"):

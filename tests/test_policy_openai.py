@@ -3,9 +3,9 @@ loopback, started by the test, that speaks the completions API the way vLLM and 
 
 import pytest
 
-from adapters.policy.base import Request
-from adapters.policy.openai_compat import OpenAIPolicy
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import Request
+from rvt_bench.adapters.policy.openai_compat import OpenAIPolicy
+from rvt_bench.core.types import AdapterError
 from tests.tiny_models import R1_TEMPLATE
 from tests.loopback import JSONHandler, Loopback, RequestLog
 
@@ -195,7 +195,7 @@ def test_a_server_without_tokenize_endpoints_names_the_settings_to_use():
 
 
 def test_a_server_that_is_down_is_named_before_any_tokenizer_is_loaded(tmp_path):
-    from core.types import ServerUnreachableError
+    from rvt_bench.core.types import ServerUnreachableError
 
     policy = OpenAIPolicy("dtr1", "http://127.0.0.1:9/v1", tokenizer=str(tmp_path / "no-such-tokenizer"), api_key="EMPTY")
     with pytest.raises(ServerUnreachableError, match="policy.base_url=http://127.0.0.1:9/v1 cannot be reached"):

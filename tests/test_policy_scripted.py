@@ -1,8 +1,8 @@
 """The scripted policy applies the same stop semantics as a real one."""
 import pytest
 
-from adapters.policy.scripted import ScriptedPolicy
-from core.types import AdapterError
+from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+from rvt_bench.core.types import AdapterError
 
 
 def test_stop_string_cuts_the_text_before_it():

@@ -11,12 +11,12 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from PIL import Image
 
-from adapters.precomputed import PrecomputedAdapter
-from loaders.llmseg40k import LLMSeg40KDataset
-from core.masks import decode, encode
-from harness.predict import predict_one
-from core.store import PredictionLog
-from core.types import AdapterError, Prediction, Sample, Target
+from rvt_bench.adapters.precomputed import PrecomputedAdapter
+from rvt_bench.loaders.llmseg40k import LLMSeg40KDataset
+from rvt_bench.core.masks import decode, encode
+from rvt_bench.harness.predict import predict_one
+from rvt_bench.core.store import PredictionLog
+from rvt_bench.core.types import AdapterError, Prediction, Sample, Target
 from tests.test_datasets_llmseg40k import MASKS, write_llmseg40k
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def write_png(path: Path, values: np.ndarray) -> None:
 
 
 def revos_sample(tmp_path: Path, video: str = "UVO/all/0aB3x", exp_id: str = "2") -> Sample:
-    """A sample with the meta and frame ids loaders.revos gives (video may be nested)."""
+    """A sample with the meta and frame ids rvt_bench.loaders.revos gives (video may be nested)."""
     frame_ids = ["00000", "00005", "00010"]
     frames = [write_frame(tmp_path / "ReVOS" / "JPEGImages" / video / f"{f}.jpg") for f in frame_ids]
     return Sample(
@@ -235,9 +235,9 @@ def test_threaded_batches_give_the_same_predictions(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from adapters.precomputed import PrecomputedAdapter
-    from core import masks as mask_codec
-    from core.types import AdapterError, Sample, Target
+    from rvt_bench.adapters.precomputed import PrecomputedAdapter
+    from rvt_bench.core import masks as mask_codec
+    from rvt_bench.core.types import AdapterError, Sample, Target
 
     samples = []
     for k in range(6):
@@ -266,7 +266,7 @@ def test_threaded_batches_give_the_same_predictions(tmp_path):
 ])
 def test_a_bad_record_in_a_prediction_file_stops_before_the_first_sample(tmp_path, bad, match):
     # once: every sample failed as "store" with tracebacks (garbage line), or the run crashed (error: "oops")
-    from core.types import AdapterError
+    from rvt_bench.core.types import AdapterError
 
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"sample_id": "a", "task": "vqa", "text": "x"}\n' + bad + '\n{"sample_id": "c", "task": "vqa", "text": "y"}\n')
@@ -276,7 +276,7 @@ def test_a_bad_record_in_a_prediction_file_stops_before_the_first_sample(tmp_pat
 
 
 def test_a_stored_mask_that_is_not_an_rle_fails_its_sample(tmp_path):
-    from core.types import AdapterError, Sample, Target
+    from rvt_bench.core.types import AdapterError, Sample, Target
 
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"sample_id": "a", "task": "segmentation", "masks": ["nope"]}\n')

@@ -22,8 +22,8 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from core import masks
-from core.types import Prediction, Sample, Target
+from rvt_bench.core import masks
+from rvt_bench.core.types import Prediction, Sample, Target
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = sorted(p.stem for p in (REPO / "conf" / "dataset").glob("*.yaml"))

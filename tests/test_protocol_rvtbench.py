@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import masks
-from core.types import AdapterError, Prediction, Sample, Target
-from metrics.masks import f_measure
-from metrics.protocols.rvtbench import RVTBenchProtocol
+from rvt_bench.core import masks
+from rvt_bench.core.types import AdapterError, Prediction, Sample, Target
+from rvt_bench.metrics.masks import f_measure
+from rvt_bench.metrics.protocols.rvtbench import RVTBenchProtocol
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
 H, W = 8, 8
@@ -98,7 +98,7 @@ def test_aggregate_per_task_with_level_and_category_breakdown():
 
 @needs_java
 def test_text_tasks_are_scored_at_corpus_level_per_task():
-    from metrics.text import caption_scores
+    from rvt_bench.metrics.text import caption_scores
 
     p = RVTBenchProtocol()
     pairs = [("v1", "three birds", ["three birds land"]), ("v2", "a red car", ["a red car parks"]),
@@ -115,8 +115,8 @@ def test_text_tasks_are_scored_at_corpus_level_per_task():
 
 @needs_java
 def test_breakdown_groups_score_as_their_own_corpus_with_one_tokenizer_pass(monkeypatch):
-    import metrics.text as text
-    from metrics.text import caption_scores
+    import rvt_bench.metrics.text as text
+    from rvt_bench.metrics.text import caption_scores
 
     p = RVTBenchProtocol()
     pairs = [("v1", "three birds", ["three birds land"], 1), ("v2", "a red car", ["a red car parks"], 2),
@@ -142,7 +142,7 @@ def test_jitbench_run_end_to_end_from_a_predictions_file(tmp_path):
     from PIL import Image
 
     import run_bench  # noqa: F401  (registers the ${repo:} resolver)
-    from harness.runner import run
+    from rvt_bench.harness.runner import run
 
     repo = Path(__file__).resolve().parent.parent
     frames = tmp_path / "JiT" / "frames" / "bear"
@@ -215,7 +215,7 @@ class _FakeJudge:
         self.asked = []
 
     def score_many(self, items):
-        from core.records import JudgeVerdict
+        from rvt_bench.core.records import JudgeVerdict
 
         self.asked += [it.sample_id for it in items]
         return [JudgeVerdict(None if it.prediction == "???" else float("car" in it.prediction), "r",

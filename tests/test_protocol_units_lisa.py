@@ -9,22 +9,22 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from core.types import Prediction
-from metrics.protocols.llmseg40k import LLMSegProtocol
-from metrics.protocols.reasonseg import ReasonSegProtocol
-from metrics.protocols.units import UnitProtocol
-from metrics.units.lisa_iou import LisaIoU
+from rvt_bench.core.types import Prediction
+from rvt_bench.metrics.protocols.llmseg40k import LLMSegProtocol
+from rvt_bench.metrics.protocols.reasonseg import ReasonSegProtocol
+from rvt_bench.metrics.protocols.units import UnitProtocol
+from rvt_bench.metrics.units.lisa_iou import LisaIoU
 from tests.test_protocol_contract import image_samples, prediction
 
 YAML = """
-_target_: metrics.protocols.units.UnitProtocol
+_target_: rvt_bench.metrics.protocols.units.UnitProtocol
 name: {name}
 headline: [gIoU, cIoU]
 meta_keys: {meta_keys}
 what: samples
 baseline_keys: [gIoU]
 empty_breakdowns: true
-units: [{{_target_: metrics.units.lisa_iou.{unit}, mode: {mode}, protocol: {name}}}]
+units: [{{_target_: rvt_bench.metrics.units.lisa_iou.{unit}, mode: {mode}, protocol: {name}}}]
 """
 PRESETS = {"reasonseg": (ReasonSegProtocol, "LisaIoU", "[is_sentence, level, category]", "is_sentence", (False, True)),
            "llmseg40k": (LLMSegProtocol, "LLMSegIoU", "[from_dataset, level, category]", "from_dataset", ("coco", "ego_objects"))}

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.masks import encode
-from core.types import AdapterError, DatasetFormatError, Prediction, Sample, Target
-from metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
+from rvt_bench.core.masks import encode
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample, Target
+from rvt_bench.metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
 
 PARITY = Path(__file__).parent / "data" / "parity"
 REVOS_VISA = json.loads((PARITY / "revos_eval_visa.json").read_text())
@@ -253,10 +253,10 @@ def test_composite_builds_parts_from_hydra_configs():
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"_target_": "metrics.protocols.composite.CompositeProtocol",
+    cfg = OmegaConf.create({"_target_": "rvt_bench.metrics.protocols.composite.CompositeProtocol",
                             "headline": ["video/J&F", "image/gIoU"],
-                            "parts": {"image": {"_target_": "metrics.protocols.reasonseg.ReasonSegProtocol"},
-                                      "video": {"_target_": "metrics.protocols.revos.ReVOSProtocol", "mode": "textbook"}}})
+                            "parts": {"image": {"_target_": "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"},
+                                      "video": {"_target_": "rvt_bench.metrics.protocols.revos.ReVOSProtocol", "mode": "textbook"}}})
     proto = instantiate(cfg)
     assert isinstance(proto.parts["image"], ReasonSegProtocol)
     assert proto.parts["video"].mode == "textbook"

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from leaderboards.publish import render, upsert
+from rvt_bench.leaderboards.publish import render, upsert
 
 
 def row(fp, name, score):

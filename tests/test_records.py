@@ -1,20 +1,20 @@
-"""The typed records between stages (core.records, core.types): JSON round trips with the on-disk
+"""The typed records between stages (rvt_bench.core.records, rvt_bench.core.types): JSON round trips with the on-disk
 keys and key order, reading records written before schema versions, refusing newer ones, and the
 one list of failure kinds."""
 import json
 
 import pytest
 
-from core.records import METRICS_SCHEMA_VERSION, Failure, JudgeVerdict, RunMetrics, ScoreRecord
-from core.types import (FAILURE_KINDS, AdapterError, DatasetFormatError, ParseError, Prediction, RunStoreError,
-                        SandboxError)
-from harness.predict import predict_one
-from harness.runner import run
+from rvt_bench.core.records import METRICS_SCHEMA_VERSION, Failure, JudgeVerdict, RunMetrics, ScoreRecord
+from rvt_bench.core.types import (FAILURE_KINDS, AdapterError, DatasetFormatError, ParseError, Prediction, RunStoreError,
+                                  SandboxError)
+from rvt_bench.harness.predict import predict_one
+from rvt_bench.harness.runner import run
 from tests.fakes import FakeAdapter, make_cfg
 
 VERDICT = {"score": None, "reason": "unparsable", "cached": False, "error": "parse: no JSON", "template": "vqa@1",
            "model": "judge-7b", "raw": "maybe"}
-# a record as metrics.protocols.rvtbench writes it: header, values, then the judge and the funnel
+# a record as rvt_bench.metrics.protocols.rvtbench writes it: header, values, then the judge and the funnel
 RECORD = {"sample_id": "rvt/vqa/a", "modality": "video", "task": "vqa", "failed": False, "error_kind": None,
           "meta": {"level": 2}, "question": "q", "hypothesis": "h", "references": ["r"], "part": "rvt",
           "judge": VERDICT, "funnel": {"first_failed": None, "result_correct": None}}
@@ -85,7 +85,7 @@ def test_a_prediction_round_trips_and_reads_without_schema_version():
 def test_every_sample_error_kind_is_a_failure_kind_and_the_config_retries_only_failure_kinds():
     for error in (DatasetFormatError, AdapterError, ParseError, SandboxError):
         assert error.kind in FAILURE_KINDS
-    from harness.config import RunConfig
+    from rvt_bench.harness.config import RunConfig
 
     assert set(RunConfig().retry_failed) <= set(FAILURE_KINDS)  # the run node's default (conf/config.yaml overrides none)
 

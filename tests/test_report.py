@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from harness.report import _trace_parts, build_report
+from rvt_bench.harness.report import _trace_parts, build_report
 from tests.demo_runs import demo_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -1,12 +1,12 @@
 """What a scored run leaves for people: metrics.json header and CIs, the summary's results table,
-samples.jsonl, the leaderboard row, harness.compare. Real demo runs over precomputed predictions."""
+samples.jsonl, the leaderboard row, rvt_bench.harness.compare. Real demo runs over precomputed predictions."""
 import json
 
 import pandas as pd
 import pytest
 
-from harness.compare import compare, format_comparison
-from harness.summary import format_summary
+from rvt_bench.harness.compare import compare, format_comparison
+from rvt_bench.harness.summary import format_summary
 from tests.demo_runs import demo_run
 
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from adapters.dtr1.rewards import (Episode, r_dag, r_exec, r_result, r_task, r_token, reward_terms, term_weights,
-                                   total_reward, trl_reward_funcs)
-from core.masks import encode
-from core.types import AdapterError, Sample, Target
+from rvt_bench.adapters.dtr1.rewards import (Episode, r_dag, r_exec, r_result, r_task, r_token, reward_terms, term_weights,
+                                             total_reward, trl_reward_funcs)
+from rvt_bench.core.masks import encode
+from rvt_bench.core.types import AdapterError, Sample, Target
 
 PLAN = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'
 GOOD = (
@@ -191,7 +191,7 @@ def test_trl_reward_functions_read_the_episode_column():
 
 
 def test_result_reward_asks_the_judge_once_per_batch_in_episode_order():
-    from adapters.dtr1.rewards import TERMS, trl_reward_funcs
+    from rvt_bench.adapters.dtr1.rewards import TERMS, trl_reward_funcs
 
     judge = FakeJudge(1.0)
     vqa = _sample(task="vqa", answers=["the left paw"])

@@ -78,7 +78,7 @@ def test_run_name_and_roots_are_honoured(small_root, tmp_path):
 
 
 @pytest.mark.parametrize("args, expect", [
-    ([], ["name: demo", "_target_: adapters.dtr1.adapter.DTR1Adapter"]),
+    ([], ["name: demo", "_target_: rvt_bench.adapters.dtr1.adapter.DTR1Adapter"]),
     (["+dataset=revos", "+model=dtr1", "dataset.root=/data/ReVOS", "dataset.split=valid"],
      ["name: revos", "root: /data/ReVOS", "split: valid"]),
 ])
@@ -107,6 +107,6 @@ def test_a_backend_that_cannot_run_stops_once_with_the_setting_to_fix(tmp_path):
                            "policy.base_url=http://127.0.0.1:9/v1", f"policy.tokenizer={tok}", "policy.max_retries=0",
                            f"run.root={tmp_path / 'runs'}", "run.limit=2"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 8, proc.stderr[-2000:]  # harness.cli.EXIT_CODES["server_down"]
+    assert proc.returncode == 8, proc.stderr[-2000:]  # rvt_bench.harness.cli.EXIT_CODES["server_down"]
     assert "policy.base_url=http://127.0.0.1:9/v1 cannot be reached" in proc.stderr and "Traceback" not in proc.stderr
     assert not list((tmp_path / "runs").rglob("predictions.jsonl"))

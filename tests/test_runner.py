@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from harness.runner import run
-from core.store import read_jsonl
-from core.types import RunStoreError
+from rvt_bench.harness.runner import run
+from rvt_bench.core.store import read_jsonl
+from rvt_bench.core.types import RunStoreError
 from tests.fakes import calls, make_cfg
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_sigkill_mid_run_then_resume_scores_every_sample_once(tmp_path):
     cfg.dataset.n = 8
     cfg_path = tmp_path / "cfg.yaml"
     OmegaConf.save(cfg, cfg_path)
-    code = ("import sys; from omegaconf import OmegaConf; from harness.runner import run; "
+    code = ("import sys; from omegaconf import OmegaConf; from rvt_bench.harness.runner import run; "
             "run(OmegaConf.load(sys.argv[1]))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(cfg_path)], cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -219,7 +219,7 @@ def test_a_corrupt_frame_fails_only_its_sample(tmp_path, monkeypatch):
     cfg = make_cfg(tmp_path)
     cfg.run.verify_frames = True
     m = run(cfg).metrics
-    # a data error (README "Data errors: one rule"): listed apart, not in n nor failures
+    # a data error (docs/failures.md "Data errors: one rule"): listed apart, not in n nor failures
     assert m["failures"] == 0 and m["n"] == 5 and m["data_errors"] == 1
     assert m["data_error_samples"][0]["sample_id"] == "s03" and "bad.jpg" in m["data_error_samples"][0]["message"]
     bad.write_bytes(good.read_bytes())  # the frame is repaired: a resume predicts that sample again
@@ -289,7 +289,7 @@ def test_retry_failed_empty_keeps_recorded_failures(tmp_path):
 
 
 def test_preflight_failure_stops_the_run_before_any_sample(tmp_path):
-    from core.types import AdapterError
+    from rvt_bench.core.types import AdapterError
 
     cfg = make_cfg(tmp_path, preflight_error="openai policy: the server at policy.base_url=http://127.0.0.1:9/v1 cannot be reached")
     with pytest.raises(AdapterError, match="policy.base_url"):
@@ -298,7 +298,7 @@ def test_preflight_failure_stops_the_run_before_any_sample(tmp_path):
 
 
 def test_parse_rate_is_not_available_when_the_model_answered_nothing(tmp_path):
-    from harness.runner import format_summary
+    from rvt_bench.harness.runner import format_summary
 
     result = run(make_cfg(tmp_path, crash=[f"s{k:02d}" for k in range(6)]))
     assert result.metrics["parse_rate"] is None
@@ -314,7 +314,7 @@ def test_a_failure_that_keeps_recurring_is_retried_at_most_max_attempts_times(tm
 
 
 def test_retry_failed_takes_one_kind_and_refuses_unknown_ones(tmp_path):
-    from core.types import RunStoreError
+    from rvt_bench.core.types import RunStoreError
 
     outage = tmp_path / "down"
     outage.touch()
@@ -346,10 +346,10 @@ def test_no_preflight_when_every_sample_to_do_fails_its_frame_check(tmp_path, mo
 
 
 def test_where_and_how_patiently_a_server_is_reached_is_not_part_of_the_run():
-    from harness.manifest import fingerprint
+    from rvt_bench.harness.manifest import fingerprint
 
     def cfg(**policy):
-        base = {"_target_": "adapters.policy.openai_compat.OpenAIPolicy", "model": "dtr1", "base_url": "http://a:8000/v1",
+        base = {"_target_": "rvt_bench.adapters.policy.openai_compat.OpenAIPolicy", "model": "dtr1", "base_url": "http://a:8000/v1",
                 "timeout_s": 300, "max_retries": 4, "api_key": None, "temperature": 0.0}
         return {"dataset": {"name": "demo", "root": "/x"}, "model": {"name": "dtr1", "policy": {**base, **policy}}}
 
@@ -370,7 +370,7 @@ def test_scoring_time_is_in_the_manifest_and_metrics_json_stays_identical(tmp_pa
 
 
 def test_a_report_that_cannot_be_built_is_one_warning_not_a_failed_run(tmp_path, monkeypatch, caplog):
-    import harness.report as report
+    import rvt_bench.harness.report as report
 
     def broken(*a, **kw):
         raise RuntimeError("no renderer\nsecond line")
@@ -383,7 +383,7 @@ def test_a_report_that_cannot_be_built_is_one_warning_not_a_failed_run(tmp_path,
 
 
 def test_a_report_is_not_built_when_run_report_is_off(tmp_path, monkeypatch):
-    import harness.report as report
+    import rvt_bench.harness.report as report
 
     built = []
     monkeypatch.setattr(report, "build_report", lambda *a, **kw: built.append(a))

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adapters.sandbox.child import rle_decode
-from adapters.sandbox.runner import (TRUNCATION_MARK, SandboxPool, SandboxSettings, bwrap_problem, get_pool,
-                                     run_code, settings_from)
-from adapters.twin.builder import build_twin
-from adapters.twin.oracle import OraclePerception
-from core import masks as mask_io
-from core.types import SandboxError
+from rvt_bench.adapters.sandbox.child import rle_decode
+from rvt_bench.adapters.sandbox.runner import (TRUNCATION_MARK, SandboxPool, SandboxSettings, bwrap_problem, get_pool,
+                                               run_code, settings_from)
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import SandboxError
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_code_sees_twin_and_masks(twin):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_child_rle_decoder_matches_pycocotools(seed):
-    # The sandbox cannot import the repository: its own decoder must equal core.masks.decode.
+    # The sandbox cannot import the repository: its own decoder must equal rvt_bench.core.masks.decode.
     rng = np.random.default_rng(seed)
     mask = rng.random((17, 23)) < [0.05, 0.5, 0.95][seed]
     rle = mask_io.encode(mask)
@@ -191,7 +191,7 @@ def test_pool_hands_out_started_interpreters_and_refills(twin):
 
 @needs_bwrap
 def test_bwrap_isolation_refuses_to_start_without_bwrap(twin, monkeypatch):
-    import adapters.sandbox.runner as runner
+    import rvt_bench.adapters.sandbox.runner as runner
 
     monkeypatch.setattr(runner, "bwrap_problem", lambda: "no bwrap executable")
     with pytest.raises(SandboxError, match="bwrap cannot run here: no bwrap executable"):
@@ -199,7 +199,7 @@ def test_bwrap_isolation_refuses_to_start_without_bwrap(twin, monkeypatch):
 
 
 def test_auto_falls_back_to_none_with_a_loud_warning(twin, monkeypatch, caplog):
-    import adapters.sandbox.runner as runner
+    import rvt_bench.adapters.sandbox.runner as runner
 
     monkeypatch.setattr(runner, "bwrap_problem", lambda: "user namespaces are disabled")
     monkeypatch.setattr(runner, "_warned_fallback", False)
@@ -215,9 +215,9 @@ def test_auto_falls_back_to_none_with_a_loud_warning(twin, monkeypatch, caplog):
 
 HARNESS = textwrap.dedent("""
     import json, sys
-    from adapters.sandbox.runner import SandboxSettings, get_pool
-    from adapters.twin.builder import build_twin
-    from adapters.twin.oracle import OraclePerception
+    from rvt_bench.adapters.sandbox.runner import SandboxSettings, get_pool
+    from rvt_bench.adapters.twin.builder import build_twin
+    from rvt_bench.adapters.twin.oracle import OraclePerception
     from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
     twin = build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception())
     session = get_pool(SandboxSettings(timeout_s=60.0, pool_size=1)).session()

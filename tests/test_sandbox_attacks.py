@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.sandbox.cgroup import CgroupSet
-from adapters.sandbox.runner import SandboxPool, SandboxSettings, bwrap_problem
-from adapters.twin.builder import build_twin
-from adapters.twin.oracle import OraclePerception
+from rvt_bench.adapters.sandbox.cgroup import CgroupSet
+from rvt_bench.adapters.sandbox.runner import SandboxPool, SandboxSettings, bwrap_problem
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.oracle import OraclePerception
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -496,6 +496,6 @@ def test_keyboard_interrupt_in_the_code_does_not_interrupt_the_harness(attack):
     _error(attack("raise KeyboardInterrupt"), "KeyboardInterrupt")
 
 
-@pytest.mark.parametrize("module", ["harness.runner", "metrics.masks", "adapters.dtr1.rewards", "leaderboards.publish"])
+@pytest.mark.parametrize("module", ["rvt_bench.harness.runner", "rvt_bench.metrics.masks", "rvt_bench.adapters.dtr1.rewards", "rvt_bench.leaderboards.publish"])
 def test_the_harness_cannot_be_imported_to_change_scores(attack, module):
     _error(attack(f"import {module}"), "ModuleNotFoundError")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.sandbox.runner import bwrap_problem
+from rvt_bench.adapters.sandbox.runner import bwrap_problem
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-cli-probe-must-not-leak"

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from core.store import PredictionLog, read_predictions
-from core.types import Prediction, RunStoreError
+from rvt_bench.core.store import PredictionLog, read_predictions
+from rvt_bench.core.types import Prediction, RunStoreError
 
 
 def test_append_then_read_round_trips(tmp_path):
@@ -46,8 +46,8 @@ def test_duplicate_ids_keep_the_first(tmp_path):
 
 
 def test_the_record_that_says_most_about_the_model_wins_across_files(tmp_path):
-    from core.store import read_predictions
-    from core.types import Prediction
+    from rvt_bench.core.store import read_predictions
+    from rvt_bench.core.types import Prediction
 
     def write(name, *preds):
         (tmp_path / name).write_text("".join(json.dumps(p.to_dict()) + "\n" for p in preds))

@@ -1,6 +1,6 @@
-"""metrics.text_resample: corpus BLEU / CIDEr-D from per-sample statistics equal pycocoevalcap's on
+"""rvt_bench.metrics.text_resample: corpus BLEU / CIDEr-D from per-sample statistics equal pycocoevalcap's on
 the identity resample and on resampled corpora (a sample drawn k times = k copies of it, CIDEr's
-IDF recomputed); harness.bootstrap turns them into intervals and paired tests."""
+IDF recomputed); rvt_bench.harness.bootstrap turns them into intervals and paired tests."""
 from __future__ import annotations
 
 import contextlib
@@ -16,9 +16,9 @@ pytest.importorskip("pycocoevalcap")
 from pycocoevalcap.bleu.bleu import Bleu  # noqa: E402
 from pycocoevalcap.cider.cider import Cider  # noqa: E402
 
-from harness import bootstrap  # noqa: E402
-from metrics.protocols.rvtbench import RVTBenchProtocol  # noqa: E402
-from metrics.text_resample import BleuStatistics, CiderStatistics  # noqa: E402
+from rvt_bench.harness import bootstrap  # noqa: E402
+from rvt_bench.metrics.protocols.rvtbench import RVTBenchProtocol  # noqa: E402
+from rvt_bench.metrics.text_resample import BleuStatistics, CiderStatistics  # noqa: E402
 
 PARITY = json.loads((Path(__file__).parent / "data" / "captions" / "parity.json").read_text())
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
@@ -52,10 +52,10 @@ def pycoco(res, gts, counts, ids):
 
 @pytest.fixture(scope="module")
 def parity_tokens():
-    """The 8-sample parity corpus through PTBTokenizer (as metrics.text feeds pycocoevalcap)."""
+    """The 8-sample parity corpus through PTBTokenizer (as rvt_bench.metrics.text feeds pycocoevalcap)."""
     if shutil.which("java") is None:
         pytest.skip("java is not installed")
-    from metrics.text import tokenize_captions
+    from rvt_bench.metrics.text import tokenize_captions
 
     inputs = PARITY["inputs"]
     return tokenize_captions([tuple(p) for p in inputs["predictions"]], inputs["references"])
@@ -149,7 +149,7 @@ def test_runs_with_other_references_are_not_paired():
 
 @needs_java
 def test_demo_runs_carry_corpus_intervals_and_compare_them(tmp_path):
-    from harness.compare import compare, format_comparison
+    from rvt_bench.harness.compare import compare, format_comparison
     from tests.demo_runs import demo_run
 
     a, b = demo_run(tmp_path, 3, 0, "a", "run.bootstrap.B=200"), demo_run(tmp_path, 5, 1, "b", "run.bootstrap.B=200")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from adapters.policy.base import Generation, Policy
+from rvt_bench.adapters.policy.base import Generation, Policy
 from train_dtr1 import REPO_ROOT, build_trainer
 
 PLAN = '<think>plan</think> <dt_plan>{"SAM2": []}</dt_plan>'
@@ -168,7 +168,7 @@ def test_equal_rewards_give_zero_advantages_and_finite_loss_with_the_trained_mod
 
 
 def test_reward_ablation_sweep_runs_the_papers_six_points(tmp_path):
-    from adapters.dtr1.rewards import term_weights
+    from rvt_bench.adapters.dtr1.rewards import term_weights
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="train/dtr1_grpo", overrides=["sweep=reward_ablation"], return_hydra_config=True)
@@ -186,7 +186,7 @@ def _seg(kind, text, token_ids=None, ended=None):
 def test_encode_rollout_masks_env_pieces_and_ends_finished_episodes_with_eos(base):
     from transformers import AutoTokenizer
 
-    from adapters.dtr1.training import encode_rollout
+    from rvt_bench.adapters.dtr1.training import encode_rollout
 
     tok = AutoTokenizer.from_pretrained(str(base))
     ids = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from adapters.twin.backends.depth_anything import DepthAnythingBackend
+from rvt_bench.adapters.twin.backends.depth_anything import DepthAnythingBackend
 
 
 @pytest.fixture(scope="module")

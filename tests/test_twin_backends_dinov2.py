@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from adapters.twin import registry
-from adapters.twin.backends.dinov2 import Dinov2Backend, dinov2_step
-from adapters.twin.backends.sam2_hf import Sam2HFBackend
-from adapters.twin.builder import build_twin
-from adapters.twin.cache import ToolCache
-from adapters.twin.foundation import FoundationPerception
-from adapters.twin.oracle import OraclePerception
-from core.types import AdapterError, Sample, Target
+from rvt_bench.adapters.twin import registry
+from rvt_bench.adapters.twin.backends.dinov2 import Dinov2Backend, dinov2_step
+from rvt_bench.adapters.twin.backends.sam2_hf import Sam2HFBackend
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.cache import ToolCache
+from rvt_bench.adapters.twin.foundation import FoundationPerception
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.core.types import AdapterError, Sample, Target
 
 
 @pytest.fixture(scope="module")

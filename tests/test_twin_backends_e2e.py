@@ -9,8 +9,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 import run_bench  # noqa: F401  (registers the ${repo:} resolver)
-from harness.runner import run
-from core.store import read_jsonl
+from rvt_bench.harness.runner import run
+from rvt_bench.core.paths import DEMO_DIR
+from rvt_bench.core.store import read_jsonl
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 PLAN = ('<think>segment, measure depth</think>\n<dt_plan>{"SAM2": [], "DepthAnything2": [], "OWLv2": [], '
@@ -24,7 +25,7 @@ def _cfg(tmp_path, name, n=2):
                                            f"run.root={tmp_path / 'runs'}", f"run.name={name}", f"run.limit={n}",
                                            f"leaderboard.dir={tmp_path / 'lb'}"])
     with open_dict(cfg):
-        cfg.policy = {"_target_": "adapters.policy.scripted.ScriptedPolicy", "turns": [PLAN, ANSWER] * n}
+        cfg.policy = {"_target_": "rvt_bench.adapters.policy.scripted.ScriptedPolicy", "turns": [PLAN, ANSWER] * n}
     return cfg
 
 
@@ -48,7 +49,7 @@ def test_twins_are_built_by_the_models_and_a_second_run_only_reads_the_cache(tmp
     # SemanticAnalysis (same crops) are computed once; OWLv2 twice (the query is one of its phrases)
     samples = {p["sample_id"] for p in preds}
     assert samples == {"image/astronaut_flag", "image/astronaut_helmet"}
-    val = Path(run_bench.REPO_ROOT) / "demo" / "reasonseg" / "val"
+    val = DEMO_DIR / "reasonseg" / "val"
     assert (val / "astronaut_flag.jpg").read_bytes() == (val / "astronaut_helmet.jpg").read_bytes()
     assert len(written) == 5
 

@@ -12,17 +12,17 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from PIL import Image
 
-from adapters.twin.backends.depth_anything import DepthAnythingBackend
-from adapters.twin.backends.owlv2 import Owlv2Backend
-from adapters.twin.backends.qwen_vl import QwenVLBackend
-from adapters.twin.backends.sam2_common import Track
-from adapters.twin.backends.sam2_hf import Sam2HFBackend
-from adapters.twin.builder import build_twin
-from adapters.twin.cache import ToolCache
-from adapters.twin.dag import parse_dag, validate_dag
-from adapters.twin.foundation import FoundationPerception, crop_box, summary_frame_indices
-from adapters.twin.schema import Instance, InstanceFrame
-from core.types import AdapterError, Sample, Target
+from rvt_bench.adapters.twin.backends.depth_anything import DepthAnythingBackend
+from rvt_bench.adapters.twin.backends.owlv2 import Owlv2Backend
+from rvt_bench.adapters.twin.backends.qwen_vl import QwenVLBackend
+from rvt_bench.adapters.twin.backends.sam2_common import Track
+from rvt_bench.adapters.twin.backends.sam2_hf import Sam2HFBackend
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.cache import ToolCache
+from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
+from rvt_bench.adapters.twin.foundation import FoundationPerception, crop_box, summary_frame_indices
+from rvt_bench.adapters.twin.schema import Instance, InstanceFrame
+from rvt_bench.core.types import AdapterError, Sample, Target
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 T, H, W = 3, 8, 10
@@ -306,7 +306,7 @@ def test_tiny_owlv2_upstream_prompts_tiny_sam2(sample, tmp_path, tiny_backends):
 
 
 def test_the_sam2_package_backend_serves_the_same_node(sample, tmp_path):
-    from adapters.twin.backends.sam2_pkg import Sam2PkgBackend
+    from rvt_bench.adapters.twin.backends.sam2_pkg import Sam2PkgBackend
 
     sam2 = Sam2PkgBackend.tiny(device="cpu", points_per_side=2, max_instances=2)
     twin = build_twin(sample, order('{"SAM2": [], "Trajectory": ["SAM2"]}'),
@@ -347,7 +347,7 @@ def test_vfm_ablation_sweep_runs_full_and_each_model_removed():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=["+dataset=demo", "+model=dtr1", "+sweep=vfm_ablation"],
                       return_hydra_config=True)
-    assert cfg.perception._target_ == "adapters.twin.foundation.FoundationPerception"
+    assert cfg.perception._target_ == "rvt_bench.adapters.twin.foundation.FoundationPerception"
     (override,) = OverridesParser.create().parse_overrides(
         [f"{k}={v}" for k, v in cfg.hydra.sweeper.params.items()])
     points = [json.loads(json.dumps(OverridesParser.create().parse_override(f"x={v}").value()))

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers.models.owlv2.modeling_owlv2 import Owlv2ObjectDetectionOutput
 
-from adapters.twin.backends.owlv2 import Owlv2Backend, box_iou, nms, to_detections
-from core.types import AdapterError
+from rvt_bench.adapters.twin.backends.owlv2 import Owlv2Backend, box_iou, nms, to_detections
+from rvt_bench.core.types import AdapterError
 
 
 @pytest.fixture(scope="module")

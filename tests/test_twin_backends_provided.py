@@ -8,10 +8,10 @@ import hydra
 import pytest
 from omegaconf import OmegaConf
 
-from adapters.twin.builder import build_twin
-from adapters.twin.oracle import OraclePerception
-from adapters.twin.provided import ProvidedPerception
-from core.types import AdapterError
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.adapters.twin.provided import ProvidedPerception
+from rvt_bench.core.types import AdapterError
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -84,7 +84,7 @@ def test_hydra_config_builds_with_and_without_a_root():
 
 
 def test_a_sample_twin_path_wins_over_root(tmp_path):
-    from core.types import Sample, Target
+    from rvt_bench.core.types import Sample, Target
 
     sample = Sample(id="q1", dataset="rvtbench", split="test", modality="video", frames=["a.jpg"], frame_ids=["0"],
                     query="q", task="vqa", target=Target(answers=["x"]), meta={"twin_path": str(tmp_path / "t.json")})

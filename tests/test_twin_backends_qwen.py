@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
-from adapters.twin.backends.qwen_vl import QwenVLBackend, parse_boxes, rescale_box
-from core.types import AdapterError
+from rvt_bench.adapters.twin.backends.qwen_vl import QwenVLBackend, parse_boxes, rescale_box
+from rvt_bench.core.types import AdapterError
 
 
 @pytest.fixture(scope="module")

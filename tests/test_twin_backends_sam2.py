@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.twin.backends.sam2_common import mask_iou, point_grid, select_masks
-from adapters.twin.backends.sam2_hf import Sam2HFBackend
-from adapters.twin.backends.sam2_pkg import Sam2PkgBackend, import_sam2, stage_frames
-from core.types import AdapterError
+from rvt_bench.adapters.twin.backends.sam2_common import mask_iou, point_grid, select_masks
+from rvt_bench.adapters.twin.backends.sam2_hf import Sam2HFBackend
+from rvt_bench.adapters.twin.backends.sam2_pkg import Sam2PkgBackend, import_sam2, stage_frames
+from rvt_bench.core.types import AdapterError
 
 T, H, W = 3, 40, 72
 

@@ -5,8 +5,8 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from adapters.twin.cache import ToolCache, cache_key, video_digest
-from core.types import AdapterError
+from rvt_bench.adapters.twin.cache import ToolCache, cache_key, video_digest
+from rvt_bench.core.types import AdapterError
 
 
 def _frames(tmp_path, contents):

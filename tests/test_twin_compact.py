@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from adapters.twin.builder import build_twin
-from adapters.twin.oracle import OraclePerception
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.oracle import OraclePerception
 from tests.test_twin_oracle import ALL_TOOLS, H, W, synthetic_sample
 from tests.test_twin_schema import _large_twin
 
@@ -44,8 +44,8 @@ def test_fields_of_tools_not_planned_are_absent_not_null(twin):
 def test_unchanged_boxes_are_left_out_but_first_and_last_frame_stay():
     import numpy as np
 
-    from core import masks as mask_io
-    from core.types import InstanceAnnotation, Sample, Target
+    from rvt_bench.core import masks as mask_io
+    from rvt_bench.core.types import InstanceAnnotation, Sample, Target
 
     still = np.zeros((10, 10), bool)
     still[2:5, 2:5] = True

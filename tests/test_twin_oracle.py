@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from adapters.twin.builder import build_twin
-from adapters.twin.dag import parse_dag, validate_dag
-from adapters.twin.oracle import OraclePerception
-from core import masks as mask_io
-from core.types import AdapterError, InstanceAnnotation, Sample, Target
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import AdapterError, InstanceAnnotation, Sample, Target
 
 H, W = 6, 8
 ALL_TOOLS = ["SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL", "DepthStats", "SemanticAnalysis", "Trajectory"]

@@ -1,4 +1,4 @@
-"""adapters.twin.registry is the one list of vision tools: a tool registered there reaches the plan
+"""rvt_bench.adapters.twin.registry is the one list of vision tools: a tool registered there reaches the plan
 validator, the plan grammar, the prompt's tool list and the perception dispatch with no other edit,
 and the default prompt (which names runs) is what it was."""
 import subprocess
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from adapters.dtr1.grammar import plan_grammar
-from adapters.dtr1.prompt import prompt_digest
-from adapters.twin import registry
-from adapters.twin.builder import build_twin
-from adapters.twin.dag import parse_dag, validate_dag
-from adapters.twin.foundation import FoundationPerception
-from adapters.twin.oracle import OraclePerception
-from adapters.twin.registry import ToolSpec, describe_tools, register_tool
-from core.types import AdapterError
+from rvt_bench.adapters.dtr1.grammar import plan_grammar
+from rvt_bench.adapters.dtr1.prompt import prompt_digest
+from rvt_bench.adapters.twin import registry
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
+from rvt_bench.adapters.twin.foundation import FoundationPerception
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.adapters.twin.registry import ToolSpec, describe_tools, register_tool
+from rvt_bench.core.types import AdapterError
 from tests.test_twin_oracle import synthetic_sample
 
 BRIGHTNESS = ToolSpec("Brightness", ("SAM2",), "twin.artifacts['brightness']",
@@ -121,8 +121,8 @@ def test_a_step_must_name_a_function():
 
 
 def test_importing_the_registry_imports_no_model_code():
-    code = ("import sys, adapters.twin.registry as r; r.TOOLS['DINOv2']; "
-            "print(sorted(m for m in ('torch', 'transformers', 'adapters.twin.backends.dinov2') if m in sys.modules))")
+    code = ("import sys, rvt_bench.adapters.twin.registry as r; r.TOOLS['DINOv2']; "
+            "print(sorted(m for m in ('torch', 'transformers', 'rvt_bench.adapters.twin.backends.dinov2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]"

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from adapters.twin.builder import build_twin
-from adapters.twin.oracle import OraclePerception
-from adapters.twin.schema import DEFAULT_MAX_CHARS, Twin
-from core import masks as mask_io
-from core.types import InstanceAnnotation, ParseError, Sample, Target
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.adapters.twin.schema import DEFAULT_MAX_CHARS, Twin
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import InstanceAnnotation, ParseError, Sample, Target
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 

@@ -9,15 +9,15 @@ import pytest
 from hydra.utils import instantiate
 from PIL import Image
 
-from adapters.dtr1.grammar import plan_grammar
-from adapters.twin import registry
-from adapters.twin.backends.sam2_common import Track
-from adapters.twin.builder import build_twin
-from adapters.twin.dag import parse_dag, validate_dag
-from adapters.twin.foundation import FoundationPerception, crop_box
-from adapters.twin.oracle import OraclePerception
-from adapters.twin.registry import ToolSpec, register_tool
-from core.types import AdapterError, Sample, Target
+from rvt_bench.adapters.dtr1.grammar import plan_grammar
+from rvt_bench.adapters.twin import registry
+from rvt_bench.adapters.twin.backends.sam2_common import Track
+from rvt_bench.adapters.twin.builder import build_twin
+from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
+from rvt_bench.adapters.twin.foundation import FoundationPerception, crop_box
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.adapters.twin.registry import ToolSpec, register_tool
+from rvt_bench.core.types import AdapterError, Sample, Target
 
 T, H, W = 3, 8, 10
 COLOURS = [(10, 20, 200), (40, 50, 60), (90, 0, 255)]
@@ -82,8 +82,8 @@ class FixedSam2:
 
 def config(tmp_path, **overrides) -> dict:
     """conf/perception/foundation.yaml's shape, with the new tool's block under its backend key."""
-    return {"_target_": "adapters.twin.foundation.FoundationPerception",
-            "cache": {"_target_": "adapters.twin.cache.ToolCache", "root": str(tmp_path / "cache")},
+    return {"_target_": "rvt_bench.adapters.twin.foundation.FoundationPerception",
+            "cache": {"_target_": "rvt_bench.adapters.twin.cache.ToolCache", "root": str(tmp_path / "cache")},
             "sam2": {"_target_": f"{__name__}.FixedSam2"},
             "colour": {"_target_": f"{__name__}.ColourModel", "model_id": "colour-v1"},
             **overrides}

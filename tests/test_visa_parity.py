@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from harness.runner import run
-from core.store import read_jsonl
+from rvt_bench.harness.runner import run
+from rvt_bench.core.store import read_jsonl
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "visa_parity"
@@ -140,7 +140,7 @@ def test_raw_run_warns_about_non_binary_pngs_and_all_empty_gt(raw):
 def test_raw_baseline_is_the_score_of_empty_predictions(raw):
     """An empty prediction scores J = 1 exactly on the frames whose GT is empty (none is full-frame
     here, so F likewise) and R = 1 everywhere; per type, VISA's rounded mean over expressions."""
-    from loaders.revos import ReVOSDataset
+    from rvt_bench.loaders.revos import ReVOSDataset
 
     metrics, _, out = raw
     baseline = metrics["baseline_empty"]
@@ -163,8 +163,8 @@ def test_binarized_variant_is_named_in_metrics_and_fingerprint(tmp_path, raw):
 
 
 def _one_frame_sample(foreground):
-    from core import masks
-    from core.types import Sample, Target
+    from rvt_bench.core import masks
+    from rvt_bench.core.types import Sample, Target
 
     gt = np.zeros((4, 4), dtype=bool)
     gt[:2, :2] = True
@@ -177,9 +177,9 @@ def test_a_model_mask_counts_as_zero_one_values_in_a_and_r():
     """GT 2x2, prediction 2x3 (2 false-positive pixels), foreground = the whole 4x4 frame. A model's
     mask has values 0/1 (as VISA's index PNGs): A = 14/16, R = 1 - 2/16. (The same prediction as a
     0/255 PNG gives VISA's A = 10/16 and R = 0: test_raw_* below.)"""
-    from core import masks
-    from core.types import Prediction
-    from metrics.protocols.revos import ReVOSProtocol
+    from rvt_bench.core import masks
+    from rvt_bench.core.types import Prediction
+    from rvt_bench.metrics.protocols.revos import ReVOSProtocol
 
     pred = np.zeros((4, 4), dtype=bool)
     pred[:2, :3] = True
@@ -190,8 +190,8 @@ def test_a_model_mask_counts_as_zero_one_values_in_a_and_r():
 
 
 def test_r_is_left_out_without_foreground_masks():
-    from core.types import Prediction
-    from metrics.protocols.revos import ReVOSProtocol
+    from rvt_bench.core.types import Prediction
+    from rvt_bench.metrics.protocols.revos import ReVOSProtocol
 
     rec = ReVOSProtocol().score(_one_frame_sample(None), Prediction("v/0"))
     assert "R" not in rec and rec["A"] == 12 / 16
@@ -199,7 +199,7 @@ def test_r_is_left_out_without_foreground_masks():
 
 
 def test_run_summary_prints_the_warnings_and_each_metrics_empty_baseline(raw):
-    from harness.runner import format_summary
+    from rvt_bench.harness.runner import format_summary
 
     metrics, _, out = raw
     text = format_summary(out)

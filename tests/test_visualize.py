@@ -1,9 +1,9 @@
 import numpy as np
 from PIL import Image
 
-from core import masks
-from core.types import Prediction, Sample, Target
-from harness.visualize import GT_RGB, PANEL_HEIGHT, PRED_RGB, render_sample
+from rvt_bench.core import masks
+from rvt_bench.core.types import Prediction, Sample, Target
+from rvt_bench.harness.visualize import GT_RGB, PANEL_HEIGHT, PRED_RGB, render_sample
 
 
 def sample_with_frames(tmp_path, n=3, h=120, w=160):
@@ -54,7 +54,7 @@ def test_gt_boxes_are_drawn_in_the_gt_colour(tmp_path):
 
 
 def test_ignore_region_is_visible_on_a_grayscale_frame(tmp_path):
-    from harness.visualize import IGNORE_RGB
+    from rvt_bench.harness.visualize import IGNORE_RGB
 
     p = tmp_path / "gray.png"
     Image.fromarray(np.full((120, 160), 128, np.uint8)).save(p)  # a single-channel image
@@ -80,7 +80,7 @@ def test_reference_answers_are_shown_in_the_header(tmp_path):
 
 
 def test_worst_picks_per_task_among_scored_samples_only(tmp_path):
-    from harness.visualize import worst_per_task
+    from rvt_bench.harness.visualize import worst_per_task
 
     def s(sid, task):
         return Sample(id=sid, dataset="x", split="v", modality="image", frames=[], frame_ids=[], query="q", task=task,

@@ -11,13 +11,13 @@ import threading
 import pytest
 import trl.trainer.grpo_trainer as grpo_trainer  # before any test puts a stand-in vllm in sys.modules
 
-from adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollouts
-from adapters.dtr1.tokens import turn_ids
-from adapters.policy.base import Request
-from adapters.policy.hf import HFPolicy
-from adapters.policy.openai_compat import OpenAIPolicy, served_models
-from adapters.policy.vllm_engine import VLLMEnginePolicy
-from core.types import AdapterError
+from rvt_bench.adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollouts
+from rvt_bench.adapters.dtr1.tokens import turn_ids
+from rvt_bench.adapters.policy.base import Request
+from rvt_bench.adapters.policy.hf import HFPolicy
+from rvt_bench.adapters.policy.openai_compat import OpenAIPolicy, served_models
+from rvt_bench.adapters.policy.vllm_engine import VLLMEnginePolicy
+from rvt_bench.core.types import AdapterError
 from tests.test_train_grpo import ENV_SPAN, _capture, _cfg, _lora_state
 from tests.vllm_stand_in import CompletionsServer, FakeLLM, ModelSampler, fake_vllm_module
 from train_dtr1 import build_trainer, check_vllm_settings
@@ -297,7 +297,7 @@ def test_vllm_policy_config_builds_lazily_and_names_a_missing_vllm(monkeypatch):
 
 
 def test_malformed_vllm_values_are_adapter_errors_and_non_finite_logprobs_mean_unknown():
-    from adapters.policy.vllm_output import from_vllm
+    from rvt_bench.adapters.policy.vllm_output import from_vllm
 
     ok = from_vllm("a", "length", None, [5, 6], [-0.5, float("-inf")], [], set(), "srv")
     assert ok.logprobs == (-0.5, None) and ok.token_ids == (5, 6)
@@ -337,7 +337,7 @@ def test_one_at_a_time_fallback_keeps_the_sampled_prompt_ids(tiny, fake_vllm):
 
 class _SandboxDown:
     def __call__(self, code, twin):
-        from core.types import SandboxError
+        from rvt_bench.core.types import SandboxError
 
         raise SandboxError("the sandbox could not start: unshare failed")
 
@@ -345,8 +345,8 @@ class _SandboxDown:
 def test_rollouts_ended_outside_the_policy_get_no_gradient_and_logprobs_stay_lists(tiny, fake_vllm, monkeypatch):
     from types import SimpleNamespace
 
-    from adapters.dtr1.training import DTR1RolloutFunc
-    from loaders.demo import DemoDataset
+    from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc
+    from rvt_bench.loaders.demo import DemoDataset
     from train_dtr1 import REPO_ROOT
 
     path, tok, model = tiny

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from adapters.twin.backends.sam2_common import Track
-from adapters.vlm.adapter import VLMAdapter
-from adapters.vlm.backend import VLMBackend
-from adapters.vlm.reply import Reply, ReplyError
-from core import masks as mask_io
-from loaders.demo import DemoDataset
-from core.types import AdapterError
-from harness.config import group_node
+from rvt_bench.adapters.twin.backends.sam2_common import Track
+from rvt_bench.adapters.vlm.adapter import VLMAdapter
+from rvt_bench.adapters.vlm.backend import VLMBackend
+from rvt_bench.adapters.vlm.reply import Reply, ReplyError
+from rvt_bench.core import masks as mask_io
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.core.types import AdapterError
+from rvt_bench.harness.config import group_node
 
 REPO = Path(__file__).resolve().parents[1]
 # the composed `model` node (schema defaults + conf/model/vlm.yaml), unresolved: as run_bench.py builds it

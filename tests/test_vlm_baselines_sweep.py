@@ -9,9 +9,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
 
-import run_bench
-from harness.config import adapter_node
-from harness.manifest import fingerprint
+from rvt_bench.harness import main as run_bench
+from rvt_bench.harness.config import adapter_node
+from rvt_bench.harness.manifest import fingerprint
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -43,7 +43,7 @@ def test_every_point_builds_its_adapter_without_loading_a_model(points):
 
     fps = set()
     for model, cfg in points.items():
-        assert cfg.perception._target_ == "adapters.twin.foundation.FoundationPerception"
+        assert cfg.perception._target_ == "rvt_bench.adapters.twin.foundation.FoundationPerception"
         adapter = instantiate(adapter_node(cfg.model), _convert_="all")
         assert adapter.name == model
         fps.add(fingerprint(OmegaConf.to_container(cfg, resolve=True), adapter.fingerprint()))

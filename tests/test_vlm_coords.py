@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.vlm.coords import COORDINATE_FAMILIES, Detection, from_frame, parse_detections, to_frame
-from adapters.vlm.reply import ReplyError
-from core.types import AdapterError
+from rvt_bench.adapters.vlm.coords import COORDINATE_FAMILIES, Detection, from_frame, parse_detections, to_frame
+from rvt_bench.adapters.vlm.reply import ReplyError
+from rvt_bench.core.types import AdapterError
 
 FRAME_HW = (480, 854)
 INPUT_HW = (476, 840)  # smart_resize(480, 854) at factor 28

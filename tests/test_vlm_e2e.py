@@ -17,7 +17,7 @@ from tests.tiny_vlm import build_tiny_vlm
 from tests.vlm_server import ChatServer
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_SAM2 = ["model.sam2._target_=adapters.twin.backends.sam2_hf.Sam2HFBackend.tiny", "~model.sam2.model_id",
+TINY_SAM2 = ["model.sam2._target_=rvt_bench.adapters.twin.backends.sam2_hf.Sam2HFBackend.tiny", "~model.sam2.model_id",
              "~model.sam2.revision", "model.sam2.device=cpu"]
 
 

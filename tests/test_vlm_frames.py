@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize as qwen_smart_resize
 
-from adapters.vlm.frames import data_url, resize, sample_indices, smart_resize
-from core.types import AdapterError
+from rvt_bench.adapters.vlm.frames import data_url, resize, sample_indices, smart_resize
+from rvt_bench.core.types import AdapterError
 
 
 def test_an_image_is_frame_zero():

@@ -9,13 +9,13 @@ import pytest
 from omegaconf import OmegaConf
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize as qwen_smart_resize
 
-from adapters.vlm.adapter import VLMAdapter
-from adapters.vlm.backend import VLMRequest
-from adapters.vlm.hf import HFVLM
-from loaders.demo import DemoDataset
-from core.types import AdapterError
+from rvt_bench.adapters.vlm.adapter import VLMAdapter
+from rvt_bench.adapters.vlm.backend import VLMRequest
+from rvt_bench.adapters.vlm.hf import HFVLM
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.core.types import AdapterError
 from tests.tiny_vlm import build_tiny_vlm
-from harness.config import group_node
+from rvt_bench.harness.config import group_node
 
 REPO = Path(__file__).resolve().parents[1]
 # the composed `model` node (schema defaults + conf/model/vlm.yaml), unresolved: as run_bench.py builds it

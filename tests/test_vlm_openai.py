@@ -11,12 +11,12 @@ import pytest
 from omegaconf import OmegaConf
 from PIL import Image
 
-from adapters.vlm.adapter import VLMAdapter
-from loaders.demo import DemoDataset
-from core.frames import read_frame
-from core.types import AdapterError
+from rvt_bench.adapters.vlm.adapter import VLMAdapter
+from rvt_bench.loaders.demo import DemoDataset
+from rvt_bench.core.frames import read_frame
+from rvt_bench.core.types import AdapterError
 from tests.vlm_server import ChatServer
-from harness.config import group_node
+from rvt_bench.harness.config import group_node
 
 REPO = Path(__file__).resolve().parents[1]
 # the composed `model` node (schema defaults + conf/model/vlm.yaml), unresolved: as run_bench.py builds it
@@ -114,7 +114,7 @@ def test_server_location_and_patience_are_not_in_the_fingerprint(server):
 
 
 def test_the_run_fingerprint_ignores_where_the_vlm_server_is():
-    from harness.manifest import fingerprint
+    from rvt_bench.harness.manifest import fingerprint
 
     cfg = {"dataset": {"name": "demo"}, "model": {k: v for k, v in CONF.items()}}
     moved = {"dataset": {"name": "demo"}, "model": dict(CONF, base_url="http://gpu-node:9000/v1", timeout_s=10.0)}

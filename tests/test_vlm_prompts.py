@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from adapters.vlm import prompts as P
-from adapters.vlm.coords import COORDINATE_FAMILIES
-from core.types import AdapterError
-from harness.config import group_node
+from rvt_bench.adapters.vlm import prompts as P
+from rvt_bench.adapters.vlm.coords import COORDINATE_FAMILIES
+from rvt_bench.core.types import AdapterError
+from rvt_bench.harness.config import group_node
 
 # the composed `model` node (schema defaults + conf/model/vlm.yaml), unresolved: as run_bench.py builds it
 CONF = OmegaConf.to_container(group_node("model", "vlm"), resolve=False)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.vlm.reply import ReplyError, split_reply
+from rvt_bench.adapters.vlm.reply import ReplyError, split_reply
 
 
 def test_a_plain_reply_is_the_answer():

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.twin.backends.sam2_hf import Sam2HFBackend
-from adapters.twin.backends.sam2_pkg import Sam2PkgBackend
-from adapters.vlm import segment
-from adapters.vlm.coords import Detection
-from core import masks as mask_io
+from rvt_bench.adapters.twin.backends.sam2_hf import Sam2HFBackend
+from rvt_bench.adapters.twin.backends.sam2_pkg import Sam2PkgBackend
+from rvt_bench.adapters.vlm import segment
+from rvt_bench.adapters.vlm.coords import Detection
+from rvt_bench.core import masks as mask_io
 
 
 @pytest.fixture(scope="module", params=["hf", "pkg"])

@@ -29,8 +29,8 @@ R1_TEMPLATE = (
 
 
 def _corpus() -> list[str]:
-    from adapters.dtr1.prompt import system_prompt
-    from adapters.twin.registry import describe_tools
+    from rvt_bench.adapters.dtr1.prompt import system_prompt
+    from rvt_bench.adapters.twin.registry import describe_tools
 
     lines = system_prompt(describe_tools(), 10).splitlines()
     words = ["the", "dog", "cat", "left", "right", "red", "frame", "segment", "instances", "print", "for", "in"]

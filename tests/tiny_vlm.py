@@ -1,5 +1,5 @@
 """A tiny random-weight Qwen2.5-VL checkpoint on disk, for the VLM adapter's hf backend:
-the model and processor of adapters.twin.backends.qwen_vl.QwenVLBackend.tiny (1 text layer 32 wide,
+the model and processor of rvt_bench.adapters.twin.backends.qwen_vl.QwenVLBackend.tiny (1 text layer 32 wide,
 1 vision block 16 wide, a local byte-level BPE tokenizer with Qwen's special tokens and a Qwen-style
 chat template, images at 56..112 px per side) saved with save_pretrained, so that
 AutoModelForImageTextToText / AutoProcessor load it as they load a hub checkpoint. Nothing is
@@ -15,7 +15,7 @@ from pathlib import Path
 
 def build_tiny_vlm(directory: str | Path, seed: int = 0) -> Path:
     """Write the checkpoint into ``directory`` and return it."""
-    from adapters.twin.backends.qwen_vl import QwenVLBackend
+    from rvt_bench.adapters.twin.backends.qwen_vl import QwenVLBackend
 
     directory = Path(directory)
     model, processor = QwenVLBackend.tiny(seed=seed, device="cpu").components()

@@ -13,7 +13,7 @@
 - `FakeLLM`: the `vllm.LLM.generate` surface (RequestOutput / CompletionOutput / Logprob shapes)
   plus `fake_vllm_module()`, a stand-in `vllm` module with SamplingParams, for the engine policy.
 
-None of this is vLLM; it reproduces the output conventions adapters.policy.vllm_output reads.
+None of this is vLLM; it reproduces the output conventions rvt_bench.adapters.policy.vllm_output reads.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DT-R1 behind the Adapter interface: rollout (adapters.dtr1.rollout) + answer parsing.
+"""DT-R1 behind the Adapter interface: rollout (rvt_bench.adapters.dtr1.rollout) + answer parsing.
 
 The adapter knows the benchmark only through `sample.task` and `sample.modality` (in the prompt).
 Instantiated by Hydra from conf/model/dtr1.yaml, with `policy` and `perception` already built
@@ -9,29 +9,29 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Mapping
 
-from adapters.base import Adapter
-from adapters.dtr1 import prompt as prompts
-from adapters.dtr1.answer import parse_answer, parse_task
-from adapters.dtr1.grammar import Spans
-from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout, run_rollouts
-from adapters.policy.base import Policy
-from core.types import AdapterError, Prediction, Sample
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.adapters.dtr1 import prompt as prompts
+from rvt_bench.adapters.dtr1.answer import parse_answer, parse_task
+from rvt_bench.adapters.dtr1.grammar import Spans
+from rvt_bench.adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout, run_rollouts
+from rvt_bench.adapters.policy.base import Policy
+from rvt_bench.core.types import AdapterError, Prediction, Sample
 
 
 
 class DTR1Adapter(Adapter):
     """DT-R1: a policy plans vision tools, reads the twin, runs code, answers.
 
-    policy:      an adapters.policy.base.Policy.
-    perception:  an adapters.twin.perception.Perception backend (e.g. OraclePerception).
+    policy:      an rvt_bench.adapters.policy.base.Policy.
+    perception:  an rvt_bench.adapters.twin.perception.Perception backend (e.g. OraclePerception).
     max_rounds:  most <execute> rounds (paper: m <= 10).
     max_new_tokens / max_total_tokens: per generation call / per rollout token budgets.
     twin_max_chars: character budget of the twin JSON the policy reads.
     twin_style:  "full" (the DT-R1 paper's twin and prompt) or "compact" (a few-token twin for small
-                 policies, described as such in the system prompt); adapters.twin.schema.TWIN_STYLES.
-    sandbox:     adapters.sandbox.runner.SandboxSettings keys (timeout_s, memory_mb,
+                 policies, described as such in the system prompt); rvt_bench.adapters.twin.schema.TWIN_STYLES.
+    sandbox:     rvt_bench.adapters.sandbox.runner.SandboxSettings keys (timeout_s, memory_mb,
                  max_output_chars, max_processes, disk_mb, isolation, pool_size, start_timeout_s).
-    grammar:     free-text bounds of the tag grammar (adapters.dtr1.grammar.Spans keys:
+    grammar:     free-text bounds of the tag grammar (rvt_bench.adapters.dtr1.grammar.Spans keys:
                  think_chars, code_chars, text_chars, max_boxes), used when policy.decoding="grammar".
     """
 
@@ -55,13 +55,13 @@ class DTR1Adapter(Adapter):
             spans = Spans(**{k: int(v) for k, v in (grammar or {}).items()})
         except TypeError as exc:
             raise AdapterError(f"dtr1 grammar config: {exc}; expected keys {list(Spans.__dataclass_fields__)}") from None
-        from adapters.twin.schema import TWIN_STYLES
+        from rvt_bench.adapters.twin.schema import TWIN_STYLES
 
         if twin_style not in TWIN_STYLES:
             raise AdapterError(f"dtr1 twin_style={twin_style!r}: expected one of {list(TWIN_STYLES)}")
         self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars),
                                     spans, str(twin_style))
-        from adapters.sandbox.runner import settings_from
+        from rvt_bench.adapters.sandbox.runner import settings_from
 
         self.sandbox = dict(sandbox or {})
         self._sandbox_settings = settings_from(self.sandbox)  # SandboxError naming unknown keys
@@ -72,7 +72,7 @@ class DTR1Adapter(Adapter):
         return int(getattr(self.policy, "batch_size", None) or getattr(self.policy, "max_concurrency", None) or 1)
 
     def fingerprint(self) -> dict:
-        from adapters.twin.registry import describe_tools
+        from rvt_bench.adapters.twin.registry import describe_tools
 
         return {
             "adapter": "dtr1",
@@ -115,7 +115,7 @@ class DTR1Adapter(Adapter):
 
     def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:
         """Roll out on all `samples` together (one policy request per sample in flight at each
-        step, adapters.dtr1.rollout.run_rollouts); per sample a Prediction or its AdapterError."""
+        step, rvt_bench.adapters.dtr1.rollout.run_rollouts); per sample a Prediction or its AdapterError."""
         jobs = [(self._messages(s), self._env(s)) for s in samples]
         out: list[Prediction | AdapterError] = []
         for sample, result in zip(samples, run_rollouts(self.policy, jobs, self.limits)):
@@ -133,7 +133,7 @@ class DTR1Adapter(Adapter):
         return self._messages(sample)
 
     def _messages(self, sample: Sample) -> list[dict]:
-        from adapters.twin.registry import describe_tools
+        from rvt_bench.adapters.twin.registry import describe_tools
 
         return prompts.messages(sample, describe_tools(), self.limits.max_rounds, self.limits.twin_style)
 
@@ -158,14 +158,14 @@ class DTR1Adapter(Adapter):
         self.policy.close()
 
     def _sandbox_pool(self):
-        from adapters.sandbox.runner import get_pool
+        from rvt_bench.adapters.sandbox.runner import get_pool
 
         return get_pool(self._sandbox_settings)
 
     def _env(self, sample: Sample) -> RolloutEnv:
         """The real harness: DAG validation, twin builder over self.perception, sandbox."""
-        from adapters.twin.builder import build_twin
-        from adapters.twin.dag import parse_dag, validate_dag
+        from rvt_bench.adapters.twin.builder import build_twin
+        from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
 
         # The sample's own sandbox interpreter, taken from the pre-started pool (whose replacement
         # starts now, while the policy generates); closed when the rollout ends.

@@ -16,14 +16,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from adapters.dtr1.tags import TagError
-from core.types import RLE, TASKS
+from rvt_bench.adapters.dtr1.tags import TagError
+from rvt_bench.core.types import RLE, TASKS
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 
 
 class TwinView(Protocol):
-    """What answer parsing needs from adapters.twin.schema.Twin."""
+    """What answer parsing needs from rvt_bench.adapters.twin.schema.Twin."""
 
     size: Any  # [H, W] pixels
     num_frames: int
@@ -46,7 +46,7 @@ class Answer:
 
 def parse_task(text: str | None) -> str | None:
     """The declared task name (case and whitespace insensitive), None when undeclared.
-    Raises TagError("unknown_task") for a name outside core.types.TASKS."""
+    Raises TagError("unknown_task") for a name outside rvt_bench.core.types.TASKS."""
     if text is None:
         return None
     task = text.strip().lower()

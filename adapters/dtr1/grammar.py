@@ -1,16 +1,16 @@
 """Tag-grammar decoding for DT-R1 (`policy.decoding=grammar`): GBNF grammars, one per segment.
 
-A rollout is generated in segments that end at a closing tag (adapters.dtr1.rollout), and what
+A rollout is generated in segments that end at a closing tag (rvt_bench.adapters.dtr1.rollout), and what
 may follow depends on what the harness learnt in between (the twin's instance ids exist only
 after the plan ran), so the grammar is built per segment and per sample:
 
 - plan segment:  ``<think>T</think> <dt_plan>DAG</dt_plan>``. DAG = a JSON object over the tools of
-  adapters.twin.registry.TOOLS, in registry order, each node listing exactly the tools it requires,
+  rvt_bench.adapters.twin.registry.TOOLS, in registry order, each node listing exactly the tools it requires,
   a node allowed only when those are planned before it, at least one node: every DAG the grammar
-  admits passes adapters.twin.dag.validate_dag.
+  admits passes rvt_bench.adapters.twin.dag.validate_dag.
 - step segment (after ``<dt_rep>`` or ``<results>``): ``[<think>T</think>] <execute>CODE</execute>``
   (only while rounds are left) or ``<task>TASK</task> <answer>ANSWER</answer>`` with TASK in
-  core.types.TASKS and ANSWER in that task's format (adapters.dtr1.answer): segmentation
+  rvt_bench.core.types.TASKS and ANSWER in that task's format (rvt_bench.adapters.dtr1.answer): segmentation
   ``{"instances": [ids]}`` with ids of the twin; grounding ``{"boxes": {"<frame>": [[x1, y1, x2,
   y2], ...]}}`` with frames of the twin and four numbers in [0, 1]; vqa/summarization one line of
   text.
@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from adapters.dtr1 import tags as T
-from adapters.twin.registry import TOOLS, ToolSpec
-from core.types import TASKS
+from rvt_bench.adapters.dtr1 import tags as T
+from rvt_bench.adapters.twin.registry import TOOLS, ToolSpec
+from rvt_bench.core.types import TASKS
 
 DECODINGS = ("free", "grammar")
 

@@ -1,7 +1,7 @@
 """The DT-R1 system prompt and per-sample user message.
 
-The system prompt states the rollout tag format (adapters.dtr1.tags), the tools a plan may
-use (adapters.twin.registry.describe_tools) and one short worked rollout, condensed from the DT-R1
+The system prompt states the rollout tag format (rvt_bench.adapters.dtr1.tags), the tools a plan may
+use (rvt_bench.adapters.twin.registry.describe_tools) and one short worked rollout, condensed from the DT-R1
 paper's example (arXiv 2511.12365: the puppy lifting a paw on a checkered blanket before it
 barks). The user message carries only what the sample declares: query, modality, frame count, task.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from core.types import Sample
+from rvt_bench.core.types import Sample
 
 PROMPT_VERSION = 1
 
@@ -30,7 +30,7 @@ Write exactly this, in one reply:
 Tools (a tool must list what it requires as its dependencies):
 {tools}"""
 
-# What <dt_rep> holds, per twin style (adapters.twin.schema.Twin.to_llm_json).
+# What <dt_rep> holds, per twin style (rvt_bench.adapters.twin.schema.Twin.to_llm_json).
 _TWIN_FULL = """   The twin has "video" (summary, size [H, W], fps, num_frames), "frames" (index, timestamp, caption)
    and "instances" (id, label, score, "track" {frame index: [x1, y1, x2, y2, cx, cy, area]} in pixels,
    depth mean/std (unit and convention stated in the twin), trajectory, caption). null = the tool was not planned."""
@@ -59,7 +59,7 @@ Query: segment the part of the puppy that it lifts into the air while standing o
 def system_prompt(tools: str, max_rounds: int, twin_style: str = "full") -> str:
     """The system message: tag format, tool list `tools` (one line per tool) and the worked example,
     with the twin described and shown in `twin_style` ("full": the DT-R1 paper's twin, "compact":
-    adapters.twin.schema.Twin.to_llm_compact). Raises ValueError for another style."""
+    rvt_bench.adapters.twin.schema.Twin.to_llm_compact). Raises ValueError for another style."""
     if twin_style not in _TWINS:
         raise ValueError(f"unknown twin style {twin_style!r}; expected one of {sorted(_TWINS)}")
     twin, rep = _TWINS[twin_style]

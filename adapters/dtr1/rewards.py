@@ -23,8 +23,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from adapters.dtr1 import tags as T
-from core.types import AdapterError, ParseError, Sample
+from rvt_bench.adapters.dtr1 import tags as T
+from rvt_bench.core.types import AdapterError, ParseError, Sample
 
 TERMS = ("token", "dag", "exec", "task", "result")
 # The tags every rollout writes once, in this order (docs/architecture.md "The DT-R1 rollout").
@@ -76,8 +76,8 @@ def r_token(trace: str) -> float:
 
 
 def r_dag(trace: str) -> float:
-    """+0.5 when the trace holds one <dt_plan> block that adapters.twin.dag accepts, else -0.5."""
-    from adapters.twin.dag import parse_dag, validate_dag
+    """+0.5 when the trace holds one <dt_plan> block that rvt_bench.adapters.twin.dag accepts, else -0.5."""
+    from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
 
     try:
         validate_dag(parse_dag(T.extract_one(trace, T.PLAN)))
@@ -99,8 +99,8 @@ def r_task(declared: str | None, expected: str) -> float:
 def r_result(ep: Episode, judge: Any = None, threshold: float = 0.5) -> float:
     """+1.0 when the answer is right for `ep.sample.task`, -1.0 when it is wrong or unparsable.
 
-    segmentation: mean over frames of J (metrics.masks.jaccard; a frame where both masks are empty
-    scores 1) > threshold. grounding: mean over frames of the box IoU (metrics.boxes, 1 where neither
+    segmentation: mean over frames of J (rvt_bench.metrics.masks.jaccard; a frame where both masks are empty
+    scores 1) > threshold. grounding: mean over frames of the box IoU (rvt_bench.metrics.boxes, 1 where neither
     side has a box) > threshold. vqa / summarization: judge.score(JudgeItem).score >= 0.5 (+1) or
     < 0.5 (-1); an unscored verdict (score None) gives 0.0. Raises AdapterError when a text task has no
     judge, or the sample has no target of its task.
@@ -126,7 +126,7 @@ def r_result_many(episodes: list[Episode], judge: Any = None, threshold: float =
 
 def _result_or_item(ep: Episode, judge: Any, threshold: float) -> Any:
     """r_result when it needs no judge, else the JudgeItem to ask the judge about."""
-    from adapters.dtr1.answer import parse_answer, parse_task
+    from rvt_bench.adapters.dtr1.answer import parse_answer, parse_task
 
     sample = ep.sample
     if ep.answer is None or ep.twin is None:
@@ -143,21 +143,21 @@ def _result_or_item(ep: Episode, judge: Any, threshold: float) -> Any:
     if sample.task == "segmentation":
         return 1.0 if _mean_j(sample, answer.masks) > threshold else -1.0
     if sample.task == "grounding":
-        from metrics.boxes import sample_box_scores
+        from rvt_bench.metrics.boxes import sample_box_scores
 
         if sample.target.boxes is None:
             raise AdapterError(f"sample {sample.id}: grounding reward needs target boxes")
         return 1.0 if sample_box_scores(answer.boxes, sample.target.boxes)["giou_term"] > threshold else -1.0
     if judge is None:
         raise AdapterError(f"sample {sample.id}: a {sample.task} reward needs a judge (train.judge)")
-    from metrics.judge import JudgeItem
+    from rvt_bench.metrics.judge import JudgeItem
 
     return JudgeItem(sample.id, sample.query, list(sample.target.answers or []), answer.text)
 
 
 def _mean_j(sample: Sample, masks: list | None) -> float:
-    from core.masks import decode
-    from metrics.masks import jaccard
+    from rvt_bench.core.masks import decode
+    from rvt_bench.metrics.masks import jaccard
 
     gt = sample.target.masks
     if gt is None:
@@ -203,7 +203,7 @@ def total_reward(terms: Mapping[str, float], weights: Mapping[str, float]) -> fl
 def trl_reward_funcs(judge: Any = None) -> list[Callable[..., list[float]]]:
     """One TRL reward function per term, in TERMS order (pass the weights of term_weights in the
     same order as GRPOConfig.reward_weights, so TRL logs each term and sums them). Each reads the
-    `episode` column that adapters.dtr1.training's rollout_func returns."""
+    `episode` column that rvt_bench.adapters.dtr1.training's rollout_func returns."""
 
     def make(term: str) -> Callable[..., list[float]]:
         def reward(prompts: list, completions: list, episode: list[Episode], **_: Any) -> list[float]:

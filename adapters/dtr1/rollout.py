@@ -18,16 +18,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Protocol
 
-from adapters.dtr1 import grammar as G
-from adapters.dtr1 import tags as T
-from adapters.dtr1.tokens import turn_ids
-from adapters.policy.base import Generation, Policy, Request
-from adapters.twin.schema import DEFAULT_MAX_CHARS
-from core.types import AdapterError
+from rvt_bench.adapters.dtr1 import grammar as G
+from rvt_bench.adapters.dtr1 import tags as T
+from rvt_bench.adapters.dtr1.tokens import turn_ids
+from rvt_bench.adapters.policy.base import Generation, Policy, Request
+from rvt_bench.adapters.twin.schema import DEFAULT_MAX_CHARS
+from rvt_bench.core.types import AdapterError
 
 
 class ExecResult(Protocol):
-    """What the rollout needs from adapters.sandbox.runner.SandboxResult."""
+    """What the rollout needs from rvt_bench.adapters.sandbox.runner.SandboxResult."""
 
     ok: bool
     output: str
@@ -57,10 +57,10 @@ class RolloutLimits:
     twin_max_chars: character budget of the twin JSON inside <dt_rep>. spans: free-text bounds of
     the tag grammar (used when the policy's decoding is "grammar"). twin_style: how <dt_rep> shows
     the twin, "full" (the DT-R1 paper's) or "compact" (few tokens, for small policies;
-    adapters.twin.schema.Twin.to_llm_json).
+    rvt_bench.adapters.twin.schema.Twin.to_llm_json).
 
     These defaults are the only ones: DTR1Adapter's arguments and the `model` (conf/model/dtr1.yaml)
-    and `rollout` (conf/train/dtr1_grpo.yaml) config schemas of harness/config.py read them from here."""
+    and `rollout` (conf/train/dtr1_grpo.yaml) config schemas of bench/harness/config.py read them from here."""
 
     max_rounds: int = 10
     max_new_tokens: int = 1024
@@ -122,7 +122,7 @@ _Steps = Generator[Request, Generation, Rollout]
 def run_rollout(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits) -> Rollout:
     """Run one rollout of `policy` on the chat `messages` ([system, user]) against `env`.
 
-    Raises TagError / DAGError (core.types.ParseError, kind "parse") on tag-format violations,
+    Raises TagError / DAGError (rvt_bench.core.types.ParseError, kind "parse") on tag-format violations,
     and whatever env raises (AdapterError from perception, SandboxError when the sandbox cannot
     start); each with the partial rollout attached as `.trace`, `.events`, `.timings`, `.segments`.
     """
@@ -195,7 +195,7 @@ def _step_all(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
         pending.clear()
         for i, gen in zip(order, gens):
             # the batch's wall time shared by its requests, so per-sample policy seconds add up to
-            # the run's (as harness.predict shares a batch's total)
+            # the run's (as rvt_bench.harness.predict shares a batch's total)
             live[i][1].timings["policy"] += elapsed / len(order)
             advance(i, gen)
 
@@ -275,7 +275,7 @@ def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _
     prompt_ids = None
     if policy.token_prompts:
         # Continue from the ids sampled so far, not a re-tokenisation of their text: these are the
-        # ids training scores (adapters.dtr1.training), so sampler and learner see one sequence.
+        # ids training scores (rvt_bench.adapters.dtr1.training), so sampler and learner see one sequence.
         prompt_ids = tuple(turn_ids(policy.encode, policy.render(messages, policy.prefill), st.segments).all_ids)
     gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining), prompt_ids, grammar)
     st.n_tokens += gen.n_tokens

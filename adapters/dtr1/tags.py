@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from core.types import ParseError
+from rvt_bench.core.types import ParseError
 
 THINK, PLAN, REP, EXECUTE, RESULTS, TASK, ANSWER = "think", "dt_plan", "dt_rep", "execute", "results", "task", "answer"
 

@@ -2,7 +2,7 @@
 (vLLM engine and server) continue from, so the two are the same ids.
 
 The prompt is the rendered chat with the template's pre-fill; the completion is the turn's pieces
-(adapters.dtr1.rollout.Rollout.segments) after the pre-fill: a policy piece keeps the ids the
+(rvt_bench.adapters.dtr1.rollout.Rollout.segments) after the pre-fill: a policy piece keeps the ids the
 policy sampled when it reports them, every other piece (an inserted <dt_rep> / <results> block, or
 a policy piece without ids) is tokenised on its own, so the boundary between policy and harness
 tokens is exact.

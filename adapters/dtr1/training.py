@@ -1,5 +1,5 @@
 """GRPO rollouts for TRL: a `rollout_func` that runs the inference rollout loop (same prompt, twin
-builder, sandbox and tag format as adapters.dtr1.adapter) and turns each rollout into token ids with
+builder, sandbox and tag format as rvt_bench.adapters.dtr1.adapter) and turns each rollout into token ids with
 an environment mask.
 
 TRL 1.16 facts this relies on (read from trl/trainer/grpo_trainer.py, not its docstring):
@@ -8,7 +8,7 @@ TRL 1.16 facts this relies on (read from trl/trainer/grpo_trainer.py, not its do
   completion per prompt it receives.
 - It returns {"prompt_ids", "completion_ids", "logprobs"} plus extra keys; "env_mask" becomes the
   tool mask (loss mask = completion mask * env_mask), the other keys reach the reward functions
-  as keyword columns (here: "episode", see adapters.dtr1.rewards.Episode).
+  as keyword columns (here: "episode", see rvt_bench.adapters.dtr1.rewards.Episode).
 - `max_completion_length` is not applied to rollout_func output: this module truncates.
 - Completions are decoded with skip_special_tokens=True, so tags must be ordinary tokens.
 
@@ -22,12 +22,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from adapters.dtr1 import prompt as prompts_mod
-from adapters.dtr1.rewards import Episode
-from adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollouts
-from adapters.dtr1.tokens import turn_ids
-from adapters.policy.base import Policy
-from core.types import AdapterError, Sample
+from rvt_bench.adapters.dtr1 import prompt as prompts_mod
+from rvt_bench.adapters.dtr1.rewards import Episode
+from rvt_bench.adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollouts
+from rvt_bench.adapters.dtr1.tokens import turn_ids
+from rvt_bench.adapters.policy.base import Policy
+from rvt_bench.core.types import AdapterError, Sample
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Encoded:
 def encode_rollout(tokenizer: Any, prompt_text: str, segments: list[dict], finished: bool,
                    max_completion_length: int | None = None) -> Encoded:
     """Token ids, env mask and logprobs of a rollout's `segments`
-    (adapters.dtr1.rollout.Rollout.segments), through adapters.dtr1.tokens.turn_ids.
+    (rvt_bench.adapters.dtr1.rollout.Rollout.segments), through rvt_bench.adapters.dtr1.tokens.turn_ids.
 
     EOS is appended (mask 1) when `finished` or the last policy piece ended with "eos" (the model
     sampled it: then the end token it sampled, with its logprob when the backend reported it). An empty completion becomes [EOS] with mask 0. Truncated to
@@ -88,12 +88,12 @@ class DTR1RolloutFunc:
     """TRL `rollout_func` for DT-R1.
 
     samples:     sample_key -> Sample, every sample the training dataset can name.
-    perception:  the twin's perception backend (adapters.twin.perception.Perception).
+    perception:  the twin's perception backend (rvt_bench.adapters.twin.perception.Perception).
     limits:      rollout budgets (RolloutLimits).
-    sandbox:     adapters.sandbox.runner.SandboxSettings keys (conf/model/dtr1.yaml `sandbox:`).
+    sandbox:     rvt_bench.adapters.sandbox.runner.SandboxSettings keys (conf/model/dtr1.yaml `sandbox:`).
     policy:      None = decode with what the trainer generates with: with `use_vllm`, TRL's vLLM
-                 (colocate: its in-process engine, adapters.policy.vllm_engine; server: the vLLM
-                 server at vllm_server_base_url or host:port, adapters.policy.openai_compat with
+                 (colocate: its in-process engine, rvt_bench.adapters.policy.vllm_engine; server: the vLLM
+                 server at vllm_server_base_url or host:port, rvt_bench.adapters.policy.openai_compat with
                  token ids), whose weights TRL syncs before each call; else the model being trained
                  (HFPolicy over the unwrapped model). Sampling follows the trainer's temperature,
                  top_p, top_k, min_p, repetition_penalty. Or a Policy to roll out with instead
@@ -111,7 +111,7 @@ class DTR1RolloutFunc:
         self.samples = dict(samples)
         self.perception = perception
         self.limits = limits
-        from adapters.sandbox.runner import settings_from
+        from rvt_bench.adapters.sandbox.runner import settings_from
 
         self.sandbox = dict(sandbox or {})
         self._sandbox_settings = settings_from(self.sandbox)
@@ -121,7 +121,7 @@ class DTR1RolloutFunc:
         self._vllm_policy: Policy | None = None
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, list]:
-        from adapters.twin.registry import describe_tools
+        from rvt_bench.adapters.twin.registry import describe_tools
 
         self.calls.append(list(prompts))
         missing = [p for p in prompts if p not in self.samples]
@@ -185,13 +185,13 @@ class DTR1RolloutFunc:
                 "repetition_penalty": float(getattr(args, "repetition_penalty", 1.0) or 1.0),
             }
             if trainer.vllm_mode == "colocate":
-                from adapters.policy.vllm_engine import VLLMEnginePolicy
+                from rvt_bench.adapters.policy.vllm_engine import VLLMEnginePolicy
 
                 # seed=None: every rollout draws its own stream (K rollouts of a prompt must differ).
                 self._vllm_policy = VLLMEnginePolicy(llm=trainer.vllm_generation.llm, tokenizer=trainer.processing_class,
                                                      seed=None, extra_sampling=extra, **sampling)
             elif trainer.vllm_mode == "server":
-                from adapters.policy.openai_compat import OpenAIPolicy, served_models
+                from rvt_bench.adapters.policy.openai_compat import OpenAIPolicy, served_models
 
                 root = (args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}").rstrip("/")
                 base_url = root if root.endswith("/v1") else root + "/v1"
@@ -209,7 +209,7 @@ class DTR1RolloutFunc:
     def _with_trained_model(self, jobs: list, trainer: Any) -> tuple[list, Policy]:
         from trl.models.utils import unwrap_model_for_generation
 
-        from adapters.policy.hf import HFPolicy
+        from rvt_bench.adapters.policy.hf import HFPolicy
 
         args = trainer.args
         # A new seed per step and process: the same stream every step would repeat its draws.
@@ -221,14 +221,14 @@ class DTR1RolloutFunc:
             return run_rollouts(policy, jobs, self.limits), policy
 
     def _sandbox_pool(self):
-        from adapters.sandbox.runner import get_pool
+        from rvt_bench.adapters.sandbox.runner import get_pool
 
         return get_pool(self._sandbox_settings)
 
     def _env(self, sample: Sample) -> RolloutEnv:
-        """The harness of adapters.dtr1.adapter.DTR1Adapter._env: DAG validation, twin, sandbox."""
-        from adapters.twin.builder import build_twin
-        from adapters.twin.dag import parse_dag, validate_dag
+        """The harness of rvt_bench.adapters.dtr1.adapter.DTR1Adapter._env: DAG validation, twin, sandbox."""
+        from rvt_bench.adapters.twin.builder import build_twin
+        from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
 
         # The sample's own sandbox interpreter, taken from the pre-started pool (whose replacement
         # starts now, while the policy generates); closed when the rollout ends.

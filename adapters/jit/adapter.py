@@ -2,13 +2,13 @@
 no public code) behind the Adapter protocol (``+model=jit``), following the paper:
 
 1. plan: an LLM reads the query and returns the specialists it needs with rationales and the
-   query's type (adapters.jit.planner); the plan becomes a DAG that the shared twin builder runs
+   query's type (rvt_bench.adapters.jit.planner); the plan becomes a DAG that the shared twin builder runs
    over the configured perception (only the planned specialists run);
-2. twin: a per-frame scene graph over a sliding window (adapters.jit.scene_graph);
+2. twin: a per-frame scene graph over a sliding window (rvt_bench.adapters.jit.scene_graph);
 3. reason: semantic queries are answered by the LLM over the graph as text; spatial and temporal
-   ones by an LLM-written program over the graph, run in the sandbox (adapters.sandbox.runner);
+   ones by an LLM-written program over the graph, run in the sandbox (rvt_bench.adapters.sandbox.runner);
    vqa / summarization get the LLM's text answer over the graph;
-4. answer: object ids -> the twin's masks (optionally smoothed over time, adapters.jit.smoothing)
+4. answer: object ids -> the twin's masks (optionally smoothed over time, rvt_bench.adapters.jit.smoothing)
    or their boxes (grounding).
 Any policy backend answers (conf/policy: the embedded GGUF, hf, openai/vLLM). Every prompt and
 reply is kept in the trace, and each stage's seconds in timings (the paper reports 15.24 s per
@@ -22,15 +22,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from adapters.base import Adapter, settings_block
-from adapters.jit import prompts as prompt_mod
-from adapters.jit.planner import SPECIALISTS, JiTError, Plan, json_object, parse_plan, to_dag
-from adapters.jit.scene_graph import GRAPH_VERSION, build_graph, to_text
-from adapters.policy.base import Policy
-from core.types import AdapterError, Prediction, Sample
+from rvt_bench.adapters.base import Adapter, settings_block
+from rvt_bench.adapters.jit import prompts as prompt_mod
+from rvt_bench.adapters.jit.planner import SPECIALISTS, JiTError, Plan, json_object, parse_plan, to_dag
+from rvt_bench.adapters.jit.scene_graph import GRAPH_VERSION, build_graph, to_text
+from rvt_bench.adapters.policy.base import Policy
+from rvt_bench.core.types import AdapterError, Prediction, Sample
 
 JIT_VERSION = 1
-# The reasoning programs' limits: these adapters.sandbox.runner.SandboxSettings fields (defaults there).
+# The reasoning programs' limits: these rvt_bench.adapters.sandbox.runner.SandboxSettings fields (defaults there).
 SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars", "isolation")
 _CODE_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 
@@ -56,18 +56,18 @@ class TokenBudgets:
 class JiTAdapter(Adapter):
     """JiT (see module docstring). Built by Hydra from conf/model/jit.yaml.
 
-    policy: an adapters.policy.base.Policy (planner and reasoner). perception: an
-        adapters.twin.perception.Perception (oracle, foundation, tiny...).
+    policy: an rvt_bench.adapters.policy.base.Policy (planner and reasoner). perception: an
+        rvt_bench.adapters.twin.perception.Perception (oracle, foundation, tiny...).
     specialists: the specialists the planner is offered (subset of SPECIALISTS; DINOv2 needs
         perception=foundation or tiny).
     window: scene-graph sliding window in frames (paper: w = 6). min_motion: px a node must move
         within the window for a "moving-towards" edge. similarity: DINOv2 cosine for "similar_to".
     graph_max_chars: character budget of the scene graph as text.
     smoothing: Smoothing keys. max_new_tokens: TokenBudgets keys.
-    sandbox: limits of the reasoning programs, SANDBOX_KEYS of adapters.sandbox.runner.SandboxSettings
+    sandbox: limits of the reasoning programs, SANDBOX_KEYS of rvt_bench.adapters.sandbox.runner.SandboxSettings
         (its defaults where absent). prompts: the prompts block (adapters/jit/prompts.py; required).
     These keyword defaults and the dataclasses above are the defaults of `+model=jit` too
-    (harness/model_config.py::JiTConfig reads them).
+    (bench/harness/model_config.py::JiTConfig reads them).
     """
 
     def __init__(self, policy: Policy, perception: Any, name: str = "jit",
@@ -128,8 +128,8 @@ class JiTAdapter(Adapter):
             raise
 
     def _predict(self, sample: Sample, trace: dict, timings: dict) -> Prediction:
-        from adapters.twin.builder import build_twin
-        from adapters.twin.dag import validate_dag
+        from rvt_bench.adapters.twin.builder import build_twin
+        from rvt_bench.adapters.twin.dag import validate_dag
 
         messages = prompt_mod.planner_messages(self.prompts, sample, self.specialists)
         plan_text = self._call("planner", messages, trace, timings)
@@ -165,7 +165,7 @@ class JiTAdapter(Adapter):
         else:
             masks = twin.masks_for(ids) if ids else [None] * twin.num_frames
             if self.smoothing["enabled"]:
-                from adapters.jit.smoothing import smooth_masks
+                from rvt_bench.adapters.jit.smoothing import smooth_masks
 
                 masks = smooth_masks(masks, *twin.size, alpha=float(self.smoothing["alpha"]))
             pred.masks = masks
@@ -181,7 +181,7 @@ class JiTAdapter(Adapter):
             reply = self._call("answer", prompt_mod.reasoning_messages(self.prompts, "answer_ids", sample, graph_text),
                                trace, timings, stage_key="reasoning")
             return _checked_ids(json_object(reply, "the answer", "answer_json"), twin)
-        from adapters.sandbox.runner import run_code
+        from rvt_bench.adapters.sandbox.runner import run_code
 
         trace["mode"] = "program"
         reply = self._call("program", prompt_mod.reasoning_messages(self.prompts, "program", sample, graph_text),

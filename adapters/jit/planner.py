@@ -1,7 +1,7 @@
 """JiT's planner (arXiv 2503.21056, sec. 3.2): an LLM reads the query and returns a JSON
 configuration of the specialist vision models it needs, each with a rationale, and the query's
 reasoning type. Only those specialists run ("just in time"): the configuration becomes the DAG the
-twin builder runs (adapters.twin.dag / builder), the same machinery as DT-R1's plans.
+twin builder runs (rvt_bench.adapters.twin.dag / builder), the same machinery as DT-R1's plans.
 
 Reply format: ``{"query_type": "semantic" | "spatial" | "temporal", "specialists": [{"name":
 "SAM2", "rationale": "..."}, ...]}``, lenient about a Markdown fence and prose around the object,
@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from core.types import ParseError
+from rvt_bench.core.types import ParseError
 
 QUERY_TYPES = ("semantic", "spatial", "temporal")
 SPECIALISTS = ("SAM2", "DepthAnything2", "OWLv2", "DINOv2")

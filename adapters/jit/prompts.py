@@ -1,14 +1,14 @@
 """JiT's prompts: templates from conf/model/jit.yaml (``prompts``), rendered with literal field
 replacement (JSON braces need no escaping). Fields: {specialists} (one "- name: what" line per
 offered specialist), {media} ("an image" / "a video of N frames"), {task}, {query}, {graph} (the
-scene graph as text, adapters.jit.scene_graph.to_text)."""
+scene graph as text, rvt_bench.adapters.jit.scene_graph.to_text)."""
 from __future__ import annotations
 
 import hashlib
 import json
 from typing import Any, Mapping
 
-from core.types import AdapterError, Sample
+from rvt_bench.core.types import AdapterError, Sample
 
 REQUIRED = ("version", "specialists", "planner_system", "planner_user", "answer_ids", "answer_text", "program",
             "query_user")

@@ -1,5 +1,5 @@
 """JiT's digital twin as a per-frame scene graph over a sliding window (arXiv 2503.21056, sec. 3.3),
-built from the shared twin (adapters.twin.schema.Twin) after the planned specialists ran.
+built from the shared twin (rvt_bench.adapters.twin.schema.Twin) after the planned specialists ran.
 
 Objects (one per twin instance): id, label, score, visible frames, depth mean (with the depth tool's
 unit and convention), caption, and ``similar_to`` (ids whose DINOv2 features have cosine >=
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from adapters.twin.schema import Twin
+from rvt_bench.adapters.twin.schema import Twin
 
 GRAPH_VERSION = 1
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core import masks as mask_io
-from core.types import RLE
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import RLE
 
 
 def smooth_masks(masks: list[RLE | None], height: int, width: int, alpha: float = 0.8) -> list[RLE | None]:

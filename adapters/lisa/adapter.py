@@ -19,15 +19,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from adapters.base import Adapter
-from adapters.lisa import prompts
-from core.types import AdapterError, Prediction, Sample, first_line
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.adapters.lisa import prompts
+from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
 WEIGHT_PATTERNS = ["*.json", "*.model", "*.bin", "*.safetensors"]
 
 
 class LisaAdapter(Adapter):
-    """LISA on transformers modules (adapters.lisa.model).
+    """LISA on transformers modules (rvt_bench.adapters.lisa.model).
 
     checkpoint:   a LISA checkpoint directory, or a Hugging Face repo id fetched when the network is there.
     prompt_mode:  "eval" | "generate" (module docstring).
@@ -122,10 +122,10 @@ class LisaAdapter(Adapter):
         import torch
         from transformers import CLIPImageProcessorPil, CLIPVisionModel
 
-        from adapters.lisa import model as lisa_model
-        from adapters.lisa.config import LisaConfig
-        from adapters.lisa.tokenizer import LisaTokenizer
-        from adapters.lisa.weights import load_into
+        from rvt_bench.adapters.lisa import model as lisa_model
+        from rvt_bench.adapters.lisa.config import LisaConfig
+        from rvt_bench.adapters.lisa.tokenizer import LisaTokenizer
+        from rvt_bench.adapters.lisa.weights import load_into
 
         directory = self._resolve_checkpoint()
         config = LisaConfig.from_json(directory / "config.json")
@@ -152,7 +152,7 @@ class LisaAdapter(Adapter):
     # --- prediction ---------------------------------------------------------------------------
 
     def prompt(self, sample: Sample, use_im_start_end: bool = True) -> str:
-        """The prompt text for `sample` in this adapter's prompt_mode (adapters.lisa.prompts)."""
+        """The prompt text for `sample` in this adapter's prompt_mode (rvt_bench.adapters.lisa.prompts)."""
         if self.prompt_mode == "eval":
             return prompts.eval_prompt(sample.query, bool(sample.meta.get("is_sentence", True)), use_im_start_end)
         return prompts.generate_prompt(sample.query, self.chat_template, use_im_start_end)
@@ -162,9 +162,9 @@ class LisaAdapter(Adapter):
             raise AdapterError(f"sample {sample.id}: LISA answers segmentation only, not {sample.task!r}")
         import numpy as np
 
-        from adapters.lisa.preprocess import clip_input, sam_input
-        from core import masks
-        from core.frames import read_frame
+        from rvt_bench.adapters.lisa.preprocess import clip_input, sam_input
+        from rvt_bench.core import masks
+        from rvt_bench.core.frames import read_frame
 
         net, tokenizer, processor, seg_id, config = self._load()
         token_ids = prompts.tokenize_with_image(self.prompt(sample, config.use_im_start_end), tokenizer)

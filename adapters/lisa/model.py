@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
-from adapters.lisa.config import LisaConfig
-from adapters.lisa.preprocess import postprocess_masks
-from adapters.lisa.prompts import IMAGE_TOKEN_INDEX, IMAGE_TOKENS
-from core.types import AdapterError
+from rvt_bench.adapters.lisa.config import LisaConfig
+from rvt_bench.adapters.lisa.preprocess import postprocess_masks
+from rvt_bench.adapters.lisa.prompts import IMAGE_TOKEN_INDEX, IMAGE_TOKENS
+from rvt_bench.core.types import AdapterError
 
 
 def seg_hidden_positions(token_ids: list[int], seg_id: int) -> list[int]:

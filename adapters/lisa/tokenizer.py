@@ -22,7 +22,7 @@ import json
 import re
 from pathlib import Path
 
-from core.types import AdapterError
+from rvt_bench.core.types import AdapterError
 
 
 class LisaTokenizer:

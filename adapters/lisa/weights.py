@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from core.types import AdapterError
+from rvt_bench.core.types import AdapterError
 
 SAM_RULES = (
     ("iou_prediction_head.layers.0", "iou_prediction_head.proj_in"),
@@ -59,7 +59,7 @@ def sam_key(key: str) -> str:
 
 
 def our_key(key: str) -> str | None:
-    """Our parameter name (adapters.lisa.model.LisaModel) for a LISA checkpoint key; None for a
+    """Our parameter name (rvt_bench.adapters.lisa.model.LisaModel) for a LISA checkpoint key; None for a
     key we skip (SKIPPED). Raises AdapterError for a key no rule knows."""
     if SKIPPED.search(key):
         return None

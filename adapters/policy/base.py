@@ -1,7 +1,7 @@
 """The interface of a DT-R1 policy backend: an LLM that continues a rollout until a stop string.
 
 Backends (embedded GGUF, transformers, OpenAI-compatible servers) differ only in how they load
-and decode; the rollout loop (adapters.dtr1.rollout) sees nothing but this interface.
+and decode; the rollout loop (rvt_bench.adapters.dtr1.rollout) sees nothing but this interface.
 """
 from __future__ import annotations
 
@@ -47,10 +47,10 @@ class Request:
     """One continuation to compute: `generate(prompt, stop, max_new_tokens)`'s arguments.
 
     prompt_ids: the same prompt as token ids, set by the rollout loop for policies with
-    `token_prompts` (adapters.dtr1.tokens.turn_ids): the pieces the policy generated keep the ids it
+    `token_prompts` (rvt_bench.adapters.dtr1.tokens.turn_ids): the pieces the policy generated keep the ids it
     sampled, so the model continues from exactly the ids that training scores.
     grammar: a GBNF grammar the continuation must follow (policy.decoding="grammar"; built per
-    segment by adapters.dtr1.grammar), None = free decoding.
+    segment by rvt_bench.adapters.dtr1.grammar), None = free decoding.
     """
 
     prompt: str
@@ -109,7 +109,7 @@ class Policy(ABC):
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` with no special tokens added (the rendered prompt writes its own
         BOS). Raises AdapterError where the backend has no tokenizer."""
-        from core.types import AdapterError
+        from rvt_bench.core.types import AdapterError
 
         raise AdapterError(f"policy {self.name} cannot tokenize text")
 
@@ -127,7 +127,7 @@ class BatchPolicy(Policy):
     def generate_batch(self, requests: list[Request]) -> list[Generation]:
         for r in requests:
             if r.max_new_tokens < 1:
-                from core.types import AdapterError
+                from rvt_bench.core.types import AdapterError
 
                 raise AdapterError(f"max_new_tokens must be >= 1, got {r.max_new_tokens}")
         return self.decode_batch(requests)
@@ -153,7 +153,7 @@ def split_at_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
 def check_decoding(decoding: str, name: str, supported: tuple[str, ...] = ("free", "grammar")) -> str:
     """`decoding` when this backend supports it, else AdapterError naming the setting."""
     if decoding not in supported:
-        from core.types import AdapterError
+        from rvt_bench.core.types import AdapterError
 
         raise AdapterError(f"policy {name}: policy.decoding={decoding!r} is not one of {list(supported)}")
     return decoding

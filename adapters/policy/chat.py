@@ -14,7 +14,7 @@ from functools import lru_cache
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from core.types import AdapterError
+from rvt_bench.core.types import AdapterError
 
 # Gemma 3's turn format (google/gemma-3-*-it tokenizer_config.json chat_template): no system role,
 # the system text is prepended to the first user turn; the assistant role is called "model".

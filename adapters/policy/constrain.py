@@ -1,8 +1,8 @@
 """Grammar-constrained decoding for transformers models, through xgrammar (the library vLLM uses).
 
-A GBNF grammar (adapters.dtr1.grammar builds them) is compiled once per (tokenizer, grammar text)
+A GBNF grammar (rvt_bench.adapters.dtr1.grammar builds them) is compiled once per (tokenizer, grammar text)
 and applied as a token mask before each choice: the token chosen is the best one the grammar
-allows (greedy) or is sampled among the allowed ones. Used by adapters.policy.hf (its own decoding
+allows (greedy) or is sampled among the allowed ones. Used by rvt_bench.adapters.policy.hf (its own decoding
 loop: `Constraint`) and by the GGUF policy's transformers runtime (`grammar_processor`, a
 transformers LogitsProcessor for `generate`).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.types import AdapterError
+from rvt_bench.core.types import AdapterError
 
 
 _COMPILERS: dict[tuple[int, int], tuple[Any, Any]] = {}

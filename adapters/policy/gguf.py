@@ -7,7 +7,7 @@ Two runtimes, chosen by `runtime`:
   as finish_reason "stop"/"length" and trims the stop string away).
 - "transformers": `AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)` (dequantised to
   float32), greedy `generate` with `stop_strings=`.
-Both render prompts with the GGUF's chat template (adapters.policy.chat), so a prompt is the same
+Both render prompts with the GGUF's chat template (rvt_bench.adapters.policy.chat), so a prompt is the same
 string in both; only tokenisation and arithmetic differ.
 
 Models load on the first `generate` (or `render`, which needs the GGUF's metadata), never at
@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from adapters.policy.base import Generation, Policy, Request, check_decoding, split_at_stop
-from adapters.policy.chat import render_chat
-from adapters.policy.gguf_files import REQUANTIZE_TYPES, get_model, requantize_gguf, resolve_gguf
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import Generation, Policy, Request, check_decoding, split_at_stop
+from rvt_bench.adapters.policy.chat import render_chat
+from rvt_bench.adapters.policy.gguf_files import REQUANTIZE_TYPES, get_model, requantize_gguf, resolve_gguf
+from rvt_bench.core.types import AdapterError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ RUNTIMES = ("llama_cpp", "transformers")
 
 
 class GGUFPolicy(Policy):
-    """A GGUF model of adapters.policy.gguf_files.MODELS behind the Policy interface.
+    """A GGUF model of rvt_bench.adapters.policy.gguf_files.MODELS behind the Policy interface.
 
     model:         registry key ("smollm2", "gemma3_270m").
     runtime:       "llama_cpp" | "transformers".
@@ -44,12 +44,12 @@ class GGUFPolicy(Policy):
                    generates no faster on 2 threads than on 1, and on a busy machine much slower.
     seed:          RNG seed (decoding is greedy; the seed only matters to runtime internals).
     chat_template: None = the GGUF's `tokenizer.chat_template`; else a Jinja2 template or a name
-                   from adapters.policy.chat.NAMED_TEMPLATES, required when the GGUF has none.
+                   from rvt_bench.adapters.policy.chat.NAMED_TEMPLATES, required when the GGUF has none.
     cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
     decoding:      "free" | "grammar": constrain each continuation to the request's GBNF grammar
                    (llama.cpp's grammar sampler, `LlamaGrammar`; the transformers runtime: xgrammar).
     requantize:    llama_cpp only: None = run the shipped weights; "q8_0" = run them requantised to
-                   Q8_0 by llama.cpp (adapters.policy.gguf_files.requantize_gguf; built once in
+                   Q8_0 by llama.cpp (rvt_bench.adapters.policy.gguf_files.requantize_gguf; built once in
                    cache_dir): ~1.5-2x faster prompt evaluation on CPUs, same model up to Q8_0 rounding.
     n_parallel:    llama_cpp only: model instances decoding the requests of a batch at the same time,
                    one OS thread each (llama.cpp releases the GIL); also the batch the harness hands
@@ -59,7 +59,7 @@ class GGUFPolicy(Policy):
                    cores does about twice the work of 1 instance on 2 threads (no OpenMP team to
                    synchronise; see docs/architecture.md "Embedded policy speed").
     (conf/policy/<name>.yaml may hold a `rollout:` block, DT-R1 limits sized for this model that
-    conf/model/dtr1.yaml reads; it is no argument here: harness.config.adapter_node drops it.)
+    conf/model/dtr1.yaml reads; it is no argument here: rvt_bench.harness.config.adapter_node drops it.)
     """
 
     def __init__(
@@ -547,7 +547,7 @@ class _Transformers:
         budget = _fit_budget(len(ids), max_new_tokens, self.n_ctx)
         kwargs: dict[str, Any] = {"stop_strings": stop, "tokenizer": self.tokenizer} if stop else {}
         if grammar:
-            from adapters.policy.constrain import grammar_processor
+            from rvt_bench.adapters.policy.constrain import grammar_processor
 
             kwargs["logits_processor"] = [grammar_processor(self.tokenizer, grammar, self.model.config.vocab_size)]
         with torch.no_grad():

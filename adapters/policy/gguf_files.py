@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from core.types import AdapterError
+from rvt_bench.core.types import AdapterError
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "rvt-bench" / "gguf"
 

@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
-from core.types import AdapterError, first_line
+from rvt_bench.adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
+from rvt_bench.core.types import AdapterError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class HFPolicy(BatchPolicy):
         window = max((len(s) for r in requests for s in r.stop), default=0) + 1
         constraint = None
         if any(r.grammar for r in requests):
-            from adapters.policy.constrain import Constraint
+            from rvt_bench.adapters.policy.constrain import Constraint
 
             constraint = Constraint(tokenizer, [r.grammar for r in requests], int(model.config.vocab_size))
         generated: list[list[int]] = [[] for _ in requests]

@@ -8,9 +8,9 @@ then `policy.model=dtr1`. Which stop string ended a completion comes from the ch
 inferred from the text: the closing tag of the last block the text opened and did not close
 (a rollout pauses exactly there); with no such block, the turn ended ("eos").
 
-With `token_ids=true` (vLLM only: GRPO's server mode, adapters.dtr1.training) prompts go as token
+With `token_ids=true` (vLLM only: GRPO's server mode, rvt_bench.adapters.dtr1.training) prompts go as token
 ids (Request.prompt_ids) and each completion comes back with vLLM's `token_ids` and the sampled
-tokens' `logprobs`, read by adapters.policy.vllm_output.from_vllm; the server should run with
+tokens' `logprobs`, read by rvt_bench.adapters.policy.vllm_output.from_vllm; the server should run with
 `--logprobs-mode processed_logprobs` so they include temperature.
 
 Retries: HTTP 429, 5xx, timeouts and connection errors are retried `max_retries` times after
@@ -26,11 +26,11 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
-from adapters.policy.chat import render_chat
-from adapters.policy.vllm_output import from_vllm
-from core.http import call_with_retries
-from core.types import AdapterError, ServerUnreachableError, first_line
+from rvt_bench.adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
+from rvt_bench.adapters.policy.chat import render_chat
+from rvt_bench.adapters.policy.vllm_output import from_vllm
+from rvt_bench.core.http import call_with_retries
+from rvt_bench.core.types import AdapterError, ServerUnreachableError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class OpenAIPolicy(BatchPolicy):
     tokenizer:      directory or hub id whose chat template renders prompts (only the tokenizer
                     files are read; a hub id is read from the local cache first), or a loaded
                     tokenizer; None: `chat_template`, or else the server's own template.
-    chat_template:  a Jinja2 template or a name of adapters.policy.chat.NAMED_TEMPLATES; overrides
+    chat_template:  a Jinja2 template or a name of rvt_bench.adapters.policy.chat.NAMED_TEMPLATES; overrides
                     the tokenizer's. With neither tokenizer nor chat_template (the default), the
                     server renders its own chat template: POST /tokenize with the messages, then
                     /detokenize (vLLM, SGLang), so nothing is fetched from the hub.
@@ -127,17 +127,17 @@ class OpenAIPolicy(BatchPolicy):
     def prefill(self) -> str:  # type: ignore[override]
         if self._prefill is None:
             if self.server_template:
-                from adapters.policy.hf import THINK_PREFILL
+                from rvt_bench.adapters.policy.hf import THINK_PREFILL
 
                 probe = self._render_on_server([{"role": "user", "content": "x"}])
                 self._prefill = THINK_PREFILL if probe.endswith(THINK_PREFILL) else ""
             elif self.chat_template:
                 probe = render_chat(self.chat_template, [{"role": "user", "content": "x"}], bos_token=self.bos_token)
-                from adapters.policy.hf import THINK_PREFILL
+                from rvt_bench.adapters.policy.hf import THINK_PREFILL
 
                 self._prefill = THINK_PREFILL if probe.endswith(THINK_PREFILL) else ""
             else:
-                from adapters.policy.hf import template_prefill
+                from rvt_bench.adapters.policy.hf import template_prefill
 
                 self._prefill = template_prefill(self._load_tokenizer())
         return self._prefill
@@ -162,7 +162,7 @@ class OpenAIPolicy(BatchPolicy):
             rendered = (self._render_on_server(messages) if self.server_template
                         else render_chat(self.chat_template, messages, bos_token=self.bos_token))
             return rendered[: len(rendered) - len(prefill)] + assistant_prefix
-        from adapters.policy.hf import render_with_tokenizer
+        from rvt_bench.adapters.policy.hf import render_with_tokenizer
 
         return render_with_tokenizer(self._load_tokenizer(), messages, assistant_prefix, prefill)
 

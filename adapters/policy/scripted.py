@@ -15,8 +15,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from adapters.policy.base import Generation, Policy, split_at_stop
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import Generation, Policy, split_at_stop
+from rvt_bench.core.types import AdapterError
 
 _ASSISTANT = "[assistant]\n"
 

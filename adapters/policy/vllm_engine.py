@@ -2,19 +2,19 @@
 the engine and syncs the trained weights into it before each rollout call, and offline evaluation
 of a checkpoint on a GPU without a server (`policy=vllm`).
 
-Prompts go in as token ids (Request.prompt_ids, see adapters.dtr1.tokens), one SamplingParams
+Prompts go in as token ids (Request.prompt_ids, see rvt_bench.adapters.dtr1.tokens), one SamplingParams
 per request with the request's stop strings and budget, `logprobs=0` so vLLM returns the sampled
-token's log-probability. Outputs are read by adapters.policy.vllm_output.from_vllm.
+token's log-probability. Outputs are read by rvt_bench.adapters.policy.vllm_output.from_vllm.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from adapters.policy.base import BatchPolicy, Generation, Request, decoding_fingerprint
-from adapters.policy.hf import render_with_tokenizer, template_prefill
-from adapters.policy.vllm_output import from_vllm
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import BatchPolicy, Generation, Request, decoding_fingerprint
+from rvt_bench.adapters.policy.hf import render_with_tokenizer, template_prefill
+from rvt_bench.adapters.policy.vllm_output import from_vllm
+from rvt_bench.core.types import AdapterError
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class VLLMEnginePolicy(BatchPolicy):
         return self._tokenizer
 
     def fingerprint(self) -> dict:
-        from adapters.policy.hf import _dir_digest
+        from rvt_bench.adapters.policy.hf import _dir_digest
 
         return {
             "policy": "vllm",

@@ -5,15 +5,15 @@ vLLM's conventions (vllm/v1/engine/detokenizer.py, entrypoints/openai/completion
 the text stops before a matched stop string, but `token_ids` keep every sampled token, including
 those that spelled the stop string; `stop_reason` is the matched stop string, a stop token id, or
 None (end-of-sequence, or not stopped); an end-of-sequence token is the last of `token_ids`.
-Generation keeps the stop string's tokens and drops the end-of-turn token (adapters.policy.base).
+Generation keeps the stop string's tokens and drops the end-of-turn token (rvt_bench.adapters.policy.base).
 """
 from __future__ import annotations
 
 import math
 from typing import Sequence
 
-from adapters.policy.base import Generation, split_at_stop
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import Generation, split_at_stop
+from rvt_bench.core.types import AdapterError
 
 
 def from_vllm(text: str, finish_reason: str | None, stop_reason: int | str | None, token_ids: Sequence[int] | None,

@@ -1,4 +1,4 @@
-"""Entry script of a sandbox interpreter (started by adapters.sandbox.runner, never imported by the
+"""Entry script of a sandbox interpreter (started by rvt_bench.adapters.sandbox.runner, never imported by the
 harness). Self-contained: inside the sandbox only this file, the Python runtime and its libraries
 are visible, not the repository.
 

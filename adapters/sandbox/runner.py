@@ -33,7 +33,7 @@ Isolation modes (`isolation`): "bwrap" (refuse to run without it), "auto" (bwrap
 else a loud warning and "none"), "none": a plain child process in a private temporary directory
 with a clean environment, its own session, rlimits (address space, file size, no core dumps) and
 the same pipe protocol - it can read whatever the harness user can read, use the network, and (as
-root) fork without limit. See README "Sandbox".
+root) fork without limit. See docs/sandbox.md.
 """
 from __future__ import annotations
 
@@ -59,10 +59,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.sandbox import world
-from adapters.sandbox.cgroup import CgroupSet
-from adapters.twin.schema import Twin
-from core.types import SandboxError
+from rvt_bench.adapters.sandbox import world
+from rvt_bench.adapters.sandbox.cgroup import CgroupSet
+from rvt_bench.adapters.twin.schema import Twin
+from rvt_bench.core.types import SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ _REPLY_SLACK = 64 * 1024  # bytes a reply may take beyond 4 bytes per output/err
 class SandboxSettings:
     """Limits of one sandbox (all its <execute> rounds share its memory, disk and process totals).
     These defaults are the config's too: `model.sandbox` of conf/model/dtr1.yaml and jit.yaml and
-    `rollout.sandbox` of conf/train/dtr1_grpo.yaml (harness/model_config.py::SandboxConfig); README "Sandbox".
+    `rollout.sandbox` of conf/train/dtr1_grpo.yaml (bench/harness/model_config.py::SandboxConfig); docs/sandbox.md.
 
     timeout_s: wall-clock seconds per <execute> round; at the limit the whole sandbox is killed.
     memory_mb: MiB summed over the sandbox's processes (its tmpfs scratch included) where a cgroup
@@ -175,7 +175,7 @@ class Sandbox:
         pass_fds: tuple[int, ...] = ()
         seccomp_fd = None
         if mode == "bwrap":
-            from adapters.sandbox.seccomp import filter_fd
+            from rvt_bench.adapters.sandbox.seccomp import filter_fd
 
             seccomp_fd = filter_fd()
             pass_fds = (seccomp_fd,) if seccomp_fd is not None else ()

@@ -28,13 +28,15 @@ import site
 import sys
 from pathlib import Path
 
+from rvt_bench.core.paths import CHECKOUT, PACKAGE_DIR
+
 log = logging.getLogger(__name__)
 
 CHILD = Path(__file__).with_name("child.py")
 SANDBOX_DIR = "/sandbox"
 SCRATCH = "/scratch"
 DEVICES = ("null", "zero", "random", "urandom")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = CHECKOUT or PACKAGE_DIR  # what the sandbox must never see
 # Random uids for root-mode sandboxes come from a range no distribution hands out to accounts.
 UID_RANGE = (1 << 24, 1 << 30)
 # Threads of the numeric libraries: one each, so RLIMIT_NPROC and the memory limit are not spent on
@@ -112,7 +114,7 @@ def _system_binds() -> list[str]:
 
 def bwrap_argv(bwrap: str, settings_json: str, disk_mb: int, as_root: bool, seccomp_fd: int | None = None) -> list[str]:
     """The full command line that starts one sandbox interpreter (see the module docstring).
-    seccomp_fd: an inherited fd holding a seccomp BPF program (adapters.sandbox.seccomp) or None."""
+    seccomp_fd: an inherited fd holding a seccomp BPF program (rvt_bench.adapters.sandbox.seccomp) or None."""
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
     if not as_root:

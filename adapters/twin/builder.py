@@ -1,15 +1,15 @@
 """Build a sample's digital twin just in time: only the planned tools run, in the plan's order."""
 from __future__ import annotations
 
-from adapters.twin.perception import Perception
-from adapters.twin.registry import TOOLS
-from adapters.twin.schema import FrameInfo, Twin, VideoInfo
-from core.frames import frame_size
-from core.types import AdapterError, Sample
+from rvt_bench.adapters.twin.perception import Perception
+from rvt_bench.adapters.twin.registry import TOOLS
+from rvt_bench.adapters.twin.schema import FrameInfo, Twin, VideoInfo
+from rvt_bench.core.frames import frame_size
+from rvt_bench.core.types import AdapterError, Sample
 
 
 def build_twin(sample: Sample, order: list[str], perception: Perception) -> Twin:
-    """Run the tools of ``order`` (a topological order from adapters.twin.dag.validate_dag) through
+    """Run the tools of ``order`` (a topological order from rvt_bench.adapters.twin.dag.validate_dag) through
     ``perception`` and return the twin.
 
     The video and frame tiers are always filled: size [H, W] from the first mask of the sample's

@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from core.store import write_atomic
-from core.types import AdapterError
+from rvt_bench.core.store import write_atomic
+from rvt_bench.core.types import AdapterError
 
 log = logging.getLogger(__name__)
 

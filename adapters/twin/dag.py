@@ -1,6 +1,6 @@
 """Parse and validate a DT-R1 plan: the JSON DAG inside ``<dt_plan>...</dt_plan>``.
 
-A plan is a JSON object ``{node: [dependencies]}`` over the tools of adapters.twin.registry.TOOLS,
+A plan is a JSON object ``{node: [dependencies]}`` over the tools of rvt_bench.adapters.twin.registry.TOOLS,
 e.g. the DT-R1 paper's (arXiv 2511.12365) ``{"SAM2": [], "DepthAnything2": [], "DepthStats":
 ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}``. Parsing is lenient about whitespace and
 Markdown code fences and strict about meaning: a plan is valid when it parses, is non-empty, every
@@ -13,8 +13,8 @@ import graphlib
 import json
 import re
 
-from adapters.twin.registry import TOOLS
-from core.types import ParseError
+from rvt_bench.adapters.twin.registry import TOOLS
+from rvt_bench.core.types import ParseError
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
 

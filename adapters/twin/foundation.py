@@ -16,14 +16,14 @@ Each plan node is served as follows (backends in adapters/twin/backends/, one pe
 - DepthStats: per instance, mean and population std (ddof=0) of the depth map over the instance's
   mask pixels pooled across its visible frames; ``frames`` = how many frames contributed. Unit and
   convention are the depth backend's: relative inverse depth, LARGER = NEARER for the released
-  DepthAnything V2 checkpoints (adapters.twin.backends.depth_anything), stated in each Depth and
+  DepthAnything V2 checkpoints (rvt_bench.adapters.twin.backends.depth_anything), stated in each Depth and
   in the twin's ``depth_unit``.
 - Qwen2.5-VL: a caption per frame, a video summary from up to ``summary_frames`` evenly spaced
   frames, and a caption per instance from a crop around its box on the frame where it is largest.
 - SemanticAnalysis: each instance's label, from Qwen2.5-VL on the same crop.
-- Trajectory: the shared geometry (adapters.twin.perception).
+- Trajectory: the shared geometry (rvt_bench.adapters.twin.perception).
 - DINOv2: an appearance feature per instance from the same crop, left in ``twin.artifacts["dinov2"]``
-  for JiT's scene graph; its step lives with its model (adapters.twin.backends.dinov2), as every
+  for JiT's scene graph; its step lives with its model (rvt_bench.adapters.twin.backends.dinov2), as every
   tool added after the first release does: such steps use the public helpers ``cached``,
   ``backend``, ``frames``, ``key_frame_index`` and ``crop_box``, and need no edit here.
 
@@ -33,7 +33,7 @@ skipped even when planned; a node whose model is disabled (SemanticAnalysis uses
 of whose required nodes was skipped is skipped too. Skipped nodes leave their twin fields null, are
 absent from ``twin.tools`` and are listed in ``twin.artifacts["skipped"]``.
 
-Cache: every model call goes through adapters.twin.cache.ToolCache keyed by (frames' content,
+Cache: every model call goes through rvt_bench.adapters.twin.cache.ToolCache keyed by (frames' content,
 call, backend fingerprint, params); ``twin.artifacts["cache"]`` maps each call of the build to
 "hit" or "miss". A hit reads no frame pixels and loads no model.
 """
@@ -44,20 +44,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from adapters.twin import geometry
-from adapters.twin.backends.owlv2 import box_iou
-from adapters.twin.cache import ToolCache, cache_key, video_digest
-from adapters.twin.perception import Perception
-from adapters.twin import registry
-from adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
-from core import masks as mask_io
-from core.frames import read_frame
-from core.types import AdapterError, Sample
+from rvt_bench.adapters.twin import geometry
+from rvt_bench.adapters.twin.backends.owlv2 import box_iou
+from rvt_bench.adapters.twin.cache import ToolCache, cache_key, video_digest
+from rvt_bench.adapters.twin.perception import Perception
+from rvt_bench.adapters.twin import registry
+from rvt_bench.adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.frames import read_frame
+from rvt_bench.core.types import AdapterError, Sample
 
 log = logging.getLogger(__name__)
 
 FOUNDATION_VERSION = 1
-# Model nodes, their config keys and which model each tool calls: adapters.twin.registry (backend, uses).
+# Model nodes, their config keys and which model each tool calls: rvt_bench.adapters.twin.registry (backend, uses).
 # The backends of the first release are always in the fingerprint; later ones (DINOv2, for JiT) only
 # when configured, so earlier configurations keep their fingerprint (and run directory).
 _FIRST_BACKENDS = ("SAM2", "DepthAnything2", "OWLv2", "Qwen2.5-VL")
@@ -72,7 +72,7 @@ class FoundationPerception(Perception):
     """Perception from foundation models (see module docstring).
 
     **backends: one per model node, by its registry ``backend`` key (sam2, depth, owlv2, qwen,
-        dinov2 and any tool registered later: adapters.twin.backends.*; Hydra builds them from
+        dinov2 and any tool registered later: rvt_bench.adapters.twin.backends.*; Hydra builds them from
         conf/perception/foundation.yaml); a node whose backend is None or absent fails with
         AdapterError unless it is disabled.
     cache: a ToolCache, or None for no caching.
@@ -249,7 +249,7 @@ class FoundationPerception(Perception):
         for inst, text in zip(twin.instances, self._crop_answers("SemanticAnalysis", "label", sample, twin)):
             inst.label = text.splitlines()[0].strip().rstrip(".") if text.strip() else None
 
-    # --- for tool steps (public: a backend module's step, e.g. adapters.twin.backends.dinov2) --------
+    # --- for tool steps (public: a backend module's step, e.g. rvt_bench.adapters.twin.backends.dinov2) --------
 
     def cached(self, call: str, sample: Sample, twin: Twin, params: dict, compute: Callable[[], dict]) -> dict:
         """The value of one model call: from the cache when present, else ``compute()`` stored.
@@ -257,7 +257,7 @@ class FoundationPerception(Perception):
         call: the tool name, or "tool/part" for a tool that makes several calls ("Qwen2.5-VL/frames");
             the backend whose fingerprint keys the entry is the one of the tool's ``uses``.
         params: JSON-able inputs of the call besides the frames (key frame, crop boxes, prompts).
-        compute: returns a dict of JSON scalars / lists / NumPy arrays (adapters.twin.cache); on a
+        compute: returns a dict of JSON scalars / lists / NumPy arrays (rvt_bench.adapters.twin.cache); on a
             hit it is not called, so it must read frames and models itself (``frames``, ``backend``).
         Records "hit" / "miss" / "off" (no cache) in ``twin.artifacts["cache"][call]``. Raises
         AdapterError when that backend is not configured.

@@ -3,7 +3,7 @@ perception backend so that oracle and model-based twins measure objects the same
 
 Coordinates are continuous pixels with the origin at the top-left image corner, x right, y down:
 pixel (row r, column c) covers [c, c + 1) x [r, r + 1), so a bbox is [x1, y1, x2, y2] with
-x2 = last column + 1 (as core.masks.to_bbox and COCO) and a centroid is the mean of pixel centres
+x2 = last column + 1 (as rvt_bench.core.masks.to_bbox and COCO) and a centroid is the mean of pixel centres
 (c + 0.5, r + 0.5).
 """
 from __future__ import annotations

@@ -13,17 +13,17 @@ A perception upper bound and the offline default. Each tool is stood in for as f
 - SemanticAnalysis: label = annotated category (None when the dataset has none).
 - Qwen2.5-VL: the annotations hold no captions, so every caption and the summary are
   "unavailable" (never invented).
-- Trajectory: the shared geometry of adapters.twin.perception.
+- Trajectory: the shared geometry of rvt_bench.adapters.twin.perception.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from adapters.twin import geometry
-from adapters.twin.perception import Perception
-from adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
-from core import masks as mask_io
-from core.types import AdapterError, InstanceAnnotation, Sample
+from rvt_bench.adapters.twin import geometry
+from rvt_bench.adapters.twin.perception import Perception
+from rvt_bench.adapters.twin.schema import Depth, Instance, InstanceFrame, Twin
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import AdapterError, InstanceAnnotation, Sample
 
 UNAVAILABLE = "unavailable"
 ORACLE_VERSION = 1
@@ -31,7 +31,7 @@ ORACLE_VERSION = 1
 
 class OraclePerception(Perception):
     """Perception from ``sample.annotations`` (see module docstring). No arguments (Hydra
-    ``_target_: adapters.twin.oracle.OraclePerception``). Raises AdapterError when the sample has
+    ``_target_: rvt_bench.adapters.twin.oracle.OraclePerception``). Raises AdapterError when the sample has
     no annotations or an annotation does not cover the sample's frames."""
 
     name = "oracle"

@@ -1,11 +1,11 @@
-"""The perception backend interface: a method per tool of adapters.twin.registry.TOOLS that has a
+"""The perception backend interface: a method per tool of rvt_bench.adapters.twin.registry.TOOLS that has a
 ``method`` (the DT-R1 tools, which each backend serves its own way); later tools are step functions
 the registry names (``step``), which need no edit here.
 
 A backend (``oracle``: annotations; ``foundation``: SAM2 / DepthAnything V2 / OWLv2 / Qwen2.5-VL
-models, adapters.twin.foundation; ``provided``: twin files shipped with a dataset) fills the
+models, rvt_bench.adapters.twin.foundation; ``provided``: twin files shipped with a dataset) fills the
 twin field its tool ``provides``, in place, reading what earlier tools of the plan left in the twin
-(instances from SAM2, ``twin.artifacts`` such as depth maps). adapters.twin.builder.build_twin calls
+(instances from SAM2, ``twin.artifacts`` such as depth maps). rvt_bench.adapters.twin.builder.build_twin calls
 ``run`` in the plan's topological order. Trajectory is pure geometry over SAM2's centroids and is
 implemented here once for every backend.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Callable
 
-from adapters.twin import geometry
-from adapters.twin.registry import TOOLS, ToolSpec, step_function
-from adapters.twin.schema import Trajectory, Twin
-from core.types import AdapterError, Sample
+from rvt_bench.adapters.twin import geometry
+from rvt_bench.adapters.twin.registry import TOOLS, ToolSpec, step_function
+from rvt_bench.adapters.twin.schema import Trajectory, Twin
+from rvt_bench.core.types import AdapterError, Sample
 
 
 class Perception(ABC):
@@ -81,7 +81,7 @@ class Perception(ABC):
         """Set each instance's ``label``."""
 
     def trajectory(self, sample: Sample, twin: Twin) -> None:
-        """Set each instance's ``trajectory`` from its per-frame centroids (adapters.twin.geometry)."""
+        """Set each instance's ``trajectory`` from its per-frame centroids (rvt_bench.adapters.twin.geometry)."""
         for inst in twin.instances:
             motion = geometry.trajectory({t: fr.centroid for t, fr in inst.frames.items()})
             inst.trajectory = None if motion is None else Trajectory(**motion)

@@ -1,6 +1,6 @@
 """``provided`` perception: twins shipped with a dataset, one JSON file per sample.
 
-A file holds ``Twin.to_dict()`` (adapters.twin.schema, ``version`` TWIN_VERSION; masks inline as COCO
+A file holds ``Twin.to_dict()`` (rvt_bench.adapters.twin.schema, ``version`` TWIN_VERSION; masks inline as COCO
 RLE under ``masks``, referenced by id from each instance frame) for the sample's frames in order.
 Its path is the sample's own ``meta["twin_path"]`` when the dataset names one (the RVTBench loader
 does), else ``root / path_template.format(id=..., dataset=..., split=..., video=...)``; ``video`` is
@@ -11,7 +11,7 @@ can share a twin). Only the planned tools' fields are copied into the twin being
 - DepthAnything2: nothing visible (a marker for DepthStats); DepthStats: each instance's depth as
   the file states it (unit and convention included);
 - Qwen2.5-VL: video summary, frame captions, instance captions;
-- Trajectory: the shared geometry (adapters.twin.perception), recomputed from the centroids.
+- Trajectory: the shared geometry (rvt_bench.adapters.twin.perception), recomputed from the centroids.
 A field that is null in the file stays null.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from adapters.twin.perception import Perception
-from adapters.twin.schema import Instance, Twin
-from core.types import AdapterError, ParseError, Sample
+from rvt_bench.adapters.twin.perception import Perception
+from rvt_bench.adapters.twin.schema import Instance, Twin
+from rvt_bench.core.types import AdapterError, ParseError, Sample
 
 PROVIDED_VERSION = 1
 

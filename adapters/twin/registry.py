@@ -3,13 +3,13 @@
 Node names follow the DT-R1 paper (arXiv 2511.12365), whose example plan is
 ``{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"],
 "SemanticAnalysis": ["SAM2"]}``. A tool's ``requires`` are the nodes it must list as its
-dependencies for a plan to be valid (adapters.twin.dag.validate_dag); ``provides`` names the twin
-field it fills (adapters.twin.schema). The order of ``TOOLS`` is also the tie-break order of the
+dependencies for a plan to be valid (rvt_bench.adapters.twin.dag.validate_dag); ``provides`` names the twin
+field it fills (rvt_bench.adapters.twin.schema). The order of ``TOOLS`` is also the tie-break order of the
 topological sort, so roots run in a fixed order (SAM2 first: later tools attach to its instances).
 
 This is the one list of tools; everything else derives from it: the plan validator
-(adapters.twin.dag), the plan grammar's node enum (adapters.dtr1.grammar.dag_rules), the prompt's
-tool list (describe_tools), the perception dispatch (adapters.twin.perception.Perception.run: the
+(rvt_bench.adapters.twin.dag), the plan grammar's node enum (rvt_bench.adapters.dtr1.grammar.dag_rules), the prompt's
+tool list (describe_tools), the perception dispatch (rvt_bench.adapters.twin.perception.Perception.run: the
 perception's method ``method`` when it has one, else the function ``step``) and foundation
 perception's model nodes, their ``perception.<backend>`` config keys and ``perception.disable``
 (``backend`` / ``uses``).
@@ -21,7 +21,7 @@ Adding a tool (no edit to perception.py or foundation.py):
 - backed by a model (like DINOv2): 1. its ToolSpec here with ``step``, ``backend`` and ``uses``;
   2. one module in adapters/twin/backends/ holding the model wrapper and the step, which reads the
   frames and calls the model through FoundationPerception's public helpers (``backend``,
-  ``frames``, ``cached``, ``key_frame_index``; adapters.twin.foundation.crop_box); 3. its block,
+  ``frames``, ``cached``, ``key_frame_index``; rvt_bench.adapters.twin.foundation.crop_box); 3. its block,
   under the ``backend`` key, in conf/perception/foundation.yaml; plus its test (a random-weight
   block in conf/perception/tiny.yaml is optional, for offline runs).
   Perceptions without models (oracle, provided) answer "perception X has no tool Y".
@@ -42,7 +42,7 @@ class ToolSpec:
     requires:    nodes that must appear among this node's dependencies.
     provides:    the twin field this tool fills, e.g. "instances[].depth".
     description: one line for the policy's system prompt.
-    method:      the adapters.twin.perception.Perception method that runs the tool on the perceptions
+    method:      the rvt_bench.adapters.twin.perception.Perception method that runs the tool on the perceptions
                  that have it (the first tools: each perception has its own way); None for a tool run
                  by its ``step`` alone.
     listed:      shown by describe_tools(); tools added after DT-R1's prompt was fixed (DINOv2, for
@@ -113,7 +113,7 @@ TOOLS: dict[str, ToolSpec] = _specs(
     ToolSpec(
         "DINOv2", ("SAM2",), "twin.artifacts['dinov2']",
         "DINOv2 appearance feature of each instance (cosine similarity between instances)",
-        listed=False, backend="dinov2", uses="DINOv2", step="adapters.twin.backends.dinov2:dinov2_step",
+        listed=False, backend="dinov2", uses="DINOv2", step="rvt_bench.adapters.twin.backends.dinov2:dinov2_step",
     ),
 )
 

@@ -4,7 +4,7 @@ Three tiers, as in the DT-R1 paper (arXiv 2511.12365):
 - ``video``: summary, size [H, W] px, fps, num_frames;
 - ``frames``: index, frame_id, timestamp (s), caption;
 - ``instances``: id (1..N), label, score, per-frame bbox [x1, y1, x2, y2] / centroid [x, y] / area
-  (continuous pixels, see adapters.twin.geometry) / mask ref, depth {mean, std, unit, convention},
+  (continuous pixels, see rvt_bench.adapters.twin.geometry) / mask ref, depth {mean, std, unit, convention},
   trajectory, caption.
 Masks live beside the JSON: ``Twin.masks`` maps a ref ("m<id>_<t>") to a COCO RLE. The policy sees
 ``to_llm_json`` (compact, no masks, per-frame fields summarised under a character budget); code in
@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from core import masks as mask_io
-from core.types import RLE, ParseError
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import RLE, ParseError
 
 TWIN_VERSION = 1
 DEPTH_UNIT = "m"
 DEPTH_CONVENTION = "larger = farther"
 TRACK_FIELDS = ("x1", "y1", "x2", "y2", "cx", "cy", "area")
 TWIN_STYLES = ("full", "compact")  # Twin.to_llm_json styles: the paper's twin, the few-token twin of small policies
-DEFAULT_MAX_CHARS = 6000  # ~2.1-2.3k tokens for 16 frames x 10 instances (benchmarks/bench_twin.py)
+DEFAULT_MAX_CHARS = 6000  # ~2.1-2.3k tokens for 16 frames x 10 instances (perf/bench_twin.py)
 """~2k tokens at 4 characters per token (the DT-R1 paper keeps the twin near 2k tokens). Numeric JSON
 tokenizes denser: 16 frames x 10 instances at this budget measured ~5.0k SmolLM2 / ~4.6k Gemma 3
 tokens (llama.cpp tokenizers of the bundled GGUF models)."""
@@ -79,7 +79,7 @@ class Depth:
 
 @dataclass
 class Trajectory:
-    """Centroid motion (adapters.twin.geometry.trajectory): frames are indices, points [x, y] px."""
+    """Centroid motion (rvt_bench.adapters.twin.geometry.trajectory): frames are indices, points [x, y] px."""
 
     first_frame: int
     last_frame: int
@@ -143,7 +143,7 @@ class Twin:
 
     def masks_for(self, ids: list[int]) -> list[RLE | None]:
         """Per frame, the union of the masks of ``ids`` (length num_frames); None in frames where
-        none of them is visible (core.types.Target's convention). Raises ParseError on an id that
+        none of them is visible (rvt_bench.core.types.Target's convention). Raises ParseError on an id that
         is not in the twin (e.g. an id a policy invented)."""
         chosen = [self.instance(i) for i in ids]
         height, width = self.size

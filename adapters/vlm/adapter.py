@@ -1,11 +1,11 @@
 """Any vision-language model behind the Adapter protocol (``+model=vlm``): for all four tasks.
 
 - segmentation: the VLM writes boxes (and points, where its family does) -> SAM2 masks
-  (adapters.vlm.segment);
-- grounding: the VLM's boxes, mapped from its coordinate family to frame pixels (adapters.vlm.coords);
+  (rvt_bench.adapters.vlm.segment);
+- grounding: the VLM's boxes, mapped from its coordinate family to frame pixels (rvt_bench.adapters.vlm.coords);
 - vqa, summarization: the reply text, scored by the caption metrics and the judge.
-Frames are sampled and resized here (adapters.vlm.frames), prompts come from conf/model/vlm.yaml
-(adapters.vlm.prompts), reasoning replies are split at </think> (adapters.vlm.reply). The backend
+Frames are sampled and resized here (rvt_bench.adapters.vlm.frames), prompts come from conf/model/vlm.yaml
+(rvt_bench.adapters.vlm.prompts), reasoning replies are split at </think> (rvt_bench.adapters.vlm.reply). The backend
 (``openai``: an OpenAI-compatible chat server; ``hf``: transformers) only answers chat requests.
 
 The adapter knows the benchmark only through ``sample.task`` and ``sample.modality``.
@@ -18,14 +18,14 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from adapters.base import Adapter, settings_block
-from adapters.vlm import prompts as prompt_mod
-from adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
-from adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
-from adapters.vlm.frames import resize, sample_indices, smart_resize
-from adapters.vlm.reply import Reply, ReplyError, split_reply
-from core.frames import read_frame
-from core.types import AdapterError, Prediction, Sample
+from rvt_bench.adapters.base import Adapter, settings_block
+from rvt_bench.adapters.vlm import prompts as prompt_mod
+from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
+from rvt_bench.adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
+from rvt_bench.adapters.vlm.frames import resize, sample_indices, smart_resize
+from rvt_bench.adapters.vlm.reply import Reply, ReplyError, split_reply
+from rvt_bench.core.frames import read_frame
+from rvt_bench.core.types import AdapterError, Prediction, Sample
 
 ADAPTER_VERSION = 1
 OPENAI_KEYS = ("base_url", "api_key", "image_format", "extra_body", "timeout_s", "max_retries", "backoff_s",
@@ -88,20 +88,20 @@ class _Job:
 class VLMAdapter(Adapter):
     """A VLM (+ SAM2 for masks). Built by Hydra from conf/model/vlm.yaml.
 
-    backend: "openai" | "hf" (adapters.vlm.backend.BACKENDS), or a built VLMBackend (tests).
+    backend: "openai" | "hf" (rvt_bench.adapters.vlm.backend.BACKENDS), or a built VLMBackend (tests).
     model: the served model name (openai) or hub id / directory (hf).
-    coords: coordinate family of the model's boxes (adapters.vlm.coords.COORDINATE_FAMILIES).
+    coords: coordinate family of the model's boxes (rvt_bench.adapters.vlm.coords.COORDINATE_FAMILIES).
     frames: FrameSampling keys. generation: Generation keys. think: Think keys (the answer is read
-        after </think>, adapters.vlm.reply).
+        after </think>, rvt_bench.adapters.vlm.reply).
     grounding_fill: boxes of frames not shown to the model: "nearest" (the nearest shown frame's,
         the earlier on ties) or "none" (no box).
-    sam2: a SAM2 backend (adapters.twin.backends.sam2_hf / sam2_pkg) for segmentation, or None
+    sam2: a SAM2 backend (rvt_bench.adapters.twin.backends.sam2_hf / sam2_pkg) for segmentation, or None
         (segmentation samples then fail with AdapterError).
-    prompts: the prompts block (adapters.vlm.prompts), with a `version` (required).
+    prompts: the prompts block (rvt_bench.adapters.vlm.prompts), with a `version` (required).
     Other keyword arguments go to the backend: OPENAI_KEYS for openai, HF_KEYS for hf (defaults:
     the backend class's signature).
     These keyword defaults, the dataclasses above and the backends' signatures are the defaults of
-    `+model=vlm` too (harness/model_config.py::VLMConfig reads them).
+    `+model=vlm` too (bench/harness/model_config.py::VLMConfig reads them).
     """
 
     def __init__(self, backend: str | VLMBackend = "openai", model: str | None = None, name: str = "vlm",
@@ -255,7 +255,7 @@ class VLMAdapter(Adapter):
         return out
 
     def _masks(self, job: _Job, dets: list[Detection]):
-        from adapters.vlm import segment
+        from rvt_bench.adapters.vlm import segment
 
         sample = job.sample
         if self.sam2 is None:

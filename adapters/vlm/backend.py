@@ -11,11 +11,11 @@ import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from adapters.vlm.prompts import Content
-from adapters.vlm.reply import Reply
-from core.types import AdapterError
+from rvt_bench.adapters.vlm.prompts import Content
+from rvt_bench.adapters.vlm.reply import Reply
+from rvt_bench.core.types import AdapterError
 
-BACKENDS = {"openai": "adapters.vlm.openai_chat:OpenAIChatVLM", "hf": "adapters.vlm.hf:HFVLM"}
+BACKENDS = {"openai": "rvt_bench.adapters.vlm.openai_chat:OpenAIChatVLM", "hf": "rvt_bench.adapters.vlm.hf:HFVLM"}
 
 
 @dataclass

@@ -7,7 +7,7 @@ Families (``COORDINATE_FAMILIES``; chosen by ``model.coords`` in conf/model/vlm.
 - ``qwen2_vl``: integers in [0, 1000) relative to the image (Qwen2-VL, arXiv 2409.12191, sec. 2.2:
   "normalized to [0, 1000)"); also InternVL's grounding format.
 - ``normalized``: floats in [0, 1] relative to the image.
-Every box is mapped to the frame's pixels (continuous xyxy, core.types.Target's convention) and
+Every box is mapped to the frame's pixels (continuous xyxy, rvt_bench.core.types.Target's convention) and
 clamped to [0, W] x [0, H].
 
 Reply format (``parse_detections``): the JSON list Qwen-style models write, ``[{"bbox_2d": [x1,
@@ -22,8 +22,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from adapters.vlm.reply import ReplyError
-from core.types import AdapterError
+from rvt_bench.adapters.vlm.reply import ReplyError
+from rvt_bench.core.types import AdapterError
 
 COORDINATE_FAMILIES: dict[str, str] = {
     "qwen2_5_vl": "in pixels of the image as you see it",

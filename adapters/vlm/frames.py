@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from core.types import AdapterError
+from rvt_bench.core.types import AdapterError
 
 
 def sample_indices(num_frames: int, count: int | None = None, fps: float | None = None,

@@ -2,7 +2,7 @@
 processor and chat template (Qwen2-VL, Qwen2.5-VL, Video-R1, InternVL-HF, LLaVA-OneVision, ...).
 
 Requests are decoded in left-padded batches (a decoder-only model continues from each row's last
-position; adapters.twin.backends.qwen_vl explains why right padding is wrong). A video arrives as its
+position; rvt_bench.adapters.twin.backends.qwen_vl explains why right padding is wrong). A video arrives as its
 sampled frames, each an image after a text label, exactly as the openai backend sends it. The model's
 input size of each image is read back from the processor's ``image_grid_thw`` where it has one (Qwen
 family: grid cells of ``patch_size`` px), so Qwen2.5-VL's absolute coordinates are mapped from the
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.policy.base import decoding_fingerprint
-from adapters.twin.backends.common import ModelBackend
-from adapters.vlm.backend import VLMBackend, VLMRequest
-from adapters.vlm.reply import Reply
-from core.types import AdapterError, first_line
+from rvt_bench.adapters.policy.base import decoding_fingerprint
+from rvt_bench.adapters.twin.backends.common import ModelBackend
+from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest
+from rvt_bench.adapters.vlm.reply import Reply
+from rvt_bench.core.types import AdapterError, first_line
 
 
 class HFVLM(ModelBackend, VLMBackend):

@@ -1,12 +1,12 @@
 """A VLM served by any OpenAI-compatible multimodal chat server (vLLM, SGLang, LMDeploy, Ollama),
 through the chat completions endpoint: images go as base64 data URLs in ``image_url`` parts, a
-video as its sampled frames (adapters.vlm.frames), each after a text label.
+video as its sampled frames (rvt_bench.adapters.vlm.frames), each after a text label.
 
-Reproducing the baseline rows on a GPU (README "Models"): e.g.
+Reproducing the baseline rows on a GPU (docs/models.md): e.g.
     vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image": 16}'
     python run_bench.py +dataset=revos dataset.root=DIR +model=vlm model.model=Qwen/Qwen2.5-VL-7B-Instruct
 
-Retries follow core.http (HTTP 429, 5xx, timeouts, connection errors); requests of a batch run
+Retries follow rvt_bench.core.http (HTTP 429, 5xx, timeouts, connection errors); requests of a batch run
 ``max_concurrency`` at a time (the server batches them).
 """
 from __future__ import annotations
@@ -15,12 +15,12 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from adapters.policy.base import decoding_fingerprint
-from adapters.vlm.backend import VLMBackend, VLMRequest
-from adapters.vlm.frames import data_url
-from adapters.vlm.reply import Reply
-from core.http import call_with_retries
-from core.types import AdapterError
+from rvt_bench.adapters.policy.base import decoding_fingerprint
+from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest
+from rvt_bench.adapters.vlm.frames import data_url
+from rvt_bench.adapters.vlm.reply import Reply
+from rvt_bench.core.http import call_with_retries
+from rvt_bench.core.types import AdapterError
 
 
 class OpenAIChatVLM(VLMBackend):
@@ -29,7 +29,7 @@ class OpenAIChatVLM(VLMBackend):
     model: the served model name. base_url: e.g. "http://localhost:8000/v1". api_key: None = the
     OPENAI_API_KEY environment variable, else "EMPTY". image_format: "png" (lossless) or "jpeg".
     temperature, top_p, seed: sent with every request (0 = greedy). extra_body: extra request fields
-    (e.g. vLLM's {"top_k": 1}). timeout_s, max_retries, backoff_s, backoff_max_s: see core.http.
+    (e.g. vLLM's {"top_k": 1}). timeout_s, max_retries, backoff_s, backoff_max_s: see rvt_bench.core.http.
     max_concurrency: requests in flight at once.
     """
 
@@ -58,7 +58,7 @@ class OpenAIChatVLM(VLMBackend):
                 "extra_body": self.extra_body, "decoding": decoding_fingerprint(self.temperature, self.top_p, self.seed)}
 
     def preflight(self) -> None:
-        from adapters.policy.openai_compat import served_models
+        from rvt_bench.adapters.policy.openai_compat import served_models
 
         names = served_models(self.base_url, api_key=self.api_key, timeout_s=min(self.timeout_s, 30.0),
                               what="model.base_url")

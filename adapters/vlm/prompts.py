@@ -3,7 +3,7 @@ rendered for a sample into the user turn's content (frames and text, in order).
 
 Template fields (replaced literally, so JSON braces need no escaping): ``{media}`` (the
 ``media.image`` or ``media.video`` line; ``{n}`` in it = frames shown), ``{query}``, ``{coords}``
-(the coordinate family's phrase, adapters.vlm.coords.COORDINATE_FAMILIES) and ``{frame_rule}``
+(the coordinate family's phrase, rvt_bench.adapters.vlm.coords.COORDINATE_FAMILIES) and ``{frame_rule}``
 (``frame_rule.<task>`` for a video, "" for an image). A video's frames are shown in temporal order,
 each after its label ``frame_label`` with ``{index}`` = the frame's 0-based index in the sample,
 so the frame a model names in its answer is a sample frame index.
@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from core.types import TASKS, AdapterError
+from rvt_bench.core.types import TASKS, AdapterError
 
 REQUIRED = ("version", "media", "frame_label", "frame_rule", *TASKS)
 

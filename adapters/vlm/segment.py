@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from adapters.vlm.coords import Detection
-from core import masks as mask_io
-from core.types import RLE
+from rvt_bench.adapters.vlm.coords import Detection
+from rvt_bench.core import masks as mask_io
+from rvt_bench.core.types import RLE
 
 
 def image_masks(sam2: Any, frame: np.ndarray, dets: list[Detection]) -> list[RLE | None]:

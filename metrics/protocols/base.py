@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from core.types import Prediction, RvtBenchError, Sample
+from rvt_bench.core.types import Prediction, RvtBenchError, Sample
 
 
 class Protocol:
@@ -23,10 +23,10 @@ class Protocol:
 
     name: str = ""
     headline: list[str] = []
-    judge: Any = None  # a metrics.judge.Judge for free-text answers, set by attach_judge; None = none
+    judge: Any = None  # a rvt_bench.metrics.judge.Judge for free-text answers, set by attach_judge; None = none
 
     def attach_judge(self, judge: Any) -> None:
-        """Use `judge` (a metrics.judge.Judge, or None = no judge) for free-text answers.
+        """Use `judge` (a rvt_bench.metrics.judge.Judge, or None = no judge) for free-text answers.
         Protocols without free-text tasks keep it and never call it."""
         self.judge = judge
 

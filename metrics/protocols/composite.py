@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.types import DatasetFormatError, Prediction, Sample
-from metrics.protocols.base import Protocol
+from rvt_bench.core.types import DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.protocols.base import Protocol
 
 
 def _build(key: str, spec: Any) -> Protocol:

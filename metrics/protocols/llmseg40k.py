@@ -2,8 +2,8 @@
 (`validate_llmseg.py`: metrics/units/lisa_iou.py::LLMSegIoU). References: docs/benchmarks/llmseg40k.md."""
 from __future__ import annotations
 
-from metrics.protocols.reasonseg import ReasonSegProtocol
-from metrics.units.lisa_iou import LLMSegIoU, llmseg_ciou, llmseg_sample_iou  # noqa: F401  (public names)
+from rvt_bench.metrics.protocols.reasonseg import ReasonSegProtocol
+from rvt_bench.metrics.units.lisa_iou import LLMSegIoU, llmseg_ciou, llmseg_sample_iou  # noqa: F401  (public names)
 
 
 class LLMSegProtocol(ReasonSegProtocol):

@@ -3,8 +3,8 @@ cIoU (metrics/units/lisa_iou.py) with breakdowns by query kind, level and catego
 what each mode reproduces: docs/benchmarks/reasonseg.md."""
 from __future__ import annotations
 
-from metrics.protocols.units import UnitProtocol
-from metrics.units.lisa_iou import LisaIoU
+from rvt_bench.metrics.protocols.units import UnitProtocol
+from rvt_bench.metrics.units.lisa_iou import LisaIoU
 
 
 class ReasonSegProtocol(UnitProtocol):

@@ -8,13 +8,13 @@ import logging
 
 import numpy as np
 
-from core.masks import area, decode_box
-from core.types import AdapterError, DatasetFormatError, Prediction, Sample
-from metrics.masks import DAVIS_BOUND_TH
-from metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
-from metrics.units.base import check_mode
-from metrics.units.rle import predicted_masks
-from metrics.units.video_jf import FrameCrop, empty_frame_jf, frame_crops, frame_jf, gt_mask_list, mean
+from rvt_bench.core.masks import area, decode_box
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.masks import DAVIS_BOUND_TH
+from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
+from rvt_bench.metrics.units.base import check_mode
+from rvt_bench.metrics.units.rle import predicted_masks
+from rvt_bench.metrics.units.video_jf import FrameCrop, empty_frame_jf, frame_crops, frame_jf, gt_mask_list, mean
 
 log = logging.getLogger(__name__)
 

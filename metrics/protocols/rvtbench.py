@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metrics.masks import DAVIS_BOUND_TH
-from metrics.protocols.composite import CompositeProtocol
-from metrics.protocols.units import UnitProtocol
-from metrics.units.box_iou import BoxIoU
-from metrics.units.captions import Captions
-from metrics.units.judge import JudgeScore
-from metrics.units.video_jf import VideoJF
+from rvt_bench.metrics.masks import DAVIS_BOUND_TH
+from rvt_bench.metrics.protocols.composite import CompositeProtocol
+from rvt_bench.metrics.protocols.units import UnitProtocol
+from rvt_bench.metrics.units.box_iou import BoxIoU
+from rvt_bench.metrics.units.captions import Captions
+from rvt_bench.metrics.units.judge import JudgeScore
+from rvt_bench.metrics.units.video_jf import VideoJF
 
 GROUP_KEYS = ("level", "category")
 DEFAULT_HEADLINE = ("segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4", "summarization/BLEU-4")
@@ -35,7 +35,7 @@ class RVTBenchProtocol(CompositeProtocol):
     """CompositeProtocol over `task_parts`, routed by sample.task; metrics keyed "<task>/<metric>".
 
     headline: metric keys for the leaderboard, e.g. ["segmentation/J&F", "grounding/m_vIoU"].
-    text_metrics: pycocoevalcap families for vqa / summarization (subset of metrics.text.METRICS).
+    text_metrics: pycocoevalcap families for vqa / summarization (subset of rvt_bench.metrics.text.METRICS).
     bound_th: F's boundary tolerance (davis2017's 0.008 of the frame diagonal).
     A sample whose task has no part is a DatasetFormatError; a prediction that declares another
     task, or has no output of the needed kind, scores as empty (docs/architecture.md).

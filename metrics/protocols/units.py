@@ -8,9 +8,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.types import Prediction, Sample
-from metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
-from metrics.units.base import Unit
+from rvt_bench.core.types import Prediction, Sample
+from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
+from rvt_bench.metrics.units.base import Unit
 
 log = logging.getLogger(__name__)
 
@@ -22,13 +22,13 @@ def _build(spec: Any) -> Unit:
         from hydra.utils import instantiate
 
         return instantiate(spec)
-    raise TypeError(f"unit protocol: expected a metrics.units Unit or a config with _target_, got {type(spec).__name__}")
+    raise TypeError(f"unit protocol: expected a rvt_bench.metrics.units Unit or a config with _target_, got {type(spec).__name__}")
 
 
 class UnitProtocol(Protocol):
     """Scores every sample with each unit; metrics are the units' aggregates, merged in order.
 
-    units:     metrics.units.Unit objects or their Hydra configs ({"_target_": ..., **options}).
+    units:     rvt_bench.metrics.units.Unit objects or their Hydra configs ({"_target_": ..., **options}).
     name:      the protocol's name (records and metrics.json say it), e.g. "segmentation".
     headline:  metric keys for the leaderboard, best first; default: the first unit's first key
                (known after the first aggregate; set it in config to have it before).

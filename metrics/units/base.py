@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.types import Prediction, Sample
+from rvt_bench.core.types import Prediction, Sample
 
 # Modes of the units that reproduce a reference script: "reference" = the reference's arithmetic
 # (comparability with published numbers), "textbook" = the plain float64 definition.
@@ -54,7 +54,7 @@ class Unit:
         return {}
 
     def attach_judge(self, judge: Any) -> None:
-        """Keep `judge` (metrics.judge.Judge or None); units without free text never call it."""
+        """Keep `judge` (rvt_bench.metrics.judge.Judge or None); units without free text never call it."""
         self.judge = judge
 
     def judge_records(self, records: list[dict]) -> None:

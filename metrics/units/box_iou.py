@@ -3,16 +3,16 @@ the LISA-style gIoU / cIoU / Acc@0.5 over per-frame box regions; docs/benchmarks
 why m_vIoU is RVTBench's headline."""
 from __future__ import annotations
 
-from core.types import AdapterError, DatasetFormatError, Prediction, Sample
-from metrics.boxes import ACC_THRESHOLD, aggregate_boxes, sample_box_scores
-from metrics.units.base import Unit
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.boxes import ACC_THRESHOLD, aggregate_boxes, sample_box_scores
+from rvt_bench.metrics.units.base import Unit
 
 
 class BoxIoU(Unit):
     """Per sample: "giou_term", "I", "U", "frame_ious", "viou", "tube_frames"
-    (metrics.boxes.sample_box_scores), "gt_empty" (no GT box in any frame) and "baseline" (the
+    (rvt_bench.metrics.boxes.sample_box_scores), "gt_empty" (no GT box in any frame) and "baseline" (the
     same for an empty prediction). aggregate: "m_vIoU", "vIoU@0.3", "vIoU@0.5", "gIoU", "cIoU",
-    "Acc@<threshold>" (metrics.boxes.aggregate_boxes).
+    "Acc@<threshold>" (rvt_bench.metrics.boxes.aggregate_boxes).
     Raises DatasetFormatError for a missing or invalid GT box list, AdapterError for a prediction
     with another frame count or an invalid box (messages name the sample and frame).
     """

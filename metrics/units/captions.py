@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.types import DatasetFormatError, Prediction, Sample
-from metrics.units.base import Unit
+from rvt_bench.core.types import DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.units.base import Unit
 
 
 def text_fields(sample: Sample, pred: Prediction, reads: bool) -> dict:
@@ -19,7 +19,7 @@ def text_fields(sample: Sample, pred: Prediction, reads: bool) -> dict:
 
 class Captions(Unit):
     """Per sample: "question", "hypothesis", "references" (text_fields). aggregate: the corpus
-    scores of `metrics` (metrics.text.METRICS families: "BLEU" -> BLEU-1..4, "CIDEr", ...) over the
+    scores of `metrics` (rvt_bench.metrics.text.METRICS families: "BLEU" -> BLEU-1..4, "CIDEr", ...) over the
     records, so CIDEr's IDF is the records' own corpus (a breakdown group is its own corpus).
 
     Tokenisation (one Java PTBTokenizer run) is cached per record: the groups of a breakdown reuse
@@ -37,7 +37,7 @@ class Captions(Unit):
         return text_fields(sample, pred, pred.task in (None, sample.task))
 
     def aggregate(self, records: list[dict]) -> dict:
-        from metrics.text import score_tokenized
+        from rvt_bench.metrics.text import score_tokenized
 
         self._tokenize(records)
         res = {r["sample_id"]: self._tokens[_key(r)][0] for r in records}
@@ -45,7 +45,7 @@ class Captions(Unit):
         return score_tokenized(res, gts, metrics=self.metrics)["corpus"]
 
     def _tokenize(self, records: list[dict]) -> None:
-        import metrics.text as text  # pycocoevalcap and Java only when text is scored
+        import rvt_bench.metrics.text as text  # pycocoevalcap and Java only when text is scored
 
         todo = [r for r in records if _key(r) not in self._tokens]
         if not todo:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import math
 
-from core.records import JudgeVerdict
-from core.types import Prediction, Sample
-from metrics.units.base import Unit
-from metrics.units.captions import text_fields
+from rvt_bench.core.records import JudgeVerdict
+from rvt_bench.core.types import Prediction, Sample
+from rvt_bench.metrics.units.base import Unit
+from rvt_bench.metrics.units.captions import text_fields
 
 
 class JudgeScore(Unit):
     """Per sample: "question", "hypothesis", "references" (as captions.text_fields); after
-    `judge_records`, "judge" = core.records.JudgeVerdict.to_json() (score None when unscored).
+    `judge_records`, "judge" = rvt_bench.core.records.JudgeVerdict.to_json() (score None when unscored).
 
     aggregate: "judge" = mean score of the scored verdicts (NaN when none is scored), "judge_n",
-    "judge_n_failed", "judge_failure_rate"; {"judge": metrics.judge.NOT_CONFIGURED} when no record
+    "judge_n_failed", "judge_failure_rate"; {"judge": rvt_bench.metrics.judge.NOT_CONFIGURED} when no record
     has a verdict (no judge attached).
     """
 
@@ -26,10 +26,10 @@ class JudgeScore(Unit):
 
     def judge_records(self, records: list[dict]) -> None:
         """Add "judge" to every record, in place, when a judge is attached: one request per non-empty
-        answer (concurrent, cached: metrics.judge.Judge), 0.0 without a request for an empty one."""
+        answer (concurrent, cached: rvt_bench.metrics.judge.Judge), 0.0 without a request for an empty one."""
         if self.judge is None:
             return
-        from metrics.judge import JudgeItem
+        from rvt_bench.metrics.judge import JudgeItem
 
         asked = [r for r in records if r["hypothesis"].strip()]
         verdicts = self.judge.score_many([JudgeItem(r["sample_id"], r.get("question", ""), r["references"], r["hypothesis"])
@@ -42,7 +42,7 @@ class JudgeScore(Unit):
                                           template=self.judge.template.tag, model=self.judge.model).to_json()
 
     def aggregate(self, records: list[dict]) -> dict:
-        from metrics.judge import NOT_CONFIGURED
+        from rvt_bench.metrics.judge import NOT_CONFIGURED
 
         verdicts = [r["judge"] for r in records if "judge" in r]
         if not verdicts:

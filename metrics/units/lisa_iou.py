@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.types import DatasetFormatError, Prediction, Sample
-from metrics.masks import ciou, giou, lisa_intersection_union, lisa_sample_iou, sample_iou
-from metrics.units.base import Unit, check_mode
-from metrics.units.rle import decode_checked, decode_pair, predicted_masks
+from rvt_bench.core.types import DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.masks import ciou, giou, lisa_intersection_union, lisa_sample_iou, sample_iou
+from rvt_bench.metrics.units.base import Unit, check_mode
+from rvt_bench.metrics.units.rle import decode_checked, decode_pair, predicted_masks
 
 _F32_EPS_LLMSEG = np.float32(1e-8)
 
@@ -19,7 +19,7 @@ class LisaIoU(Unit):
     Per sample: "I", "U", "target" (pixel counts after LISA's ignore label is removed from both
     masks), "giou_term" (LISA's float32 I / (U + 1e-5), +1 when U == 0) and "iou" (I / U, 1.0 when
     U == 0). aggregate: {"gIoU", "cIoU"} in [0, 1]; mode "reference" = LISA's float32 running sums
-    and N + 1e-5 divisor (metrics.masks.giou / ciou), "textbook" = float64.
+    and N + 1e-5 divisor (rvt_bench.metrics.masks.giou / ciou), "textbook" = float64.
     Raises DatasetFormatError when the sample is not one frame with one GT entry, or its ignore mask
     has another size; AdapterError for an unusable predicted mask.
     """

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from core.masks import bbox, decode, decode_box
-from core.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
+from rvt_bench.core.masks import bbox, decode, decode_box
+from rvt_bench.core.types import RLE, AdapterError, DatasetFormatError, Prediction, Sample
 
 Box = tuple[int, int, int, int]  # (y0, y1, x0, x1), half-open pixel rows and columns
 _ERRORS = {"ground-truth": DatasetFormatError, "predicted": AdapterError}

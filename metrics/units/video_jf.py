@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.types import RLE, DatasetFormatError, Prediction, Sample
-from metrics.masks import DAVIS_BOUND_TH, jf_counts_box, object_box
-from metrics.units.base import Unit
-from metrics.units.rle import Box, check_same_size, crop_checked, predicted_masks, rle_size_box
+from rvt_bench.core.types import RLE, DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.masks import DAVIS_BOUND_TH, jf_counts_box, object_box
+from rvt_bench.metrics.units.base import Unit
+from rvt_bench.metrics.units.rle import Box, check_same_size, crop_checked, predicted_masks, rle_size_box
 
 
 @dataclass
@@ -26,7 +26,7 @@ class FrameCrop:
 
 
 def frame_box(sample: Sample, frame: int, gt: RLE | None, pred: RLE | None) -> tuple[tuple[int, int], Box]:
-    """((H, W), box) of one frame: box = `metrics.masks.object_box` of both masks' foreground (at
+    """((H, W), box) of one frame: box = `rvt_bench.metrics.masks.object_box` of both masks' foreground (at
     least one pixel when both are empty), from the RLEs without decoding them. Raises AdapterError
     for a malformed predicted RLE or one whose size differs from the GT's, DatasetFormatError for a
     malformed GT RLE."""

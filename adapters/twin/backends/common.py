@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.types import AdapterError, first_line
+from rvt_bench.core.types import AdapterError, first_line
 
 
 def resolve_device(device: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from adapters.twin.backends.common import ModelBackend, seeded
+from rvt_bench.adapters.twin.backends.common import ModelBackend, seeded
 
 DEFAULT_MODEL = "depth-anything/Depth-Anything-V2-Small-hf"
 RELATIVE_UNIT = "relative"
@@ -26,7 +26,7 @@ METRIC_CONVENTION = "larger = farther"
 class DepthAnythingBackend(ModelBackend):
     """Depth per frame.
 
-    batch_size: frames per forward pass. Other arguments: adapters.twin.backends.common.ModelBackend.
+    batch_size: frames per forward pass. Other arguments: rvt_bench.adapters.twin.backends.common.ModelBackend.
     """
 
     name = "depth_anything_v2"

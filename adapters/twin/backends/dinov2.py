@@ -6,7 +6,7 @@ of a crop around the instance's box on the frame where it is largest, L2-normali
 product of two features is their cosine similarity. Crops are resized by the checkpoint's own image
 processor (DINOv2: shortest edge 256, centre crop 224, ImageNet normalisation).
 
-The plan node "DINOv2" (adapters.twin.registry) runs ``dinov2_step``; FoundationPerception serves it
+The plan node "DINOv2" (rvt_bench.adapters.twin.registry) runs ``dinov2_step``; FoundationPerception serves it
 through its public helpers, so the tool is this module, its ToolSpec and its config block.
 """
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from adapters.twin.backends.common import ModelBackend, seeded
-from adapters.twin.foundation import crop_box
-from adapters.twin.schema import Twin
-from core.types import Sample
+from rvt_bench.adapters.twin.backends.common import ModelBackend, seeded
+from rvt_bench.adapters.twin.foundation import crop_box
+from rvt_bench.adapters.twin.schema import Twin
+from rvt_bench.core.types import Sample
 
 if TYPE_CHECKING:
-    from adapters.twin.foundation import FoundationPerception
+    from rvt_bench.adapters.twin.foundation import FoundationPerception
 
 DEFAULT_MODEL = "facebook/dinov2-small"
 
@@ -29,7 +29,7 @@ DEFAULT_MODEL = "facebook/dinov2-small"
 class Dinov2Backend(ModelBackend):
     """Instance appearance features.
 
-    batch_size: crops per forward pass. Other arguments: adapters.twin.backends.common.ModelBackend.
+    batch_size: crops per forward pass. Other arguments: rvt_bench.adapters.twin.backends.common.ModelBackend.
     """
 
     name = "dinov2"
@@ -76,7 +76,7 @@ class Dinov2Backend(ModelBackend):
 
 def dinov2_step(perception: "FoundationPerception", sample: Sample, twin: Twin) -> None:
     """The "DINOv2" plan node: leave ``twin.artifacts["dinov2"]`` = {instance id: (D,) L2-normalised
-    float32 feature} of each SAM2 instance's crop (adapters.twin.foundation.crop_box), {} for no
+    float32 feature} of each SAM2 instance's crop (rvt_bench.adapters.twin.foundation.crop_box), {} for no
     instance. One cached call "DINOv2" keyed by the crop boxes. Raises AdapterError when no DINOv2
     backend is configured (perception.dinov2)."""
     if not twin.instances:

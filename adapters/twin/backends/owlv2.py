@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from adapters.twin.backends.common import ModelBackend, seeded
-from core.types import AdapterError
+from rvt_bench.adapters.twin.backends.common import ModelBackend, seeded
+from rvt_bench.core.types import AdapterError
 
 DEFAULT_MODEL = "google/owlv2-base-patch16-ensemble"
 MAX_TEXT_TOKENS = 16
@@ -113,7 +113,7 @@ def to_detections(processor: Any, outputs: Any, sizes: list[tuple[int, int]], ph
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU matrix (N, M) of xyxy boxes in continuous pixels (no +1), as metrics.boxes."""
+    """IoU matrix (N, M) of xyxy boxes in continuous pixels (no +1), as rvt_bench.metrics.boxes."""
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
     x1 = np.maximum(a[:, None, 0], b[None, :, 0])

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from adapters.twin.backends.common import ModelBackend, seeded
-from core.types import AdapterError
+from rvt_bench.adapters.twin.backends.common import ModelBackend, seeded
+from rvt_bench.core.types import AdapterError
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
 DEFAULT_PROMPTS = {

@@ -3,7 +3,7 @@ propagates them through the video (both load from the same checkpoint, e.g.
 ``facebook/sam2.1-hiera-tiny``).
 
 Prompts on the key frame: boxes [x1, y1, x2, y2] in the frame's pixels (from OWLv2 when it ran
-upstream in the plan), else automatic mode (adapters.twin.backends.sam2_common: point grid, best of
+upstream in the plan), else automatic mode (rvt_bench.adapters.twin.backends.sam2_common: point grid, best of
 the multimask outputs, mask NMS). Propagation runs forward from the key frame to the end, then
 backward to frame 0 (the SAM2 video predictor's ``propagate_in_video(reverse=True)``), so objects
 found mid-video are tracked on both sides. Masks are the processor's ``post_process_masks``
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from adapters.twin.backends.common import ModelBackend, seeded
-from adapters.twin.backends.sam2_common import Track, point_grid, select_masks
+from rvt_bench.adapters.twin.backends.common import ModelBackend, seeded
+from rvt_bench.adapters.twin.backends.sam2_common import Track, point_grid, select_masks
 
 DEFAULT_MODEL = "facebook/sam2.1-hiera-tiny"
 

@@ -8,7 +8,7 @@ Frame names pitfall: ``SAM2VideoPredictor.init_state`` reads a folder of frames 
 ``int``) or misordered. ``stage_frames`` writes the sample's frames as 00000.jpg, 00001.jpg, ... in
 temporal order and returns the map back to the dataset's frame ids. The files hold lossless PNG
 data: the loader selects files by extension but decodes with PIL by content, so no JPEG
-re-compression touches the pixels (and EXIF orientation, already applied by core.frames, cannot
+re-compression touches the pixels (and EXIF orientation, already applied by rvt_bench.core.frames, cannot
 be applied twice).
 
 Model building pitfall: ``sam2.build_sam`` composes its config through Hydra's global state, which a
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from adapters.twin.backends.common import ModelBackend, seeded
-from adapters.twin.backends.sam2_common import Track, point_grid, select_masks
-from core.types import AdapterError
+from rvt_bench.adapters.twin.backends.common import ModelBackend, seeded
+from rvt_bench.adapters.twin.backends.sam2_common import Track, point_grid, select_masks
+from rvt_bench.core.types import AdapterError
 
 DEFAULT_MODEL = "facebook/sam2.1-hiera-tiny"
 VIDEO_OVERRIDES = {
@@ -59,7 +59,7 @@ def stage_frames(frames: list[np.ndarray], frame_ids: list[str], directory: str 
 
 
 class Sam2PkgBackend(ModelBackend):
-    """The ``sam2`` package backend; parameters as adapters.twin.backends.sam2_hf.Sam2HFBackend.
+    """The ``sam2`` package backend; parameters as rvt_bench.adapters.twin.backends.sam2_hf.Sam2HFBackend.
 
     model_id: a hub id known to ``sam2.build_sam.HF_MODEL_ID_TO_FILENAMES`` (config and checkpoint
     names are looked up there), or with ``config`` (package-relative YAML, e.g.

@@ -3,7 +3,7 @@
     write_fixture(out_dir) -> (dataset_root, prediction_root)
 
     <out_dir>/ReVOS/JPEGImages/<video>/<frame>.jpg       <video> nested for some ("UVO/all/<id>")
-    <out_dir>/ReVOS/meta_expressions_valid_.json         VISA's meta format (loaders/revos.py)
+    <out_dir>/ReVOS/meta_expressions_valid_.json         VISA's meta format (bench/loaders/revos.py)
     <out_dir>/ReVOS/mask_dict.json                       {anno_id: [per frame RLE or null]}
     <out_dir>/ReVOS/mask_dict_foreground.json            {video: {"masks_rle": [...], "foreground_ratio": [...]}}
     <out_dir>/pred/<video>/<exp_id>/<frame>.png          the submission VISA tools/eval_revos.py reads

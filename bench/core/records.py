@@ -1,0 +1,326 @@
+"""The typed records that cross a stage or a file after prediction, each with a schema version.
+
+    Sample -> Prediction (rvt_bench.core.types; predictions.jsonl)
+           -> ScoreRecord (scores.jsonl, one per scored sample; its JudgeVerdict inside)
+           -> RunMetrics (metrics.json; its Failure lists inside)
+           -> leaderboard row (rvt_bench.leaderboards.row)
+
+Every record has `to_json()` (the JSON object written to its file: a dict of JSON types, keys and
+key order as on disk) and `from_json(obj)` (validates the version; a record written before
+versions existed reads as version 1), and they round-trip. The failure kinds are
+rvt_bench.core.types.FailureKind. Layout of each file: docs/metrics_schema.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rvt_bench.core.types import FailureKind, RunStoreError
+
+SCORE_SCHEMA_VERSION = 1
+METRICS_SCHEMA_VERSION = 2  # 1: before units / ci / unavailable / protocol_version were written
+
+
+def _check_version(what: str, version: Any, expected: int) -> int:
+    if not isinstance(version, int) or version > expected or version < 1:
+        raise RunStoreError(f"{what} has schema_version {version!r}; this code reads versions 1 to {expected}")
+    return version
+
+
+@dataclass
+class Failure:
+    """One failed or unusable sample, as metrics.json lists it ("failed_samples",
+    "data_error_samples").
+
+    sample_id: the sample's id (None for a loader error that names only a file).
+    kind:      why (rvt_bench.core.types.FailureKind).
+    message:   one line saying what went wrong.
+    extra:     any other keys the producer recorded (e.g. "file"), kept in their order.
+    """
+
+    sample_id: str | None
+    kind: FailureKind | str
+    message: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, sample_id: str, error: dict[str, Any]) -> "Failure":
+        """The failure of a prediction whose `error` is {"kind", "message", ...}."""
+        return cls.from_json({"sample_id": sample_id, **error})
+
+    def to_json(self) -> dict[str, Any]:
+        head = {} if self.sample_id is None else {"sample_id": self.sample_id}
+        return {**head, "kind": self.kind, "message": self.message, **self.extra}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "Failure":
+        """Raises RunStoreError when `obj` has no "kind"."""
+        if not isinstance(obj, dict) or "kind" not in obj:
+            raise RunStoreError(f"failure record without kind: {str(obj)[:200]}")
+        extra = {k: v for k, v in obj.items() if k not in ("sample_id", "kind", "message")}
+        return cls(obj.get("sample_id"), obj["kind"], str(obj.get("message", "")), extra)
+
+
+@dataclass
+class JudgeVerdict:
+    """An LLM judge's verdict on one free-text answer: what rvt_bench.metrics.judge.Judge returns, and, as
+    `to_json()`, what scores.jsonl keeps under "judge".
+
+    score:    in [0, 1], or None when unscored (unparsable reply, failed request); never NaN, so
+              the record is valid JSON as it stands.
+    reason:   the judge's reason, or why the answer is unscored.
+    cached:   the reply came from the judge cache.
+    error:    None, or "parse: ..." / "request: ..." for an unscored verdict.
+    template: template id@version; model: the judge model; raw: the judge's reply (None if none).
+    """
+
+    score: float | None
+    reason: str = ""
+    cached: bool = False
+    error: str | None = None
+    template: str = ""
+    model: str = ""
+    raw: str | None = field(default=None, repr=False)
+
+    @property
+    def scored(self) -> bool:
+        return self.score is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"score": self.score, "reason": self.reason, "cached": self.cached, "error": self.error,
+                "template": self.template, "model": self.model, "raw": self.raw}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "JudgeVerdict":
+        """Raises RunStoreError when `obj` is not a verdict object."""
+        if not isinstance(obj, dict) or "score" not in obj:
+            raise RunStoreError(f"judge verdict without score: {str(obj)[:200]}")
+        score = obj["score"]
+        return cls(None if score is None else float(score), str(obj.get("reason", "")), bool(obj.get("cached", False)),
+                   obj.get("error"), str(obj.get("template", "")), str(obj.get("model", "")), obj.get("raw"))
+
+
+@dataclass
+class ScoreRecord:
+    """One line of scores.jsonl: what the protocol measured on one sample.
+
+    sample_id: the sample's id.
+    values:    everything the protocol's `score` wrote besides the id, in its order: the header
+               ("modality", "task", "failed", "error_kind", "meta"; rvt_bench.metrics.protocols.base
+               .record_header), metric values and the raw counts aggregation needs (I, U per frame).
+    judge:     the judge's verdict for a free-text answer, None when not judged.
+    funnel:    {"first_failed", "result_correct"} of the stage funnel (rvt_bench.harness.funnel), or None.
+    """
+
+    sample_id: str
+    values: dict[str, Any] = field(default_factory=dict)
+    judge: JudgeVerdict | None = None
+    funnel: dict[str, Any] | None = None
+    schema_version: int = SCORE_SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sample_id": self.sample_id, **self.values}
+        if self.judge is not None:
+            out["judge"] = self.judge.to_json()
+        if self.funnel is not None:
+            out["funnel"] = self.funnel
+        out["schema_version"] = self.schema_version
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "ScoreRecord":
+        """Raises RunStoreError on a record without sample_id or of a newer schema version."""
+        if not isinstance(obj, dict) or "sample_id" not in obj:
+            raise RunStoreError(f"score record without sample_id: {str(obj)[:200]}")
+        version = _check_version(f"score record {obj['sample_id']!r}", obj.get("schema_version", 1), SCORE_SCHEMA_VERSION)
+        judge = JudgeVerdict.from_json(obj["judge"]) if isinstance(obj.get("judge"), dict) else None
+        own = ("sample_id", "funnel", "schema_version") + (("judge",) if judge is not None else ())
+        values = {k: v for k, v in obj.items() if k not in own}
+        return cls(obj["sample_id"], values, judge, obj.get("funnel"), version)
+
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of an adapter's funnel (AdapterReport.stages).
+
+    key:     stable identifier, e.g. "plan_emitted" (snake case; what tests and tools match on).
+    label:   what a reader sees, e.g. "plan emitted".
+    reached: samples of the report's `n` that passed this stage and every stage before it.
+    """
+
+    key: str
+    label: str
+    reached: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "reached": self.reached}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "Stage":
+        return cls(str(obj["key"]), str(obj["label"]), int(obj["reached"]))
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One value an adapter measured over its predictions (AdapterReport.measures): a rate, a mean
+    number of rounds, seconds of generation... A value that was not measured has no Measure.
+
+    key:   stable identifier, e.g. "mean_code_rounds".
+    label: what a reader sees, e.g. "code rounds (mean)".
+    value: the number (or a short text such as "grammar"); rates are fractions in [0, 1].
+    unit:  "fraction" (rendered as %), "s", "rounds", "count", "" (a plain number or text).
+    """
+
+    key: str
+    label: str
+    value: float | int | str
+    unit: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "value": self.value, "unit": self.unit}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "Measure":
+        return cls(str(obj["key"]), str(obj["label"]), obj["value"], str(obj.get("unit", "")))
+
+
+@dataclass
+class AdapterReport:
+    """What a model's adapter reports about its own run (metrics.json "adapter_report"); the
+    harness renders it as given (summary, report.html, leaderboard) and knows none of its stages.
+
+    model:    the adapter's name (the run's model name).
+    n:        the samples the funnel counts (the run's scored samples).
+    stages:   the adapter's funnel in order; `reached` never grows from one stage to the next.
+    decoding: "grammar" | "free" for adapters that decode under a grammar (policy.decoding),
+              None for the others (nothing is printed).
+    measures: analytics and latencies the adapter measured, in display order.
+    details:  adapter-specific structured extras (JSON: tool usage, task confusion...), kept in
+              metrics.json and shown only where a renderer knows nothing of them: as a table.
+    """
+
+    model: str
+    n: int
+    stages: list[Stage] = field(default_factory=list)
+    decoding: str | None = None
+    measures: list[Measure] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model, "n": self.n, "stages": [s.to_json() for s in self.stages]}
+        if self.decoding is not None:
+            out["decoding"] = self.decoding
+        out["measures"] = [m.to_json() for m in self.measures]
+        if self.details:
+            out["details"] = self.details
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "AdapterReport":
+        if not isinstance(obj, dict) or "model" not in obj or "n" not in obj:
+            raise RunStoreError(f"adapter_report is not an object with model and n: {str(obj)[:200]}")
+        return cls(model=str(obj["model"]), n=int(obj["n"]),
+                   stages=[Stage.from_json(s) for s in obj.get("stages") or []],
+                   decoding=obj.get("decoding"),
+                   measures=[Measure.from_json(m) for m in obj.get("measures") or []],
+                   details=dict(obj.get("details") or {}))
+
+
+# metrics.json keys written only when set, in this order after the counts (absent in older files)
+_STAGE_KEYS = ("decoding", "funnel", "analytics")
+_HEADER_KEYS = ("schema_version", "units", "headline", "metric_units", "protocol_version", "protocol_variants",
+                "unavailable", "ci")
+_TAIL_KEYS = ("partial", "judge", "null_values")
+
+
+@dataclass
+class RunMetrics:
+    """metrics.json: a scored run's aggregate (layout and units: docs/metrics_schema.md).
+
+    aggregate: the protocol's aggregate as it returned it ("metrics", "breakdown", and whatever
+               else it reports: "parts", "baseline_empty", "warnings"...), in its order; values in
+               [0, 1] except unbounded scores (CIDEr).
+    n, failures, failures_by_kind, parse_rate, failed_samples, tasks: over the scored samples
+               (data errors excluded); parse_rate is None when the model answered nothing.
+    data_errors, data_error_samples: samples whose data could not be used (not in n).
+    decoding, funnel, analytics: the stage funnel and rollout analytics (rvt_bench.harness.funnel).
+    schema_version .. ci: the versioned header (rvt_bench.harness.results.finish_metrics).
+    partial:   why only part of the samples was scored (run.limit), None for a full run.
+    judge:     the judge block (status, n, n_failed, failure_rate, publishable, reason...).
+    null_values: {dotted key: what stood there} for non-finite numbers written as null.
+    """
+
+    dataset: str
+    split: str | None
+    model: str
+    run_name: str
+    fingerprint: str
+    protocol: str
+    aggregate: dict[str, Any]
+    n: int
+    failures: int
+    failures_by_kind: dict[str, int]
+    parse_rate: float | None
+    failed_samples: list[Failure]
+    tasks: dict[str, int]
+    data_errors: int
+    data_error_samples: list[Failure]
+    decoding: str | None = None
+    funnel: dict[str, Any] | None = None
+    analytics: dict[str, Any] | None = None
+    schema_version: int = METRICS_SCHEMA_VERSION
+    units: str | None = None
+    headline: list[str] | None = None
+    metric_units: dict[str, str] | None = None
+    protocol_version: int | None = None
+    protocol_variants: dict[str, Any] | None = None
+    unavailable: dict[str, str] | None = None
+    ci: dict[str, Any] | None = None
+    partial: str | None = None
+    judge: dict[str, Any] | None = None
+    null_values: dict[str, str] | None = None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The protocol's metric values ({key: float | None}); {} when it reported none."""
+        return self.aggregate.get("metrics") or {}
+
+    def to_json(self) -> dict[str, Any]:
+        # The aggregate sits between the identity and the counts; a count the protocol also
+        # reports ("n") keeps the aggregate's position and takes the runner's value.
+        out: dict[str, Any] = {"dataset": self.dataset, "split": self.split, "model": self.model,
+                               "run_name": self.run_name, "fingerprint": self.fingerprint, "protocol": self.protocol,
+                               **self.aggregate,
+                               "n": self.n, "failures": self.failures, "failures_by_kind": self.failures_by_kind,
+                               "parse_rate": self.parse_rate, "failed_samples": [f.to_json() for f in self.failed_samples],
+                               "tasks": self.tasks, "data_errors": self.data_errors,
+                               "data_error_samples": [f.to_json() for f in self.data_error_samples]}
+        for key in _STAGE_KEYS + _HEADER_KEYS + _TAIL_KEYS:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "RunMetrics":
+        """Read a metrics.json body; a file without schema_version reads as version 1. Raises
+        RunStoreError on a body of a newer version or without its identity and counts."""
+        if not isinstance(obj, dict):
+            raise RunStoreError(f"metrics.json is not an object: {str(obj)[:200]}")
+        version = _check_version("metrics.json", obj.get("schema_version", 1), METRICS_SCHEMA_VERSION)
+        required = ("dataset", "model", "run_name", "fingerprint", "protocol", "n", "failures")
+        missing = [k for k in required if k not in obj]
+        if missing:
+            raise RunStoreError(f"metrics.json lacks {missing}")
+        known = set(cls.__dataclass_fields__) - {"aggregate"}
+        return cls(
+            dataset=obj["dataset"], split=obj.get("split"), model=obj["model"], run_name=obj["run_name"],
+            fingerprint=obj["fingerprint"], protocol=obj["protocol"],
+            aggregate={k: v for k, v in obj.items() if k not in known},
+            n=obj["n"], failures=obj["failures"], failures_by_kind=dict(obj.get("failures_by_kind") or {}),
+            parse_rate=obj.get("parse_rate"), failed_samples=[Failure.from_json(f) for f in obj.get("failed_samples") or []],
+            tasks=dict(obj.get("tasks") or {}), data_errors=int(obj.get("data_errors", 0)),
+            data_error_samples=[Failure.from_json(f) for f in obj.get("data_error_samples") or []],
+            **{k: obj.get(k) for k in _STAGE_KEYS + _HEADER_KEYS[1:] + _TAIL_KEYS}, schema_version=version,
+        )

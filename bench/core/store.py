@@ -1,0 +1,245 @@
+"""Run directory files: append-only predictions with resume, and atomically written derived files.
+
+Layout of one run directory (docs/architecture.md "Run directory"):
+    config.yaml, manifest.json       what ran, written at start
+    predictions[.shardIofN].jsonl    one Prediction per line, appended and fsynced per sample
+    scores.jsonl, metrics.json       derived by scoring; rewritten atomically (write + rename)
+    .<file>.lock, .<file>.owner      RunLock: one invocation at a time per predictions file
+    run.log                          diagnostics and full tracebacks of every invocation, appended
+No JSON file holds NaN or Infinity (``dumps``: null instead).
+A predictions file is never rewritten in place. The only repair is cutting a torn last line (a
+record cut short by a kill), which is then redone.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from rvt_bench.core.types import Prediction, RunLockedError, RunStoreError
+
+log = logging.getLogger(__name__)
+
+PREDICTIONS_GLOB = "predictions*.jsonl"
+
+
+def predictions_filename(shard: int, num_shards: int) -> str:
+    """predictions.jsonl, or predictions.shard{I}of{N}.jsonl when the run is sharded."""
+    return "predictions.jsonl" if num_shards == 1 else f"predictions.shard{shard}of{num_shards}.jsonl"
+
+
+class PredictionLog:
+    """Append-only predictions.jsonl of one run (or one shard of it).
+
+    Opening it cuts a torn last line (no trailing newline or invalid JSON) so that the next record
+    starts on a clean line; complete records are never touched.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_tail()
+        self._fh = None
+
+    def _repair_tail(self) -> None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as fh:
+            data = fh.read()
+            keep = data.rfind(b"\n") + 1  # start of the last (possibly torn) line
+            tail = data[keep:]
+            if tail:  # no newline after the last record: it was being written when the run died
+                log.warning("%s: discarding a torn last line (%d bytes); that sample will be redone", self.path, len(tail))
+                fh.truncate(keep)
+
+    def append(self, pred: Prediction) -> None:
+        """Write one record and make it durable before returning (flush + fsync)."""
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")
+        line = dumps(pred.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in model or code text: JSON's \u escapes carry it
+            line = dumps(pred.to_dict(), ensure_ascii=True, separators=(",", ":"))
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def _standing(pred: Prediction) -> int:
+    """2: an answer; 1: the model's output that did not parse; 0: a failure outside the model."""
+    if pred.error is None:
+        return 2
+    return 1 if pred.error.get("kind") == "parse" else 0
+
+
+def read_predictions(paths: Iterable[str | Path], attempts: dict[str, int] | None = None) -> dict[str, Prediction]:
+    """Finished predictions by sample id, from one or several (shard) files.
+
+    A line that is not valid JSON is skipped with a warning only when it is the last line of its file
+    (torn write); anywhere else it raises RunStoreError naming the file and line. When an id appears
+    more than once (a resume retried a failure, see run.retry_failed, possibly from another shard
+    file), the record that says most about the model wins: an answer over a parse failure over a
+    failure outside the model; between failures of the same standing the one read last; between
+    two answers the first (a later one can only come from a concurrent writer), with a warning.
+    attempts: when given, filled with the number of records per sample id.
+    """
+    out: dict[str, Prediction] = {}
+    duplicates: list[str] = []
+    for path in sorted(Path(p) for p in paths):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if lineno == len(lines):
+                    log.warning("%s:%d: torn last line ignored", path, lineno)
+                    continue
+                raise RunStoreError(f"{path}:{lineno}: not a JSON prediction record ({exc})") from exc
+            pred = Prediction.from_dict(record)
+            if attempts is not None:
+                attempts[pred.sample_id] = attempts.get(pred.sample_id, 0) + 1
+            old = out.get(pred.sample_id)
+            if old is not None and old.error is not None:
+                if _standing(pred) >= _standing(old):
+                    out[pred.sample_id] = pred  # a retry of a failed sample
+                continue
+            if old is not None:
+                duplicates.append(f"{path.name}:{lineno} ({pred.sample_id})")
+                continue
+            out[pred.sample_id] = pred
+    if duplicates:  # one line, not one per record: two writers on one run can leave thousands
+        log.warning("%d duplicate answers ignored (the first answer of each sample kept; two runs wrote to "
+                    "this run directory at once?), first: %s", len(duplicates), ", ".join(duplicates[:3]))
+    return out
+
+
+def prediction_files(run_dir: str | Path) -> list[Path]:
+    return sorted(Path(run_dir).glob(PREDICTIONS_GLOB))
+
+
+def finite(obj: Any, where: str = "", nulls: dict[str, str] | None = None) -> Any:
+    """``obj`` with every NaN / Infinity float replaced by None (JSON has no such numbers; strict
+    parsers such as JavaScript's JSON.parse reject the literals Python would write). When ``nulls``
+    is given, each replaced value's dotted path (``where`` as prefix) is added to it with the reason."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        if nulls is not None:
+            nulls[where] = "not computable (no value to average: nothing scored, or every verdict failed)" \
+                if math.isnan(obj) else f"was {obj} (a division by zero)"
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v, f"{where}.{k}" if where else str(k), nulls) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v, f"{where}[{i}]", nulls) for i, v in enumerate(obj)]
+    return obj
+
+
+def dumps(obj: Any, **kw: Any) -> str:
+    """json.dumps of ``finite(obj)`` with allow_nan=False: every JSON file rvt-bench writes goes
+    through here, so none holds a NaN or Infinity literal."""
+    return json.dumps(finite(obj), allow_nan=False, **kw)
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    """Write JSON via a temporary file and rename, so a reader never sees a half-written file.
+    Non-finite floats are written as null (``dumps``)."""
+    write_atomic(path, dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> None:
+    write_atomic(path, "".join(dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
+
+
+# --- one owner per run file ---------------------------------------------------------------------
+
+
+class RunLock:
+    """An exclusive lock on one run directory's writable files (``name``: e.g. the predictions file
+    a shard appends to), held from before the run reads its predictions until it returns.
+
+    The lock is ``filelock.FileLock`` on ``<run_dir>/.<name>.lock`` (flock(2) on Unix: the kernel
+    releases it when the holder dies, so the lock of a killed run is taken over by the next
+    invocation without any cleanup). A sidecar ``<run_dir>/.<name>.owner`` says who holds it (pid,
+    host, start time, command) for the message the next invocation prints. acquire() raises
+    RunLockedError naming the holder when another live process holds it."""
+
+    def __init__(self, run_dir: str | Path, name: str) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / f".{name}.lock"
+        self.owner_path = self.run_dir / f".{name}.owner"
+        self._lock = None
+
+    def acquire(self) -> None:
+        from filelock import FileLock, Timeout
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.path), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise RunLockedError(f"{self.run_dir} is in use by {self.holder()}: wait for that run to end or stop it "
+                                 f"(lock {self.path.name}; a killed run's lock is released by itself)") from None
+        self._lock = lock
+        owner = {"pid": os.getpid(), "host": socket.gethostname(),
+                 "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv}
+        write_atomic(self.owner_path, json.dumps(owner) + "\n")
+
+    def holder(self) -> str:
+        """'PID <pid> on host <host> (since <time>)' from the sidecar, or a plain description."""
+        try:
+            owner = json.loads(self.owner_path.read_text(encoding="utf-8"))
+            return f"PID {owner['pid']} on host {owner['host']} (since {owner['started_utc']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another process (its PID and host are not recorded yet)"
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self.owner_path.unlink(missing_ok=True)
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write a whole file so that readers see either the old file or the complete new one: a unique
+    temporary file beside it (safe with concurrent writers, threads or processes; the last rename
+    wins), flushed and fsynced, then os.replace. The temporary file is removed on any error."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:32]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,117 @@
+"""What a run is: its fingerprint (which names its directory) and its manifest (what produced it)."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rvt_bench.core.paths import CHECKOUT, PACKAGE_DIR
+from rvt_bench.harness.names import with_registered_names
+
+REPO_ROOT = CHECKOUT or PACKAGE_DIR  # git reports the checkout; a wheel install has none
+
+# Keys of the dataset config that say where the data lies, not what is evaluated: moving a copy of
+# ReVOS must not change the run.
+_NON_SEMANTIC_DATASET_KEYS = {"root"}
+# Policy keys that say where and how patiently a server is reached, not what answers: moving the
+# server or raising a timeout resumes the same run (and retries its failed samples).
+_NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "max_concurrency"}
+
+_VERSIONED_PACKAGES = (
+    "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
+    "hydra-core", "llama_cpp_python", "pandas", "sam2",
+)
+
+
+# Judge keys that decide verdicts; where it is served, how patiently, and caching do not.
+_SEMANTIC_JUDGE_KEYS = ("_target_", "model", "template", "template_version", "temperature", "max_tokens")
+SECRET_KEYS = ("api_key",)
+
+
+def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The part of a resolved run config that decides the numbers: dataset (+split, options,
+    protocol) without its root, the model with its policy and perception as resolved, and the
+    judge's model and template when one is configured."""
+    from rvt_bench.loaders.config import flat  # the pre-split shape, so older run directories keep their fingerprint
+
+    dataset = {k: v for k, v in flat(cfg["dataset"]).items() if k not in _NON_SEMANTIC_DATASET_KEYS}
+    # the same keys at the model's top level: adapters that reach a server themselves (vlm)
+    model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
+    if isinstance(model.get("policy"), dict):
+        model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
+    out = {"dataset": dataset, "model": _redact(model)}
+    judge = cfg.get("judge") or {}
+    if judge.get("_target_"):
+        out["judge"] = {k: judge.get(k) for k in _SEMANTIC_JUDGE_KEYS}
+    return out
+
+
+def redact(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a resolved config with secrets (api_key values) replaced, for files on disk."""
+    return _redact(cfg)
+
+
+def redact_overrides(args: list[str]) -> list[str]:
+    """Command-line overrides / argv with the values of secret keys (`...api_key=VALUE`) replaced."""
+    return [re.sub(r"^([+~]*[\w.]*(?:%s))=.+$" % "|".join(SECRET_KEYS), r"\1=<redacted>", a) for a in args]
+
+
+def _redact(node: Any) -> Any:
+    if isinstance(node, dict):
+        if "_overrides" in node:
+            node = {**node, "_overrides": redact_overrides(list(node["_overrides"] or []))}
+        return {k: ("<redacted>" if k in SECRET_KEYS and v else _redact(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_redact(v) for v in node]
+    return node
+
+
+def fingerprint(cfg: dict[str, Any], adapter: dict[str, Any] | None = None, length: int = 10) -> str:
+    """Short stable hash (hex) of `semantic_config(cfg)` plus the adapter's own fingerprint (prompt
+    version, weights digest... what the config cannot show): same config and code -> same run
+    directory -> resume; a changed prompt -> a new run, never a mix of two."""
+    semantic = with_registered_names(semantic_config(cfg))  # names, not module paths (harness/names.py)
+    blob = json.dumps({**semantic, "adapter": adapter or {}}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
+
+
+def git_sha() -> str:
+    """HEAD of the checkout that runs, with '+dirty' when it has uncommitted changes; 'unknown' outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for name in _VERSIONED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def manifest(cfg: dict[str, Any], fp: str) -> dict[str, Any]:
+    """manifest.json body: git sha, package versions, fingerprint, host, start time (UTC)."""
+    return {
+        "fingerprint": fp,
+        "git_sha": git_sha(),
+        "packages": package_versions(),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "argv": redact_overrides(sys.argv),
+    }

@@ -1,0 +1,96 @@
+"""Registered names: what a run's fingerprint hashes in place of a `_target_`, so that moving or
+renaming a module keeps every run directory's name (docs/architecture.md "Run directory").
+
+A name is frozen when it is registered. The names below are the dotted paths these classes had
+before the package moved under `rvt_bench` (2026-12), which is what the fingerprints of existing
+run directories hashed; a component added later may take any name not yet used. Moving a
+component changes its target here (tests/test_fingerprints.py fails until it does), never its
+name. A `_target_` that is not registered (a user's own class) is hashed as written.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_PREFIX = "rvt_bench."
+_REGISTERED = [  # targets (where the code lives now) whose name is their pre-move path
+    "adapters.dtr1.adapter.DTR1Adapter",
+    "adapters.jit.adapter.JiTAdapter",
+    "adapters.lisa.adapter.LisaAdapter",
+    "adapters.vlm.adapter.VLMAdapter",
+    "adapters.precomputed.PrecomputedAdapter",
+    "adapters.policy.gguf.GGUFPolicy",
+    "adapters.policy.hf.HFPolicy",
+    "adapters.policy.openai_compat.OpenAIPolicy",
+    "adapters.policy.scripted.ScriptedPolicy.from_file",
+    "adapters.policy.vllm_engine.VLLMEnginePolicy",
+    "adapters.twin.backends.depth_anything.DepthAnythingBackend",
+    "adapters.twin.backends.depth_anything.DepthAnythingBackend.tiny",
+    "adapters.twin.backends.dinov2.Dinov2Backend",
+    "adapters.twin.backends.dinov2.Dinov2Backend.tiny",
+    "adapters.twin.backends.owlv2.Owlv2Backend",
+    "adapters.twin.backends.owlv2.Owlv2Backend.tiny",
+    "adapters.twin.backends.qwen_vl.QwenVLBackend",
+    "adapters.twin.backends.qwen_vl.QwenVLBackend.tiny",
+    "adapters.twin.backends.sam2_hf.Sam2HFBackend",
+    "adapters.twin.backends.sam2_hf.Sam2HFBackend.tiny",
+    "adapters.twin.backends.sam2_pkg.Sam2PkgBackend",
+    "adapters.twin.cache.ToolCache",
+    "adapters.twin.foundation.FoundationPerception",
+    "adapters.twin.oracle.OraclePerception",
+    "adapters.twin.provided.ProvidedPerception",
+    "loaders.canonical.CanonicalDataset",
+    "loaders.demo.DemoDataset",
+    "loaders.llmseg40k.LLMSeg40KDataset",
+    "loaders.reasonseg.ReasonSegDataset",
+    "loaders.revos.ReVOSDataset",
+    "metrics.judge.Judge",
+    "metrics.protocols.composite.CompositeProtocol",
+    "metrics.protocols.llmseg40k.LLMSegProtocol",
+    "metrics.protocols.reasonseg.ReasonSegProtocol",
+    "metrics.protocols.revos.ReVOSProtocol",
+    "metrics.protocols.rvtbench.RVTBenchProtocol",
+    "metrics.protocols.units.UnitProtocol",
+    "metrics.units.box_iou.BoxIoU",
+    "metrics.units.captions.Captions",
+    "metrics.units.judge.JudgeScore",
+    "metrics.units.lisa_iou.LisaIoU",
+    "metrics.units.lisa_iou.LLMSegIoU",
+    "metrics.units.video_jf.VideoJF",
+]
+# registered name -> the `_target_` that builds it today
+NAMES: dict[str, str] = {name: _PREFIX + name for name in _REGISTERED}
+_BY_TARGET = {target: name for name, target in NAMES.items()}
+
+
+def registered_name(target: str) -> str:
+    """The registered name of a `_target_` string; the string itself when none is registered."""
+    return _BY_TARGET.get(target, target)
+
+
+def with_registered_names(node: Any) -> Any:
+    """A copy of a resolved config (dicts, lists, scalars) whose `_target_` values are registered names."""
+    if isinstance(node, dict):
+        return {k: (registered_name(v) if k == "_target_" and isinstance(v, str) else with_registered_names(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [with_registered_names(v) for v in node]
+    return node
+
+
+def with_current_targets(node: Any) -> Any:
+    """A copy of a config read from an older run directory (config.yaml of a run made before the
+    move) whose `_target_` values that are registered names point at today's code."""
+    if isinstance(node, dict):
+        return {k: (NAMES.get(v, v) if k == "_target_" and isinstance(v, str) else with_current_targets(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [with_current_targets(v) for v in node]
+    return node
+
+
+def load_run_config(path: Any) -> Any:
+    """A run directory's config.yaml (OmegaConf DictConfig) with today's `_target_` values."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return OmegaConf.create(with_current_targets(raw))

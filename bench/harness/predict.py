@@ -1,0 +1,141 @@
+"""The predict loop: hand the samples to do to the adapter (one by one or in batches), turn every
+per-sample failure into a recorded Prediction.failure, and append each prediction to the run's
+predictions file (fsynced one by one, so a killed run loses at most the samples in flight).
+
+Per-sample failures: an AdapterError (or other RvtBenchError) records its `kind` and the partial
+output it carries (AdapterError.trace); any other exception is an adapter bug, kind "exception",
+its traceback as the trace; a frame that does not decode or disagrees in size is a data error
+(FrameChecker), caught before the model sees the sample. run.fail_fast re-raises instead.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from pathlib import Path
+
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.core.store import PredictionLog
+from rvt_bench.core.types import DATA, EXCEPTION, AdapterError, Prediction, RvtBenchError, Sample
+from rvt_bench.harness.stops import Progress
+
+log = logging.getLogger(__name__)
+
+
+def predict(cfg: DictConfig, adapter: Adapter, todo: list[Sample], path: Path, checker: "FrameChecker | None",
+            progress: Progress | None = None) -> int:
+    """Predict `todo` in order and append each Prediction to `path`; returns len(todo). Batches of
+    run.batch_size (null: the adapter's preferred_batch_size); `progress` follows the samples in
+    flight for the line a stop prints."""
+    progress = progress or Progress()
+    out = PredictionLog(path)
+    failures = 0
+    batch_size = max(1, int(cfg.run.batch_size or adapter.preferred_batch_size))
+    bar = tqdm(total=len(todo), desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
+    try:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start:start + batch_size]
+            bad = {s.id: p for s in batch if checker and (p := checker.check(s)) is not None}
+            batch = [s for s in batch if s.id not in bad]
+            preds = list(bad.values())
+            progress.in_flight = [s.id for s in batch]
+            if batch:
+                preds += ([predict_one(adapter, batch[0], bool(cfg.run.fail_fast))] if len(batch) == 1
+                          else predict_batch(adapter, batch, bool(cfg.run.fail_fast)))
+            for pred in preds:
+                failures += pred.error is not None
+                out.append(pred)
+                progress.predicted += 1
+            progress.in_flight = []
+            bar.update(len(preds))
+            bar.set_postfix(failed=failures)
+    finally:
+        bar.close()
+        out.close()
+    return len(todo)
+
+
+class FrameChecker:
+    """Decodes every frame of a sample once per run before the model sees it, so a corrupt or
+    truncated frame fails that sample (a data error) even when the model never reads pixels; and
+    checks that the sample's frames share one size, that of its target masks (a frame of another
+    size is the data's fault, not the model's)."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, tuple[int, int]] = {}
+
+    def check(self, sample: Sample) -> Prediction | None:
+        """None when every frame decodes and the sizes agree, else the sample's data failure."""
+        from rvt_bench.core.frames import frame_size, verify_frame
+
+        expected = next((tuple(int(v) for v in m["size"]) for m in (sample.target.masks or []) if m), None)
+        try:
+            for t, path in enumerate(sample.frames):
+                if path not in self.sizes:
+                    verify_frame(path)
+                    self.sizes[path] = frame_size(path)
+                size = self.sizes[path]
+                if expected is None:
+                    expected = size
+                elif size != expected:
+                    raise RvtBenchError(f"frame {t} ({path}) is {list(size)} (H, W) where the sample's "
+                                        f"{'target masks are' if sample.target.masks else 'first frame is'} "
+                                        f"{list(expected)}: frame sizes must agree within a sample")
+        except RvtBenchError as exc:
+            log.info("sample %s: bad frame: %s", sample.id, exc)
+            return Prediction.failure(sample.id, DATA, str(exc))
+        return None
+
+
+def _partial_trace(exc: RvtBenchError) -> object:
+    """The partial output a failed sample's error carries (AdapterError.trace), None for others."""
+    return exc.trace if isinstance(exc, AdapterError) else None
+
+
+def predict_batch(adapter: Adapter, batch: list[Sample], fail_fast: bool) -> list[Prediction]:
+    """Predict a batch through adapter.predict_batch; an unexpected crash redoes it one by one so
+    that only the sample at fault is failed. timings["total"] is the batch's wall time shared equally."""
+    start = time.perf_counter()
+    try:
+        results = adapter.predict_batch(batch)
+    except Exception:
+        if fail_fast:
+            raise
+        log.exception("a batch of %d crashed the adapter; redoing it one sample at a time", len(batch))
+        return [predict_one(adapter, s, fail_fast) for s in batch]
+    share = round((time.perf_counter() - start) / len(batch), 4)
+    preds = []
+    for sample, result in zip(batch, results, strict=True):
+        if isinstance(result, Prediction) and result.sample_id != sample.id:
+            result = RvtBenchError(f"adapter answered sample {result.sample_id!r} when asked for {sample.id!r}")
+        if isinstance(result, RvtBenchError):
+            if fail_fast:
+                raise result
+            result = Prediction.failure(sample.id, result.kind, str(result), trace=_partial_trace(result))
+        result.timings["total"] = share
+        preds.append(result)
+    return preds
+
+
+def predict_one(adapter: Adapter, sample: Sample, fail_fast: bool) -> Prediction:
+    """adapter.predict(sample), or the sample's recorded failure; timings["total"] in seconds."""
+    start = time.perf_counter()
+    try:
+        pred = adapter.predict(sample)
+        if pred.sample_id != sample.id:
+            raise RvtBenchError(f"adapter answered sample {pred.sample_id!r} when asked for {sample.id!r}")
+    except RvtBenchError as exc:
+        if fail_fast:
+            raise
+        log.info("sample %s failed (%s): %s", sample.id, exc.kind, exc)
+        pred = Prediction.failure(sample.id, exc.kind, str(exc), trace=_partial_trace(exc))
+    except Exception as exc:  # an adapter bug must not end a long run; it is recorded with its traceback
+        if fail_fast:
+            raise
+        log.exception("sample %s crashed the adapter", sample.id)
+        pred = Prediction.failure(sample.id, EXCEPTION, f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
+    pred.timings["total"] = round(time.perf_counter() - start, 4)
+    return pred

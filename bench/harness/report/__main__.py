@@ -1,0 +1,3 @@
+from rvt_bench.harness.report import main
+
+main()

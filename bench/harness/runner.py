@@ -1,0 +1,197 @@
+"""The evaluation loop: resolve a run directory, predict what is not done yet, score, publish.
+
+Each step lives in its own module; this one composes them (docs/architecture.md "A run"):
+  rvt_bench.harness.rundir   run-directory identity, lock and claim, fingerprint refusal
+  rvt_bench.harness.samples  the dataset's samples and load-time data errors
+  rvt_bench.harness.resume   what a resume predicts (again)
+  rvt_bench.harness.predict  the predict loop and per-sample failure capture
+  rvt_bench.harness.score    scores.jsonl and the run's counts (RunMetrics); a resume never makes results worse
+  rvt_bench.harness.judging  the judge and its failure-rate block
+  rvt_bench.harness.publish  the leaderboard row, report.html
+  rvt_bench.harness.stops    Ctrl-C, full disk, missing package... as one-line RunStopped
+
+A sample that fails (adapter exception, unparsable model output) becomes a Prediction with `error`
+set, is scored as an empty prediction and listed in metrics.json; the run goes on. A sample whose
+data is bad is a data error: listed and counted apart, not in `n` (docs/failures.md).
+Predictions are appended and fsynced one by one, so a killed run loses at most the sample in flight
+and a restart skips every finished sample. One invocation at a time owns a run directory's
+predictions file (rvt_bench.core.store.RunLock).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from rvt_bench.adapters.base import Adapter
+from rvt_bench.core.store import finite, predictions_filename, write_json_atomic
+from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
+from rvt_bench.harness import judging, publish, resume, rundir, score, stops
+from rvt_bench.harness.config import adapter_node, with_schemas
+from rvt_bench.harness.predict import FrameChecker, predict
+from rvt_bench.harness.results import finish_metrics, write_sample_log
+from rvt_bench.harness.samples import load_samples
+from rvt_bench.harness.summary import format_summary  # noqa: F401  (run_bench and users import it from here)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """What one invocation of `run` did."""
+
+    run_dir: Path
+    metrics: dict[str, Any] | None  # the metrics.json body; None while shards are still missing
+    predicted: int                  # samples predicted by this invocation (0 on a finished resume)
+    leaderboard: Path | None
+    not_published: str | None = None  # why no leaderboard row was written although publishing was on
+    headline: str | None = None       # the protocol's first headline metric key
+    kept: str | None = None           # why metrics.json was not replaced (the last good one kept)
+    scoring_s: float | None = None    # wall seconds of this invocation's scoring (also in manifest.json)
+    report: Path | None = None        # report.html, None when not built (partial run, run.report=false, a failure)
+
+
+def run(cfg: DictConfig) -> RunResult:
+    """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml).
+
+    Raises RunStopped (one line; reason "interrupted", "no_space", "read_only", "permission",
+    "missing_package", "server_down" or "locked") when the surroundings stop the run, with the
+    traceback written to <run_dir>/run.log when the run directory is known; RvtBenchError subclasses
+    for a bad config or dataset (omegaconf's ValidationError for a run / leaderboard / judge node
+    outside its schema)."""
+    cfg = with_schemas(cfg)  # composed configs already are; one built by hand gets the same defaults
+    # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
+    resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
+    progress = stops.Progress()
+    try:
+        try:
+            adapter = instantiate(adapter_node(cfg.model), _convert_="all")  # cheap: adapters load weights on first predict
+        except Exception as exc:
+            missing = stops.missing_module(exc)
+            if missing is None:
+                raise
+            raise RunStopped(f"model {resolved['model']['name']!r} needs the Python package {missing!r}, which is "
+                             f"not installed: pip install {missing.split('.')[0]}", "missing_package") from exc
+        try:
+            return _run(cfg, resolved, adapter, progress)
+        finally:
+            adapter.close()
+    except BaseException as exc:
+        stop = stops.stop_for(exc, progress, resolved["model"]["name"])
+        if stop is None:
+            if isinstance(exc, RvtBenchError):
+                stops.log_stop(progress, exc, traceback.format_exc())
+            raise
+        stops.log_stop(progress, stop, traceback.format_exc())
+        raise stop from (None if isinstance(exc, KeyboardInterrupt) else exc)
+
+
+def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Adapter, progress: stops.Progress) -> RunResult:
+    """One invocation on the run directory named by the config's fingerprint: take its lock, then
+    predict this shard's samples still to do (`_predict_phase`) and, once every shard's
+    predictions are there, score and publish (`_score_phase`). Everything that can fail on a bad
+    config or bad data runs before the run directory is written."""
+    ident = rundir.identify(cfg, resolved, adapter.fingerprint())
+    lock_name = "merge" if cfg.run.merge else predictions_filename(ident.shard, ident.num_shards)
+    with rundir.owned(ident.run_dir, lock_name):
+        progress.run_dir = ident.run_dir
+        samples, data_errors = load_samples(cfg)
+        protocol = instantiate(cfg.dataset.protocol)
+        judge, max_failure_rate = judging.make_judge(resolved)
+        protocol.attach_judge(judge)
+        rundir.refuse_other_config(ident.run_dir, ident.fingerprint)
+        done, predicted = _predict_phase(cfg, adapter, progress, ident, samples[ident.shard::ident.num_shards])
+        missing = [s.id for s in samples if s.id not in done]
+        if missing:
+            log.warning("%d samples have no prediction yet (other shards?); scoring waits for run.merge=true "
+                        "once all shards are done", len(missing))
+            return RunResult(ident.run_dir, None, predicted, None)
+        return _score_phase(cfg, resolved, progress, ident, samples, data_errors, done, protocol, adapter,
+                            (judge, max_failure_rate), predicted)
+
+
+def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, ident: rundir.RunIdentity,
+                   mine: list[Sample]) -> tuple[dict, int]:
+    """Claim the run directory and predict the samples of `mine` (this shard's, dataset order) that
+    resume.plan says are to do; (the predictions of every shard by sample id, samples predicted)."""
+    retry, max_attempts = resume.retry_settings(cfg)
+    plan = resume.plan(ident.run_dir, mine, retry, max_attempts)
+    checker = FrameChecker() if cfg.run.verify_frames else None
+    if not plan.todo or cfg.run.merge:
+        rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint)
+        if not plan.todo:
+            log.info("all %d samples%s already predicted in %s: no model work", len(mine),
+                     " of this shard" if cfg.run.num_shards > 1 else "", ident.run_dir)
+        elif plan.failed_outside:
+            log.warning("%d samples failed outside the model's output; re-run their shard (without run.merge) to "
+                        "predict them again", len(plan.failed_outside))
+        return plan.done, 0
+    if plan.again:
+        log.warning("%d samples failed earlier outside the model's output (%s): predicting them again "
+                    "(run.retry_failed)", len(plan.again), score.count_by([plan.done[s.id].failure_kind for s in plan.again]))
+    if len(plan.again) < len(plan.failed_outside):
+        log.warning("%d samples failed outside the model %d times: kept as failures (run.max_attempts)",
+                    len(plan.failed_outside) - len(plan.again), max_attempts)
+    log.info("%d of %d samples to predict (%d already done) -> %s", len(plan.todo), len(mine),
+             len(mine) - len(plan.todo), ident.run_dir)
+    # A model that cannot load or a server that is down stops here, named, once, before the run
+    # directory is written; not needed when every sample to do fails its frame check anyway.
+    if any(checker is None or checker.check(s) is None for s in plan.todo):
+        adapter.preflight()
+    rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint)
+    progress.phase = "predicting"
+    predicted = predict(cfg, adapter, plan.todo, ident.predictions_path, checker, progress)
+    return resume.plan(ident.run_dir, mine, retry, max_attempts, quiet=True).done, predicted
+
+
+def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Progress, ident: rundir.RunIdentity,
+                 samples: list[Sample], data_errors: list, done: dict, protocol: Any, adapter: Adapter,
+                 judged: tuple[Any, float], predicted: int) -> RunResult:
+    """Score every sample into scores.jsonl / samples.jsonl / metrics.json (the .limitN names for a
+    run.limit run), record the scoring time in manifest.json, and publish: the leaderboard row
+    (leaderboard.publish, full runs only) and report.html. metrics.json is kept when the new
+    scoring is worse (score.worse_than_before)."""
+    progress.phase = "scoring"
+    start = time.perf_counter()
+    run_dir, limit = ident.run_dir, cfg.run.limit
+    metrics_path = run_dir / rundir.derived_name("metrics.json", limit)
+    scores_path = run_dir / rundir.derived_name("scores.jsonl", limit)
+    metrics, records = score.score(samples, done, protocol, scores_path, resolved, ident.run_name, ident.fingerprint,
+                                   data_errors)
+    finish_metrics(metrics, protocol, resolved, scores_path)
+    write_sample_log(run_dir / rundir.derived_name("samples.jsonl", limit), samples, done, scores_path, adapter)
+    if limit is not None:
+        metrics.partial = f"run.limit={limit}: the first {len(samples)} samples only"
+    judge, max_failure_rate = judged
+    metrics.judge = judging.judge_block(judge, max_failure_rate, [r.judge for r in records if r.judge is not None])
+    nulls: dict[str, str] = {}
+    body = finite(metrics.to_json(), "", nulls)
+    if nulls:
+        body["null_values"] = nulls
+    scoring_s = time.perf_counter() - start
+    rundir.note_scoring(run_dir, scoring_s, metrics_path.name)
+    headline = (protocol.headline or [None])[0]
+    worse = score.worse_than_before(metrics_path, body)
+    if worse is not None:
+        kept = f"metrics.json and the leaderboard row were NOT updated: {worse}; the last good results are kept"
+        log.error("%s (%s)", kept, metrics_path)
+        previous = json.loads(metrics_path.read_text(encoding="utf-8"))
+        return RunResult(run_dir, previous, predicted, None, kept, headline, kept, scoring_s)
+    progress.phase = "publishing"
+    write_json_atomic(metrics_path, body)
+    board, refused = None, None
+    if cfg.leaderboard.publish and limit is None:
+        board, refused = publish.publish(cfg.leaderboard.dir, resolved, body, run_dir, protocol)
+        if refused is not None:
+            log.error("%s; see %s", refused, metrics_path)
+    elif limit is not None:
+        log.warning("run.limit=%s: a partial run is not published to the leaderboard", limit)
+    page = publish.write_report(run_dir, samples, done) if limit is None and cfg.run.report else None
+    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page)

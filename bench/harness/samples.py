@@ -1,0 +1,45 @@
+"""The samples a run evaluates: the dataset's loader (cfg.dataset's `loader` node, rvt_bench.loaders.config.loader_kwargs),
+the first run.limit samples, repeated ids and the loader's own per-sample errors as data errors."""
+from __future__ import annotations
+
+import logging
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from rvt_bench.core.records import Failure
+from rvt_bench.core.types import DATA, RunStoreError, Sample
+from rvt_bench.loaders.config import loader_kwargs
+
+log = logging.getLogger(__name__)
+
+
+def load_samples(cfg: DictConfig) -> tuple[list[Sample], list[Failure]]:
+    """(samples, data errors): the dataset's samples in dataset order (first run.limit of them) and
+    the samples its loader could not build (unreadable image, malformed annotation) or whose id
+    repeats an earlier one's (the first is kept). Raises ValueError on run.limit < 1 and
+    RunStoreError when no sample is left."""
+    dataset = instantiate(loader_kwargs(cfg.dataset), _convert_="all")
+    samples = list(dataset)
+    errors = [Failure.from_json(dict(e, kind=e.get("kind", DATA))) for e in getattr(dataset, "errors", []) or []]
+    seen: dict[str, Sample] = {}
+    unique = []
+    for s in samples:  # a repeated id is the later sample's data error: results are keyed by id
+        if s.id in seen:
+            errors.append(Failure(s.id, DATA, (
+                f"dataset {cfg.dataset.name!r}: sample id {s.id!r} repeats an earlier sample's id "
+                f"(frames {s.frames[0] if s.frames else '?'} vs {seen[s.id].frames[0] if seen[s.id].frames else '?'}); "
+                f"ids must be unique, the first one is kept")))
+            continue
+        seen[s.id] = s
+        unique.append(s)
+    samples = unique
+    if cfg.run.limit is not None:
+        if int(cfg.run.limit) < 1:
+            raise ValueError(f"run.limit must be a positive number of samples or null, got {cfg.run.limit}")
+        samples = samples[: int(cfg.run.limit)]
+    if not samples:
+        raise RunStoreError(f"dataset {cfg.dataset.name!r} (split {cfg.dataset.get('split')!r}) has no samples")
+    for e in errors:
+        log.warning("data error, sample not evaluated: %s: %s", e.sample_id or e.extra.get("file"), e.message)
+    return samples, errors

@@ -1,0 +1,93 @@
+"""Score assembly: every prediction scored by the protocol into scores.jsonl (ScoreRecord), the
+run's counts and failures beside the protocol's aggregate (RunMetrics), and the rule that a resume
+never makes results worse (worse_than_before).
+
+The data-error rule (docs/failures.md): a sample whose prediction failed with kind "data" (a frame
+that does not decode, frames of disagreeing sizes), or whose ground truth the protocol finds
+unusable, is treated like a sample the loader could not build: not scored, not in `n` nor
+`failures`, listed in `data_error_samples` and counted in `data_errors`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rvt_bench.core.records import Failure, RunMetrics, ScoreRecord
+from rvt_bench.core.store import write_jsonl_atomic
+from rvt_bench.core.types import DATA, PARSE, Prediction, Sample
+from rvt_bench.harness import funnel
+
+
+def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, scores_path: Path,
+          resolved: dict[str, Any], run_name: str, fp: str,
+          load_errors: list[Failure] | None = None) -> tuple[RunMetrics, list[ScoreRecord]]:
+    """Score every sample, write scores.jsonl (one ScoreRecord per scored sample, dataset order) and
+    return (the run's metrics without the versioned header, judge block or partial note; the
+    records). `preds` is updated in place where a prediction turned out unscorable (it is replaced
+    by its failure). No timestamps: a re-run of a finished run gives the same metrics."""
+    # load-time errors are samples that never made it into `samples` (a repeated id names a kept one)
+    data_errors = list(load_errors or [])
+    bad_data = {s.id for s in samples if preds[s.id].failure_kind == DATA}
+    data_errors += [Failure.of(s.id, preds[s.id].error) for s in samples if s.id in bad_data]
+    samples = [s for s in samples if s.id not in bad_data]
+    # An unscorable prediction (e.g. the wrong number of frames) comes back as a failure, scored as empty.
+    scored = protocol.score_many([(s, preds[s.id]) for s in samples], workers=int(resolved["run"]["score_workers"])) \
+        if samples else []
+    # a ground truth found unusable only now (rvt_bench.core.masks could not decode it) is a data error too
+    late = {pred.sample_id for _, pred in scored if pred.failure_kind == DATA}
+    data_errors += [Failure.of(pred.sample_id, pred.error) for _, pred in scored if pred.sample_id in late]
+    scored = [(record, pred) for record, pred in scored if pred.sample_id not in late]
+    samples = [s for s in samples if s.id not in late]
+    records = [record for record, _ in scored]
+    preds.update({pred.sample_id: pred for _, pred in scored})
+    # Stage funnel + rollout analytics (bench/harness/funnel.py) add record["funnel"] before the write;
+    # no scoring time here: metrics.json stays byte-identical on a re-run (it goes to the manifest).
+    stage_keys = funnel.annotate(samples, preds, records, resolved["model"].get("policy"))
+    typed = [ScoreRecord.from_json(r) for r in records]
+    write_jsonl_atomic(scores_path, [r.to_json() for r in typed])
+    failures = [Failure.of(p.sample_id, p.error) for p in (preds[s.id] for s in samples) if p.error]
+    n_parse = sum(1 for f in failures if f.kind == PARSE)
+    # parse_rate: of the samples the model answered; a sample failed for its data, the adapter or the
+    # sandbox never produced an output to parse. None (n/a) when the model answered none.
+    answered = len(samples) - sum(1 for f in failures if f.kind != PARSE)
+    metrics = RunMetrics(
+        dataset=resolved["dataset"]["name"], split=resolved["dataset"].get("split"), model=resolved["model"]["name"],
+        run_name=run_name, fingerprint=fp, protocol=protocol.name,
+        aggregate=protocol.aggregate(records) if records else {"metrics": {}, "breakdown": {}},
+        n=len(samples), failures=len(failures), failures_by_kind=count_by([f.kind for f in failures]),
+        parse_rate=1.0 - n_parse / answered if answered else None, failed_samples=failures,
+        tasks=count_by([s.task for s in samples]), data_errors=len(data_errors), data_error_samples=data_errors,
+        decoding=stage_keys["decoding"], funnel=stage_keys["funnel"], analytics=stage_keys["analytics"],
+    )
+    return metrics, typed
+
+
+def count_by(values: list[str]) -> dict[str, int]:
+    """{value: occurrences}, sorted by value."""
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def worse_than_before(path: Path, new: dict[str, Any]) -> str | None:
+    """Why `new` (a metrics.json body) must not replace the metrics.json at `path`, or None. Worse =
+    the same run scored with more unscored judge verdicts (a judge that is down or failing on this
+    resume), or the judge no longer publishable where it was: the model did not change, its
+    surroundings failed."""
+    if not path.exists():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # an unreadable old file is nothing to keep
+    old_judge, new_judge = old.get("judge") or {}, new.get("judge") or {}
+    old_failed, new_failed = old_judge.get("n_failed"), new_judge.get("n_failed")
+    if isinstance(old_failed, int) and isinstance(new_failed, int) and new_failed > old_failed:
+        return (f"the judge failed on {new_failed} of {new_judge.get('n')} answers this time, against {old_failed} "
+                f"before ({new_judge.get('reason') or 'judge errors'}); re-run once the judge ({new_judge.get('status')}) "
+                f"works")
+    if old_judge.get("publishable", True) and not new_judge.get("publishable", True):
+        return f"{new_judge.get('reason')}, where the previous scoring was publishable"
+    return None

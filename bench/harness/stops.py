@@ -1,0 +1,90 @@
+"""A run stopped by its surroundings, not by its data or model: Ctrl-C, a full disk, a read-only or
+forbidden run root, a missing package, a server that is down. Each becomes a rvt_bench.core.types.RunStopped
+with one line saying what happened, what was kept and how to resume (the command line maps its
+reason to an exit status); the traceback goes to <run_dir>/run.log.
+"""
+from __future__ import annotations
+
+import errno
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rvt_bench.core.types import RunStopped, ServerUnreachableError
+from rvt_bench.harness.rundir import RUN_LOG
+
+
+@dataclass
+class Progress:
+    """Where an invocation is, for the one line a stop prints."""
+
+    run_dir: Path | None = None
+    phase: str = "starting"           # starting | predicting | scoring | publishing
+    predicted: int = 0
+    in_flight: list[str] = field(default_factory=list)
+
+
+# OSError numbers that are the machine's state, not a bug: one line and an exit status each.
+OS_STOPS = {errno.ENOSPC: "no_space", errno.EDQUOT: "no_space", errno.EROFS: "read_only",
+            errno.EACCES: "permission", errno.EPERM: "permission"}
+
+
+def stop_for(exc: BaseException, progress: Progress, model_name: str) -> RunStopped | None:
+    """The RunStopped that `exc` (raised while running) stands for, or None when it is not a stop
+    by the surroundings (then it propagates as it is)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return RunStopped(_interrupted(progress), "interrupted")
+    if isinstance(exc, OSError):
+        reason = OS_STOPS.get(exc.errno or 0)
+        return None if reason is None else RunStopped(_os_stop(exc, reason, progress), reason)
+    if isinstance(exc, ModuleNotFoundError):  # a backend imports its package on first use
+        return RunStopped(f"the Python package {exc.name!r} is not installed (needed by model "
+                          f"{model_name!r}): pip install {str(exc.name).split('.')[0]}", "missing_package")
+    if isinstance(exc, ServerUnreachableError):
+        return RunStopped(f"{exc}; nothing was lost: the same command resumes once the server is up", "server_down")
+    return None
+
+
+def missing_module(exc: BaseException | None) -> str | None:
+    """The name of the module a ModuleNotFoundError behind `exc` (Hydra wraps it) could not import."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            return exc.name
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _interrupted(p: Progress) -> str:
+    where = f" in {p.run_dir}" if p.run_dir else ""
+    if p.phase == "predicting":
+        flight = f"; the sample in flight ({', '.join(p.in_flight)}) was abandoned" if p.in_flight else ""
+        return (f"interrupted (Ctrl-C) while predicting: {p.predicted} predictions of this invocation are saved{where}"
+                f"{flight}; the same command resumes from there")
+    if p.phase == "scoring":
+        return (f"interrupted (Ctrl-C) while scoring: every prediction is saved{where} and metrics.json was not "
+                f"changed; the same command scores again without model work")
+    return f"interrupted (Ctrl-C) while {p.phase}: nothing was lost{where}; the same command starts again"
+
+
+def _os_stop(exc: OSError, reason: str, p: Progress) -> str:
+    what = {"no_space": "no space left on the device", "read_only": "the file system is read-only",
+            "permission": "permission denied"}[reason]
+    fix = {"no_space": "free space (or set run.root elsewhere)", "read_only": "set run.root to a writable directory",
+           "permission": "fix the permissions or set run.root to a directory you own"}[reason]
+    kept = (f"; the {p.predicted} predictions made so far are saved and the same command resumes"
+            if p.phase == "predicting" else "")
+    return f"{what} writing {exc.filename or 'a run file'} while {p.phase}{kept}; {fix}"
+
+
+def log_stop(p: Progress, exc: BaseException, tb: str) -> None:
+    """Append a stop's full traceback to <run_dir>/run.log (the terminal gets one line); nothing
+    before the run directory is known."""
+    if p.run_dir is None:
+        return
+    try:
+        with open(p.run_dir / RUN_LOG, "a", encoding="utf-8") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped: {exc}\n{tb}\n")
+    except OSError:
+        pass  # the disk that stopped the run may not take the log either

@@ -1,0 +1,165 @@
+"""Pictures of a run: ground truth against prediction, per sample, to see why a model failed.
+
+    python -m rvt_bench.harness.visualize runs/demo/dtr1/<run_name>              # every sample
+    python -m rvt_bench.harness.visualize runs/demo/dtr1/<run_name> --worst 10   # the 10 lowest-scoring
+    python -m rvt_bench.harness.visualize RUN_DIR --ids image/coffee_cup --frames 4
+
+Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame, GT mask filled green and GT
+boxes drawn green, prediction (mask outline and boxes) magenta, ignore pixels hatched azure (visible
+on grayscale frames too); the header gives the query, the sample's score, its error if it failed,
+the answer and the reference answers. `--worst N` picks the N lowest-scoring samples of each task
+among the samples that have a per-sample score (corpus-scored text samples have none). Reads the run's config.yaml (for the dataset) and its run files; writes nothing else.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Iterable
+
+import cv2
+import numpy as np
+from hydra.utils import instantiate
+
+from rvt_bench.harness.names import load_run_config
+from rvt_bench.core import masks
+from rvt_bench.core.frames import read_frame
+from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
+from rvt_bench.core.types import Prediction, Sample
+
+GT_RGB = (40, 200, 60)
+PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself
+IGNORE_RGB = (0, 170, 255)  # azure hatching: a grey fill vanishes on grayscale frames
+HATCH_PX = 4  # stripe width of the ignore hatching, in frame pixels
+PANEL_HEIGHT = 360
+_SCORE_KEYS = ("J&F", "giou_term", "iou", "J")
+
+
+def render_sample(sample: Sample, pred: Prediction | None, score: dict | None = None, max_frames: int = 6) -> np.ndarray:
+    """(H, W, 3) uint8 RGB picture: up to `max_frames` evenly spaced frames side by side, each scaled
+    to PANEL_HEIGHT px high, with GT (green fill), prediction (red outline), ignore (grey), and a
+    text header (query, score, error)."""
+    t_idx = np.unique(np.linspace(0, sample.num_frames - 1, min(max_frames, sample.num_frames)).round().astype(int))
+    panels = [_panel(sample, pred, int(t)) for t in t_idx]
+    strip = np.concatenate(panels, axis=1)
+    header = _header(sample, pred, score, strip.shape[1])
+    return np.concatenate([header, strip], axis=0)
+
+
+def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
+    frame = read_frame(sample.frames[t]).astype(np.float32)
+    h, w = frame.shape[:2]
+    ignore = sample.target.ignore[t] if sample.target.ignore and t < len(sample.target.ignore) else None
+    if ignore is not None:
+        yy, xx = np.mgrid[:h, :w]
+        m = masks.decode(ignore) & (((xx + yy) // HATCH_PX) % 2 == 0)
+        frame[m] = 0.2 * frame[m] + 0.8 * np.array(IGNORE_RGB, np.float32)
+    gt = sample.target.masks[t] if sample.target.masks and t < len(sample.target.masks) else None
+    if gt is not None:
+        m = masks.decode(gt)
+        frame[m] = 0.55 * frame[m] + 0.45 * np.array(GT_RGB, np.float32)
+    out = np.ascontiguousarray(frame.astype(np.uint8))
+    thickness = max(1, round(h / PANEL_HEIGHT))
+    gt_boxes = sample.target.boxes[t] if sample.target.boxes and t < len(sample.target.boxes) and sample.target.boxes[t] else []
+    for box in gt_boxes:
+        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        cv2.rectangle(out, (x1, y1), (x2, y2), GT_RGB, thickness + 1)
+    pred_rle = pred.masks[t] if pred is not None and pred.masks and t < len(pred.masks) else None
+    if pred_rle is not None:
+        contours, _ = cv2.findContours(masks.decode(pred_rle).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
+        cv2.drawContours(out, contours, -1, PRED_RGB, max(1, round(h / PANEL_HEIGHT)))
+    for box in (pred.boxes[t] if pred is not None and pred.boxes and t < len(pred.boxes) and pred.boxes[t] else []):
+        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        cv2.rectangle(out, (x1, y1), (x2, y2), PRED_RGB, max(1, round(h / PANEL_HEIGHT)))
+    scale = PANEL_HEIGHT / h
+    out = cv2.resize(out, (max(1, round(w * scale)), PANEL_HEIGHT), interpolation=cv2.INTER_AREA)
+    if sample.modality == "video":
+        cv2.putText(out, f"t={sample.frame_ids[t]}", (4, PANEL_HEIGHT - 6), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
+    return out
+
+
+def _header(sample: Sample, pred: Prediction | None, score: dict | None, width: int) -> np.ndarray:
+    lines = [f"{sample.id}  [{sample.task}]  {sample.query}"]
+    value = score_value(score)
+    status = "no prediction" if pred is None else (f"FAILED {pred.error['kind']}: {pred.error['message']}" if pred.error else "ok")
+    lines.append(f"score {value:.4f}  {status}" if value is not None else status)
+    if pred is not None and pred.text:
+        lines.append(f"answer: {pred.text}")
+    for k, ref in enumerate(sample.target.answers or []):
+        lines.append(f"reference {k + 1}: {ref}")
+    wrapped = [chunk for line in lines for chunk in _wrap(line, max(20, width // 8))]
+    header = np.full((18 * len(wrapped) + 8, width, 3), 255, np.uint8)
+    for k, line in enumerate(wrapped):
+        cv2.putText(header, line, (4, 18 * (k + 1)), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
+    return header
+
+
+def _wrap(text: str, width: int) -> Iterable[str]:
+    text = text.encode("ascii", "replace").decode()  # OpenCV's Hershey fonts draw ASCII only
+    yield from textwrap.wrap(text, width, break_long_words=True) or [""]
+
+
+def score_value(score: dict | None) -> float | None:
+    for key in _SCORE_KEYS:
+        if score and isinstance(score.get(key), (int, float)):
+            return float(score[key])
+    return None
+
+
+def worst_per_task(ids: list[str], samples: dict[str, Sample], scores: dict[str, dict], n: int) -> list[str]:
+    """The `n` lowest-scoring ids of each task (ties by id), among ids with a per-sample score;
+    unscored samples (corpus-level text metrics) are never picked as "worst"."""
+    by_task: dict[str, list[tuple[float, str]]] = {}
+    for sid in ids:
+        value = score_value(scores.get(sid))
+        if value is not None and sid in samples:
+            by_task.setdefault(samples[sid].task, []).append((value, sid))
+    return [sid for task in sorted(by_task) for _, sid in sorted(by_task[task])[:n]]
+
+
+def render_run(run_dir: str | Path, ids: list[str] | None = None, worst: int | None = None,
+               max_frames: int = 6, out_dir: str | Path | None = None, dataset_root: str | None = None) -> list[Path]:
+    """Write overlays for a run's samples (all, `ids`, or the `worst` N by score). Returns the paths.
+    dataset_root: where the data lies now, when it moved since the run (default: the run's config)."""
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir / "config.yaml")
+    from rvt_bench.loaders.config import loader_kwargs
+
+    kwargs = loader_kwargs(cfg.dataset, root=dataset_root)
+    samples = {s.id: s for s in instantiate(kwargs, _convert_="all")}
+    preds = read_predictions(prediction_files(run_dir))
+    scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
+    chosen = ids or [sid for sid in samples if sid in preds]
+    if worst is not None:
+        chosen = worst_per_task(chosen, samples, scores, worst)
+    unknown = [sid for sid in chosen if sid not in samples]
+    if unknown:
+        raise KeyError(f"not samples of this run's dataset: {unknown[:5]}")
+    out_dir = Path(out_dir) if out_dir else run_dir / "overlays"
+    written = []
+    for sid in chosen:
+        picture = render_sample(samples[sid], preds.get(sid), scores.get(sid), max_frames)
+        path = out_dir / (re.sub(r"[^A-Za-z0-9._-]+", "__", sid) + ".png")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(path), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir")
+    ap.add_argument("--ids", nargs="*", default=None, help="sample ids (default: all predicted samples)")
+    ap.add_argument("--worst", type=int, default=None, help="only the N lowest-scoring scored samples of each task")
+    ap.add_argument("--frames", type=int, default=6, help="frames shown per video sample")
+    ap.add_argument("--out", default=None, help="output folder (default: RUN_DIR/overlays)")
+    ap.add_argument("--dataset-root", default=None, help="the dataset's root, if it moved since the run")
+    args = ap.parse_args(argv)
+    paths = render_run(args.run_dir, args.ids, args.worst, args.frames, args.out, args.dataset_root)
+    print(json.dumps({"written": len(paths), "dir": str(paths[0].parent) if paths else None}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The dataset config node (conf/dataset/<name>.yaml) and its schema.
+
+    dataset:
+      name: revos                 # the benchmark: run directories, leaderboard file, metrics.json
+      root: ???                   # where the data lies (not part of the run's fingerprint)
+      split: valid                # which split (metrics.json and the leaderboard row say it)
+      loader:                     # how samples are read: a loaders.* Dataset and its arguments
+        _target_: rvt_bench.loaders.revos.ReVOSDataset
+        root: ${..root}
+        split: ${..split}
+        on_length_mismatch: warn
+      protocol:                   # how they are scored: a rvt_bench.metrics.protocols Protocol
+        _target_: rvt_bench.metrics.protocols.revos.ReVOSProtocol
+
+`root` and `split` sit beside `name` because they say *which* data is evaluated (overrides read
+`dataset.root=DIR dataset.split=valid`); the loader receives them by interpolation. Every other
+loader argument is `dataset.loader.<arg>=...`. A flat node of older run directories (loader
+arguments beside name and protocol, `_target_` at the top) is still read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from rvt_bench.core.types import DatasetFormatError
+
+_NOT_LOADER = ("name", "protocol")
+
+
+@dataclass
+class DatasetConfig:
+    """Schema of the dataset node (module docstring). root / split: Any, as `???`, a path, an
+    interpolation (`${repo:demo}`) or null (a loader without a root) are all valid."""
+
+    name: str = MISSING
+    root: Any = None
+    split: Any = None
+    loader: Any = field(default_factory=dict)
+    protocol: Any = field(default_factory=dict)
+
+
+def register() -> None:
+    """Store the schema in Hydra's ConfigStore as `schema/dataset` (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(group="schema", name="dataset", node=DatasetConfig)
+
+
+register()  # at import, as Hydra's ConfigStore convention: the runner imports this module
+
+
+def _plain(node: Any) -> dict:
+    if isinstance(node, DictConfig):
+        return OmegaConf.to_container(node, resolve=True)
+    return dict(node)
+
+
+def is_split(node: Any) -> bool:
+    """Whether a dataset node has the name / loader / protocol form (else: the flat older form)."""
+    return "loader" in node and "_target_" not in node
+
+
+def validate(node: Any) -> None:
+    """DatasetFormatError naming the problem when a split-form node does not fit DatasetConfig
+    (unknown key, no name, a loader without _target_)."""
+    if not is_split(node):
+        return
+    unknown = sorted(set(node) - {f for f in DatasetConfig.__dataclass_fields__})
+    if unknown:
+        raise DatasetFormatError(f"dataset config: unknown keys {unknown} (loader arguments go under dataset.loader; "
+                                 f"allowed: {sorted(DatasetConfig.__dataclass_fields__)})")
+    loader = node["loader"]
+    if not isinstance(loader, (dict, DictConfig)) or "_target_" not in loader:
+        raise DatasetFormatError("dataset config: dataset.loader needs a _target_ (a loaders.* Dataset class)")
+
+
+def loader_kwargs(node: Any, root: str | None = None) -> dict:
+    """The loader's config, resolved ({"_target_": ..., **arguments}) for `hydra.utils.instantiate`.
+
+    node: the dataset node (DictConfig or dict), split or flat form. root: a replacement data root
+    (the data moved since the run). Raises DatasetFormatError as `validate`."""
+    validate(node)
+    if is_split(node):
+        kwargs = _plain(node["loader"])
+    else:
+        kwargs = {k: v for k, v in _plain(node).items() if k not in _NOT_LOADER}
+    if root:
+        kwargs["root"] = root
+    return kwargs
+
+
+def flat(node: Any) -> dict:
+    """The dataset node in the flat form older runs used ({name, _target_, root, split, ...loader
+    arguments, protocol}, resolved): what the run's fingerprint hashes, so a run directory made
+    before the split still resumes."""
+    if not is_split(node):
+        return _plain(node)
+    plain = _plain(node)
+    out = {"name": plain.get("name"), **plain["loader"]}
+    for key in ("root", "split"):  # the loader's own (interpolated) values, else the node's
+        if key not in out and plain.get(key) is not None:
+            out[key] = plain[key]
+    if "protocol" in plain:
+        out["protocol"] = plain["protocol"]
+    return out
+
+
+def from_yaml(path: str, root: Any = None, split: Any = None, **loader_args: Any) -> Any:
+    """The loader of the dataset config file `path` (conf/dataset/<name>.yaml), built with `root`,
+    `split` (None: the file's) and `loader_args` merged over its loader arguments (a mapping
+    extends the file's, as `+dataset.loader.<arg>.<key>=...` does); for tests and scripts that read
+    a benchmark without a Hydra run. Raises what the loader raises (not wrapped by Hydra)."""
+    from hydra.utils import get_class
+
+    node = OmegaConf.load(path)
+    if root is not None:
+        node.root = str(root)
+    if split is not None:
+        node.split = split
+    node.loader = OmegaConf.merge(node.loader, loader_args)
+    kwargs = loader_kwargs(node)
+    return get_class(kwargs.pop("_target_"))(**kwargs)

@@ -1,0 +1,1 @@
+"""The bundled demo's files (data, not code): installed as `rvt_bench.demo` (docs/benchmarks/demo.md)."""

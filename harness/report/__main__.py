@@ -1,3 +1,0 @@
-from harness.report import main
-
-main()
