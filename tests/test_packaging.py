@@ -3,7 +3,7 @@ name"): the wheel's top level, every module of the mapped folders inside it, the
 (conf/, demo/, report template, paper rows) and the `rvt-bench` command."""
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import subprocess
 import sys
 import zipfile
@@ -17,17 +17,18 @@ MAPPED = {"bench": "rvt_bench", "adapters": "rvt_bench/adapters", "metrics": "rv
           "leaderboards": "rvt_bench/leaderboards", "conf": "rvt_bench/conf", "demo": "rvt_bench/demo"}
 
 
+def build_docs():
+    """scripts/build_docs.py as a module (it copies the checkout for builds)."""
+    spec = importlib.util.spec_from_file_location("build_docs", REPO / "scripts" / "build_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # a copy of the tracked tree, so setuptools' build/ and egg-info land there, not in the checkout
-    src = tmp_path_factory.mktemp("src")
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.splitlines()
-    for name in files:
-        if (REPO / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, src / name)
+    src = build_docs().source_copy(tmp_path_factory.mktemp("src"))  # build/ and egg-info land there
     # the build backend of the environment (no download)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                            "--disable-pip-version-check", "-q", "-w", str(out), str(src)],
@@ -80,3 +81,10 @@ def test_rvt_bench_list_runs_from_the_installed_command():
     proc = subprocess.run([str(command), "--list"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "+dataset=revos" in proc.stdout and "+model=dtr1" in proc.stdout
+
+
+def test_the_documentation_site_builds_strictly(tmp_path):
+    # mkdocs --strict: a broken link, a page missing from the nav or an API page whose module cannot
+    # be read fails the build (scripts/build_docs.py, as CI runs it)
+    assert build_docs().build(tmp_path / "site") == 0
+    assert (tmp_path / "site" / "api" / "records" / "index.html").read_text().count("AdapterReport") > 0

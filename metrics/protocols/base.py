@@ -149,7 +149,7 @@ def group_key(value: Any) -> str:
 
 
 def group_by(records: list[dict], key: str) -> dict[str, list[dict]]:
-    """Records grouped by record["meta"][key] (records without it are left out), keys sorted."""
+    """Records grouped by `record["meta"][key]` (records without it are left out), keys sorted."""
     groups: dict[str, list[dict]] = {}
     for r in records:
         if key in r.get("meta", {}):
