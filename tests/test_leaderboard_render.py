@@ -39,9 +39,12 @@ def test_published_rows_show_their_mark_and_source_in_lisas_layout(tmp_path):
     assert mine.split(" | ")[1] == "50.0 [40.0, 60.0]"
 
 
-def test_latex_table_of_published_rows_marks_the_unverified(tmp_path):
+def test_render_latex_is_a_booktabs_table_that_marks_the_unverified(tmp_path):
+    from tests.test_paper_tables import parse_booktabs
+
     text = render("revos", tmp_path, fmt="latex")
-    assert "VISA-13B$^\\dagger$" in text and "\\toprule" in text and "J\\&F" in text
+    table = parse_booktabs(text)  # toprule / header / midrule / body / bottomrule, every row as wide as the spec
+    assert any(row[0] == "VISA-13B$^\\dagger$" for row in table["rows"]) and "J\\&F" in text
     assert "not checked against the paper's text" in text
 
 

@@ -64,6 +64,13 @@ def test_a_suite_runs_every_benchmark_and_prints_one_table_with_all_of_them(data
     lisa_line = next(line for line in table.splitlines() if line.startswith("| precomputed |") and "run-" not in line)
     assert lisa_line.count(" – ") == 0  # val, test short / long / overall all filled
     assert sorted(p.name for p in (base / "boards").glob("*.csv")) == ["llmseg40k.csv", "reasonseg.csv", "revos.csv"]
+    # every cell of VISA's table has its interval, not only the headline (bench/harness/table_cis.py)
+    import json
+
+    revos = json.loads(next((base / "runs" / "revos" / "precomputed").glob("*/metrics.json")).read_text())
+    for key in ("referring/J", "reasoning/F", "R"):
+        ci = revos["ci"][key]
+        assert ci["low"] <= revos["metrics"][key] <= ci["high"] and ci["B"] == 50, key
 
 
 def test_a_failed_benchmark_is_a_line_of_the_table_and_the_others_run():
