@@ -1,19 +1,17 @@
-"""A leaderboard as a markdown table: users' runs sorted by the headline metric, with 95% CIs, then
-the published rows of the same benchmark (source=paper), reproduced exactly as published.
+"""A leaderboard: users' runs sorted by the headline metric, with 95% CIs and provenance, then the
+benchmark's table in its paper's layout (leaderboards/tables.py): the runs and the published rows
+of leaderboards/paper/*.csv, each published row with its mark (verified / unverified) and source.
 
-    python -m rvt_bench.leaderboards.render DATASET [--dir leaderboards] [--no-paper]
+    rvt-bench render DATASET [--dir leaderboards] [--format markdown|latex] [--no-paper]
 
-Values are printed in percent (the CSVs hold fractions). Paper rows come from leaderboards/paper/*.csv
-(columns source, benchmark, subset, metric, model, value, note; see leaderboards/paper/README.md);
-a paper benchmark matches DATASET when both agree ignoring case and punctuation (LLM-Seg40K = llmseg40k).
+Values are printed in percent (the CSVs hold fractions), CIDEr as its score; `--format latex`
+prints only the paper-layout table (booktabs), ready for a paper.
 """
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import math
-import re
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,31 +19,11 @@ import pandas as pd
 
 from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
+from rvt_bench.leaderboards.paper import paper_rows
+from rvt_bench.leaderboards.tables import FORMATS, paper_table
 
-PAPER_DIR = Path(__file__).resolve().parent / "paper"
 # Numeric columns of a row that are not metrics.
-_RAW_UNITS = {"seconds", "mean"}  # paper "metric" values that are units, not fractions
 _NOT_METRICS = {"n", "failures", "parse_rate", "data_errors", "judge_failure_rate", "protocol_version"}
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def paper_rows(dataset: str, paper_dir: Path = PAPER_DIR) -> list[dict[str, str]]:
-    """The published rows of `dataset`'s benchmark, as the strings of the CSV (nothing parsed)."""
-    rows: list[dict[str, str]] = []
-    for path in sorted(Path(paper_dir).glob("*.csv")):
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows += [r for r in csv.DictReader(fh) if _norm(r["benchmark"]) == _norm(dataset)]
-    return rows
-
-
-def published_percent(value: str) -> str:
-    """A published fraction string as the percentage the paper printed: "0.837" -> "83.7",
-    "0.670" -> "67.0" (decimal arithmetic on the string: no float rounding)."""
-    digits = len(value.split(".", 1)[1]) if "." in value else 0
-    return str((Decimal(value) * 100).quantize(Decimal(1).scaleb(-max(digits - 2, 0))))
 
 
 def _pct(value: Any, digits: int = 1, key: str = "") -> str:
@@ -57,6 +35,13 @@ def _pct(value: Any, digits: int = 1, key: str = "") -> str:
 
 
 def _metric_columns(board: pd.DataFrame) -> list[str]:
+    """The runs table's metric columns: the rows' headline metrics ("headlines", JSON), else every
+    metric with an interval, else every numeric column that is not a count."""
+    if "headlines" in board.columns and board["headlines"].notna().any():
+        keys: list[str] = []
+        for cell in board["headlines"].dropna():
+            keys += [k for k in json.loads(cell) if k not in keys and k in board.columns]
+        return keys
     with_ci = [c[: -len(" ci_low")] for c in board.columns if c.endswith(" ci_low")]
     if with_ci:
         return with_ci
@@ -64,27 +49,53 @@ def _metric_columns(board: pd.DataFrame) -> list[str]:
             and pd.api.types.is_numeric_dtype(board[c])]
 
 
-def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: bool = True, digits: int = 1) -> str:
-    """Markdown leaderboard of `dataset` (see module docstring). Empty runs table when no CSV yet."""
+def _text(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def read_board(dataset: str, board_dir: str | Path = LeaderboardConfig.dir) -> pd.DataFrame:
+    """<board_dir>/<dataset>.csv (an empty frame when there is none yet)."""
     path = Path(board_dir) / f"{dataset}.csv"
-    board = pd.read_csv(path, dtype={"fingerprint": str}) if path.exists() and path.stat().st_size else pd.DataFrame()
+    return pd.read_csv(path, dtype={"fingerprint": str}) if path.exists() and path.stat().st_size else pd.DataFrame()
+
+
+def board_runs(board: pd.DataFrame) -> list[dict[str, Any]]:
+    """The leaderboard's rows as the runs of a paper table (leaderboards/tables.py): NaN cells
+    dropped, each labelled by model (policy / perception) as in the runs table."""
+    runs = []
+    for _, r in board.iterrows():
+        row = {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
+        parts = [str(row[k]) for k in ("policy", "perception") if isinstance(row.get(k), str) and row.get(k)]
+        row["label"] = f"{row.get('model')}" + (f" ({' / '.join(parts)})" if parts else "")
+        runs.append(row)
+    return runs
+
+
+def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: bool = True, digits: int = 1,
+           fmt: str = "markdown") -> str:
+    """The leaderboard of `dataset` (module docstring): markdown = the runs table, then the paper-layout
+    table with the published rows; latex = the paper-layout table alone. Raises ValueError for
+    another fmt."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
+    board = read_board(dataset, board_dir)
     published = paper_rows(dataset) if paper else []
+    table = paper_table(board_runs(board), fmt, published, digits) if not board.empty or published else ""
+    if fmt == "latex":
+        return table
     metrics = _metric_columns(board) if not board.empty else []
     headline = (str(board["headline"].dropna().iloc[0]) if "headline" in board.columns and board["headline"].notna().any()
                 else (metrics[0] if metrics else None))
     if headline in board.columns:
         board = board.sort_values(headline, ascending=False, na_position="last", kind="stable")
-    extra = [m for m in dict.fromkeys(r["metric"] for r in published) if m not in metrics]
-    columns = metrics + extra
-    head = ["rank", "source", "model", "run", "subset", *[f"{c} ({'%' if unit(c) == '%' else 'score'})" for c in columns], "n", "failures",
-            "parse rate (%)", "git", "date", "note"]
+    head = ["rank", "model", "run", "split", "data", *[f"{c} ({'%' if unit(c) == '%' else 'score'})" for c in metrics],
+            "n", "failures", "parse rate (%)", "git", "date", "overrides"]
     lines = [f"## {dataset}", "",
-             f"Values in % (files hold fractions); [95% bootstrap CI]. Runs sorted by {headline or 'n/a'}"
-             + ("; rows marked `paper` are published numbers, as printed in their source." if published else "."), "",
+             f"Runs, values in % (files hold fractions) [95% bootstrap CI], sorted by {headline or 'n/a'}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for rank, (_, r) in enumerate(board.iterrows(), 1):
         cells = []
-        for c in columns:
+        for c in metrics:
             if c not in board.columns or pd.isna(r[c]):
                 cells.append("n/a")
                 continue
@@ -94,22 +105,21 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
         parts = [str(r.get(k)) for k in ("policy", "perception") if isinstance(r.get(k), str) and r.get(k)]
         model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "")
         parse = "n/a" if pd.isna(r.get("parse_rate")) else _pct(r.get("parse_rate"))
-        sha = str(r.get("git_sha", ""))[:10]
-        lines.append("| " + " | ".join([str(rank), str(r.get("source", "run")) if not pd.isna(r.get("source", "run")) else "run",
-                                         model, str(r.get("run_name")), str(r.get("split")), *cells, str(r.get("n")),
-                                         str(r.get("failures")), parse, sha, str(r.get("date", "")) if not pd.isna(r.get("date", "")) else "",
-                                         str(r.get("overrides", "")) if not pd.isna(r.get("overrides", "")) else ""]) + " |")
-    grouped: dict[tuple[str, str, str], dict[str, dict[str, str]]] = {}
-    for p in published:
-        grouped.setdefault((p["source"], p["model"], p["subset"]), {})[p["metric"]] = p
-    for (source, model, subset), values in grouped.items():
-        # shown in the column's unit: fractions as the percentages printed in the paper, scores
-        # (CIDEr) and other units (seconds) as the CSV's own string
-        cells = [("" if c not in values else published_percent(values[c]["value"]) if unit(c) == "%" and c not in _RAW_UNITS
-                  else values[c]["value"]) for c in columns]
-        notes = "; ".join(dict.fromkeys(v["note"] for v in values.values() if v["note"]))
-        lines.append("| " + " | ".join(["", f"paper: {source}", model, "", subset, *cells, "", "", "", "", "", notes]) + " |")
-    return "\n".join(lines)
+        data = _data_source(_text(r.get("data_source")))
+        lines.append("| " + " | ".join([str(rank), model, str(r.get("run_name")), str(r.get("split")), data, *cells,
+                                         str(r.get("n")), str(r.get("failures")), parse, _text(r.get("git_sha"))[:10],
+                                         _text(r.get("date")), _text(r.get("overrides"))]) + " |")
+    return "\n".join(lines + (["", table] if table else []))
+
+
+def _data_source(cell: str) -> str:
+    """The leaderboard's data_source cell (JSON) as a short text: "files" or "hub:<id>@<revision[:12]>"."""
+    if not cell:
+        return "files"
+    source = json.loads(cell)
+    if source.get("hf_dataset"):
+        return f"hub:{source['hf_dataset']}@{str(source.get('revision'))[:12]}" + ("" if source.get("official") else " (unofficial)")
+    return "files"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,8 +128,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default=LeaderboardConfig.dir, help="folder of the <dataset>.csv files")
     ap.add_argument("--no-paper", action="store_true", help="leave out published rows")
     ap.add_argument("--digits", type=int, default=1, help="decimals of the percentages of runs")
+    ap.add_argument("--format", choices=FORMATS, default="markdown", help="latex: the paper-layout table alone (booktabs)")
     args = ap.parse_args(argv)
-    print(render(args.dataset, args.dir, not args.no_paper, args.digits))
+    print(render(args.dataset, args.dir, not args.no_paper, args.digits, args.format))
 
 
 if __name__ == "__main__":

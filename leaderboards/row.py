@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.leaderboards.tables import cell_keys, cells_of
+
 # Policy keys that change what the model generates (decoding), recorded per row.
 DECODING_KEYS = ("temperature", "top_p", "top_k", "min_p", "do_sample", "num_beams", "max_new_tokens", "max_tokens",
                  "repetition_penalty", "seed", "grammar", "stop", "decoding")
@@ -65,11 +67,12 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
 
     resolved: the run's resolved config; metrics: the metrics.json body; headline: the protocol's
     headline keys; overrides: the semantic command-line overrides (tell sweep points apart).
-    Columns: identity, source="run", headline metrics and "<key> ci_low" / "<key> ci_high"
-    (fractions), judge_failure_rate, numeric analytics ("analytics/<name>", when the run has them),
+    Columns: identity, source="run", headlines (JSON list), headline metrics and "<key> ci_low" /
+    "<key> ci_high" (fractions), the other cells of the benchmark's paper table
+    (rvt_bench.leaderboards.tables.cell_keys, with intervals where metrics.json has them), judge_failure_rate, numeric analytics ("analytics/<name>", when the run has them),
     n, failures, parse_rate, data_errors, then provenance: git_sha, packages_digest, protocol,
     protocol_version, protocol_variants (JSON), decoding (JSON), model_ids (JSON), date (UTC), run_dir,
-    overrides.
+    overrides, data_source (JSON: metrics.json "data_source", {} for local files).
     """
     model = resolved["model"]
     manifest_path = Path(run_dir) / "manifest.json"
@@ -81,10 +84,14 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         "headline": headline[0] if headline else "",
     }
     cis = metrics.get("ci") or {}
-    for key in headline:
-        row[key] = _number(metrics["metrics"].get(key))
+    row["headlines"] = json.dumps(list(headline))
+    cells = cells_of(metrics)
+    # the headline, then every cell of the benchmark's paper table (render draws it from the row)
+    for key in [*headline, *(k for k in cell_keys(metrics["dataset"], metrics) if k not in headline)]:
+        row[key] = _number(cells.get(key))
         ci = cis.get(key) or {}
-        row[f"{key} ci_low"], row[f"{key} ci_high"] = _number(ci.get("low")), _number(ci.get("high"))
+        if key in headline or ci:
+            row[f"{key} ci_low"], row[f"{key} ci_high"] = _number(ci.get("low")), _number(ci.get("high"))
     judge = metrics.get("judge") or {}
     if "failure_rate" in judge:
         row["judge_failure_rate"] = _number(judge["failure_rate"])
@@ -102,6 +109,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
                              **{f"policy.{k}": policy[k] for k in DECODING_KEYS if k in policy}}, sort_keys=True, default=str),
         model_ids=json.dumps(_find(model, MODEL_ID_KEYS), sort_keys=True, default=str),
         date=str(manifest.get("started_utc", ""))[:10], run_dir=str(run_dir), overrides=" ".join(overrides),
+        data_source=json.dumps(metrics.get("data_source") or {}, sort_keys=True),
     )
     return row
 

@@ -1,49 +1,56 @@
-"""rvt_bench.leaderboards.render: runs sorted by the headline with CIs; published rows beside them, exactly as printed."""
-import csv
-from pathlib import Path
-
+"""rvt_bench.leaderboards.render: runs sorted by the headline with CIs, then the benchmark's
+paper-layout table with the published rows, each marked and sourced, in one unit per column."""
 from rvt_bench.leaderboards.publish import upsert
-from rvt_bench.leaderboards.render import PAPER_DIR, published_percent, render
-
-SHARED = Path("/work/shared/data/dtr1_paper_results.csv")
-
-
-def run_row(fp, name, giou):
-    return {"run_name": name, "fingerprint": fp, "dataset": "reasonseg", "split": "val", "model": "m", "source": "run",
-            "headline": "gIoU", "gIoU": giou, "gIoU ci_low": giou - 0.1, "gIoU ci_high": giou + 0.1, "cIoU": 0.4,
-            "cIoU ci_low": 0.3, "cIoU ci_high": 0.5, "n": 10, "failures": 0, "parse_rate": 1.0}
+from rvt_bench.leaderboards.render import render
+from rvt_bench.leaderboards.tables import published_value
 
 
-def body(markdown):
-    return [line for line in markdown.splitlines() if line.startswith("| ") and not line.startswith("| rank")]
+def run_row(fp, name, giou, split="val"):
+    return {"run_name": name, "fingerprint": fp, "dataset": "reasonseg", "split": split, "model": "m", "source": "run",
+            "headline": "gIoU", "headlines": '["gIoU", "cIoU"]', "gIoU": giou, "gIoU ci_low": giou - 0.1,
+            "gIoU ci_high": giou + 0.1, "cIoU": 0.4, "cIoU ci_low": 0.3, "cIoU ci_high": 0.5, "n": 10, "failures": 0,
+            "parse_rate": 1.0}
+
+
+def runs_table(markdown):
+    block = markdown.split("\n\n**", 1)[0]
+    return [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| rank")]
 
 
 def test_runs_are_sorted_by_the_headline_with_their_intervals(tmp_path):
     upsert(tmp_path, "reasonseg", run_row("a1", "low", 0.3))
     upsert(tmp_path, "reasonseg", run_row("b2", "high", 0.6))
-    rows = body(render("reasonseg", tmp_path, paper=False))
-    assert [r.split(" | ")[3] for r in rows] == ["high", "low"]
+    rows = runs_table(render("reasonseg", tmp_path, paper=False))
+    assert [r.split(" | ")[2] for r in rows] == ["high", "low"]
     assert "| 60.0 [50.0, 70.0] |" in rows[0]
 
 
-def test_paper_rows_appear_beside_a_run_exactly_as_published(tmp_path):
+def test_published_rows_show_their_mark_and_source_in_lisas_layout(tmp_path):
     upsert(tmp_path, "reasonseg", run_row("a1", "mine", 0.5))
-    rows = body(render("reasonseg", tmp_path))
-    paper = [r for r in rows if "| paper: " in r]
-    assert len(rows) == 3 and len(paper) == 2
-    # DT-R1 on ReasonSeg long queries: gIoU 0.812, cIoU 0.834 in the shipped CSV
-    assert "| DT-R1 |  | long query | 81.2 | 83.4 |" in paper[0]
+    text = render("reasonseg", tmp_path)
+    lines = text.splitlines()
+    # LISA Table 1 (verified): LISA-13B (ft) val 56.2 / 62.9 ... test overall 51.7 / 51.1
+    lisa = next(line for line in lines if line.startswith("| LISA-13B (ft) (paper, verified) |"))
+    assert lisa.split(" | ")[1:3] == ["56.2", "62.9"] and "| 51.7 | 51.1 | arXiv:2308.00692 Table 1 |" in lisa
+    # DT-R1's digest value 0.812 (a fraction) is shown as the percentage it equals, unverified
+    dtr1 = next(line for line in lines if line.startswith("| DT-R1 (paper, unverified) |"))
+    assert "| 81.2 | 83.4 |" in dtr1
+    mine = next(line for line in lines if line.startswith("| m |"))
+    assert mine.split(" | ")[1] == "50.0 [40.0, 60.0]"
 
 
-def test_shipped_paper_csv_is_the_shared_copy_byte_for_byte():
-    shipped = PAPER_DIR / "dtr1_arxiv2511.12365.csv"
-    if SHARED.exists():
-        assert shipped.read_bytes() == SHARED.read_bytes()
-    with open(shipped, newline="") as fh:
-        assert {r["benchmark"] for r in csv.DictReader(fh)} >= {"JiTBench", "RVTBench", "ReasonSeg", "ReVOS", "LLM-Seg40K"}
+def test_render_latex_is_a_booktabs_table_that_marks_the_unverified(tmp_path):
+    from tests.test_paper_tables import parse_booktabs
+
+    text = render("revos", tmp_path, fmt="latex")
+    table = parse_booktabs(text)  # toprule / header / midrule / body / bottomrule, every row as wide as the spec
+    assert any(row[0] == "VISA-13B$^\\dagger$" for row in table["rows"]) and "J\\&F" in text
+    assert "not checked against the paper's text" in text
 
 
-def test_published_fractions_print_as_their_percentages_without_float_noise():
-    assert published_percent("0.837") == "83.7"
-    assert published_percent("0.670") == "67.0"
-    assert published_percent("0.0") == "0"
+def test_a_value_whose_unit_does_not_fit_the_column_is_kept_out_of_it():
+    cider = {"value_printed": "0.789", "unit": "fraction"}
+    assert published_value(cider, "vqa/CIDEr") is None  # a CIDEr of unknown scale is no score
+    assert published_value({"value_printed": "0.837", "unit": "fraction"}, "J") == "83.7"
+    assert published_value({"value_printed": "0.670", "unit": "fraction"}, "J") == "67.0"
+    assert published_value({"value_printed": "56.2", "unit": "percent"}, "gIoU") == "56.2"

@@ -153,13 +153,53 @@ def test_raw_baseline_is_the_score_of_empty_predictions(raw):
     assert metrics["metrics"]["J&F"] > baseline["J&F"]
 
 
-def test_binarized_variant_is_named_in_metrics_and_fingerprint(tmp_path, raw):
+EXPECTED_BINARIZED = json.loads((DATA / "expected_visa_binarized.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def binarized(tmp_path_factory):
+    return _run_raw(tmp_path_factory.mktemp("visa_binarized"), "dataset.protocol.variant=binarized")
+
+
+def test_binarized_variant_is_named_in_metrics_and_fingerprint(raw, binarized):
     metrics_visa, _, out_visa = raw
-    metrics, scores, out = _run_raw(tmp_path, "dataset.protocol.variant=binarized")
+    metrics, _, out = binarized
     assert "A[binarized]" in metrics["metrics"] and "A" not in metrics["metrics"]
     assert metrics["metrics"]["J&F"] == metrics_visa["metrics"]["J&F"]  # J and F do not depend on it
-    assert metrics["metrics"]["R[binarized]"] > metrics_visa["metrics"]["R"]
     assert out.run_dir.name != out_visa.run_dir.name  # the variant is part of the run fingerprint
+
+
+@pytest.mark.parametrize("key", ["J", "F", "A", "R"])
+def test_binarized_per_expression_values_are_visas_on_the_same_masks_as_0_1_pngs(binarized, key):
+    """variant=binarized on 0/255, 0/128, multi-valued and RGB PNGs = VISA's eval_revos.py on those
+    PNGs rewritten as 0/1, with VISA's summed GT (2 where annos overlap): expected_visa_binarized.json."""
+    _, scores, _ = binarized
+    for e in EXPECTED_BINARIZED["expressions"]:  # a record keeps plain keys; the aggregate names the variant
+        got = scores[f"{e['video']}/{e['exp_id']}"]
+        assert round(100 * np.float64(got[key]), 2) == e[key], (e["video"], e["exp_id"], key)
+
+
+@pytest.mark.parametrize("visa_type", ["referring", "reason", "overall"])
+@pytest.mark.parametrize("key", ["A", "R"])
+def test_binarized_per_type_and_overall_match_visa_on_0_1_pngs(binarized, visa_type, key):
+    metrics, _, _ = binarized
+    prefix = "" if visa_type == "overall" else VISA_TYPES[visa_type] + "/"
+    expected = EXPECTED_BINARIZED["results"][visa_type][key] / 100
+    assert metrics["metrics"][f"{prefix}{key}[binarized]"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_binarized_and_visa_variants_agree_on_0_1_pngs():
+    """A model's mask is 0/1: the variant changes nothing there."""
+    from rvt_bench.core import masks
+    from rvt_bench.core.types import Prediction
+    from rvt_bench.metrics.protocols.revos import ReVOSProtocol
+
+    sample = _one_frame_sample([masks.encode(np.ones((4, 4), dtype=bool))])
+    pred = np.zeros((4, 4), dtype=bool)
+    pred[:2, :3] = True
+    prediction = Prediction("v/0", masks=[masks.encode(pred)])
+    visa, binary = ReVOSProtocol().score(sample, prediction), ReVOSProtocol(variant="binarized").score(sample, prediction)
+    assert (visa["A"], visa["R"]) == (binary["A"], binary["R"])
 
 
 def _one_frame_sample(foreground):

@@ -11,7 +11,8 @@ from rvt_bench.core.paths import CONF_DIR
 
 CONF = CONF_DIR
 # (group, how a command line selects it); training-only groups (train/, accelerate/, sweep/) are not listed
-GROUPS = (("dataset", "+dataset=", "benchmarks"), ("model", "+model=", "models"), ("policy", "policy=", "policies"),
+GROUPS = (("dataset", "+dataset=", "benchmarks"), ("suite", "+suite=", "suites (several benchmarks, one table)"),
+          ("model", "+model=", "models"), ("policy", "policy=", "policies"),
           ("perception", "perception=", "perception backends"), ("judge", "judge=", "judges"))
 WIDTH = 110
 

@@ -1,10 +1,13 @@
 """Is run B better than run A? Per headline metric: both values, the delta (B - A), its 95% paired
 bootstrap interval, a paired permutation p-value over the samples both runs scored, and the
-per-sample wins / losses / ties.
+per-sample wins / losses / ties. With more runs, each is compared with the first (the baseline).
 
-    python -m rvt_bench.harness.compare RUN_A RUN_B [--B 1000] [--seed 0]
+    rvt-bench compare RUN_A RUN_B [RUN_C ...] [--B 1000] [--seed 0]
 
-Both runs must be of the same dataset and split (the protocol is built from RUN_A's config.yaml).
+A run is its directory (its full run's metrics.json, else its largest `run.limit` run's
+metrics.limitN.json) or one metrics[.limitN].json file of it. A comparison involving a `run.limit`
+run is marked partial: it covers the samples both runs scored, the first N of the dataset.
+All runs must be of the same dataset and split (the protocol is built from RUN_A's config.yaml).
 Fractions are printed in percent, their delta in percentage points (pp); CIDEr in its own score
 scale. Corpus-level caption metrics (BLEU-n, CIDEr) are recomputed on every bootstrap draw and
 every permutation (rvt_bench.harness.estimators.CorpusEstimator); they are compared only when both runs have
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +31,45 @@ from rvt_bench.core.units import unit
 from rvt_bench.core.types import RunStoreError
 
 
-def _load(run_dir: Path) -> tuple[dict, list[dict]]:
-    metrics_path, scores_path = run_dir / "metrics.json", run_dir / "scores.jsonl"
-    if not metrics_path.exists() or not scores_path.exists():
-        raise RunStoreError(f"{run_dir}: no metrics.json / scores.jsonl (not a scored run directory)")
-    return json.loads(metrics_path.read_text(encoding="utf-8")), list(read_jsonl(scores_path))
+_LIMIT = re.compile(r"^metrics\.limit(\d+)\.json$")
+
+
+def results_files(run: Path) -> tuple[Path, Path, int | None]:
+    """(metrics file, scores file, run.limit or None) of a run directory or of one of its metrics
+    files: the full run's when it has one, else its largest run.limit run's. Raises RunStoreError
+    when there is no scored result."""
+    if run.is_file():
+        limit = _LIMIT.match(run.name)
+        if run.name != "metrics.json" and limit is None:
+            raise RunStoreError(f"{run}: not a metrics.json or metrics.limitN.json file")
+        n = int(limit.group(1)) if limit else None
+        return run, run.with_name("scores.jsonl" if n is None else f"scores.limit{n}.jsonl"), n
+    if (run / "metrics.json").is_file() and (run / "scores.jsonl").is_file():
+        return run / "metrics.json", run / "scores.jsonl", None
+    limits = sorted((int(m.group(1)) for p in run.glob("metrics.limit*.json") if (m := _LIMIT.match(p.name))
+                     and (run / f"scores.limit{m.group(1)}.jsonl").is_file()), reverse=True)
+    if limits:
+        return run / f"metrics.limit{limits[0]}.json", run / f"scores.limit{limits[0]}.jsonl", limits[0]
+    raise RunStoreError(f"{run}: no metrics.json / scores.jsonl, nor a run.limit run's metrics.limitN.json "
+                        f"(not a scored run directory)")
+
+
+def _load(run: Path) -> tuple[dict, list[dict], Path, int | None]:
+    metrics_path, scores_path, limit = results_files(run)
+    if not scores_path.is_file():
+        raise RunStoreError(f"{metrics_path}: its scores file {scores_path.name} is missing")
+    run_dir = metrics_path.parent
+    return json.loads(metrics_path.read_text(encoding="utf-8")), list(read_jsonl(scores_path)), run_dir, limit
 
 
 def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
             seed: int = bootstrap.DEFAULT_SEED) -> dict[str, Any]:
     """{"a", "b": run dirs, "n_shared", "only_a", "only_b": sample counts, "metrics": [PairedResult
     as dict or {"key", "reason"}]}. Raises RunStoreError when the runs are of different datasets."""
-    run_a, run_b = Path(run_a), Path(run_b)
-    (ma, ra), (mb, rb) = _load(run_a), _load(run_b)
+    (ma, ra, dir_a, limit_a), (mb, rb, dir_b, limit_b) = _load(Path(run_a)), _load(Path(run_b))
     if (ma.get("dataset"), ma.get("split")) != (mb.get("dataset"), mb.get("split")):
         raise RunStoreError(f"cannot compare {ma.get('dataset')}/{ma.get('split')} with {mb.get('dataset')}/{mb.get('split')}")
-    cfg = load_run_config(run_a / "config.yaml")
+    cfg = load_run_config(dir_a / "config.yaml")
     protocol = instantiate(cfg.dataset.protocol)
     ids_a, ids_b = {r["sample_id"] for r in ra}, {r["sample_id"] for r in rb}
     shared = ids_a & ids_b
@@ -57,8 +84,17 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
             rows.append(bootstrap.paired(ea, eb, b, seed).__dict__)
         except ValueError as exc:  # e.g. a corpus metric over different references
             rows.append({"key": key, "reason": str(exc)})
+    partial = [f"{name}: run.limit={n} (the first {n} samples)" for name, n in (("A", limit_a), ("B", limit_b)) if n]
     return {"a": str(run_a), "b": str(run_b), "n_shared": len(shared), "only_a": len(ids_a - shared),
-            "only_b": len(ids_b - shared), "metrics": rows}
+            "only_b": len(ids_b - shared), "metrics": rows, "partial": "; ".join(partial) or None}
+
+
+def compare_many(runs: list[str | Path], b: int = bootstrap.DEFAULT_B, seed: int = bootstrap.DEFAULT_SEED) -> list[dict[str, Any]]:
+    """`compare(runs[0], run)` for every later run: each against the first, the baseline. Raises
+    ValueError for fewer than two runs, RunStoreError as `compare`."""
+    if len(runs) < 2:
+        raise ValueError("compare needs at least two runs (the first is the baseline)")
+    return [compare(runs[0], run, b, seed) for run in runs[1:]]
 
 
 def _show(key: str, value: float, signed: bool = False) -> str:
@@ -70,7 +106,8 @@ def _show(key: str, value: float, signed: bool = False) -> str:
 def format_comparison(result: dict[str, Any]) -> str:
     """Markdown table: | metric | unit | A | B | delta B-A | 95% CI | p | n | wins/losses/ties |;
     fractions in percent (delta and interval in pp), CIDEr as a score."""
-    lines = [f"A: {result['a']}", f"B: {result['b']}",
+    partial = [f"PARTIAL comparison: {result['partial']}"] if result.get("partial") else []
+    lines = [f"A: {result['a']}", f"B: {result['b']}", *partial,
              f"shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']})", "",
              "| metric | unit (delta) | A | B | delta B-A | 95% CI of delta | p (permutation) | n | B wins / losses / ties |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
@@ -86,18 +123,43 @@ def format_comparison(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_many(results: list[dict[str, Any]]) -> str:
+    """Several runs against the baseline in one markdown table: per headline metric the baseline's
+    line, then each run's value, delta, 95% CI of the delta, p, n and wins / losses / ties."""
+    if len(results) == 1:
+        return format_comparison(results[0])
+    lines = [f"baseline: {results[0]['a']}"]
+    lines += [f"run {k}: {r['b']}" + (f"  PARTIAL: {r['partial']}" if r.get("partial") else "") for k, r in enumerate(results, 1)]
+    lines += ["", "Each run against the baseline over the samples both scored (baseline: its value on those samples).", "",
+              "| metric | run | unit (delta) | baseline | run | delta vs baseline | 95% CI of delta | p (permutation) | n | "
+              "wins / losses / ties |", "|---|---|---|---:|---:|---:|---|---:|---:|---|"]
+    keys = list(dict.fromkeys(row["key"] for r in results for row in r["metrics"]))
+    for key in keys:
+        shown = "score" if unit(key) == "score" else "% (pp)"
+        for k, r in enumerate(results, 1):
+            row = next((x for x in r["metrics"] if x["key"] == key), None)
+            if row is None or "reason" in row:
+                lines.append(f"| {key} | run {k} | | n/a | n/a | n/a | n/a | n/a | | {row['reason'] if row else 'not reported'} |")
+                continue
+            lines.append(f"| {key} | run {k} | {shown} | {_show(key, row['a'])} | {_show(key, row['b'])} | {_show(key, row['delta'], True)} | "
+                         f"[{_show(key, row['low'], True)}, {_show(key, row['high'], True)}] | {row['p_value']:.4f} | "
+                         f"{row['n']} | {row['wins']} / {row['losses']} / {row['ties']} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     from rvt_bench.harness.cli import exit_on_known_errors
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_a")
-    ap.add_argument("run_b")
+    ap.add_argument("runs", nargs="+", metavar="RUN", help="run directories or metrics[.limitN].json files; the first is the baseline")
     ap.add_argument("--B", type=int, default=bootstrap.DEFAULT_B, help="bootstrap replicates and permutations")
     ap.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED)
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
-    result = exit_on_known_errors(lambda: compare(args.run_a, args.run_b, args.B, args.seed))
-    print(json.dumps(result, indent=2) if args.json else format_comparison(result))
+    if len(args.runs) < 2:
+        ap.error("give at least two runs (the first is the baseline)")
+    results = exit_on_known_errors(lambda: compare_many(args.runs, args.B, args.seed))
+    print(json.dumps(results[0] if len(results) == 1 else results, indent=2) if args.json else format_many(results))
 
 
 if __name__ == "__main__":

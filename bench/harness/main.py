@@ -4,6 +4,7 @@
     rvt-bench                                   # DT-R1 (embedded tiny policy) on the bundled demo
     rvt-bench +dataset=revos +model=dtr1 dataset.root=DIR dataset.split=valid
     rvt-bench -m model.max_rounds=2,4           # a Hydra sweep: one run directory and row per point
+    rvt-bench +suite=reasoning_seg +model=lisa suite.datasets.revos.root=DIR ...   # several benchmarks, one table
     rvt-bench --list                            # benchmarks, models, policies, perception, judges
     rvt-bench compare RUN_A RUN_B               # paired deltas of two runs (and report, render, ...)
 """
@@ -44,6 +45,8 @@ def with_default_groups(argv: list[str]) -> list[str]:
     live there if `+dataset=revos` is to work (docs/architecture.md "Conventions")."""
     chosen = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a and not a.startswith("-")}
     chosen |= swept_groups(argv)
+    if "suite" in chosen:  # a suite chooses its benchmarks (conf/suite/NAME.yaml)
+        chosen.add("dataset")
     return argv + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
 
 
@@ -63,10 +66,19 @@ def swept_groups(argv: list[str]) -> set[str]:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    if "suite" in cfg:  # +suite=NAME: every benchmark of conf/suite/NAME.yaml, one table at the end
+        return _suite(cfg)
     with open_dict(cfg):
-        cfg._overrides = list(HydraConfig.get().overrides.task)
+        cfg._overrides = task_overrides()
+    if _multirun():
+        return _sweep_point(cfg)
     # A known problem (missing data, a run dir of another config...): one line saying what to fix.
     result = exit_on_known_errors(lambda: run(cfg))
+    return _report(result)
+
+
+def _report(result) -> float | None:
+    """Print a finished run's summary and where its files are; the headline value for sweepers."""
     print(format_summary(result))
     if result.leaderboard is not None:
         print(f"leaderboard: {result.leaderboard}")
@@ -78,6 +90,70 @@ def main(cfg: DictConfig) -> float | None:
     # The protocol's headline metric, for Hydra sweepers (optuna & co.); None while shards run.
     value = (result.metrics or {}).get("metrics", {}).get(result.headline) if result.headline else None
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def _multirun() -> bool:
+    from hydra.types import RunMode
+
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _sweep_point(cfg: DictConfig) -> float | None:
+    """One point of a multirun: as a single run, except that a known problem is one line on stderr
+    and a line of the sweep's table (rvt_bench.harness.sweep_table), not the end of the sweep."""
+    from rvt_bench.harness.cli import one_line, stop_reason
+    from rvt_bench.harness.sweep_table import note_point
+
+    where = HydraConfig.get().runtime.output_dir
+    bench = {"dataset": cfg.dataset.get("name"), "split": cfg.dataset.get("split")}
+    try:
+        result = run(cfg)
+    except Exception as exc:
+        reason = stop_reason(exc)
+        if reason in (None, "interrupted"):
+            raise
+        note_point(where, task_overrides(), [{**bench, "run_dir": "", "metrics": None, "error": one_line(exc)}])
+        print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
+        return None
+    from rvt_bench.harness.rundir import derived_name
+
+    note_point(where, task_overrides(), [{**bench, "run_dir": str(result.run_dir),
+                                        "metrics": derived_name("metrics.json", cfg.run.limit) if result.metrics else None}])
+    return _report(result)
+
+
+def task_overrides() -> list[str]:
+    """The command line's overrides as written: an override holding an interpolation
+    (`model.root=/preds/${dataset.name}`) stays a string, resolved later in the run's own config."""
+    return list(OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False))
+
+
+def _suite(cfg: DictConfig) -> None:
+    """Run the suite cfg.suite (rvt_bench.harness.suite), print its table; in a single run, exit 2
+    with one line when a benchmark failed (in a sweep the other points go on)."""
+    from hydra import compose
+
+    from rvt_bench.harness.suite import format_suite, run_suite
+
+    outcomes = run_suite(cfg.suite, task_overrides(),
+                         lambda overrides: compose("config", overrides=overrides), run)
+    print(format_suite(str(cfg.suite.name), outcomes))
+    if _multirun():
+        from rvt_bench.harness.rundir import derived_name
+        from rvt_bench.harness.sweep_table import note_point
+
+        note_point(HydraConfig.get().runtime.output_dir, task_overrides(), [
+            {"dataset": o.dataset, "split": o.split, "run_dir": o.run_dir, "error": o.error,
+             "metrics": derived_name("metrics.json", cfg.run.limit) if o.metrics is not None else None} for o in outcomes])
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        message = (f"suite {cfg.suite.name}: {len(failed)} of {len(outcomes)} benchmarks failed "
+                   f"({', '.join(f'{o.dataset} ({o.split})' for o in failed)}); the table above says why")
+        if _multirun():
+            print(f"error: {message}", file=sys.stderr)
+        else:
+            stop("error", message)
+    return None
 
 
 def unwritable_root(argv: list[str]) -> tuple[str, str] | None:

@@ -56,6 +56,7 @@ _REGISTERED = [  # targets (where the code lives now) whose name is their pre-mo
     "metrics.units.lisa_iou.LisaIoU",
     "metrics.units.lisa_iou.LLMSegIoU",
     "metrics.units.video_jf.VideoJF",
+    "harness.sweep_table.SweepTable",  # a Hydra callback (conf/config.yaml); in no fingerprint, registered as every target
 ]
 # registered name -> the `_target_` that builds it today
 NAMES: dict[str, str] = {name: _PREFIX + name for name in _REGISTERED}

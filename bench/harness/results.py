@@ -48,7 +48,12 @@ def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any],
     metrics.unavailable = why
     opts = resolved["run"]["bootstrap"]
     b, seed = int(opts["B"]), int(opts["seed"])
-    metrics.ci = bootstrap.headline_cis(protocol, list(read_jsonl(scores_path)), metrics.metrics, b, seed) if b > 0 else {}
+    records = list(read_jsonl(scores_path))
+    metrics.ci = bootstrap.headline_cis(protocol, records, metrics.metrics, b, seed) if b > 0 else {}
+    if b > 0:  # the other cells of the benchmark's paper table (leaderboards/tables.py)
+        from rvt_bench.harness.table_cis import table_cis
+
+        metrics.ci.update(table_cis(protocol, records, metrics.to_json(), b, seed))
 
 
 def _target(sample: Sample) -> dict[str, Any]:

@@ -178,6 +178,18 @@ def note_scoring(run_dir: Path, seconds: float, metrics_name: str) -> None:
     write_json_atomic(path, body)
 
 
+def note_data_source(run_dir: Path, source: dict[str, Any]) -> None:
+    """Record where the data came from in manifest.json under "data_source" (a hub copy:
+    rvt_bench.loaders.hub.DataSource: id, revision, format, official, differences)."""
+    path = run_dir / MANIFEST
+    if not path.exists():
+        return
+    body = json.loads(path.read_text(encoding="utf-8"))
+    if body.get("data_source") != source:
+        body["data_source"] = source
+        write_json_atomic(path, body)
+
+
 def derived_name(name: str, limit: Any) -> str:
     """scores.jsonl / metrics.json, or scores.limit3.jsonl / metrics.limit3.json for a run.limit
     run, so that a partial look never overwrites the full run's results."""

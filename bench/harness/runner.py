@@ -67,6 +67,7 @@ def run(cfg: DictConfig) -> RunResult:
     for a bad config or dataset (omegaconf's ValidationError for a run / leaderboard / judge node
     outside its schema)."""
     cfg = with_schemas(cfg)  # composed configs already are; one built by hand gets the same defaults
+    _pin_hub_data(cfg)
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
     progress = stops.Progress()
@@ -93,6 +94,23 @@ def run(cfg: DictConfig) -> RunResult:
         raise stop from (None if isinstance(exc, KeyboardInterrupt) else exc)
 
 
+def _pin_hub_data(cfg: DictConfig) -> None:
+    """Data by hub id (dataset.hf_dataset, rvt_bench.loaders.hub): no dataset.root is needed, and the
+    revision is pinned to its commit before the fingerprint is taken, so a run directory holds one
+    version of the data. Raises DatasetFormatError (one line) when the revision cannot be resolved."""
+    node = cfg.dataset
+    if not node.get("hf_dataset"):
+        return
+    from omegaconf import open_dict
+
+    from rvt_bench.loaders import hub
+
+    with open_dict(node):
+        if OmegaConf.is_missing(node, "root"):
+            node.root = None
+        hub.pin(node)
+
+
 def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Adapter, progress: stops.Progress) -> RunResult:
     """One invocation on the run directory named by the config's fingerprint: take its lock, then
     predict this shard's samples still to do (`_predict_phase`) and, once every shard's
@@ -102,7 +120,7 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Adapter, progress: 
     lock_name = "merge" if cfg.run.merge else predictions_filename(ident.shard, ident.num_shards)
     with rundir.owned(ident.run_dir, lock_name):
         progress.run_dir = ident.run_dir
-        samples, data_errors = load_samples(cfg)
+        samples, data_errors, data_source, data_warnings = load_samples(cfg)
         protocol = instantiate(cfg.dataset.protocol)
         judge, max_failure_rate = judging.make_judge(resolved)
         protocol.attach_judge(judge)
@@ -113,8 +131,10 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Adapter, progress: 
             log.warning("%d samples have no prediction yet (other shards?); scoring waits for run.merge=true "
                         "once all shards are done", len(missing))
             return RunResult(ident.run_dir, None, predicted, None)
+        if data_source is not None:
+            rundir.note_data_source(ident.run_dir, data_source)
         return _score_phase(cfg, resolved, progress, ident, samples, data_errors, done, protocol, adapter,
-                            (judge, max_failure_rate), predicted)
+                            (judge, max_failure_rate), predicted, (data_source, data_warnings))
 
 
 def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, ident: rundir.RunIdentity,
@@ -153,7 +173,7 @@ def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, 
 
 def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Progress, ident: rundir.RunIdentity,
                  samples: list[Sample], data_errors: list, done: dict, protocol: Any, adapter: Adapter,
-                 judged: tuple[Any, float], predicted: int) -> RunResult:
+                 judged: tuple[Any, float], predicted: int, data: tuple[dict | None, list[str]] = (None, [])) -> RunResult:
     """Score every sample into scores.jsonl / samples.jsonl / metrics.json (the .limitN names for a
     run.limit run), record the scoring time in manifest.json, and publish: the leaderboard row
     (leaderboard.publish, full runs only) and report.html. metrics.json is kept when the new
@@ -165,6 +185,11 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     scores_path = run_dir / rundir.derived_name("scores.jsonl", limit)
     metrics, records = score.score(samples, done, protocol, scores_path, resolved, ident.run_name, ident.fingerprint,
                                    data_errors)
+    data_source, data_warnings = data
+    if data_source is not None:  # a hub copy: what it is, in metrics.json and so in the leaderboard row
+        metrics.aggregate["data_source"] = data_source
+    if data_warnings:
+        metrics.aggregate["warnings"] = [*data_warnings, *(metrics.aggregate.get("warnings") or [])]
     finish_metrics(metrics, protocol, resolved, scores_path)
     write_sample_log(run_dir / rundir.derived_name("samples.jsonl", limit), samples, done, scores_path, adapter)
     if limit is not None:

@@ -1,8 +1,10 @@
 """The samples a run evaluates: the dataset's loader (cfg.dataset's `loader` node, rvt_bench.loaders.config.loader_kwargs),
-the first run.limit samples, repeated ids and the loader's own per-sample errors as data errors."""
+the first run.limit samples, repeated ids and the loader's own per-sample errors as data errors,
+and where the data came from (a hub copy: rvt_bench.loaders.hub) with the loader's warnings about it."""
 from __future__ import annotations
 
 import logging
+from typing import Any, NamedTuple
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -14,11 +16,20 @@ from rvt_bench.loaders.config import loader_kwargs
 log = logging.getLogger(__name__)
 
 
-def load_samples(cfg: DictConfig) -> tuple[list[Sample], list[Failure]]:
-    """(samples, data errors): the dataset's samples in dataset order (first run.limit of them) and
-    the samples its loader could not build (unreadable image, malformed annotation) or whose id
-    repeats an earlier one's (the first is kept). Raises ValueError on run.limit < 1 and
-    RunStoreError when no sample is left."""
+class Loaded(NamedTuple):
+    """What `load_samples` returns (unpacks as a 4-tuple)."""
+
+    samples: list[Sample]
+    errors: list[Failure]
+    data_source: dict[str, Any] | None  # the loader's data_source (hub copies), None for local files
+    warnings: list[str]                 # the loader's warnings about the data (a non-official copy)
+
+
+def load_samples(cfg: DictConfig) -> Loaded:
+    """The dataset's samples in dataset order (first run.limit of them), the samples its loader
+    could not build (unreadable image, malformed annotation) or whose id repeats an earlier one's
+    (the first is kept), and the loader's data source and warnings. Raises ValueError on
+    run.limit < 1 and RunStoreError when no sample is left."""
     dataset = instantiate(loader_kwargs(cfg.dataset), _convert_="all")
     samples = list(dataset)
     errors = [Failure.from_json(dict(e, kind=e.get("kind", DATA))) for e in getattr(dataset, "errors", []) or []]
@@ -42,4 +53,4 @@ def load_samples(cfg: DictConfig) -> tuple[list[Sample], list[Failure]]:
         raise RunStoreError(f"dataset {cfg.dataset.name!r} (split {cfg.dataset.get('split')!r}) has no samples")
     for e in errors:
         log.warning("data error, sample not evaluated: %s: %s", e.sample_id or e.extra.get("file"), e.message)
-    return samples, errors
+    return Loaded(samples, errors, getattr(dataset, "data_source", None), list(getattr(dataset, "warnings", []) or []))

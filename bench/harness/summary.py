@@ -60,7 +60,7 @@ def latency_line(metrics: dict[str, Any], scoring_s: float | None) -> list[str]:
 def format_summary(result: Any) -> str:
     """The run summary for the terminal of `result` (a rvt_bench.harness.runner.RunResult, or anything with
     its `metrics` and `scoring_s`): header, failures, judge, every metric in percent with its 95% CI,
-    breakdowns, and last the markdown results table."""
+    breakdowns, and last the table to paste into a paper (`paste_table`)."""
     m = result.metrics
     if m is None:
         return "scoring skipped: predictions missing (shards still running?)"
@@ -104,5 +104,15 @@ def format_summary(result: Any) -> str:
                 n = vals.get("n")
                 lines.append(f"  {group}={name}{f' (n={n})' if n is not None else ''}: {shown}")
     lines += _extra_blocks(m)
-    lines += ["", results_table(m)]
+    lines += ["", paste_table(m)]
     return "\n".join(lines)
+
+
+def paste_table(metrics: dict[str, Any]) -> str:
+    """The table to paste into a paper: the run in its benchmark's published layout
+    (rvt_bench.leaderboards.tables, e.g. VISA's for ReVOS), else `results_table`."""
+    from rvt_bench.leaderboards.tables import LAYOUTS, paper_table
+
+    if metrics.get("dataset") in LAYOUTS:
+        return paper_table(metrics) + f"\n(LaTeX, with the published rows: rvt-bench render {metrics['dataset']} --format latex)"
+    return results_table(metrics)

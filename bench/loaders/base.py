@@ -44,6 +44,9 @@ class Dataset(Sequence[Sample]):
 
     ``errors``: list of ``{"sample_id": str, "kind": "data", "message": str}``, one per sample left
     out because its data is bad, in load order (empty when every sample loaded).
+    ``warnings``: one line per way the data differs from the benchmark's official release (a hub
+    copy that is not the release: rvt_bench.loaders.hub); the run keeps them in metrics.json.
+    ``data_source``: rvt_bench.loaders.hub.DataSource.to_json() of data read by hub id, else None.
     """
 
     name: str = ""
@@ -51,6 +54,13 @@ class Dataset(Sequence[Sample]):
     def __init__(self, samples: list[Sample] | None = None) -> None:
         self._samples: list[Sample] = list(samples or [])
         self.errors: list[dict[str, str]] = []
+        self.warnings: list[str] = []
+        self.data_source: dict | None = None
+
+    def warn(self, message: str) -> None:
+        """Keep a warning about the data (``warnings``) and log it."""
+        self.warnings.append(message)
+        log.warning("%s", message)
 
     def record_error(self, sample_id: str, message: str) -> None:
         """Leave out sample ``sample_id``: append it to ``errors`` and log a warning."""

@@ -38,6 +38,7 @@ class CanonicalDataset(Dataset):
                  directory / script); when set, records are the rows of its ``split``.
     hf_config:   the ``datasets`` configuration name (``name=``), or None.
     hf_cache_dir: ``cache_dir`` for ``datasets.load_dataset`` (None: its default, ~/.cache/huggingface).
+    hf_revision: the hub revision (commit sha the harness pinned; None: main).
     frames_dir:  frames are under <root>/<frames_dir>/<video>/ ("" = directly under root).
     fields:      {canonical name: release name} (dotted for nested keys).
     task_aliases: {release task value: canonical task}.
@@ -70,6 +71,7 @@ class CanonicalDataset(Dataset):
         hf_dataset: str | None = None,
         hf_config: str | None = None,
         hf_cache_dir: str | None = None,
+        hf_revision: str | None = None,
         frames_dir: str = "frames",
         fields: Mapping[str, str] | None = None,
         task_aliases: Mapping[str, str] | None = None,
@@ -110,6 +112,7 @@ class CanonicalDataset(Dataset):
         self._video_cache: dict[str, tuple[list[str], tuple[int, int]]] = {}
 
         self.hf_cache_dir = hf_cache_dir
+        self.hf_revision = hf_revision
         source, records = self._records(annotation, hf_dataset, hf_config)
         seen: set[str] = set()
         for k, record in enumerate(records):
@@ -135,7 +138,7 @@ class CanonicalDataset(Dataset):
 
     def _records(self, annotation: str | None, hf_dataset: str | None, hf_config: str | None) -> tuple[str, Iterable[Any]]:
         if hf_dataset is not None:
-            return f"datasets.load_dataset({hf_dataset!r}, split={self.split!r})", _hf_rows(hf_dataset, hf_config, self.split, self.name, self.hf_cache_dir)
+            return f"datasets.load_dataset({hf_dataset!r}, split={self.split!r})", _hf_rows(hf_dataset, hf_config, self.split, self.name, self.hf_cache_dir, self.hf_revision)
         require_dir(self.root, dataset=self.name, layout=f"{self.root}/\n{self.layout}", published=self.published)
         if annotation is not None:
             candidates = [Path(annotation) if Path(annotation).is_absolute() else self.root / annotation]
@@ -362,13 +365,16 @@ def _file_records(path: Path) -> list[Any]:
     return data
 
 
-def _hf_rows(path: str, config: str | None, split: str, dataset: str, cache_dir: str | None) -> Iterable[dict]:
+def _hf_rows(path: str, config: str | None, split: str, dataset: str, cache_dir: str | None,
+             revision: str | None = None) -> Iterable[dict]:
     try:
         import datasets
     except ImportError as exc:
         raise DatasetFormatError(f"{dataset}: dataset.loader.hf_dataset needs the `datasets` package (pip install datasets)") from exc
     try:
-        ds = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir)
+        # a local directory has no revision (the harness pins it as "local:<digest>")
+        local = revision is None or str(revision).startswith("local:")
+        ds = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir, **({} if local else {"revision": revision}))
     except Exception as exc:  # datasets raises many types (FileNotFoundError, DatasetNotFoundError, ValueError...)
         raise DatasetFormatError(f"{dataset}: datasets.load_dataset({path!r}, {config!r}, split={split!r}) failed: "
                                  f"{type(exc).__name__}: {exc}") from exc

@@ -13,8 +13,10 @@
         _target_: rvt_bench.metrics.protocols.revos.ReVOSProtocol
 
 `root` and `split` sit beside `name` because they say *which* data is evaluated (overrides read
-`dataset.root=DIR dataset.split=valid`); the loader receives them by interpolation. Every other
-loader argument is `dataset.loader.<arg>=...`. A flat node of older run directories (loader
+`dataset.root=DIR dataset.split=valid`); the loader receives them by interpolation. So do
+`hf_dataset` / `hf_revision` (data by Hugging Face Hub id, rvt_bench.loaders.hub), passed to the
+loader only when set, so that a node without them hashes as before. Every other loader argument
+is `dataset.loader.<arg>=...`. A flat node of older run directories (loader
 arguments beside name and protocol, `_target_` at the top) is still read.
 """
 from __future__ import annotations
@@ -27,6 +29,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from rvt_bench.core.types import DatasetFormatError
 
 _NOT_LOADER = ("name", "protocol")
+HUB_KEYS = ("hf_dataset", "hf_revision")  # the dataset node's hub source, handed to the loader when set
 
 
 @dataclass
@@ -37,6 +40,8 @@ class DatasetConfig:
     name: str = MISSING
     root: Any = None
     split: Any = None
+    hf_dataset: Any = None
+    hf_revision: Any = None
     loader: Any = field(default_factory=dict)
     protocol: Any = field(default_factory=dict)
 
@@ -84,6 +89,8 @@ def loader_kwargs(node: Any, root: str | None = None) -> dict:
     validate(node)
     if is_split(node):
         kwargs = _plain(node["loader"])
+        plain = _plain(node)
+        kwargs.update({k: plain[k] for k in HUB_KEYS if plain.get(k) is not None})
     else:
         kwargs = {k: v for k, v in _plain(node).items() if k not in _NOT_LOADER}
     if root:
@@ -102,6 +109,7 @@ def flat(node: Any) -> dict:
     for key in ("root", "split"):  # the loader's own (interpolated) values, else the node's
         if key not in out and plain.get(key) is not None:
             out[key] = plain[key]
+    out.update({k: plain[k] for k in HUB_KEYS if plain.get(k) is not None})  # only when set: older runs keep their hash
     if "protocol" in plain:
         out["protocol"] = plain["protocol"]
     return out

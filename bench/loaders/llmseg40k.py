@@ -45,6 +45,8 @@ class LLMSeg40KDataset(Dataset):
                  ``<segmentation_root>/<file name of its segmentation_path>``.
     check_sizes: compare every mask's [H, W] with its image's EXIF-oriented size at load (reads each
                  image header once); False skips this and does not touch the images.
+    hf_dataset, hf_revision: the authors' files in a hub repository instead of root
+                 (rvt_bench.loaders.llmseg40k_hub; no such copy is known today).
 
     Each Sample: id ``<image stem>_<k>`` (k = index of the qa pair in the image's list), modality
     "image", task "segmentation", one frame; ``query`` = the qa pair's question;
@@ -60,15 +62,25 @@ class LLMSeg40KDataset(Dataset):
 
     def __init__(
         self,
-        root: str | Path,
+        root: str | Path | None,
         split: str = "validation",
         coco_image_dir: str | Path | None = None,
         ego_objects_image_dir: str | Path | None = None,
         annotation: str | Path | None = None,
         segmentation_root: str | Path | None = None,
         check_sizes: bool = True,
+        hf_dataset: str | None = None,
+        hf_revision: str | None = None,
     ) -> None:
         super().__init__()
+        if hf_dataset is not None:  # the authors' files in a hub repository (rvt_bench.loaders.llmseg40k_hub)
+            from rvt_bench.loaders import llmseg40k_hub
+
+            self.split = split
+            root = llmseg40k_hub.load(self, str(hf_dataset), hf_revision)
+        if root is None:
+            raise DatasetFormatError(f"{self.name}: set dataset.root to the LLM-Seg40K annotation directory "
+                                     f"({PUBLISHED}) or dataset.hf_dataset to a hub copy of its files")
         self.root = Path(root)
         self.split = split
         self.check_sizes = check_sizes

@@ -24,8 +24,10 @@ QUERY_LENGTHS = {"all": None, "short": False, "long": True}  # -> the is_sentenc
 class ReasonSegDataset(Dataset):
     """ReasonSeg split as a sequence of image Samples, sorted by image name.
 
-    root:  the ``ReasonSeg`` directory (holding ``train/``, ``val/``, ``test/``).
+    root:  the ``ReasonSeg`` directory (holding ``train/``, ``val/``, ``test/``); None with hf_dataset.
     split: sub-directory to read ("val", "test", "train").
+    hf_dataset, hf_revision: a hub copy instead of root (rvt_bench.loaders.reasonseg_hub): LISA's
+        files, or Seg-Zero's parquet copy (boolean masks, no is_sentence; a warning says so).
     query_length: "all" | "short" | "long" (by ``is_sentence``; module docstring).
     all_texts: False = ``text[0]`` only (LISA); True = one Sample per text.
 
@@ -44,14 +46,25 @@ class ReasonSegDataset(Dataset):
 
     name = "reasonseg"
 
-    def __init__(self, root: str | Path, split: str = "val", query_length: str = "all", all_texts: bool = False) -> None:
+    def __init__(self, root: str | Path | None, split: str = "val", query_length: str = "all", all_texts: bool = False,
+                 hf_dataset: str | None = None, hf_revision: str | None = None) -> None:
         super().__init__()
         if query_length not in QUERY_LENGTHS:
             raise ValueError(f"reasonseg: query_length must be one of {sorted(QUERY_LENGTHS)}, got {query_length!r}")
-        self.root = Path(root)
         self.split = split
         self.query_length = query_length
         self.all_texts = bool(all_texts)
+        if hf_dataset is not None:  # rvt_bench.loaders.reasonseg_hub: Seg-Zero's parquet, or LISA's files in a hub repo
+            from rvt_bench.loaders import reasonseg_hub
+
+            root = reasonseg_hub.load(self, str(hf_dataset), hf_revision)
+            if root is None:
+                self.root = None
+                return
+        if root is None:
+            raise DatasetFormatError(f"{self.name}: set dataset.root to LISA's ReasonSeg directory ({PUBLISHED}) or "
+                                     f"dataset.hf_dataset to a hub copy (docs/benchmarks/reasonseg.md 'Data by hub id')")
+        self.root = Path(root)
         layout = f"{self.root}/\n{LAYOUT}"
         if not self.root.is_dir():
             require_dir(self.root / split, dataset=self.name, layout=layout, published=PUBLISHED)

@@ -48,6 +48,8 @@ class ReVOSDataset(Dataset):
     on_length_mismatch: "warn" | "skip" | "error", for an anno (or foreground) mask list whose length
            differs from the video's frame count (module docstring).
     foreground: None (read mask_dict_foreground.json when present), True (required), False (never).
+    hf_dataset, hf_revision: the release's files in a hub repository instead of root
+           (rvt_bench.loaders.revos_hub); frames_dir: the frames' folder under root ("" = Sa2VA's layout).
 
     Order: videos and expressions in the meta file's order. Each Sample: id "<video>/<exp_id>",
     modality "video", task "segmentation", frames = JPEGImages/<video>/<frame>.jpg in the meta's
@@ -64,18 +66,27 @@ class ReVOSDataset(Dataset):
 
     name = "revos"
 
-    def __init__(self, root: str | Path, split: str = "valid", on_length_mismatch: str = "warn",
-                 foreground: bool | None = None) -> None:
+    def __init__(self, root: str | Path | None, split: str = "valid", on_length_mismatch: str = "warn",
+                 foreground: bool | None = None, hf_dataset: str | None = None, hf_revision: str | None = None,
+                 frames_dir: str = "JPEGImages") -> None:
         super().__init__()
         if on_length_mismatch not in ON_LENGTH_MISMATCH:
             raise ValueError(f"revos: on_length_mismatch must be one of {ON_LENGTH_MISMATCH}, got {on_length_mismatch!r}")
-        self.root = Path(root)
         self.split = split
+        if hf_dataset is not None:  # the release's files in a hub repository (rvt_bench.loaders.revos_hub)
+            from rvt_bench.loaders import revos_hub
+
+            root, frames_dir = revos_hub.load(self, str(hf_dataset), hf_revision)
+        if root is None:
+            raise DatasetFormatError(f"{self.name}: set dataset.root to the ReVOS directory ({PUBLISHED}) or "
+                                     f"dataset.hf_dataset to a hub copy of its files (docs/benchmarks/revos.md)")
+        self.root = Path(root)
+        self.frames_dir = self.root / frames_dir
         self.on_length_mismatch = on_length_mismatch
         self.skipped: list[str] = []  # ids of expressions left out by on_length_mismatch="skip"
         layout = f"{self.root}/\n{LAYOUT}"
         require_dir(self.root, dataset=self.name, layout=layout, published=PUBLISHED)
-        require_dir(self.root / "JPEGImages", dataset=self.name, layout=layout, published=PUBLISHED)
+        require_dir(self.frames_dir, dataset=self.name, layout=layout, published=PUBLISHED)
         meta_path = self.root / f"meta_expressions_{split}_.json"
         if not meta_path.is_file():
             present = [p.name[len("meta_expressions_"):-len("_.json")] for p in self.root.glob("meta_expressions_*_.json")]
@@ -115,7 +126,7 @@ class ReVOSDataset(Dataset):
         if not isinstance(info["frames"], list):
             raise DatasetFormatError(f"{where}: 'frames' must be a list of frame names, got {type(info['frames']).__name__}")
         frame_ids = [str(f) for f in info["frames"]]
-        video_dir = self.root / "JPEGImages" / video
+        video_dir = self.frames_dir / video
         if not video_dir.is_dir():
             raise DatasetFormatError(f"{where}: frame directory {video_dir} does not exist")
         frames = [str(video_dir / f"{f}.jpg") for f in frame_ids]

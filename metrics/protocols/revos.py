@@ -32,8 +32,10 @@ class ReVOSProtocol(Protocol):
     level and category (the last two when the samples' meta has them).
 
     mode: "reference" (VISA's per-expression rounding, default) or "textbook" (no rounding).
-    variant: "visa" (A and R on pixel values, default) or "binarized" (A and R on nonzero masks;
-        metric keys "A[binarized]", "R[binarized]").
+    variant: "visa" (A and R on the prediction's pixel values, default) or "binarized" (VISA's own
+        A and R on the prediction made 0/1, i.e. on a 0/1 index PNG of the same mask, with the GT VISA
+        builds: the uint8 sum of the expression's annos, 2 where two overlap; metric keys
+        "A[binarized]", "R[binarized]"). On 0/1 PNGs both variants give the same numbers.
     failed: "zero" (a failed prediction scores 0 for J, F, A, R, as VISA; default) or "empty"
         (scored as an empty mask; every metric key gets "[failed-empty]").
     bound_th: F's boundary tolerance (fraction of the frame diagonal), davis2017's 0.008.
@@ -42,6 +44,7 @@ class ReVOSProtocol(Protocol):
     """
 
     name = "revos"
+    version = 2  # 2: variant="binarized" is VISA's A and R on 0/1 predictions (1 binarised the GT as well)
     meta_keys = ("type_id", "level", "category")
 
     def __init__(self, mode: str = "reference", bound_th: float = DAVIS_BOUND_TH, default_type_id: int | None = None,
@@ -116,7 +119,7 @@ class ReVOSProtocol(Protocol):
                 gt_count = crop.gt.view(np.uint8) if gt_count is None else gt_count
                 pr_values = _values(values[k], crop.pred, sample, k, crop.box)
                 fg_area = area(foreground[k]) if foreground is not None else 0
-                row.update(self._accuracy_robustness(row, crop, gt_count, pr_values, fg_area))
+                row.update(self._accuracy_robustness(crop, gt_count, pr_values, fg_area))
                 n = crop.shape[0] * crop.shape[1]
                 empty.update(A=(n - int(np.count_nonzero(gt_count))) / n, R=1.0)  # no false positive
             for key in frames:
@@ -137,19 +140,16 @@ class ReVOSProtocol(Protocol):
                        "baseline": {key: mean(base[key]) for key in keys}})
         return record
 
-    def _accuracy_robustness(self, row: dict, crop: FrameCrop, gt_count: np.ndarray, pr_values: np.ndarray,
+    def _accuracy_robustness(self, crop: FrameCrop, gt_count: np.ndarray, pr_values: np.ndarray,
                              fg_area: int) -> dict:
         """A and R of one frame from its J/F row (I, U) and crops: GT counts and predicted pixel values
         as uint8 inside crop.box; outside it both masks are background."""
-        inter, union = row["I"], row["U"]
         n = crop.shape[0] * crop.shape[1]
-        if self.variant == "binarized":
-            a = (n - (union - inter)) / n  # = np.mean(gt == pred) on the binarised masks
-            neg = int(np.count_nonzero(crop.pred)) - inter
-        else:
-            a = (n - int(np.count_nonzero(gt_count != pr_values))) / n  # VISA: np.mean(gt_mask == pred_mask)
-            # VISA: ((1 - gt_mask) * pred_mask).sum(), uint8 products
-            neg = int(((1 - gt_count) * pr_values).sum(dtype=np.uint64))
+        if self.variant == "binarized":  # VISA's functions on a 0/1 index PNG of the same mask
+            pr_values = crop.pred.view(np.uint8)
+        a = (n - int(np.count_nonzero(gt_count != pr_values))) / n  # VISA: np.mean(gt_mask == pred_mask)
+        # VISA: ((1 - gt_mask) * pred_mask).sum(), uint8 products (a GT pixel of 2 gives 255 per predicted pixel)
+        neg = int(((1 - gt_count) * pr_values).sum(dtype=np.uint64))
         return {"A": a, "R": r2vos_robustness(neg, fg_area)}
 
     def aggregate(self, records: list[dict]) -> dict:
@@ -202,7 +202,8 @@ class ReVOSProtocol(Protocol):
         if nonbinary and self.variant == "visa":
             out.append(f"{len(nonbinary)} expressions' predictions hold pixel values other than 0/1 (e.g. 0/255 PNGs): "
                        "VISA's A and R on them are not comparable to published ones (VISA's were computed on 0/1 "
-                       "index PNGs); dataset.protocol.variant=binarized gives A[binarized], R[binarized]")
+                       "index PNGs); dataset.protocol.variant=binarized gives VISA's A and R on the same masks as "
+                       "0/1 PNGs (A[binarized], R[binarized]), comparable to published ones")
         return out + baseline_warnings(metrics, baseline, [self.key("J&F")])
 
     def _keys(self, records: list[dict]) -> tuple[str, ...]:

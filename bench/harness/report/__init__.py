@@ -57,6 +57,18 @@ def _scoring_seconds(run_dir: Path) -> float | None:
     return scoring.get("seconds") if scoring.get("metrics") == "metrics.json" else None
 
 
+def _paper_tables(m: dict[str, Any]) -> dict[str, str] | None:
+    """The run in its benchmark's paper layout with the published rows (leaderboards/tables.py), as
+    markdown and LaTeX; None for a benchmark without a layout."""
+    from rvt_bench.leaderboards.paper import paper_rows
+    from rvt_bench.leaderboards.tables import LAYOUTS, paper_table
+
+    if m.get("dataset") not in LAYOUTS:
+        return None
+    published = paper_rows(m["dataset"])
+    return {fmt: paper_table(m, fmt, published) for fmt in ("markdown", "latex")}
+
+
 def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | None = None,
                  samples: list | None = None, preds: dict | None = None) -> Path:
     """Write report.html and report_images/ into `run_dir` (a scored run); returns the html path.
@@ -123,7 +135,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
                              undefined=jinja2.StrictUndefined)
     html = env.get_template(TEMPLATE).render(m=SimpleNamespace(**{"protocol_version": None, **m}), results=results,
                                              summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)), blocks=blocks,
-                                             samples=rows, options=options)
+                                             samples=rows, options=options, paper_tables=_paper_tables(m))
     out = run_dir / "report.html"
     out.write_text(html, encoding="utf-8")
     return out

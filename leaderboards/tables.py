@@ -1,0 +1,432 @@
+"""Results tables in each benchmark's published layout, in markdown or LaTeX (booktabs).
+
+    paper_table(runs, fmt="markdown" | "latex", published=None) -> str
+
+`runs`: metrics.json bodies (or RunMetrics, or leaderboard rows: anything `cells_of` reads) of one
+benchmark; several splits of one model share a row (ReasonSeg val + test). `published`: rows of
+leaderboards/paper/*.csv (rvt_bench.leaderboards.paper) shown under the runs with their mark
+(verified / unverified) and source. Layouts (docs/analysis.md "Paper tables"):
+
+- revos:     VISA's: Referring / Reasoning / Overall x J, F, J&F, then R (overall).
+- reasonseg: LISA's Table 1: val gIoU, cIoU; test short query, long query, overall x gIoU, cIoU.
+- llmseg40k: LLM-Seg40K's metrics per split (gIoU, cIoU); the paper's table could not be read.
+- rvtbench:  per task and level: one line per method, task and metric; Level 1-4 and All.
+- jitbench:  per level: one line per method and metric (J, F, J&F); Level 1-3 and All.
+- any other: the run's headline metrics.
+
+Every value is in its column's unit: percent for fractions (files hold fractions), the score for
+CIDEr; a published value printed as a fraction is shown as the percentage it equals (exact
+decimal arithmetic), one whose unit does not fit the column is listed under the table instead.
+A run's cell shows its 95% bootstrap interval when metrics.json has one ("ci").
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable, Mapping
+
+from rvt_bench.core.units import unit
+from rvt_bench.metrics.protocols.base import group_key
+
+NA = "–"
+FORMATS = ("markdown", "latex")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One value column. head: the group header ("Referring", "val", "Level 1"); label: the metric
+    as printed ("J&F"); cell: the cell key it reads (`cells_of`), "{metric}" filled per line in
+    long layouts; split: the run split that supplies it (None: any)."""
+
+    head: str
+    label: str
+    cell: str
+    split: str | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A benchmark's table. lines: None = one line per method (wide); else the (task, metric) lines
+    each method gets (long layouts: rvtbench, jitbench), "{metric}" in a column's cell replaced by
+    the line's cell prefix + metric."""
+
+    dataset: str
+    caption: str
+    columns: tuple[Column, ...]
+    lines: tuple[tuple[str, str], ...] | None = None
+
+
+def _revos() -> Layout:
+    cols = [Column(head, m, f"{prefix}{m}") for head, prefix in (("Referring", "referring/"), ("Reasoning", "reasoning/"),
+                                                                 ("Overall", "")) for m in ("J", "F", "J&F")]
+    return Layout("revos", "ReVOS (valid), in VISA's layout (ECCV 2024): J, F, J&F per expression type; R overall",
+                  tuple(cols + [Column("", "R", "R")]))
+
+
+def _reasonseg() -> Layout:
+    cols = [Column("val", m, m, "val") for m in ("gIoU", "cIoU")]
+    for head, group in (("test short query", "is_sentence=false/"), ("test long query", "is_sentence=true/"),
+                        ("test overall", "")):
+        cols += [Column(head, m, f"{group}{m}", "test") for m in ("gIoU", "cIoU")]
+    return Layout("reasonseg", "ReasonSeg, in LISA's Table 1 layout (CVPR 2024): val and test (short / long query, overall)",
+                  tuple(cols))
+
+
+def _llmseg40k() -> Layout:
+    cols = [Column(split, m, m, split) for split in ("validation", "test") for m in ("gIoU", "cIoU")]
+    return Layout("llmseg40k", "LLM-Seg40K: gIoU and cIoU per split (LLM-Seg's metrics)", tuple(cols))
+
+
+def _levels(dataset: str, levels: int, lines: Iterable[tuple[str, str]], caption: str, task: str | None) -> Layout:
+    prefix = "{task}/level" if task is None else f"{task}/level"
+    cols = [Column(f"Level {k}", "", f"{prefix}={k}/{{metric}}") for k in range(1, levels + 1)]
+    cols.append(Column("All", "", "{task}/{metric}" if task is None else f"{task}/{{metric}}"))
+    return Layout(dataset, caption, tuple(cols), tuple(lines))
+
+
+RVTBENCH_LINES = (("segmentation", "J"), ("segmentation", "F"), ("segmentation", "J&F"), ("grounding", "m_vIoU"),
+                  ("grounding", "gIoU"), ("grounding", "cIoU"), ("vqa", "BLEU-4"), ("vqa", "CIDEr"), ("vqa", "judge"),
+                  ("summarization", "BLEU-4"), ("summarization", "CIDEr"), ("summarization", "judge"))
+LAYOUTS = {
+    "revos": _revos(),
+    "reasonseg": _reasonseg(),
+    "llmseg40k": _llmseg40k(),
+    "rvtbench": _levels("rvtbench", 4, RVTBENCH_LINES, "RVTBench (test) per task and level", None),
+    "jitbench": _levels("jitbench", 3, (("segmentation", m) for m in ("J", "F", "J&F")),
+                        "JiTBench (test) per level: J, F, J&F", "segmentation"),
+}
+
+
+def layout(dataset: str, runs: list[Mapping[str, Any]] | None = None) -> Layout:
+    """The layout of `dataset`; a benchmark without one gets its runs' headline metrics as columns."""
+    if dataset in LAYOUTS:
+        return LAYOUTS[dataset]
+    heads: list[str] = []
+    for run in runs or []:
+        heads += [k for k in run.get("headline") or [] if k not in heads]
+    return Layout(dataset, f"{dataset}: headline metrics", tuple(Column("", k, k) for k in heads))
+
+
+def cell_keys(dataset: str, body: Mapping[str, Any]) -> list[str]:
+    """The cell keys of `dataset`'s layout that a run (its metrics.json body) has a value for: what
+    a leaderboard row keeps so that `render` can draw the table, and what gets an interval."""
+    cells = cells_of(body)
+    lay = layout(dataset, [body])
+    out = []
+    for line in lay.lines or [None]:
+        for col in lay.columns:
+            if col.split is not None and body.get("split") != col.split:
+                continue
+            key = _resolve(_cell(col, line), cells)
+            if key in cells and key not in out:
+                out.append(key)
+    return out
+
+
+def cells_of(run: Any) -> dict[str, Any]:
+    """A run's values by cell key: metrics.json "metrics" as they are ("referring/J&F",
+    "segmentation/J") and every breakdown value as "<group>=<value>/<metric>"
+    ("is_sentence=false/gIoU", "segmentation/level=1/J"). A leaderboard row (a flat dict whose
+    columns are cell keys) is returned as it is."""
+    body = run.to_json() if hasattr(run, "to_json") else dict(run)
+    if "metrics" not in body or not isinstance(body["metrics"], Mapping):
+        return body
+    out = dict(body["metrics"])
+    for group, rows in (body.get("breakdown") or {}).items():
+        if not isinstance(rows, Mapping):
+            continue
+        for name, values in rows.items():
+            if isinstance(values, Mapping):
+                out.update({f"{group}={name}/{k}": v for k, v in values.items() if k != "n" and not k.endswith("_n")})
+    return out
+
+
+def _cell(col: Column, line: tuple[str, str] | None) -> str:
+    if line is None:
+        return col.cell
+    task, metric = line
+    if "{task}" in col.cell:
+        return col.cell.format(task=task, metric=metric)
+    return col.cell.format(metric=metric)
+
+
+def _resolve(key: str, cells: Mapping[str, Any]) -> str:
+    """`key`, or the tagged key the run reports for it ("R" -> "R[binarized]", "J" -> "J[failed-empty]")."""
+    if key in cells:
+        return key
+    tagged = [k for k in cells if re.sub(r"\[[^\]]*\]", "", k) == key]
+    return tagged[0] if tagged else key
+
+
+@dataclass
+class Line:
+    """One line of the table: the method, its values by column index (text in the column's unit),
+    and where it comes from."""
+
+    method: str
+    values: dict[int, str] = field(default_factory=dict)
+    source: str = ""
+    mark: str = ""        # "" for runs; "verified" / "unverified" for published rows
+    what: str = ""        # the metric of a long layout's line ("J", "m_vIoU"), with its task
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _show(key: str, value: float, digits: int) -> str:
+    return f"{100 * value:.{digits}f}" if unit(key) == "%" else f"{value:.{digits + 2}f}"
+
+
+def _interval(run: Mapping[str, Any], key: str) -> tuple[float, float] | None:
+    ci = (run.get("ci") or {}).get(key) if isinstance(run.get("ci"), Mapping) else None
+    if isinstance(ci, Mapping) and _number(ci.get("low")) is not None and _number(ci.get("high")) is not None:
+        return float(ci["low"]), float(ci["high"])
+    low, high = _number(run.get(f"{key} ci_low")), _number(run.get(f"{key} ci_high"))  # a leaderboard row
+    return (low, high) if low is not None and high is not None else None
+
+
+def _run_label(run: Mapping[str, Any]) -> str:
+    label = str(run.get("label") or run.get("model") or "run")
+    source = run.get("data_source")
+    if isinstance(source, str) and source.startswith("{"):  # a leaderboard row keeps it as JSON
+        import json
+
+        source = json.loads(source)
+    if isinstance(source, Mapping) and source.get("label"):
+        label += f" [{source['label']}]"
+    return label
+
+
+def _run_lines(lay: Layout, runs: list[Mapping[str, Any]], digits: int, with_ci: bool) -> list[Line]:
+    """Runs merged by label (splits of one model share a line); a label with two runs of one split
+    keeps them apart, named by run."""
+    by_label: dict[str, list[Mapping[str, Any]]] = {}
+    for run in runs:
+        by_label.setdefault(_run_label(run), []).append(run)
+    groups: list[tuple[str, list[Mapping[str, Any]]]] = []
+    for label, members in by_label.items():
+        splits = [m.get("split") for m in members]
+        if len(set(splits)) == len(splits):
+            groups.append((label, members))
+        else:
+            groups += [(f"{label} ({m.get('run_name')})", [m]) for m in members]
+    out = []
+    for label, members in groups:
+        for line in lay.lines or [None]:
+            row = Line(label, source=", ".join(f"run {m.get('run_name')}" for m in members if m.get("run_name")),
+                       what=_what(line))
+            for i, col in enumerate(lay.columns):
+                for m in members:
+                    if col.split is not None and m.get("split") != col.split:
+                        continue
+                    cells = cells_of(m)
+                    key = _resolve(_cell(col, line), cells)
+                    value = _number(cells.get(key))
+                    if value is None:
+                        continue
+                    ci = _interval(m, key) if with_ci else None
+                    row.values[i] = _show(key, value, digits) + ("" if ci is None else
+                                                                  f" [{_show(key, ci[0], digits)}, {_show(key, ci[1], digits)}]")
+                    break
+            if row.values or line is None:
+                out.append(row)
+    return out
+
+
+def _what(line: tuple[str, str] | None) -> str:
+    return "" if line is None else f"{line[0]} {line[1]}"
+
+
+# --- published rows ---------------------------------------------------------------------------
+
+_LEVEL = re.compile(r"^(?:video (?P<task>segmentation|grounding|vqa|summarization|summary) )?level (?P<level>\d+)$")
+_SUBSETS = {"overall": "", "all": "", "short query": "is_sentence=false/", "long query": "is_sentence=true/",
+            "referring": "referring/", "reasoning": "reasoning/"}
+
+
+def published_cell(row: Mapping[str, str], lay: Layout) -> tuple[str, tuple[str, str] | None] | None:
+    """(cell key, long-layout line or None) a published row fills in `lay`, or None when it is no
+    cell of the layout (an ablation, a category x level value, a latency)."""
+    subset, metric = row.get("subset", "").strip().lower(), row.get("metric", "").strip()
+    if lay.lines is not None:
+        m = _LEVEL.match(subset)
+        if m is None:
+            return None
+        task = {"summary": "summarization"}.get(m.group("task") or "segmentation", m.group("task") or "segmentation")
+        line = (task, metric)
+        return (f"{task}/level={m.group('level')}/{metric}", line) if line in lay.lines else None
+    if subset not in _SUBSETS:
+        return None
+    key = _SUBSETS[subset] + metric
+    split = (row.get("split") or "").split(" ", 1)[0] or None
+    for col in lay.columns:
+        if col.cell == key and (col.split is None or split is None or col.split == split):
+            return key, None
+    return None
+
+
+def published_value(row: Mapping[str, str], key: str) -> str | None:
+    """The printed value in the unit of `key`'s column, or None when its unit does not fit:
+    percent as printed; a fraction as the percentage it equals (decimal arithmetic: "0.837" ->
+    "83.7"); a score only in a score column."""
+    printed, kind = row["value_printed"].strip(), row.get("unit", "").strip()
+    if unit(key) == "%":
+        if kind == "percent":
+            return printed
+        if kind == "fraction":
+            digits = len(printed.split(".", 1)[1]) if "." in printed else 0
+            return str((Decimal(printed) * 100).quantize(Decimal(1).scaleb(-max(digits - 2, 0))))
+        return None
+    return printed if kind == "score" else None
+
+
+def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[list[Line], list[Mapping[str, str]]]:
+    """Lines of the published rows (one per paper, table and model) and the rows outside the layout."""
+    lines: dict[tuple, Line] = {}
+    outside = []
+    for row in published:
+        placed = published_cell(row, lay)
+        value = published_value(row, placed[0]) if placed else None
+        if placed is None or value is None:
+            outside.append(row)
+            continue
+        key, line = placed
+        ident = (row["paper_id"], row["model"], row["status"], _what(line))
+        target = lines.setdefault(ident, Line(row["model"], mark=row["status"], what=_what(line)))
+        table = row["table"].split(" (", 1)[0]
+        target.source = (f"{target.source}; {table}" if target.source and table not in target.source
+                         else target.source or f"{row['paper_id']} {table}")
+        for i, col in enumerate(lay.columns):
+            split = (row.get("split") or "").split(" ", 1)[0] or None
+            if _cell(col, line) == key and (col.split is None or split is None or col.split == split):
+                target.values[i] = value
+    # verified rows first, then as the files list them
+    return sorted(lines.values(), key=lambda line: line.mark != "verified"), outside
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+def paper_table(runs: Any, fmt: str = "markdown", published: list[Mapping[str, str]] | None = None,
+                digits: int = 1, with_ci: bool = True) -> str:
+    """The table of `runs` (one metrics.json body, RunMetrics or leaderboard row, or a list of them,
+    all of one benchmark) in the benchmark's layout (module docstring), with `published` rows
+    below the runs. fmt: "markdown" or "latex" (booktabs: \\toprule, \\midrule, \\bottomrule, one
+    \\cmidrule per header group). Raises ValueError for another fmt or runs of several benchmarks."""
+    if fmt not in FORMATS:
+        raise ValueError(f"table format must be one of {FORMATS}, got {fmt!r}")
+    runs = [runs] if isinstance(runs, Mapping) or hasattr(runs, "to_json") else list(runs or [])
+    bodies = [r.to_json() if hasattr(r, "to_json") else dict(r) for r in runs]
+    datasets = {str(b.get("dataset")) for b in bodies}
+    if len(datasets) > 1:
+        raise ValueError(f"one table per benchmark: got runs of {sorted(datasets)}")
+    dataset = datasets.pop() if datasets else str((published or [{}])[0].get("dataset", ""))
+    lay = layout(dataset, bodies)
+    run_lines = _run_lines(lay, bodies, digits, with_ci)
+    paper_lines, outside = _published_lines(lay, list(published or []))
+    render = _latex if fmt == "latex" else _markdown
+    return render(lay, run_lines, paper_lines, outside)
+
+
+def _heads(lay: Layout) -> list[tuple[str, int]]:
+    """Consecutive header groups with their widths."""
+    out: list[tuple[str, int]] = []
+    for col in lay.columns:
+        if out and out[-1][0] == col.head:
+            out[-1] = (col.head, out[-1][1] + 1)
+        else:
+            out.append((col.head, 1))
+    return out
+
+
+def _col_title(col: Column) -> str:
+    return " ".join(p for p in (col.head, col.label) if p)
+
+
+def _unit_note(lay: Layout) -> str:
+    return "Values in % (CIDEr as its score); runs: value [95% bootstrap CI]."
+
+
+def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]]) -> str:
+    long = lay.lines is not None
+    head = ["method", *(["metric"] if long else []), *(_col_title(c) for c in lay.columns), "source"]
+    lines = [f"**{lay.caption}.** {_unit_note(lay)} Published rows: as printed in their source, "
+             "marked verified (checked against the paper's text) or unverified.", "",
+             "| " + " | ".join(head) + " |", "|---" + "|---" * (len(head) - 2) + "|---|"]
+    for line in runs + paper:
+        method = line.method if not line.mark else f"{line.method} (paper, {line.mark})"
+        cells = [line.values.get(i, NA) for i in range(len(lay.columns))]
+        lines.append("| " + " | ".join([method, *([line.what] if long else []), *cells, line.source]) + " |")
+    if outside:
+        lines += ["", "Published rows outside this layout (an ablation, a breakdown the table does not show, or a "
+                      "unit that does not fit its column):", "",
+                  "| model | paper | table | split | subset | metric | value as printed | unit | mark |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['model']} | {r['paper_id']} | {r['table']} | {r.get('split', '')} | {r['subset']} | "
+                  f"{r['metric']} | {r['value_printed']} | {r.get('unit', '')} | {r['status']} |" for r in outside]
+    return "\n".join(lines)
+
+
+_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
+                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def latex_escape(text: str) -> str:
+    """`text` with LaTeX's special characters escaped (J&F -> J\\&F)."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def _latex_value(text: str) -> str:
+    if " [" in text:  # "52.3 [50.1, 54.6]": the interval small, after the value
+        value, ci = text.split(" [", 1)
+        return f"{value}\\,{{\\scriptsize[{ci}}}"
+    return latex_escape(text)
+
+
+def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]]) -> str:
+    long = lay.lines is not None
+    lead = 2 if long else 1
+    spec = "l" * lead + "c" * len(lay.columns) + "l"
+    out = ["\\begin{table}[t]", "\\centering", "\\small", f"\\begin{{tabular}}{{{spec}}}", "\\toprule"]
+    heads = _heads(lay)
+    if any(h for h, _ in heads) and any(c.label for c in lay.columns):
+        row, rules, at = [""] * lead, [], lead + 1
+        for head, width in heads:
+            row.append(f"\\multicolumn{{{width}}}{{c}}{{{latex_escape(head)}}}" if width > 1 else latex_escape(head))
+            if head:
+                rules.append(f"\\cmidrule(lr){{{at}-{at + width - 1}}}")
+            at += width
+        out.append(" & ".join(row + [""]) + " \\\\")
+        out.append(" ".join(rules))
+        sub = [latex_escape(c.label) for c in lay.columns]
+    else:
+        sub = [latex_escape(_col_title(c)) for c in lay.columns]
+    out.append(" & ".join(["Method", *(["Metric"] if long else []), *sub, "Source"]) + " \\\\")
+    out.append("\\midrule")
+    for block in (runs, paper):
+        if not block:
+            continue
+        if block is paper and runs:
+            out.append("\\midrule")
+        for line in block:
+            method = latex_escape(line.method) + ("" if line.mark != "unverified" else "$^\\dagger$")
+            cells = [_latex_value(line.values[i]) if i in line.values else "--" for i in range(len(lay.columns))]
+            source = latex_escape(line.source + (f" ({line.mark})" if line.mark else ""))
+            out.append(" & ".join([method, *([latex_escape(line.what)] if long else []), *cells, source]) + " \\\\")
+    out += ["\\bottomrule", "\\end{tabular}"]
+    note = latex_escape(f"{lay.caption}. {_unit_note(lay)}")
+    if any(line.mark == "unverified" for line in paper):
+        note += " $^\\dagger$Published value not checked against the paper's text (transcribed from a secondary source)."
+    out += [f"\\caption{{{note}}}", "\\end{table}"]
+    if outside:
+        out.append(f"% {len(outside)} published rows outside this layout: rvt-bench render {lay.dataset} (markdown) lists them")
+    return "\n".join(out)
+
+
+def group_cell(group: str, value: Any, metric: str) -> str:
+    """The cell key of a breakdown value: group_cell("is_sentence", False, "gIoU") -> "is_sentence=false/gIoU"."""
+    return f"{group}={group_key(value)}/{metric}"

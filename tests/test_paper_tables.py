@@ -1,0 +1,106 @@
+"""rvt_bench.leaderboards.tables: a run (or several) in its benchmark's published layout, markdown or
+LaTeX (booktabs); the LaTeX is checked by a small parser of its structure, no LaTeX needed."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rvt_bench.leaderboards.paper import paper_rows
+from rvt_bench.leaderboards.tables import cell_keys, paper_table
+
+
+def revos_run(model="mine", **extra):
+    metrics = {"J&F": 0.5, "J": 0.45, "F": 0.55, "A": 0.9, "R": 0.3, "referring/J&F": 0.6, "referring/J": 0.55,
+               "referring/F": 0.65, "reasoning/J&F": 0.4, "reasoning/J": 0.35, "reasoning/F": 0.45}
+    return {"dataset": "revos", "split": "valid", "model": model, "run_name": "r1", "headline": ["J&F", "J", "F"],
+            "metrics": metrics, "ci": {"J&F": {"low": 0.45, "high": 0.55}, "reasoning/J": {"low": 0.3, "high": 0.4}}, **extra}
+
+
+def reasonseg_run(split, giou, ciou, short=None, long=None):
+    breakdown = {"is_sentence": {}}
+    if short is not None:
+        breakdown["is_sentence"] = {"false": {"gIoU": short, "cIoU": short, "n": 1}, "true": {"gIoU": long, "cIoU": long, "n": 1}}
+    return {"dataset": "reasonseg", "split": split, "model": "lisa", "run_name": f"run-{split}", "headline": ["gIoU", "cIoU"],
+            "metrics": {"gIoU": giou, "cIoU": ciou}, "breakdown": breakdown}
+
+
+def parse_booktabs(tex: str) -> dict:
+    """The tabular of `tex`: column spec, rule lines and cell rows; asserts the booktabs structure
+    (\\toprule, header, \\midrule, body, \\bottomrule, in this order) and that every row has as many
+    cells as the column spec, \\multicolumn spans and \\cmidrule ranges included."""
+    body = tex[tex.index("\\begin{tabular}"):tex.index("\\end{tabular}")]
+    spec = re.match(r"\\begin\{tabular\}\{([lcr]+)\}", body).group(1)
+    lines = [line.strip() for line in body.splitlines()[1:] if line.strip()]
+    assert lines[0] == "\\toprule" and lines[-1] == "\\bottomrule"
+    rows, rules = [], []
+    for line in lines[1:-1]:
+        if line.startswith("\\cmidrule"):
+            for a, b in re.findall(r"\\cmidrule\(lr\)\{(\d+)-(\d+)\}", line):
+                assert 1 <= int(a) <= int(b) <= len(spec)
+            continue
+        if line == "\\midrule":
+            rules.append(len(rows))
+            continue
+        assert line.endswith("\\\\"), line
+        cells = re.split(r"(?<!\\)&", line[:-2])
+        width = sum(int(m.group(1)) if (m := re.match(r"\s*\\multicolumn\{(\d+)\}", c)) else 1 for c in cells)
+        assert width == len(spec), (line, width, spec)
+        rows.append([c.strip() for c in cells])
+    assert rules and rules[0] >= 1  # the header ends with \midrule
+    return {"spec": spec, "rows": rows, "header_rows": rules[0]}
+
+
+def test_revos_is_in_visas_layout_with_intervals():
+    text = paper_table(revos_run())
+    head, _, row = [line for line in text.splitlines() if line.startswith("|")][:3]
+    assert head.split(" | ")[1:11] == ["Referring J", "Referring F", "Referring J&F", "Reasoning J", "Reasoning F",
+                                       "Reasoning J&F", "Overall J", "Overall F", "Overall J&F", "R"]
+    assert row.split(" | ")[1:11] == ["55.0", "65.0", "60.0", "35.0 [30.0, 40.0]", "45.0", "40.0", "45.0", "55.0",
+                                      "50.0 [45.0, 55.0]", "30.0"]
+
+
+def test_revos_latex_is_a_booktabs_table_with_published_rows():
+    tex = paper_table(revos_run(), "latex", paper_rows("revos"))
+    table = parse_booktabs(tex)
+    assert table["spec"] == "l" + "c" * 10 + "l" and table["header_rows"] == 2
+    mine = next(r for r in table["rows"] if r[0] == "mine")
+    assert mine[9] == "50.0\\,{\\scriptsize[45.0, 55.0]}" and mine[11] == "run r1"
+    visa = next(r for r in table["rows"] if r[0] == "VISA(IT)-13B$^\\dagger$")
+    assert visa[1:10] == ["55.6", "59.1", "57.4", "42.0", "46.7", "44.3", "48.8", "52.9", "50.9"]  # as cited by ReVSeg
+    assert "\\caption{" in tex and "$^\\dagger$Published value not checked" in tex
+
+
+def test_a_variant_tagged_metric_fills_its_column():
+    run = revos_run()
+    run["metrics"]["R[binarized]"] = run["metrics"].pop("R")
+    row = [line for line in paper_table(run).splitlines() if line.startswith("| mine")][0]
+    assert row.split(" | ")[10] == "30.0" and "R[binarized]" in cell_keys("revos", run)
+
+
+def test_reasonseg_val_and_test_runs_of_one_model_share_lisas_row():
+    runs = [reasonseg_run("val", 0.5, 0.6), reasonseg_run("test", 0.4, 0.45, short=0.3, long=0.5)]
+    row = [line for line in paper_table(runs).splitlines() if line.startswith("| lisa")]
+    assert len(row) == 1 and row[0].split(" | ")[1:9] == ["50.0", "60.0", "30.0", "30.0", "50.0", "50.0", "40.0", "45.0"]
+    parse_booktabs(paper_table(runs, "latex"))
+
+
+def test_rvtbench_is_per_task_and_level():
+    run = {"dataset": "rvtbench", "split": "test", "model": "dtr1", "run_name": "x", "headline": ["segmentation/J&F"],
+           "metrics": {"segmentation/J": 0.6, "grounding/m_vIoU": 0.3},
+           "breakdown": {"segmentation/level": {"1": {"J": 0.7, "n": 2}, "4": {"J": 0.5, "n": 1}},
+                         "grounding/level": {"2": {"m_vIoU": 0.25, "n": 3}}}}
+    lines = [line for line in paper_table(run, published=paper_rows("rvtbench")).splitlines() if line.startswith("| ")]
+    assert lines[0].split(" | ")[1:7] == ["metric", "Level 1", "Level 2", "Level 3", "Level 4", "All"]
+    assert "| dtr1 | segmentation J | 70.0 | – | – | 50.0 | 60.0 | run x |" in lines
+    assert "| dtr1 | grounding m_vIoU | – | 25.0 | – | – | 30.0 | run x |" in lines
+    # DT-R1's "Video segmentation Level 1 J" row (0.837... as a fraction) lands on its task and level
+    assert any(line.startswith("| DT-R1 (paper, unverified) | segmentation J |") for line in lines)
+    parse_booktabs(paper_table(run, "latex", paper_rows("rvtbench")))
+
+
+def test_another_format_or_mixed_benchmarks_are_refused():
+    with pytest.raises(ValueError, match="format"):
+        paper_table(revos_run(), "html")
+    with pytest.raises(ValueError, match="one table per benchmark"):
+        paper_table([revos_run(), reasonseg_run("val", 0.1, 0.1)])

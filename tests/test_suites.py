@@ -1,0 +1,130 @@
+"""Several runs at once: `+suite=NAME` (rvt_bench.harness.suite), the table every multirun ends with
+(rvt_bench.harness.sweep_table) and `rvt-bench compare` over run.limit runs and several runs. The
+command line is run as a user runs it, on fixtures in the benchmarks' own formats."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from rvt_bench.harness.suite import Outcome, run_suite, suite_table
+from tests import hub_fixtures as fx
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """ReasonSeg (val, test), ReVOS (valid) and LLM-Seg40K (validation) in their release layouts, with
+    prediction PNGs in one folder per benchmark (preds_<dataset name>)."""
+    base = tmp_path_factory.mktemp("suite")
+    root = fx.write_lisa_reasonseg(base / "data")
+    for split in ("val", "test"):
+        fx.reasonseg_predictions(root, split, base / "preds_reasonseg")
+    sys.path.insert(0, str(REPO / "tests" / "data" / "visa_parity"))
+    try:
+        from make_fixture_raw import write_fixture
+    finally:
+        sys.path.pop(0)
+    revos_root, pred = write_fixture(base / "revos")
+    pred.rename(base / "preds_revos")
+    from tests.test_datasets_llmseg40k import MASKS, write_llmseg40k
+
+    llm = write_llmseg40k(base / "llm")
+    (base / "preds_llmseg40k").mkdir()
+    for (image, k), mask in MASKS.items():
+        Image.fromarray(np.roll(mask, 1, 0).astype(np.uint8) * 255).save(base / "preds_llmseg40k" / f"{Path(image).stem}_{k}.png")
+    return {"base": base, "reasonseg": root, "revos": revos_root, "llmseg40k": llm}
+
+
+def cli(*args, cwd):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, str(REPO / "run_bench.py"), *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=600)
+
+
+def test_a_suite_runs_every_benchmark_and_prints_one_table_with_all_of_them(data):
+    base = data["base"]
+    out = cli("+model=precomputed", "+suite=reasoning_seg", f"model.root={base}/preds_${{dataset.name}}",
+              f"suite.datasets.reasonseg.root={data['reasonseg']}", f"suite.datasets.revos.root={data['revos']}",
+              f"suite.datasets.llmseg40k.root={data['llmseg40k']}", f"run.root={base / 'runs'}",
+              f"leaderboard.dir={base / 'boards'}", "run.bootstrap.B=50", "run.report=false", cwd=base)
+    assert out.returncode == 0, out.stderr[-3000:]
+    table = out.stdout[out.stdout.index("## suite reasoning_seg: 4 of 4 benchmarks ran"):]
+    rows = [line.split(" | ")[:3] for line in table.splitlines() if line.startswith("| ") and "run directory" not in line]
+    assert {(r[0][2:], r[1]) for r in rows[:9]} == {("reasonseg", "val"), ("reasonseg", "test"), ("revos", "valid"),
+                                                    ("llmseg40k", "validation")}
+    # then each benchmark in its paper's layout: ReasonSeg's val and test runs on one line
+    assert "**ReasonSeg, in LISA's Table 1 layout" in table and "**ReVOS (valid), in VISA's layout" in table
+    lisa_line = next(line for line in table.splitlines() if line.startswith("| precomputed |") and "run-" not in line)
+    assert lisa_line.count(" – ") == 0  # val, test short / long / overall all filled
+    assert sorted(p.name for p in (base / "boards").glob("*.csv")) == ["llmseg40k.csv", "reasonseg.csv", "revos.csv"]
+    # every cell of VISA's table has its interval, not only the headline (bench/harness/table_cis.py)
+    import json
+
+    revos = json.loads(next((base / "runs" / "revos" / "precomputed").glob("*/metrics.json")).read_text())
+    for key in ("referring/J", "reasoning/F", "R"):
+        ci = revos["ci"][key]
+        assert ci["low"] <= revos["metrics"][key] <= ci["high"] and ci["B"] == 50, key
+
+
+def test_a_failed_benchmark_is_a_line_of_the_table_and_the_others_run():
+    class Done:
+        def __init__(self, name):
+            self.metrics = {"headline": ["gIoU"], "metrics": {"gIoU": 0.5}, "ci": {}, "n": 3, "failures": 0}
+            self.run_dir = f"/runs/{name}"
+
+    def compose(overrides):
+        name = next(o.split("=", 1)[1] for o in overrides if o.startswith("+dataset="))
+        if name == "revos":
+            raise FileNotFoundError("no ReVOS here")
+        from omegaconf import OmegaConf
+
+        return OmegaConf.create({"dataset": {"name": name}})
+
+    from omegaconf import OmegaConf
+
+    suite = OmegaConf.create({"name": "s", "benchmarks": [{"dataset": "reasonseg", "split": "val"},
+                                                         {"dataset": "revos", "split": "valid"},
+                                                         {"dataset": "llmseg40k", "split": "validation"}],
+                              "datasets": {"revos": {"root": "/data/ReVOS", "protocol": {"variant": "binarized"}}}})
+    outcomes = run_suite(suite, ["+model=m", "+suite=s", "dataset.root=/x"], compose, lambda cfg: Done(cfg.dataset.name))
+    assert [o.error for o in outcomes] == ["", "FileNotFoundError: no ReVOS here (a bug: traceback in the log)", ""]
+    assert outcomes[1].overrides == ["+model=m", "+dataset=revos", "dataset.split=valid", "dataset.root=/data/ReVOS",
+                                     "dataset.protocol.variant=binarized"]
+    table = suite_table("s", outcomes)
+    assert "2 of 3 benchmarks ran" in table and "| revos | valid | FAILED |" in table
+
+
+def test_a_multirun_ends_with_one_table_of_its_points_and_a_failed_point_stops_nothing(data):
+    base = data["base"]
+    out = cli("-m", "+dataset=reasonseg", "+model=precomputed", f"model.root={base}/preds_reasonseg",
+              f"dataset.root={data['reasonseg']}", "dataset.split=val,nope", "run.limit=1,2", f"run.root={base / 'sweep'}",
+              "run.bootstrap.B=50", "run.report=false", cwd=base)
+    assert out.returncode == 2 and "error: 2 runs of the sweep failed" in out.stderr, out.stderr[-3000:]
+    table = out.stdout[out.stdout.index("## sweep: 4 points"):]
+    lines = [line for line in table.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| dataset.split | run.limit | benchmark | gIoU | cIoU | n |")
+    assert [line.split(" | ")[:2] for line in lines[1:]] == [["| val", "1"], ["| val", "2"], ["| nope", "1"], ["| nope", "2"]]
+    assert "no split 'nope'" in lines[3]
+    assert list((base / "sweep" / ".hydra" / "multirun").rglob("points.md"))
+
+
+def test_compare_takes_run_limit_runs_as_partial_and_several_runs_against_the_first(data):
+    from rvt_bench.harness.compare import compare_many, format_many
+
+    run_dir = next((data["base"] / "sweep" / "reasonseg" / "precomputed").iterdir())
+    if not (run_dir / "metrics.limit2.json").exists():
+        pytest.skip("needs the multirun test's runs")
+    # a directory without a full run stands for its largest run.limit run (here run.limit=2)
+    results = compare_many([run_dir, run_dir / "metrics.limit1.json", run_dir / "metrics.limit2.json"], b=50)
+    assert [r["partial"] for r in results] == ["A: run.limit=2 (the first 2 samples); B: run.limit=1 (the first 1 samples)",
+                                               "A: run.limit=2 (the first 2 samples); B: run.limit=2 (the first 2 samples)"]
+    assert [r["n_shared"] for r in results] == [1, 2]
+    text = format_many(results)
+    assert "PARTIAL" in text and "| gIoU | run 2 |" in text
