@@ -72,6 +72,8 @@ class RunConfig:
     max_attempts:  records per sample at most: a failure that keeps recurring stays a failure.
     bootstrap:     BootstrapConfig.
     report:        write report.html at the end of every full run (bench/harness/report); a failure is one warning.
+    verbose:       the terminal summary prints every metric and breakdown value (default: the headline
+                   table, the model's funnel, failures and warnings; the rest is in report.html).
     """
 
     root: str = "runs"
@@ -89,6 +91,7 @@ class RunConfig:
     max_attempts: int = 3
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     report: bool = True
+    verbose: bool = False
 
 
 @dataclass
