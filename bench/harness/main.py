@@ -4,7 +4,8 @@
     rvt-bench                                   # DT-R1 (embedded tiny policy) on the bundled demo
     rvt-bench +dataset=revos +model=dtr1 dataset.root=DIR dataset.split=valid
     rvt-bench -m model.max_rounds=2,4           # a Hydra sweep: one run directory and row per point
-    rvt-bench --list                            # benchmarks, models, policies, perception, judges
+    rvt-bench --list                            # benchmarks, models, policies, perception, judges, loggers
+    rvt-bench --help                            # what to run, the groups, the flags, the docs
     rvt-bench compare RUN_A RUN_B               # paired deltas of two runs (and report, render, ...)
 """
 from __future__ import annotations
@@ -37,14 +38,42 @@ COMMANDS = {
 log = logging.getLogger("run_bench")
 
 
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(flags with their values, overrides) of a Hydra command line in any order. Hydra's parser
+    takes its overrides as one run of positional arguments, so `key=value -m` followed by more
+    overrides fails with "unrecognized arguments"; flags first, then every override, parses.
+    Which flags take a value comes from Hydra's own parser (`--cfg job`, `--info [topic]`)."""
+    from hydra._internal.utils import get_args_parser
+
+    nargs = {opt: action.nargs for action in get_args_parser()._actions for opt in action.option_strings}
+    flags: list[str] = []
+    overrides: list[str] = []
+    k = 0
+    while k < len(argv):
+        arg = argv[k]
+        if arg.startswith("-"):
+            flags.append(arg)
+            takes = nargs.get(arg.split("=", 1)[0], 0) if "=" not in arg else 0
+            nxt = argv[k + 1] if k + 1 < len(argv) else None
+            if nxt is not None and (takes is None or (takes == "?" and "=" not in nxt and not nxt.startswith("-"))):
+                flags.append(nxt)
+                k += 1
+        else:
+            overrides.append(arg)
+        k += 1
+    return flags, overrides
+
+
 def with_default_groups(argv: list[str]) -> list[str]:
-    """Add `+dataset=demo` / `+model=dtr1` when the command line selects no dataset / model.
+    """The command line in the order Hydra parses (flags, then overrides), with `+dataset=demo` /
+    `+model=dtr1` added when it selects no dataset / model.
 
     Hydra refuses `+group=` for a group already in the defaults list, so the demo defaults cannot
     live there if `+dataset=revos` is to work (docs/architecture.md "Conventions")."""
-    chosen = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a and not a.startswith("-")}
-    chosen |= swept_groups(argv)
-    return argv + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
+    flags, overrides = split_argv(argv)
+    chosen = {a.split("=", 1)[0].lstrip("+~") for a in overrides if "=" in a}
+    chosen |= swept_groups(overrides)
+    return flags + overrides + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
 
 
 def swept_groups(argv: list[str]) -> set[str]:
@@ -67,13 +96,15 @@ def main(cfg: DictConfig) -> float | None:
         cfg._overrides = list(HydraConfig.get().overrides.task)
     # A known problem (missing data, a run dir of another config...): one line saying what to fix.
     result = exit_on_known_errors(lambda: run(cfg))
-    print(format_summary(result))
+    print(format_summary(result, verbose=bool(cfg.run.verbose)))
     if result.leaderboard is not None:
         print(f"leaderboard: {result.leaderboard}")
     if result.not_published is not None:
         print(f"leaderboard: {result.not_published}", file=sys.stderr)
     if result.report is not None:
         print(f"report: {result.report}")
+    if result.logged is not None:
+        print(f"logged: {result.logged}")
     print(f"run directory: {result.run_dir}")
     # The protocol's headline metric, for Hydra sweepers (optuna & co.); None while shards run.
     value = (result.metrics or {}).get("metrics", {}).get(result.headline) if result.headline else None
@@ -107,10 +138,15 @@ def console(argv: list[str] | None = None) -> None:
         sys.argv = [f"rvt-bench {argv[0]}", *argv[1:]]
         code = importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
         sys.exit(code if isinstance(code, int) else 0)
-    if "--list" in argv:  # benchmarks, models, policies, perception, judges: one line each
-        from rvt_bench.harness.catalog import main as list_components
+    if "--list" in argv:  # benchmarks, models, policies, perception, judges, loggers: with descriptions
+        from rvt_bench.harness.catalog import catalog
 
-        list_components()
+        print(catalog())
+        sys.exit(0)
+    if "--help" in argv or "-h" in argv:  # this tool's help; Hydra's own stays at --hydra-help
+        from rvt_bench.harness.catalog import help_text
+
+        print(help_text())
         sys.exit(0)
     argv = with_default_groups(argv)
     sys.argv = [sys.argv[0]] + argv

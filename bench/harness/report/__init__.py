@@ -126,7 +126,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     per_task: dict[str, list[float]] = {}
     for k, s in enumerate(samples):
         pred, score = preds.get(s.id), scores.get(s.id)
-        name = f"{k:05d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', s.id)}.png"
+        name = image_name(k, s.id)
         picture = render_sample(s, pred, score, max_frames)
         images.mkdir(exist_ok=True)  # only once a picture exists: a report that cannot render leaves no folder
         cv2.imwrite(str(images / name), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
@@ -164,6 +164,11 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     out = run_dir / "report.html"
     out.write_text(html, encoding="utf-8")
     return out
+
+
+def image_name(index: int, sample_id: str) -> str:
+    """The overlay's file name in report_images/ of the sample at `index` (dataset order)."""
+    return f"{index:05d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', sample_id)}.png"
 
 
 def _text(value: Any) -> str:
