@@ -15,11 +15,11 @@ from pathlib import Path
 from rvt_bench.core.paths import CONF_DIR
 
 CONF = CONF_DIR
-# (group, how a command line selects it, title); training-only groups (train/, accelerate/) are not listed
+# (group, how a command line selects it, title); training groups (train/, accelerate/, sweep/ whose
+# presets include training ablations) are not listed
 GROUPS = (("dataset", "+dataset=", "benchmarks"), ("model", "+model=", "models"), ("policy", "policy=", "policies"),
           ("perception", "perception=", "perception backends"), ("judge", "judge=", "judges"),
-          ("logger", "logger=", "experiment loggers"), ("hydra/launcher", "hydra/launcher=", "launchers (with -m)"),
-          ("sweep", "+sweep=", "sweep presets (with -m)"))
+          ("logger", "logger=", "experiment loggers"), ("hydra/launcher", "hydra/launcher=", "launchers (with -m)"))
 CHOICE_WIDTH = 28
 _SENTENCE_END = re.compile(r"\.(?=\s+[A-Z(`]|\s*$)")
 
