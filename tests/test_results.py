@@ -41,13 +41,23 @@ def test_missing_values_are_null_with_a_reason(runs):
     assert body["unavailable"]["rvt/vqa/judge"] == "judge: not configured"
 
 
-def test_summary_ends_with_the_markdown_results_table(runs):
+def test_summary_ends_with_the_markdown_results_table_and_a_pointer(runs):
     _, a, _ = runs
     lines = format_summary(a).splitlines()
-    table = lines[lines.index("| benchmark | metric | value | 95% CI | unit | n |"):]
+    table = lines[lines.index("| benchmark | metric | value | 95% CI | unit | n |"):-1]  # the last line says where the rest is
     assert len(table) == 2 + len(a.metrics["headline"])
     gIoU = a.metrics["metrics"]["image/gIoU"]
     assert f"| demo (demo) | image/gIoU | {100 * gIoU:.1f} | [" in table[2]
+
+
+def test_summary_fits_a_screen_and_says_where_the_rest_is(runs):
+    _, a, _ = runs
+    short, full = format_summary(a).splitlines(), format_summary(a, verbose=True).splitlines()
+    assert len(short) <= 40 and short[-1].startswith("more: ") and "report.html" in short[-1]
+    assert not any(line.startswith("  image/level=") for line in short)
+    assert any(line.startswith("  image/level=1 (n=") for line in full) and len(full) > len(short)
+    at = next(k for k, line in enumerate(short) if line.startswith("  funnel (free decoding): "))
+    assert "plan emitted 11 > " in short[at] and "result correct" in short[at + 1]  # two lines at most
 
 
 def test_samples_log_joins_query_target_response_and_scores(runs):

@@ -64,8 +64,8 @@ def model_lines(metrics: dict[str, Any]) -> list[str]:
         return []
     lines = []
     if report.stages:
-        how = f", decoding {report.decoding}" if report.decoding else ""
-        lines += _wrapped(f"  funnel ({report.model}, n={report.n}{how}): ", funnel_text(report).split(" > "), " > ")
+        how = f" ({report.decoding} decoding)" if report.decoding else ""
+        lines += _wrapped(f"  funnel{how}: ", funnel_text(report).split(" > "), " > ")
     measures = [f"{m.label} {measure_text(m)}" for m in report.measures if m.unit != "s"]
     if measures:
         lines += _wrapped("  measures: ", measures, ", ")
