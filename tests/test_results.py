@@ -91,6 +91,18 @@ def test_compare_reports_deltas_p_values_and_wins(runs):
     assert "| image/gIoU |" in format_comparison(result)
 
 
+def test_compare_page_has_a_paired_plot_per_mean_metric(runs, tmp_path):
+    from rvt_bench.harness.report.comparison import write_comparison
+
+    _, a, b = runs
+    result = compare(a.run_dir, b.run_dir, b=100, per_sample=True)
+    giou = result["per_sample"]["image/gIoU"]
+    assert len(giou["a"]) == len(giou["b"]) == 11  # every shared image sample, on both sides
+    page = write_comparison(result, tmp_path / "cmp.html").read_text()
+    assert page.count("<svg") == len(result["per_sample"]) >= 4 and "image/gIoU: B better on" in page
+    assert "None" not in page and " pp" in page
+
+
 def test_a_run_compared_with_itself_has_no_difference(runs):
     _, a, _ = runs
     for row in compare(a.run_dir, a.run_dir, b=100)["metrics"]:

@@ -2,13 +2,14 @@
 bootstrap interval, a paired permutation p-value over the samples both runs scored, and the
 per-sample wins / losses / ties.
 
-    python -m rvt_bench.harness.compare RUN_A RUN_B [--B 1000] [--seed 0]
+    python -m rvt_bench.harness.compare RUN_A RUN_B [--B 1000] [--seed 0] [--html OUT.html]
 
 Both runs must be of the same dataset and split (the protocol is built from RUN_A's config.yaml).
 Fractions are printed in percent, their delta in percentage points (pp); CIDEr in its own score
 scale. Corpus-level caption metrics (BLEU-n, CIDEr) are recomputed on every bootstrap draw and
 every permutation (rvt_bench.harness.estimators.CorpusEstimator); they are compared only when both runs have
-the same references.
+the same references. --html writes the table and, per metric that is a mean of per-sample values,
+a paired plot (each shared sample: A's value against B's) as one self-contained page.
 """
 from __future__ import annotations
 
@@ -35,9 +36,11 @@ def _load(run_dir: Path) -> tuple[dict, list[dict]]:
 
 
 def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
-            seed: int = bootstrap.DEFAULT_SEED) -> dict[str, Any]:
+            seed: int = bootstrap.DEFAULT_SEED, per_sample: bool = False) -> dict[str, Any]:
     """{"a", "b": run dirs, "n_shared", "only_a", "only_b": sample counts, "metrics": [PairedResult
-    as dict or {"key", "reason"}]}. Raises RunStoreError when the runs are of different datasets."""
+    as dict or {"key", "reason"}]}; per_sample: also "per_sample": {key: {"a": {sample id: value},
+    "b": {...}}} for the metrics that are means of per-sample values (what the paired plot draws).
+    Raises RunStoreError when the runs are of different datasets."""
     run_a, run_b = Path(run_a), Path(run_b)
     (ma, ra), (mb, rb) = _load(run_a), _load(run_b)
     if (ma.get("dataset"), ma.get("split")) != (mb.get("dataset"), mb.get("split")):
@@ -48,17 +51,23 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
     shared = ids_a & ids_b
     ra, rb = [r for r in ra if r["sample_id"] in shared], [r for r in rb if r["sample_id"] in shared]
     rows: list[dict[str, Any]] = []
+    values: dict[str, dict[str, dict[str, float]]] = {}
     for key in protocol.headline:
         ea, eb = estimator(protocol, key, ra), estimator(protocol, key, rb)
         if isinstance(ea, str) or isinstance(eb, str):
             rows.append({"key": key, "reason": ea if isinstance(ea, str) else eb})
             continue
+        if per_sample and hasattr(ea, "per_sample") and hasattr(eb, "per_sample"):
+            values[key] = {"a": ea.per_sample(), "b": eb.per_sample()}
         try:
             rows.append(bootstrap.paired(ea, eb, b, seed).__dict__)
         except ValueError as exc:  # e.g. a corpus metric over different references
             rows.append({"key": key, "reason": str(exc)})
-    return {"a": str(run_a), "b": str(run_b), "n_shared": len(shared), "only_a": len(ids_a - shared),
-            "only_b": len(ids_b - shared), "metrics": rows}
+    out = {"a": str(run_a), "b": str(run_b), "n_shared": len(shared), "only_a": len(ids_a - shared),
+           "only_b": len(ids_b - shared), "metrics": rows}
+    if per_sample:
+        out["per_sample"] = values
+    return out
 
 
 def _show(key: str, value: float, signed: bool = False) -> str:
@@ -95,8 +104,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--B", type=int, default=bootstrap.DEFAULT_B, help="bootstrap replicates and permutations")
     ap.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED)
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--html", default=None, metavar="OUT",
+                    help="also write a page (one file) with the table and a paired plot per metric to OUT")
     args = ap.parse_args(argv)
-    result = exit_on_known_errors(lambda: compare(args.run_a, args.run_b, args.B, args.seed))
+    result = exit_on_known_errors(lambda: compare(args.run_a, args.run_b, args.B, args.seed, per_sample=bool(args.html)))
+    if args.html:
+        from rvt_bench.harness.report.comparison import write_comparison
+
+        print(f"comparison page: {write_comparison(result, args.html)}")
     print(json.dumps(result, indent=2) if args.json else format_comparison(result))
 
 
