@@ -4,13 +4,15 @@ this rebuilds it:
 
     python -m rvt_bench.harness.report RUN_DIR [--frames 4] [--dataset-root DIR]
 
-The page (template.html.j2, Jinja2 with autoescaping) holds the results table with 95% CIs, the
-run summary, any analytics blocks of metrics.json (funnel, analytics, baseline_empty, warnings), and
-every sample: query, frames with GT and prediction overlaid (rvt_bench.harness.visualize), answer, reference
+The page (template.html.j2, Jinja2 with autoescaping) starts with figures: the headline table (value,
+95% CI, empty-prediction baseline, unit, n), the model's funnel chart and measures (its
+AdapterReport), a breakdown chart with CI whiskers and baselines (breakdowns.py) and a per-sample
+score histogram (charts.py: matplotlib, inline SVG); the samples follow within one screen height:
+query, frames with GT and prediction overlaid (rvt_bench.harness.visualize), answer, reference
 answers, error, and the full trace with the digital twin (<dt_rep>) collapsed. Client-side filters
 by task, level, category and failure kind and a sort by score; the filter state lives in the URL
-hash (e.g. report.html#task=grounding&sort=asc), so a filtered view can be linked. Opens from disk:
-no server, no network.
+hash (e.g. report.html#task=grounding&sort=asc), so a filtered view can be linked. One file with its
+images beside it: no server, no network. Every number carries its unit; nothing is a raw value.
 """
 from __future__ import annotations
 
