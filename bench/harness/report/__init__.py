@@ -160,7 +160,10 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     html = env.get_template(TEMPLATE).render(
         m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=headline_rows(m, 1), report=report,
         figures={k: markupsafe.Markup(v) for k, v in figures.items() if v}, measures=measures,
-        details=_details_tables(report.details) if report is not None else [], header_lines=[],
+        details=_details_tables(report.details) if report is not None else [],
+        # one line each under the title (the run's sandbox mode...), and paper-layout results tables
+        # ({"title", "html"}) in the results card: slots for what other parts of the harness report
+        header_lines=[], tables=[],
         summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options)
     out = run_dir / "report.html"
