@@ -139,12 +139,14 @@ def paired_chart(key: str, a: dict[str, float], b: dict[str, float], name_a: str
     ax.plot([0, top], [0, top], color="#adb5bd", lw=1)
     wins = sum(y > x for x, y in zip(xs, ys))
     losses = sum(y < x for x, y in zip(xs, ys))
-    ax.scatter(xs, ys, s=18, color=BAR_COLOR, alpha=0.7)
+    # samples at 0 or 100 sit on the axes: drawn unclipped, translucent where they pile up
+    ax.scatter(xs, ys, s=30, color=BAR_COLOR, alpha=0.6, edgecolors="white", linewidths=0.5, clip_on=False, zorder=3)
     unit = " (%)" if percent else ""
     ax.set_xlabel(f"{name_a}{unit}", fontsize=9)
     ax.set_ylabel(f"{name_b}{unit}", fontsize=9)
-    ax.set_xlim(0, top)
-    ax.set_ylim(0, top)
+    pad = 0.03 * top
+    ax.set_xlim(-pad, top + pad)
+    ax.set_ylim(-pad, top + pad)
     ax.set_title(f"{key}: B better on {wins}, worse on {losses}, tied on {len(shared) - wins - losses} "
                  f"of {len(shared)}", fontsize=9)
     _style(ax)
