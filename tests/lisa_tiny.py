@@ -160,8 +160,10 @@ def build_checkpoint(directory: str | Path, seed: int = 0, added: list[str] | No
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m tests.lisa_tiny DIR")
-    print(f"tiny LISA checkpoint: {build_checkpoint(sys.argv[1])}")
+    ap = argparse.ArgumentParser(prog="python -m tests.lisa_tiny",
+                                 description="Write a tiny random-weight checkpoint in LISA's on-disk format "
+                                             "(+model=lisa model.checkpoint=DIR runs on a CPU).")
+    ap.add_argument("dir", help="the checkpoint's directory (created)")
+    print(f"tiny LISA checkpoint: {build_checkpoint(ap.parse_args().dir)}")

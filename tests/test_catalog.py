@@ -15,6 +15,27 @@ def test_list_names_every_evaluation_choice_and_no_training_group():
             assert f"  {selector}{path.stem} " in out
     assert "dtr1_grpo" not in out and "zero2" not in out and "reward_ablation" not in out
     assert "+dataset=revos             ReVOS (VISA, ECCV 2024)" in out
+    assert "  logger=wandb " in out and "  logger=tensorboard " in out
+
+
+def test_descriptions_are_whole_sentences():
+    from rvt_bench.harness.catalog import catalog, description
+
+    text = description(REPO / "conf/model/jit.yaml")
+    assert text.startswith("JiT, zero-shot") and text.endswith("(spatial / temporal).")
+    flat = " ".join(catalog(width=100).split())
+    for path in (REPO / "conf").glob("*/*.yaml"):
+        if path.parent.name in ("dataset", "model", "policy", "perception", "judge", "logger"):
+            assert " ".join(description(path).split()) in flat, path  # whole, never cut
+
+
+def test_help_is_this_tools_own():
+    out = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=REPO, check=True).stdout
+    assert out.startswith("rvt-bench: evaluate a model")
+    for expected in ("--list", "+dataset={demo,", "logger={none,tensorboard,wandb}", "--cfg job", "docs/running.md"):
+        assert expected in out
+    assert "_schema" not in out  # Hydra's listing of the structured configs' internal names
 
 
 def test_listing_imports_no_heavy_dependency():

@@ -27,3 +27,10 @@ def test_render_shows_the_board(tmp_path):
     assert render(tmp_path, "demo") == ""
     upsert(tmp_path, "demo", row("0001", "b", 0.5))
     assert "0001" in render(tmp_path, "demo")
+
+
+def test_where_results_are_logged_is_not_what_ran():
+    from rvt_bench.harness.publish import semantic_overrides
+
+    assert semantic_overrides(["logger=wandb", "logger.project=p", "model.max_rounds=2", "run.root=/x"]) == \
+        ["model.max_rounds=2"]  # the leaderboard row's overrides tell sweep points apart, not their trackers

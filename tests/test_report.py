@@ -1,5 +1,7 @@
 """report.html of a demo run, rendered by headless Chromium (Debian's `chromium`; .ci/run installs it):
-it renders, every image loads, the URL-hash filters and the sort work."""
+charts on the first screen, samples within one screen height, every image loads, the URL-hash
+filters and the sort work, no raw Python values; a screenshot is written for review."""
+import html as htmllib
 import re
 import shutil
 import subprocess
@@ -10,6 +12,7 @@ from rvt_bench.harness.report import _trace_parts, build_report
 from tests.demo_runs import demo_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREEN = (1366, 900)  # a laptop's browser window, px
 
 
 @pytest.fixture(scope="module")
@@ -18,17 +21,28 @@ def report(tmp_path_factory):
     return build_report(demo_run(tmp, 3, 0, "r").run_dir)
 
 
-def dom(path, fragment=""):
+def chromium(*args):
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does)")
-    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                          "--dump-dom", f"file://{path}{fragment}"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                          f"--window-size={SCREEN[0]},{SCREEN[1]}", "--virtual-time-budget=5000", *args],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
 
+def dom(path, fragment=""):
+    return chromium("--dump-dom", f"file://{path}{fragment}")
+
+
 def visible_sections(html):
     return [m for m in re.findall(r'<section class="sample[^"]*"[^>]*>', html) if "display: none" not in m]
+
+
+def visible_text(html):
+    """The page's text a reader sees without opening anything: no scripts, no collapsed <details>."""
+    html = re.sub(r"<script.*?</script>|<style.*?</style>|<details.*?</details>", " ", html, flags=re.S)
+    return htmllib.unescape(re.sub(r"<[^>]+>", " ", html))
 
 
 def test_report_renders_with_every_image_loaded(report):
@@ -36,6 +50,27 @@ def test_report_renders_with_every_image_loaded(report):
     assert "<h1>demo (demo) / precomputed" in html
     assert 'data-images-ok="31/31"' in html  # naturalWidth > 0 for all 31 overlays
     assert len(visible_sections(html)) == 31
+
+
+def test_charts_come_first_and_the_samples_within_one_screen(report, tmp_path):
+    html = dom(report)
+    for chart in ("chart-funnel", "chart-breakdown", "chart-scores"):
+        block = re.search(rf'<section class="card chart" id="{chart}">(.*?)</section>', html, re.S)  # noqa: B023
+        assert block is not None, chart
+        svg = block.group(1)
+        assert "<svg" in svg and len(re.findall(r"<path ", svg)) > 5, chart  # drawn, not an empty frame
+    top = int(re.search(r'data-samples-top="(\d+)"', html).group(1))
+    assert 0 < top < SCREEN[1]
+    shot = tmp_path / "report.png"
+    chromium(f"--screenshot={shot}", f"file://{report}")
+    assert shot.stat().st_size > 20_000  # for review: the first screen as a reader sees it
+
+
+def test_no_raw_python_values_and_every_number_with_its_unit(report):
+    text = visible_text(dom(report))
+    assert not re.search(r"\bNone\b|\bnan\b|\bTrue\b|\bFalse\b|\[\s*'|\{\s*'", text)
+    assert not re.search(r"\d\.\d{5,}", text)  # no 0.9854999999999999 beside percents
+    assert "empty pred." in text and re.search(r"score:\s+\d+\.\d %", text)
 
 
 def test_task_filter_from_the_url_hash(report):

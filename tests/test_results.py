@@ -41,13 +41,23 @@ def test_missing_values_are_null_with_a_reason(runs):
     assert body["unavailable"]["rvt/vqa/judge"] == "judge: not configured"
 
 
-def test_summary_ends_with_the_markdown_results_table(runs):
+def test_summary_ends_with_the_markdown_results_table_and_a_pointer(runs):
     _, a, _ = runs
     lines = format_summary(a).splitlines()
-    table = lines[lines.index("| benchmark | metric | value | 95% CI | unit | n |"):]
+    table = lines[lines.index("| benchmark | metric | value | 95% CI | unit | n |"):-1]  # the last line says where the rest is
     assert len(table) == 2 + len(a.metrics["headline"])
     gIoU = a.metrics["metrics"]["image/gIoU"]
     assert f"| demo (demo) | image/gIoU | {100 * gIoU:.1f} | [" in table[2]
+
+
+def test_summary_fits_a_screen_and_says_where_the_rest_is(runs):
+    _, a, _ = runs
+    short, full = format_summary(a).splitlines(), format_summary(a, verbose=True).splitlines()
+    assert len(short) <= 40 and short[-1].startswith("more: ") and "report.html" in short[-1]
+    assert not any(line.startswith("  image/level=") for line in short)
+    assert any(line.startswith("  image/level=1 (n=") for line in full) and len(full) > len(short)
+    at = next(k for k, line in enumerate(short) if line.startswith("  funnel (free decoding): "))
+    assert "plan emitted 11 > " in short[at] and "result correct" in short[at + 1]  # two lines at most
 
 
 def test_samples_log_joins_query_target_response_and_scores(runs):
@@ -79,6 +89,18 @@ def test_compare_reports_deltas_p_values_and_wins(runs):
     assert row["delta"] == pytest.approx(b.metrics["metrics"]["image/gIoU"] - a.metrics["metrics"]["image/gIoU"])
     assert 0 < row["p_value"] <= 1 and row["wins"] + row["losses"] + row["ties"] == 11
     assert "| image/gIoU |" in format_comparison(result)
+
+
+def test_compare_page_has_a_paired_plot_per_mean_metric(runs, tmp_path):
+    from rvt_bench.harness.report.comparison import write_comparison
+
+    _, a, b = runs
+    result = compare(a.run_dir, b.run_dir, b=100, per_sample=True)
+    giou = result["per_sample"]["image/gIoU"]
+    assert len(giou["a"]) == len(giou["b"]) == 11  # every shared image sample, on both sides
+    page = write_comparison(result, tmp_path / "cmp.html").read_text()
+    assert page.count("<svg") == len(result["per_sample"]) >= 4 and "image/gIoU: B better on" in page
+    assert "None" not in page and " pp" in page
 
 
 def test_a_run_compared_with_itself_has_no_difference(runs):

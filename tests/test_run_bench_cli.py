@@ -110,3 +110,33 @@ def test_a_backend_that_cannot_run_stops_once_with_the_setting_to_fix(tmp_path):
     assert proc.returncode == 8, proc.stderr[-2000:]  # rvt_bench.harness.cli.EXIT_CODES["server_down"]
     assert "policy.base_url=http://127.0.0.1:9/v1 cannot be reached" in proc.stderr and "Traceback" not in proc.stderr
     assert not list((tmp_path / "runs").rglob("predictions.jsonl"))
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["policy.decoding=free", "-m"], ["-m", "policy.decoding=free", "+dataset=demo", "+model=dtr1"]),
+    (["+dataset=revos", "--cfg", "job", "--resolve"], ["--cfg", "job", "--resolve", "+dataset=revos", "+model=dtr1"]),
+    (["--info", "defaults", "run.limit=2", "+model=jit"], ["--info", "defaults", "run.limit=2", "+model=jit", "+dataset=demo"]),
+])
+def test_flags_and_overrides_in_any_order_parse_as_hydra_expects(argv, expect):
+    from rvt_bench.harness.main import with_default_groups
+
+    assert with_default_groups(argv) == expect
+
+
+def test_cfg_after_an_override_prints_the_resolved_config():
+    out = bench("+dataset=revos", "dataset.root=/data/ReVOS", "--cfg", "job", "--resolve").stdout
+    assert "name: revos" in out and "root: /data/ReVOS" in out and "${" not in out
+
+
+HELPERS = ["rvt_bench.harness.compare", "rvt_bench.harness.report", "rvt_bench.harness.visualize",
+           "rvt_bench.harness.attribute", "rvt_bench.harness.catalog", "rvt_bench.leaderboards.render",
+           "tests.tiny_models", "tests.lisa_tiny", "tests.tiny_vlm", "tests.data.visa_parity.make_fixture",
+           "tests.data.visa_parity.make_fixture_raw"]
+
+
+@pytest.mark.parametrize("module", HELPERS)
+def test_every_python_m_helper_answers_help_and_writes_nothing(module, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "usage:" in proc.stdout and list(tmp_path.iterdir()) == []

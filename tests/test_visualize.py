@@ -3,7 +3,7 @@ from PIL import Image
 
 from rvt_bench.core import masks
 from rvt_bench.core.types import Prediction, Sample, Target
-from rvt_bench.harness.visualize import GT_RGB, PANEL_HEIGHT, PRED_RGB, render_sample
+from rvt_bench.harness.visualize import GT_RGB, LINE_PX, PANEL_HEIGHT, PRED_RGB, choose_frames, render_sample
 
 
 def sample_with_frames(tmp_path, n=3, h=120, w=160):
@@ -76,7 +76,34 @@ def test_reference_answers_are_shown_in_the_header(tmp_path):
     bare = render_sample(sample, Prediction("v/0", text="a cat"), None)
     sample.target.answers = ["a dog", "the dog"]
     with_refs = render_sample(sample, Prediction("v/0", text="a cat"), None)
-    assert with_refs.shape[0] == bare.shape[0] + 2 * 18  # one header line per reference answer
+    assert with_refs.shape[0] == bare.shape[0] + 2 * LINE_PX  # one header line per reference answer
+
+
+def test_frames_shown_are_those_holding_the_answer_and_the_worst(tmp_path):
+    sample, gt = sample_with_frames(tmp_path, n=12)
+    sample.target.masks = [None] * 12
+    sample.target.masks[9] = masks.encode(gt)  # GT only in frame 9
+    pred = Prediction("v/0", masks=[None] * 12)
+    pred.masks[1] = pred.masks[2] = masks.encode(gt)  # predicted in frames 1-2 only
+    score = {"frames": {"J": [1.0] * 12}}
+    score["frames"]["J"][9] = 0.0  # the worst frame
+    assert choose_frames(sample, pred, score, 4) == [1, 2, 9]  # never frames where nothing is drawn
+    assert choose_frames(sample, None, None, 4) == [9]
+
+
+def test_the_prediction_is_filled_and_outlined_in_black_under_magenta(tmp_path):
+    p = tmp_path / "white.png"
+    Image.fromarray(np.full((120, 160, 3), 255, np.uint8)).save(p)
+    box = np.zeros((120, 160), bool)
+    box[40:80, 40:120] = True
+    sample = Sample(id="i/0", dataset="x", split="val", modality="image", frames=[str(p)], frame_ids=["w"],
+                    query="q", task="segmentation", target=Target(masks=[None]))
+    panel = render_sample(sample, Prediction("i/0", masks=[masks.encode(box)]), None)[-PANEL_HEIGHT:].astype(int)
+    k = PANEL_HEIGHT // 120
+    inside = panel[55 * k:65 * k, 70 * k:90 * k]
+    assert (inside[..., 1] < 200).all() and (inside[..., 0] > 200).all()  # magenta tint on white, not white
+    assert (np.abs(panel - np.array(PRED_RGB)).sum(axis=2) < 60).any()  # the outline's colour
+    assert (panel.sum(axis=2) < 60).any()  # its black border: visible on white and on magenta scenes
 
 
 def test_worst_picks_per_task_among_scored_samples_only(tmp_path):

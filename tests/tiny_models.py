@@ -92,11 +92,11 @@ def build_checkpoint(directory: str | Path, seed: int = 0):
 
 
 if __name__ == "__main__":
-    # python -m tests.tiny_models DIR: a tiny random R1-style checkpoint for CPU smoke runs
-    # (train_dtr1.py base_model=DIR, run_bench.py policy=hf policy.model=DIR); see README.
-    import sys
+    import argparse
 
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m tests.tiny_models DIR")
-    build_checkpoint(sys.argv[1])
-    print(f"tiny checkpoint: {sys.argv[1]}")
+    ap = argparse.ArgumentParser(prog="python -m tests.tiny_models",
+                                 description="Write a tiny random R1-style checkpoint (tokenizer + model) for CPU smoke "
+                                             "runs: train_dtr1.py base_model=DIR, run_bench.py policy=hf policy.model=DIR.")
+    ap.add_argument("dir", help="the checkpoint's directory (created)")
+    build_checkpoint(ap.parse_args().dir)
+    print(f"tiny checkpoint: {ap.parse_args().dir}")

@@ -9,7 +9,6 @@ downloaded.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 
@@ -25,4 +24,8 @@ def build_tiny_vlm(directory: str | Path, seed: int = 0) -> Path:
 
 
 if __name__ == "__main__":
-    print(build_tiny_vlm(sys.argv[1]))
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tests.tiny_vlm", description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="the checkpoint's directory (created)")
+    print(build_tiny_vlm(ap.parse_args().dir))

@@ -1,48 +1,111 @@
-"""What can be evaluated, with what: the evaluation config groups of conf/ and one line each (the
-first line of each yaml's header comment). Reads the yaml files as text: nothing heavy is imported.
+"""What can be evaluated, with what: the config groups of conf/ a user picks, one entry each with
+its full description (the first sentence of the yaml's header comment), and the command line's own
+`--help`. Reads the yaml files as text: nothing heavy is imported.
 
-    python run_bench.py --list        (or python -m rvt_bench.harness.catalog)
+    rvt-bench --list        (python run_bench.py --list, python -m rvt_bench.harness.catalog)
+    rvt-bench --help
 """
 from __future__ import annotations
 
+import re
+import shutil
+import textwrap
 from pathlib import Path
 
 from rvt_bench.core.paths import CONF_DIR
 
 CONF = CONF_DIR
-# (group, how a command line selects it); training-only groups (train/, accelerate/, sweep/) are not listed
+# (group, how a command line selects it, title); training groups (train/, accelerate/, sweep/ whose
+# presets include training ablations) are not listed
 GROUPS = (("dataset", "+dataset=", "benchmarks"), ("suite", "+suite=", "suites (several benchmarks, one table)"),
           ("model", "+model=", "models"), ("policy", "policy=", "policies"),
-          ("perception", "perception=", "perception backends"), ("judge", "judge=", "judges"))
-WIDTH = 110
+          ("perception", "perception=", "perception backends"), ("judge", "judge=", "judges"),
+          ("logger", "logger=", "experiment loggers"), ("hydra/launcher", "hydra/launcher=", "launchers (with -m)"))
+CHOICE_WIDTH = 28
+_SENTENCE_END = re.compile(r"\.(?=\s+[A-Z(`]|\s*$)")
 
 
-def header_line(path: Path) -> str:
-    """The first line of the yaml's leading comment block ("" when it has none)."""
+def description(path: Path) -> str:
+    """The first sentence of the yaml's leading comment block, whole ("" when it has none)."""
+    lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.startswith("#"):
-            return ""
+            break
         text = line.lstrip("#").strip()
+        if text.startswith("@package"):
+            continue
+        if not text and lines:
+            break
         if text:
-            return text
-    return ""
+            lines.append(text)
+    text = " ".join(lines)
+    end = _SENTENCE_END.search(text)
+    return text[: end.end()] if end else text
 
 
-def catalog(conf: Path = CONF) -> str:
-    """One section per group, one line per option: `<selector><name>  <header line>`."""
+def catalog(conf: Path = CONF, width: int | None = None) -> str:
+    """One section per group, one entry per option: `<selector><name>  <description>`, the
+    description wrapped at `width` columns (default: the terminal's, at least 80)."""
+    width = width or max(80, shutil.get_terminal_size((110, 24)).columns)
     lines = []
     for group, selector, title in GROUPS:
+        paths = sorted((conf / group).glob("*.yaml"))
+        if not paths:
+            continue
         lines.append(f"{title}:")
-        for path in sorted((conf / group).glob("*.yaml")):
-            choice = f"{selector}{path.stem}"
-            text = header_line(path)
-            if len(text) > WIDTH:
-                text = text[: WIDTH - 3] + "..."
-            lines.append(f"  {choice:<26} {text}")
+        for path in paths:
+            choice = f"  {selector}{path.stem}"
+            text = description(path) or "(no description)"
+            wrapped = textwrap.wrap(text, width - CHOICE_WIDTH - 1, break_on_hyphens=False) or [""]
+            lines.append(f"{choice:<{CHOICE_WIDTH}} {wrapped[0]}")
+            lines += [f"{'':<{CHOICE_WIDTH}} {w}" for w in wrapped[1:]]
     return "\n".join(lines)
 
 
-def main() -> None:
+def help_text(conf: Path = CONF) -> str:
+    """`rvt-bench --help`: what to run, the groups a user picks, the flags, the helper commands and
+    where the docs are."""
+    groups = []
+    for group, selector, title in GROUPS:
+        names = sorted(p.stem for p in (conf / group).glob("*.yaml"))
+        if names:
+            groups.append(f"  {selector + '{' + ','.join(names) + '}':<60} {title}")
+    return "\n".join([
+        "rvt-bench: evaluate a model on a reasoning-visual-task benchmark (Hydra command line).",
+        "",
+        "usage: rvt-bench [+dataset=NAME] [+model=NAME] [key=value ...] [-m] [--cfg job [--resolve]]",
+        "       rvt-bench compare|report|render|visualize|attribute ... (--help on each)",
+        "",
+        "examples:",
+        "  rvt-bench                                          DT-R1 (embedded tiny policy) on the bundled demo",
+        "  rvt-bench +dataset=revos +model=dtr1 dataset.root=DIR dataset.split=valid",
+        "  rvt-bench -m model.max_rounds=2,4                  a sweep: one run directory and leaderboard row per point",
+        "  rvt-bench +suite=reasoning_seg +model=precomputed ...  several benchmarks, one run each, one table",
+        "  rvt-bench +dataset=revos --cfg job --resolve       print the composed config, run nothing",
+        "  rvt-bench logger=wandb                             also log the run to Weights & Biases (or logger=tensorboard)",
+        "  rvt-bench compare RUN_A RUN_B                      paired deltas, p-values and a paired plot of two runs",
+        "",
+        "groups (pick one option each; +dataset and +model default to demo and dtr1):",
+        *groups,
+        "  rvt-bench --list prints every option with its description.",
+        "",
+        "common settings: run.root=DIR run.name=NAME run.limit=N run.verbose=true leaderboard.dir=DIR",
+        "  (every key with its default: rvt-bench --cfg job)",
+        "",
+        "flags: -m/--multirun  --cfg job|hydra|all  --resolve  --info  --list  --hydra-help (Hydra's own flags)",
+        "",
+        "outputs: <run.root>/<dataset>/<model>/<run name>/: metrics.json, report.html, predictions.jsonl, ...",
+        "docs: docs/running.md (running and resuming), docs/analysis.md (report, compare, loggers),",
+        "      docs/metrics.md, docs/failures.md, docs/scale-out.md in the source repository",
+    ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m rvt_bench.harness.catalog",
+                                 description="Print the config options a run can pick, with descriptions (= rvt-bench --list).")
+    ap.parse_args(argv)
     print(catalog())
 
 

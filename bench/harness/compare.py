@@ -2,7 +2,7 @@
 bootstrap interval, a paired permutation p-value over the samples both runs scored, and the
 per-sample wins / losses / ties. With more runs, each is compared with the first (the baseline).
 
-    rvt-bench compare RUN_A RUN_B [RUN_C ...] [--B 1000] [--seed 0]
+    rvt-bench compare RUN_A RUN_B [RUN_C ...] [--B 1000] [--seed 0] [--html OUT.html]
 
 A run is its directory (its full run's metrics.json, else its largest `run.limit` run's
 metrics.limitN.json) or one metrics[.limitN].json file of it. A comparison involving a `run.limit`
@@ -11,7 +11,8 @@ All runs must be of the same dataset and split (the protocol is built from RUN_A
 Fractions are printed in percent, their delta in percentage points (pp); CIDEr in its own score
 scale. Corpus-level caption metrics (BLEU-n, CIDEr) are recomputed on every bootstrap draw and
 every permutation (rvt_bench.harness.estimators.CorpusEstimator); they are compared only when both runs have
-the same references.
+the same references. --html writes the table and, per metric that is a mean of per-sample values,
+a paired plot (each shared sample: A's value against B's) as one self-contained page.
 """
 from __future__ import annotations
 
@@ -63,9 +64,12 @@ def _load(run: Path) -> tuple[dict, list[dict], Path, int | None]:
 
 
 def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
-            seed: int = bootstrap.DEFAULT_SEED) -> dict[str, Any]:
+            seed: int = bootstrap.DEFAULT_SEED, per_sample: bool = False) -> dict[str, Any]:
     """{"a", "b": run dirs, "n_shared", "only_a", "only_b": sample counts, "metrics": [PairedResult
-    as dict or {"key", "reason"}]}. Raises RunStoreError when the runs are of different datasets."""
+    as dict or {"key", "reason"}], "partial": why only part of the samples is compared, or None};
+    per_sample: also "per_sample": {key: {"a": {sample id: value}, "b": {...}}} for the metrics that
+    are means of per-sample values (what the paired plot draws). Raises RunStoreError when the runs
+    are of different datasets."""
     (ma, ra, dir_a, limit_a), (mb, rb, dir_b, limit_b) = _load(Path(run_a)), _load(Path(run_b))
     if (ma.get("dataset"), ma.get("split")) != (mb.get("dataset"), mb.get("split")):
         raise RunStoreError(f"cannot compare {ma.get('dataset')}/{ma.get('split')} with {mb.get('dataset')}/{mb.get('split')}")
@@ -75,26 +79,33 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
     shared = ids_a & ids_b
     ra, rb = [r for r in ra if r["sample_id"] in shared], [r for r in rb if r["sample_id"] in shared]
     rows: list[dict[str, Any]] = []
+    values: dict[str, dict[str, dict[str, float]]] = {}
     for key in protocol.headline:
         ea, eb = estimator(protocol, key, ra), estimator(protocol, key, rb)
         if isinstance(ea, str) or isinstance(eb, str):
             rows.append({"key": key, "reason": ea if isinstance(ea, str) else eb})
             continue
+        if per_sample and hasattr(ea, "per_sample") and hasattr(eb, "per_sample"):
+            values[key] = {"a": ea.per_sample(), "b": eb.per_sample()}
         try:
             rows.append(bootstrap.paired(ea, eb, b, seed).__dict__)
         except ValueError as exc:  # e.g. a corpus metric over different references
             rows.append({"key": key, "reason": str(exc)})
     partial = [f"{name}: run.limit={n} (the first {n} samples)" for name, n in (("A", limit_a), ("B", limit_b)) if n]
-    return {"a": str(run_a), "b": str(run_b), "n_shared": len(shared), "only_a": len(ids_a - shared),
-            "only_b": len(ids_b - shared), "metrics": rows, "partial": "; ".join(partial) or None}
+    out = {"a": str(run_a), "b": str(run_b), "n_shared": len(shared), "only_a": len(ids_a - shared),
+           "only_b": len(ids_b - shared), "metrics": rows, "partial": "; ".join(partial) or None}
+    if per_sample:
+        out["per_sample"] = values
+    return out
 
 
-def compare_many(runs: list[str | Path], b: int = bootstrap.DEFAULT_B, seed: int = bootstrap.DEFAULT_SEED) -> list[dict[str, Any]]:
+def compare_many(runs: list[str | Path], b: int = bootstrap.DEFAULT_B, seed: int = bootstrap.DEFAULT_SEED,
+                 per_sample: bool = False) -> list[dict[str, Any]]:
     """`compare(runs[0], run)` for every later run: each against the first, the baseline. Raises
     ValueError for fewer than two runs, RunStoreError as `compare`."""
     if len(runs) < 2:
         raise ValueError("compare needs at least two runs (the first is the baseline)")
-    return [compare(runs[0], run, b, seed) for run in runs[1:]]
+    return [compare(runs[0], run, b, seed, per_sample) for run in runs[1:]]
 
 
 def _show(key: str, value: float, signed: bool = False) -> str:
@@ -155,10 +166,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--B", type=int, default=bootstrap.DEFAULT_B, help="bootstrap replicates and permutations")
     ap.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED)
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--html", default=None, metavar="OUT",
+                    help="also write a page (one file) with the table and a paired plot per metric to OUT")
     args = ap.parse_args(argv)
     if len(args.runs) < 2:
         ap.error("give at least two runs (the first is the baseline)")
-    results = exit_on_known_errors(lambda: compare_many(args.runs, args.B, args.seed))
+    results = exit_on_known_errors(lambda: compare_many(args.runs, args.B, args.seed, per_sample=bool(args.html)))
+    if args.html:
+        from rvt_bench.harness.report.comparison import write_comparison
+
+        out = Path(args.html)
+        for k, result in enumerate(results, 1):  # one page per run against the baseline
+            page = out if len(results) == 1 else out.with_name(f"{out.stem}.run{k}{out.suffix}")
+            print(f"comparison page: {write_comparison(result, page)}")
     print(json.dumps(results[0] if len(results) == 1 else results, indent=2) if args.json else format_many(results))
 
 

@@ -72,6 +72,8 @@ class RunConfig:
     max_attempts:  records per sample at most: a failure that keeps recurring stays a failure.
     bootstrap:     BootstrapConfig.
     report:        write report.html at the end of every full run (bench/harness/report); a failure is one warning.
+    verbose:       the terminal summary prints every metric and breakdown value (default: the headline
+                   table, the model's funnel, failures and warnings; the rest is in report.html).
     """
 
     root: str = "runs"
@@ -89,6 +91,7 @@ class RunConfig:
     max_attempts: int = 3
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     report: bool = True
+    verbose: bool = False
 
 
 @dataclass
@@ -124,6 +127,36 @@ class OpenAIJudgeConfig(JudgeConfig):
     temperature: float = _JUDGE["temperature"]
     max_tokens: int = _JUDGE["max_tokens"]
 
+@dataclass
+class LoggerConfig:
+    """The `logger` node without an experiment logger (conf/logger/none.yaml). _target_: None = none."""
+
+    _target_: Optional[str] = None
+
+
+@dataclass
+class TensorBoardLoggerConfig(LoggerConfig):
+    """rvt_bench.harness.loggers.tensorboard_logger.TensorBoardLogger's arguments (conf/logger/tensorboard.yaml)."""
+
+    _target_: Optional[str] = "rvt_bench.harness.loggers.tensorboard_logger.TensorBoardLogger"
+    dir: Optional[str] = None
+    max_images: int = 32
+
+
+@dataclass
+class WandbLoggerConfig(LoggerConfig):
+    """rvt_bench.harness.loggers.wandb_logger.WandbLogger's arguments (conf/logger/wandb.yaml)."""
+
+    _target_: Optional[str] = "rvt_bench.harness.loggers.wandb_logger.WandbLogger"
+    project: str = "rvt-bench"
+    entity: Optional[str] = None
+    group: Optional[str] = None
+    tags: list = field(default_factory=list)
+    mode: Optional[str] = None
+    dir: Optional[str] = None
+    max_images: int = 64
+
+
 # name -> (group or None, node). conf/ selects them by name in defaults lists: config.yaml
 # `run_schema@run`, judge/*.yaml `judge_schema` / `openai_judge_schema`, model/dtr1.yaml
 # `dtr1_schema` (jit.yaml, vlm.yaml alike), train/dtr1_grpo.yaml `/train_rollout_schema@rollout`.
@@ -136,6 +169,9 @@ SCHEMAS: dict[str, tuple[str | None, type]] = {
     "jit_schema": ("model", JiTConfig),
     "vlm_schema": ("model", VLMConfig),
     "train_rollout_schema": (None, TrainRolloutConfig),
+    "logger_schema": ("logger", LoggerConfig),
+    "tensorboard_logger_schema": ("logger", TensorBoardLoggerConfig),
+    "wandb_logger_schema": ("logger", WandbLoggerConfig),
 }
 
 
@@ -181,6 +217,8 @@ def with_schemas(cfg: DictConfig) -> DictConfig:
         out.leaderboard = OmegaConf.merge(OmegaConf.structured(LeaderboardConfig), cfg.get("leaderboard") or {})
         if cfg.get("judge") is None:
             out.judge = OmegaConf.structured(JudgeConfig)
+        if cfg.get("logger") is None:
+            out.logger = OmegaConf.structured(LoggerConfig)
     return out
 
 
@@ -194,6 +232,6 @@ def register(store: ConfigStore | None = None) -> None:
 register()
 
 __all__ = ["BootstrapConfig", "DTR1Config", "JiTConfig", "JiTPromptsConfig", "JiTSandboxConfig", "JudgeConfig",
-           "LeaderboardConfig", "OpenAIJudgeConfig", "RunConfig", "SCHEMAS", "SandboxConfig", "SpansConfig",
+           "LeaderboardConfig", "LoggerConfig", "TensorBoardLoggerConfig", "WandbLoggerConfig", "OpenAIJudgeConfig", "RunConfig", "SCHEMAS", "SandboxConfig", "SpansConfig",
            "TrainRolloutConfig", "VLMConfig", "VLMPromptsConfig", "adapter_node", "group_node", "limits_from",
            "register", "with_schemas"]

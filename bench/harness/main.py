@@ -5,7 +5,8 @@
     rvt-bench +dataset=revos +model=dtr1 dataset.root=DIR dataset.split=valid
     rvt-bench -m model.max_rounds=2,4           # a Hydra sweep: one run directory and row per point
     rvt-bench +suite=reasoning_seg +model=lisa suite.datasets.revos.root=DIR ...   # several benchmarks, one table
-    rvt-bench --list                            # benchmarks, models, policies, perception, judges
+    rvt-bench --list                            # benchmarks, models, policies, perception, judges, loggers
+    rvt-bench --help                            # what to run, the groups, the flags, the docs
     rvt-bench compare RUN_A RUN_B               # paired deltas of two runs (and report, render, ...)
 """
 from __future__ import annotations
@@ -38,16 +39,44 @@ COMMANDS = {
 log = logging.getLogger("run_bench")
 
 
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(flags with their values, overrides) of a Hydra command line in any order. Hydra's parser
+    takes its overrides as one run of positional arguments, so `key=value -m` followed by more
+    overrides fails with "unrecognized arguments"; flags first, then every override, parses.
+    Which flags take a value comes from Hydra's own parser (`--cfg job`, `--info [topic]`)."""
+    from hydra._internal.utils import get_args_parser
+
+    nargs = {opt: action.nargs for action in get_args_parser()._actions for opt in action.option_strings}
+    flags: list[str] = []
+    overrides: list[str] = []
+    k = 0
+    while k < len(argv):
+        arg = argv[k]
+        if arg.startswith("-"):
+            flags.append(arg)
+            takes = nargs.get(arg.split("=", 1)[0], 0) if "=" not in arg else 0
+            nxt = argv[k + 1] if k + 1 < len(argv) else None
+            if nxt is not None and (takes is None or (takes == "?" and "=" not in nxt and not nxt.startswith("-"))):
+                flags.append(nxt)
+                k += 1
+        else:
+            overrides.append(arg)
+        k += 1
+    return flags, overrides
+
+
 def with_default_groups(argv: list[str]) -> list[str]:
-    """Add `+dataset=demo` / `+model=dtr1` when the command line selects no dataset / model.
+    """The command line in the order Hydra parses (flags, then overrides), with `+dataset=demo` /
+    `+model=dtr1` added when it selects no dataset / model.
 
     Hydra refuses `+group=` for a group already in the defaults list, so the demo defaults cannot
     live there if `+dataset=revos` is to work (docs/architecture.md "Conventions")."""
-    chosen = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a and not a.startswith("-")}
-    chosen |= swept_groups(argv)
+    flags, overrides = split_argv(argv)
+    chosen = {a.split("=", 1)[0].lstrip("+~") for a in overrides if "=" in a}
+    chosen |= swept_groups(overrides)
     if "suite" in chosen:  # a suite chooses its benchmarks (conf/suite/NAME.yaml)
         chosen.add("dataset")
-    return argv + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
+    return flags + overrides + [f"+{group}={name}" for group, name in DEFAULT_GROUPS.items() if group not in chosen]
 
 
 def swept_groups(argv: list[str]) -> set[str]:
@@ -74,18 +103,20 @@ def main(cfg: DictConfig) -> float | None:
         return _sweep_point(cfg)
     # A known problem (missing data, a run dir of another config...): one line saying what to fix.
     result = exit_on_known_errors(lambda: run(cfg))
-    return _report(result)
+    return _report(result, bool(cfg.run.verbose))
 
 
-def _report(result) -> float | None:
+def _report(result, verbose: bool = False) -> float | None:
     """Print a finished run's summary and where its files are; the headline value for sweepers."""
-    print(format_summary(result))
+    print(format_summary(result, verbose=verbose))
     if result.leaderboard is not None:
         print(f"leaderboard: {result.leaderboard}")
     if result.not_published is not None:
         print(f"leaderboard: {result.not_published}", file=sys.stderr)
     if result.report is not None:
         print(f"report: {result.report}")
+    if result.logged is not None:
+        print(f"logged: {result.logged}")
     print(f"run directory: {result.run_dir}")
     # The protocol's headline metric, for Hydra sweepers (optuna & co.); None while shards run.
     value = (result.metrics or {}).get("metrics", {}).get(result.headline) if result.headline else None
@@ -119,7 +150,7 @@ def _sweep_point(cfg: DictConfig) -> float | None:
 
     note_point(where, task_overrides(), [{**bench, "run_dir": str(result.run_dir),
                                         "metrics": derived_name("metrics.json", cfg.run.limit) if result.metrics else None}])
-    return _report(result)
+    return _report(result, bool(cfg.run.verbose))
 
 
 def task_overrides() -> list[str]:
@@ -183,10 +214,15 @@ def console(argv: list[str] | None = None) -> None:
         sys.argv = [f"rvt-bench {argv[0]}", *argv[1:]]
         code = importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
         sys.exit(code if isinstance(code, int) else 0)
-    if "--list" in argv:  # benchmarks, models, policies, perception, judges: one line each
-        from rvt_bench.harness.catalog import main as list_components
+    if "--list" in argv:  # benchmarks, models, policies, perception, judges, loggers: with descriptions
+        from rvt_bench.harness.catalog import catalog
 
-        list_components()
+        print(catalog())
+        sys.exit(0)
+    if "--help" in argv or "-h" in argv:  # this tool's help; Hydra's own stays at --hydra-help
+        from rvt_bench.harness.catalog import help_text
+
+        print(help_text())
         sys.exit(0)
     argv = with_default_groups(argv)
     sys.argv = [sys.argv[0]] + argv

@@ -38,6 +38,8 @@ _REGISTERED = [  # targets (where the code lives now) whose name is their pre-mo
     "adapters.twin.foundation.FoundationPerception",
     "adapters.twin.oracle.OraclePerception",
     "adapters.twin.provided.ProvidedPerception",
+    "harness.loggers.tensorboard_logger.TensorBoardLogger",
+    "harness.loggers.wandb_logger.WandbLogger",
     "loaders.canonical.CanonicalDataset",
     "loaders.demo.DemoDataset",
     "loaders.llmseg40k.LLMSeg40KDataset",

@@ -46,7 +46,7 @@ def publish(board_dir: str | Path, resolved: dict[str, Any], metrics: dict[str, 
 def semantic_overrides(overrides: list[str]) -> list[str]:
     """The command-line overrides that say what ran (not where files went), secrets redacted: this
     is what tells sweep points apart in the leaderboard."""
-    where = ("run.", "leaderboard.", "hydra.")
+    where = ("run.", "leaderboard.", "hydra.", "logger")
     return [o for o in manifest_mod.redact_overrides(overrides) if not o.lstrip("+~").startswith(where)]
 
 

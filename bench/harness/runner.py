@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from rvt_bench.adapters.base import Adapter
 from rvt_bench.core.store import finite, predictions_filename, write_json_atomic
 from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
-from rvt_bench.harness import judging, publish, resume, rundir, score, stops
+from rvt_bench.harness import judging, loggers, publish, resume, rundir, score, stops
 from rvt_bench.harness.config import adapter_node, with_schemas
 from rvt_bench.harness.predict import FrameChecker, predict
 from rvt_bench.harness.results import finish_metrics, write_sample_log
@@ -56,6 +56,7 @@ class RunResult:
     kept: str | None = None           # why metrics.json was not replaced (the last good one kept)
     scoring_s: float | None = None    # wall seconds of this invocation's scoring (also in manifest.json)
     report: Path | None = None        # report.html, None when not built (partial run, run.report=false, a failure)
+    logged: str | None = None         # where the experiment logger put the run (a directory or URL), None without one
 
 
 def run(cfg: DictConfig) -> RunResult:
@@ -81,9 +82,21 @@ def run(cfg: DictConfig) -> RunResult:
             raise RunStopped(f"model {resolved['model']['name']!r} needs the Python package {missing!r}, which is "
                              f"not installed: pip install {missing.split('.')[0]}", "missing_package") from exc
         try:
-            return _run(cfg, resolved, adapter, progress)
+            tracker = loggers.make_logger(cfg.logger)  # before any model work: a missing wandb stops here
+        except Exception as exc:
+            missing = stops.missing_module(exc)
+            if missing is None:
+                raise
+            raise RunStopped(f"logger {cfg.logger._target_!r} needs the Python package {missing!r}, which is not "
+                             f"installed: pip install {missing.split('.')[0]}", "missing_package") from exc
+        try:
+            result = _run(cfg, resolved, adapter, progress)
         finally:
             adapter.close()
+        if tracker is not None and result.metrics is not None and result.kept is None:
+            result.logged = loggers.log_run(tracker, result.run_dir, Path(cfg.run.root), result.metrics, resolved,
+                                            cfg.run.limit)
+        return result
     except BaseException as exc:
         stop = stops.stop_for(exc, progress, resolved["model"]["name"])
         if stop is None:

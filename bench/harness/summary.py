@@ -2,14 +2,20 @@
 
 Files (metrics.json, leaderboard CSVs) hold fractions in [0, 1]; everything printed here is in
 percent and says so ("%" in the value or the column head). A value that does not exist is printed
-"n/a" with its reason (metrics.json "unavailable").
+"n/a" with its reason (metrics.json "unavailable"). The summary fits a screen: the headline table,
+the model's funnel and measures, failures, judge and warnings, the paste-ready table, and where the
+rest is (report.html, metrics.json); `run.verbose=true` adds every metric and breakdown.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from rvt_bench.core.units import NA, SCORE_METRICS, ci_text, pct, show, unit  # noqa: F401  (re-exported)
-from rvt_bench.harness.funnel import summary_lines as funnel_lines
+from rvt_bench.harness.view import adapter_report, breakdown_rows, funnel_text, headline_rows, measure_text, metric_unit
+
+WIDTH = 110       # wrap long lines (funnel, measures) at this many characters
+MAX_WARNINGS = 5  # more are counted and left to metrics.json "warnings" (all of them with run.verbose=true)
+
 
 def results_table(metrics: dict[str, Any], keys: list[str] | None = None, digits: int = 1) -> str:
     """Markdown table `| benchmark | metric | value | 95% CI | unit | n |` of a metrics.json body
@@ -18,49 +24,90 @@ def results_table(metrics: dict[str, Any], keys: list[str] | None = None, digits
     keys: the metrics shown (default: the protocol's headline metrics). n: samples behind the value
     (the interval's n; the run's n for an unprefixed metric without an interval; else n/a).
     """
-    values = metrics.get("metrics") or {}
-    headline = [k for k in metrics.get("headline") or [] if k in values]
-    keys = keys if keys is not None else (headline or list(values))
-    cis = metrics.get("ci") or {}
     bench = f"{metrics.get('dataset')} ({metrics.get('split')})" if metrics.get("split") else str(metrics.get("dataset"))
     lines = ["| benchmark | metric | value | 95% CI | unit | n |", "|---|---|---:|---|---|---:|"]
-    for key in keys:
-        value = values.get(key)
-        n = (cis.get(key) or {}).get("n", metrics.get("n") if "/" not in key else NA)
-        u = "count" if isinstance(value, int) and not isinstance(value, bool) else unit(key)
-        lines.append(f"| {bench} | {key} | {show(key, value, digits)} | {ci_text(cis.get(key), digits, key)} | {u} | {n} |")
+    for row in headline_rows(metrics, digits, keys):
+        lines.append(f"| {bench} | {row.key} | {row.value_text} | {row.ci_text} | {row.unit} | "
+                     f"{NA if row.n is None else row.n} |")
     return "\n".join(lines)
 
 
-def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
-    if isinstance(node, dict):
-        return [kv for k, v in node.items() for kv in _flat(f"{prefix}.{k}" if prefix else str(k), v)]
-    return [(prefix, node)]
-
-
-def _extra_blocks(m: dict[str, Any]) -> list[str]:
-    """Warnings other parts of the harness add to metrics.json (metrics/protocols), printed as they are."""
-    lines: list[str] = []
-    for w in m.get("warnings") or []:
-        lines.append(f"  WARNING: {w}")
-    return lines
-
-
 def latency_line(metrics: dict[str, Any], scoring_s: float | None) -> list[str]:
-    """The summary's latency line, seconds summed over samples: generation, perception, code, total
-    (metrics.json analytics.latency_s) and this scoring's wall time (manifest.json "scoring"; it is
+    """The summary's latency line: the seconds the model's report measured (generation, perception,
+    code, total: sums over samples) and this scoring's wall time (manifest.json "scoring"; it is
     not in metrics.json, which a re-scoring must reproduce byte for byte)."""
-    latency = dict((metrics.get("analytics") or {}).get("latency_s") or {})
+    report = adapter_report(metrics)
+    shown = [f"{m.label.removesuffix(' time')} {float(m.value):.3f}" for m in (report.measures if report else [])
+             if m.unit == "s" and isinstance(m.value, (int, float))]
     if scoring_s is not None:
-        latency["scoring"] = round(float(scoring_s), 3)
-    shown = [f"{k} {v:.3f}" for k, v in latency.items() if isinstance(v, (int, float))]
+        shown.append(f"scoring {float(scoring_s):.3f}")
     return [f"  latency (s): {', '.join(shown)}"] if shown else []
 
 
-def format_summary(result: Any) -> str:
+def _wrapped(head: str, items: list[str], sep: str) -> list[str]:
+    """`head` + items joined by `sep`, broken between items (never inside one) at WIDTH."""
+    lines, line = [], head
+    for k, item in enumerate(items):
+        piece = item + (sep.rstrip() if k < len(items) - 1 else "")
+        if line != head and not line.isspace() and len(line) + len(piece) > WIDTH:
+            lines.append(line.rstrip())
+            line = " " * len(head)
+        line += piece + " "
+    return lines + [line.rstrip()]
+
+
+def model_lines(metrics: dict[str, Any]) -> list[str]:
+    """The model's own report (AdapterReport), as the adapter labelled it: its funnel on one line
+    (wrapped), its measures other than seconds on another (seconds: latency_line)."""
+    report = adapter_report(metrics)
+    if report is None:
+        return []
+    lines = []
+    if report.stages:
+        how = f" ({report.decoding} decoding)" if report.decoding else ""
+        lines += _wrapped(f"  funnel{how}: ", funnel_text(report).split(" > "), " > ")
+    measures = [f"{m.label} {measure_text(m)}" for m in report.measures if m.unit != "s"]
+    if measures:
+        lines += _wrapped("  measures: ", measures, ", ")
+    return lines
+
+
+def metric_lines(metrics: dict[str, Any], keys: list[str] | None, digits: int = 2) -> list[str]:
+    """The headline table (or `keys`): metric, value, 95% CI, what an empty prediction scores, unit, n."""
+    rows = headline_rows(metrics, digits, keys)
+    width = max([len(r.key) for r in rows] + [6])
+    ci_width = max([len(r.ci_text) for r in rows if r.value is not None] + [6])
+    out = [f"  {'metric':<{width}}  {'value':>8}  {'95% CI':<{ci_width}}  {'empty pred.':>11}  unit   {'n':>5}"]
+    for r in rows:
+        if r.value is None:
+            out.append(f"  {r.key:<{width}}  {NA:>8}  ({r.why})")
+            continue
+        n = "" if r.n is None else str(r.n)
+        base = "" if r.baseline is None else r.baseline_text
+        out.append(f"  {r.key:<{width}}  {r.value_text:>8}  {r.ci_text:<{ci_width}}  {base:>11}  {r.unit:<5}  {n:>5}".rstrip())
+    return out
+
+
+def breakdown_lines(metrics: dict[str, Any]) -> list[str]:
+    """One line per breakdown value: `group=name (n=N): metric=value% ...` (scores as scores)."""
+    lines = []
+    seen: dict[tuple[str, str], list[str]] = {}
+    for row in breakdown_rows(metrics, fraction_only=False):
+        shown = f"{row.metric}={show(row.key, row.value, 2)}{'%' if metric_unit(metrics, row.key, row.value) == '%' else ''}"
+        seen.setdefault((row.group, row.name), []).append(shown)
+    counts = {(g, name): vals.get("n") for g, rows in (metrics.get("breakdown") or {}).items() for name, vals in (rows or {}).items()
+              if isinstance(vals, dict)}
+    for (group, name), shown in seen.items():
+        n = counts.get((group, name))
+        lines.append(f"  {group}={name}{f' (n={n})' if n is not None else ''}: {'  '.join(shown)}")
+    return lines
+
+
+def format_summary(result: Any, verbose: bool = False) -> str:
     """The run summary for the terminal of `result` (a rvt_bench.harness.runner.RunResult, or anything with
-    its `metrics` and `scoring_s`): header, failures, judge, every metric in percent with its 95% CI,
-    breakdowns, and last the table to paste into a paper (`paste_table`)."""
+    its `metrics` and `scoring_s`): header, the model's funnel and measures, latency, failures,
+    judge, the headline table, warnings, the paste-ready markdown results table and where the rest
+    is. verbose: every metric in the table and every breakdown value too (run.verbose=true)."""
     m = result.metrics
     if m is None:
         return "scoring skipped: predictions missing (shards still running?)"
@@ -68,11 +115,12 @@ def format_summary(result: Any) -> str:
              f"n={m['n']} failures={m['failures']} parse_rate="
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
-    lines += funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (bench/harness/funnel.py), before the scores
+    lines += model_lines(m)
     lines += latency_line(m, result.scoring_s)
     if m.get("failures"):
-        lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "
-                     f"pictures: python -m rvt_bench.harness.visualize <run dir> --worst 10)")
+        kinds = ", ".join(f"{k} {v}" for k, v in (m.get("failures_by_kind") or {}).items())
+        lines.append(f"  failures by kind: {kinds} (reasons in metrics.json 'failed_samples'; "
+                     f"pictures: rvt-bench visualize <run dir> --worst 10)")
     if m.get("data_errors"):
         lines.append(f"  DATA ERRORS: {m['data_errors']} samples could not be loaded and are not in n "
                      f"(listed in metrics.json 'data_error_samples')")
@@ -82,29 +130,23 @@ def format_summary(result: Any) -> str:
                      f"failure_rate={100 * judge['failure_rate']:.1f}% (max {100 * judge['max_failure_rate']:.1f}%)")
     elif judge:
         lines.append(f"  {judge['status']}")
-    values, cis, why = m["metrics"], m.get("ci") or {}, m.get("unavailable") or {}
-    baseline = m.get("baseline_empty") or {}
-    width = max((len(k) for k in values), default=8)
-    lines.append(f"  {'metric':<{width}}  {'value':>9}  unit   95% CI")
-    for key, value in values.items():
-        if value is None:
-            lines.append(f"  {key:<{width}}  {NA:>9}  ({why.get(key, 'no value')})")
-        else:
-            u = "count" if isinstance(value, int) and not isinstance(value, bool) else unit(key)
-            ci = ci_text(cis[key], 2, key) if key in cis else ""
-            base = baseline.get(key)  # what empty predictions score here (metrics/protocols: baseline_empty)
-            shown_base = "" if not isinstance(base, (int, float)) else \
-                f"   (empty prediction: {100 * base:6.2f})" if u == "%" else f"   (empty prediction: {show(key, base, 2)})"
-            lines.append(f"  {key:<{width}}  {show(key, value, 2):>9}  {u:<5}  {ci}".rstrip() + shown_base)
-    for group, rows in (m.get("breakdown") or {}).items():
-        for name, vals in rows.items():
-            if isinstance(vals, dict):
-                shown = "  ".join(f"{k}={show(k, v, 2)}{'%' if unit(k) == '%' else ''}" for k, v in vals.items()
-                                  if isinstance(v, float) and k != "n" and not k.endswith("_n"))
-                n = vals.get("n")
-                lines.append(f"  {group}={name}{f' (n={n})' if n is not None else ''}: {shown}")
-    lines += _extra_blocks(m)
+    values = m.get("metrics") or {}
+    lines += metric_lines(m, list(values) if verbose else None)
+    warnings = list(m.get("warnings") or [])
+    shown = warnings if verbose else warnings[:MAX_WARNINGS]
+    lines += [f"  WARNING: {w}" for w in shown]
+    if len(shown) < len(warnings):
+        lines.append(f"  ... {len(warnings) - len(shown)} more warnings in metrics.json 'warnings'")
+    if verbose:
+        lines += breakdown_lines(m)
+    # the paste-ready results table: the benchmark's paper layout where it has one
     lines += ["", paste_table(m)]
+    if not verbose:
+        headline = {r.key for r in headline_rows(m)}
+        others = len([k for k in values if k not in headline])
+        n_break = len({(r.group, r.name) for r in breakdown_rows(m, fraction_only=False)})
+        lines.append(f"more: {others} other metrics and {n_break} breakdown values in report.html and metrics.json "
+                     f"(run.verbose=true prints them here)")
     return "\n".join(lines)
 
 

@@ -4,10 +4,11 @@
     python -m rvt_bench.harness.visualize runs/demo/dtr1/<run_name> --worst 10   # the 10 lowest-scoring
     python -m rvt_bench.harness.visualize RUN_DIR --ids image/coffee_cup --frames 4
 
-Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame, GT mask filled green and GT
-boxes drawn green, prediction (mask outline and boxes) magenta, ignore pixels hatched azure (visible
-on grayscale frames too); the header gives the query, the sample's score, its error if it failed,
-the answer and the reference answers. `--worst N` picks the N lowest-scoring samples of each task
+Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame (frames where the GT or the
+prediction is non-empty, the worst by per-frame J or IoU among them), GT mask filled green and GT
+boxes drawn green, prediction filled magenta (translucent) with a magenta-on-black outline, boxes
+alike, ignore pixels hatched azure (visible on grayscale frames too); the header gives the query,
+the sample's score, its error if it failed, the answer, the reference answers and a legend. `--worst N` picks the N lowest-scoring samples of each task
 among the samples that have a per-sample score (corpus-scored text samples have none). Reads the run's config.yaml (for the dataset) and its run files; writes nothing else.
 """
 from __future__ import annotations
@@ -33,15 +34,68 @@ GT_RGB = (40, 200, 60)
 PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself
 IGNORE_RGB = (0, 170, 255)  # azure hatching: a grey fill vanishes on grayscale frames
 HATCH_PX = 4  # stripe width of the ignore hatching, in frame pixels
+OUTLINE_RGB = (0, 0, 0)  # drawn under the prediction's outline: visible on light and on magenta-ish scenes
+PRED_ALPHA = 0.35  # the prediction's fill: the scene stays visible through it
 PANEL_HEIGHT = 360
+FONT_SCALE = 0.6   # captions at about 14 px, readable at the report's size
+LINE_PX = 22       # header line height
 _SCORE_KEYS = ("J&F", "giou_term", "iou", "J")
 
 
+def _nonempty(rle: dict | None) -> bool:
+    return rle is not None and masks.area(rle) > 0
+
+
+def _frame_values(score: dict | None, n: int) -> list[float] | None:
+    """Per-frame quality of a scored sample (J per frame of a video mask, IoU per frame of a box
+    tube), None when the record has none of length n."""
+    for values in ((score or {}).get("frames", {}).get("J"), (score or {}).get("frame_ious")):
+        if isinstance(values, list) and len(values) == n and all(isinstance(v, (int, float)) for v in values):
+            return [float(v) for v in values]
+    return None
+
+
+def choose_frames(sample: Sample, pred: Prediction | None, score: dict | None, max_frames: int) -> list[int]:
+    """Up to `max_frames` frame indices (sorted) that show the answer: half of them (at least one)
+    evenly spaced among the frames where the prediction is non-empty, the worst frame by per-frame
+    J (videos) or IoU (box tubes) among the frames where the GT or the prediction is, and the rest
+    evenly spaced among those (all frames when no frame has either)."""
+    n = sample.num_frames
+    t = sample.target
+
+    def predicted(k: int) -> bool:
+        return bool(pred is not None and ((pred.masks and k < len(pred.masks) and _nonempty(pred.masks[k]))
+                                          or (pred.boxes and k < len(pred.boxes) and pred.boxes[k])))
+
+    def annotated(k: int) -> bool:
+        return bool((t.masks and k < len(t.masks) and _nonempty(t.masks[k])) or (t.boxes and k < len(t.boxes) and t.boxes[k]))
+
+    answered = [k for k in range(n) if predicted(k)]
+    candidates = [k for k in range(n) if predicted(k) or annotated(k)] or list(range(n))
+    picks: set[int] = set(_spaced(answered, max(1, max_frames // 2)))
+    values = _frame_values(score, n) if n > 1 else None
+    if values is not None and len(picks) < max_frames:
+        picks.add(min(candidates, key=lambda k: (values[k], k)))
+    for k in _spaced(candidates, max_frames):
+        if len(picks) >= max_frames:
+            break
+        picks.add(k)
+    return sorted(picks)
+
+
+def _spaced(frames: list[int], count: int) -> list[int]:
+    """`count` of `frames` evenly spaced, first and last included."""
+    if not frames or count < 1:
+        return []
+    return [frames[int(i)] for i in np.unique(np.linspace(0, len(frames) - 1, min(count, len(frames))).round())]
+
+
 def render_sample(sample: Sample, pred: Prediction | None, score: dict | None = None, max_frames: int = 6) -> np.ndarray:
-    """(H, W, 3) uint8 RGB picture: up to `max_frames` evenly spaced frames side by side, each scaled
-    to PANEL_HEIGHT px high, with GT (green fill), prediction (red outline), ignore (grey), and a
-    text header (query, score, error)."""
-    t_idx = np.unique(np.linspace(0, sample.num_frames - 1, min(max_frames, sample.num_frames)).round().astype(int))
+    """(H, W, 3) uint8 RGB picture: up to `max_frames` frames chosen by choose_frames side by side,
+    each scaled to PANEL_HEIGHT px high, with GT (green fill, green boxes), prediction (magenta
+    fill at PRED_ALPHA with a magenta-on-black outline, boxes alike), ignore (azure hatching), and a
+    header: query, score, error, answer, references and a legend."""
+    t_idx = choose_frames(sample, pred, score, max_frames)
     panels = [_panel(sample, pred, int(t)) for t in t_idx]
     strip = np.concatenate(panels, axis=1)
     header = _header(sample, pred, score, strip.shape[1])
@@ -60,40 +114,66 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
     if gt is not None:
         m = masks.decode(gt)
         frame[m] = 0.55 * frame[m] + 0.45 * np.array(GT_RGB, np.float32)
+    pred_rle = pred.masks[t] if pred is not None and pred.masks and t < len(pred.masks) else None
+    pred_mask = masks.decode(pred_rle).astype(bool) if pred_rle is not None else None
+    if pred_mask is not None:
+        frame[pred_mask] = (1 - PRED_ALPHA) * frame[pred_mask] + PRED_ALPHA * np.array(PRED_RGB, np.float32)
     out = np.ascontiguousarray(frame.astype(np.uint8))
-    thickness = max(1, round(h / PANEL_HEIGHT))
+    thickness = max(2, round(2 * h / PANEL_HEIGHT))
     gt_boxes = sample.target.boxes[t] if sample.target.boxes and t < len(sample.target.boxes) and sample.target.boxes[t] else []
     for box in gt_boxes:
         x1, y1, x2, y2 = (int(round(v)) for v in box)
         cv2.rectangle(out, (x1, y1), (x2, y2), GT_RGB, thickness + 1)
-    pred_rle = pred.masks[t] if pred is not None and pred.masks and t < len(pred.masks) else None
-    if pred_rle is not None:
-        contours, _ = cv2.findContours(masks.decode(pred_rle).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
-        cv2.drawContours(out, contours, -1, PRED_RGB, max(1, round(h / PANEL_HEIGHT)))
+    if pred_mask is not None:
+        contours, _ = cv2.findContours(pred_mask.astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
+        cv2.drawContours(out, contours, -1, OUTLINE_RGB, thickness + 2)
+        cv2.drawContours(out, contours, -1, PRED_RGB, thickness)
     for box in (pred.boxes[t] if pred is not None and pred.boxes and t < len(pred.boxes) and pred.boxes[t] else []):
         x1, y1, x2, y2 = (int(round(v)) for v in box)
-        cv2.rectangle(out, (x1, y1), (x2, y2), PRED_RGB, max(1, round(h / PANEL_HEIGHT)))
+        cv2.rectangle(out, (x1, y1), (x2, y2), OUTLINE_RGB, thickness + 2)
+        cv2.rectangle(out, (x1, y1), (x2, y2), PRED_RGB, thickness)
     scale = PANEL_HEIGHT / h
     out = cv2.resize(out, (max(1, round(w * scale)), PANEL_HEIGHT), interpolation=cv2.INTER_AREA)
     if sample.modality == "video":
-        cv2.putText(out, f"t={sample.frame_ids[t]}", (4, PANEL_HEIGHT - 6), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
+        _label(out, f"frame {sample.frame_ids[t]}", (4, PANEL_HEIGHT - 8))
     return out
+
+
+def _label(img: np.ndarray, text: str, origin: tuple[int, int]) -> None:
+    """White text on a dark box, readable on any frame."""
+    (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, FONT_SCALE, 1)
+    x, y = origin
+    cv2.rectangle(img, (x - 2, y - th - 4), (x + tw + 2, y + base), (0, 0, 0), -1)
+    cv2.putText(img, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, FONT_SCALE, (255, 255, 255), 1, cv2.LINE_AA)
 
 
 def _header(sample: Sample, pred: Prediction | None, score: dict | None, width: int) -> np.ndarray:
     lines = [f"{sample.id}  [{sample.task}]  {sample.query}"]
     value = score_value(score)
     status = "no prediction" if pred is None else (f"FAILED {pred.error['kind']}: {pred.error['message']}" if pred.error else "ok")
-    lines.append(f"score {value:.4f}  {status}" if value is not None else status)
+    lines.append(f"score {100 * value:.1f} %  {status}" if value is not None else status)
     if pred is not None and pred.text:
         lines.append(f"answer: {pred.text}")
     for k, ref in enumerate(sample.target.answers or []):
         lines.append(f"reference {k + 1}: {ref}")
-    wrapped = [chunk for line in lines for chunk in _wrap(line, max(20, width // 8))]
-    header = np.full((18 * len(wrapped) + 8, width, 3), 255, np.uint8)
+    wrapped = [chunk for line in lines for chunk in _wrap(line, max(20, width // 11))]
+    header = np.full((LINE_PX * (len(wrapped) + 1) + 10, width, 3), 255, np.uint8)
     for k, line in enumerate(wrapped):
-        cv2.putText(header, line, (4, 18 * (k + 1)), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(header, line, (4, LINE_PX * (k + 1)), cv2.FONT_HERSHEY_SIMPLEX, FONT_SCALE, (0, 0, 0), 1, cv2.LINE_AA)
+    _legend(header, LINE_PX * (len(wrapped) + 1))
     return header
+
+
+def _legend(img: np.ndarray, y: int) -> None:
+    """One line: a swatch and a name for ground truth, prediction and ignore."""
+    x = 4
+    for name, colour, edge in (("ground truth", GT_RGB, GT_RGB), ("prediction", PRED_RGB, OUTLINE_RGB),
+                               ("ignored pixels", IGNORE_RGB, IGNORE_RGB)):
+        cv2.rectangle(img, (x, y - 13), (x + 18, y + 1), edge, -1)
+        cv2.rectangle(img, (x + 2, y - 11), (x + 16, y - 1), colour, -1)
+        cv2.putText(img, name, (x + 24, y), cv2.FONT_HERSHEY_SIMPLEX, FONT_SCALE, (0, 0, 0), 1, cv2.LINE_AA)
+        (tw, _), _ = cv2.getTextSize(name, cv2.FONT_HERSHEY_SIMPLEX, FONT_SCALE, 1)
+        x += 24 + tw + 18
 
 
 def _wrap(text: str, width: int) -> Iterable[str]:

@@ -4,21 +4,28 @@ this rebuilds it:
 
     python -m rvt_bench.harness.report RUN_DIR [--frames 4] [--dataset-root DIR]
 
-The page (template.html.j2, Jinja2 with autoescaping) holds the results table with 95% CIs, the
-run summary, any analytics blocks of metrics.json (funnel, analytics, baseline_empty, warnings), and
-every sample: query, frames with GT and prediction overlaid (rvt_bench.harness.visualize), answer, reference
+The page (template.html.j2, Jinja2 with autoescaping) starts with figures: the headline table (value,
+95% CI, empty-prediction baseline, unit, n), the model's funnel chart and measures (its
+AdapterReport), a breakdown chart with CI whiskers and baselines (breakdowns.py) and a per-sample
+score histogram (charts.py: matplotlib, inline SVG); the samples follow within one screen height:
+query, frames with GT and prediction overlaid (rvt_bench.harness.visualize), answer, reference
 answers, error, and the full trace with the digital twin (<dt_rep>) collapsed. Client-side filters
 by task, level, category and failure kind and a sort by score; the filter state lives in the URL
-hash (e.g. report.html#task=grounding&sort=asc), so a filtered view can be linked. Opens from disk:
-no server, no network.
+hash (e.g. report.html#task=grounding&sort=asc), so a filtered view can be linked. One file with its
+images beside it: no server, no network. Every number carries its unit; nothing is a raw value.
 """
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import markupsafe
+
+log = logging.getLogger(__name__)
 
 TEMPLATE = "template.html.j2"
 IMAGES = "report_images"
@@ -42,12 +49,6 @@ def _trace_parts(trace: Any) -> list[dict[str, Any]]:
     return parts
 
 
-def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
-    if isinstance(node, dict):
-        return [kv for k, v in node.items() for kv in _flat(f"{prefix}.{k}" if prefix else str(k), v)]
-    return [(prefix, node)]
-
-
 def _scoring_seconds(run_dir: Path) -> float | None:
     """The wall time of the scoring that wrote metrics.json (manifest.json "scoring"), or None."""
     try:
@@ -69,6 +70,42 @@ def _paper_tables(m: dict[str, Any]) -> dict[str, str] | None:
     return {fmt: paper_table(m, fmt, published) for fmt in ("markdown", "latex")}
 
 
+def _table_blocks(tables: dict[str, str] | None) -> list[dict[str, Any]]:
+    """The paper tables as the page's collapsible blocks ({"title", "html"}), text kept verbatim for pasting."""
+    if not tables:
+        return []
+    titles = {"markdown": "Paper table (the benchmark's published layout, markdown)", "latex": "Paper table (LaTeX, booktabs)"}
+    return [{"title": titles[fmt], "html": markupsafe.Markup("<pre>{}</pre>").format(text)} for fmt, text in tables.items()]
+
+
+def _protocol(cfg: Any) -> Any | None:
+    """The run's protocol from its config (for breakdown intervals); None when it cannot be built."""
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(cfg.dataset.protocol)
+    except Exception as exc:  # noqa: BLE001  the page draws the bars without intervals then
+        log.warning("report.html: breakdowns without intervals (the protocol could not be built: %s)", exc)
+        return None
+
+
+def _details_tables(details: dict[str, Any]) -> list[dict[str, Any]]:
+    """An adapter's structured extras (AdapterReport.details) as tables: {name: {row: value}} as
+    two columns, {name: {row: {column: value}}} as a matrix; anything else as JSON text."""
+    out = []
+    for name, node in details.items():
+        title = str(name).replace("_", " ")
+        if isinstance(node, dict) and node and all(isinstance(v, dict) for v in node.values()):
+            cols = sorted({c for v in node.values() for c in v})
+            out.append({"title": title, "head": ["", *cols],
+                        "rows": [[str(r), *[str(v.get(c, 0)) for c in cols]] for r, v in node.items()]})
+        elif isinstance(node, dict):
+            out.append({"title": title, "head": [], "rows": [[str(k), str(v)] for k, v in node.items()]})
+        else:
+            out.append({"title": title, "head": [], "rows": [[json.dumps(node, default=str)]]})
+    return out
+
+
 def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | None = None,
                  samples: list | None = None, preds: dict | None = None) -> Path:
     """Write report.html and report_images/ into `run_dir` (a scored run); returns the html path.
@@ -82,63 +119,86 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     from hydra.utils import instantiate
 
     from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
-    from rvt_bench.harness.names import load_run_config
-    from rvt_bench.core.units import ci_text, show as _show, unit
-    from rvt_bench.harness.summary import format_summary
     from rvt_bench.core.types import RunStoreError
+    from rvt_bench.harness.names import load_run_config
+    from rvt_bench.harness.report import charts
+    from rvt_bench.harness.report.breakdowns import breakdown_bars
+    from rvt_bench.harness.summary import format_summary
+    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text
     from rvt_bench.harness.visualize import render_sample, score_value
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").exists():
         raise RunStoreError(f"{run_dir}: no metrics.json (score the run first)")
     m = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    cfg = load_run_config(run_dir / "config.yaml") if (run_dir / "config.yaml").exists() else None
     if samples is None:
         from rvt_bench.loaders.config import loader_kwargs
 
-        cfg = load_run_config(run_dir / "config.yaml")
+        if cfg is None:
+            raise RunStoreError(f"{run_dir}: no config.yaml (not a run directory)")
         kwargs = loader_kwargs(cfg.dataset, root=dataset_root)
         samples = list(instantiate(kwargs, _convert_="all"))
     if preds is None:
         preds = read_predictions(prediction_files(run_dir))
-    scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
+    records = list(read_jsonl(run_dir / "scores.jsonl")) if (run_dir / "scores.jsonl").exists() else []
+    scores = {r["sample_id"]: r for r in records}
     images = run_dir / IMAGES
     rows = []
+    per_task: dict[str, list[float]] = {}
     for k, s in enumerate(samples):
         pred, score = preds.get(s.id), scores.get(s.id)
-        name = f"{k:05d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', s.id)}.png"
+        name = image_name(k, s.id)
         picture = render_sample(s, pred, score, max_frames)
         images.mkdir(exist_ok=True)  # only once a picture exists: a report that cannot render leaves no folder
         cv2.imwrite(str(images / name), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
         value = score_value(score)
+        if value is not None:
+            per_task.setdefault(s.task, []).append(value)
         error = pred.error if pred is not None else {"kind": "missing", "message": "no prediction"}
         rows.append({
-            "id": s.id, "task": s.task, "query": s.query, "level": str(s.meta.get("level", "")),
-            "category": str(s.meta.get("category", "")), "failure": (error or {}).get("kind", "none") if error else "none",
+            "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
+            "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
             "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
-    headline = [k for k in m.get("headline") or [] if k in m["metrics"]] or list(m["metrics"])
-    cis = m.get("ci") or {}
-    results = [{"key": k, "value": _show(k, m["metrics"][k], 1), "ci": ci_text(cis.get(k), 1, k),
-                "unit": unit(k), "n": (cis.get(k) or {}).get("n", "")} for k in headline]
     scoring_s = _scoring_seconds(run_dir)
-    shown = dict(m)
-    if scoring_s is not None and isinstance(m.get("analytics"), dict):  # metrics.json leaves it null: see rundir.note_scoring
-        shown["analytics"] = {**m["analytics"], "latency_s": {**(m["analytics"].get("latency_s") or {}), "scoring": scoring_s}}
-    blocks = [(name, _flat("", shown[name])) for name in ("funnel", "analytics", "baseline_empty") if shown.get(name)]
-    if m.get("warnings"):
-        blocks.append(("warnings", [(str(k + 1), w) for k, w in enumerate(m["warnings"])]))
+    report = adapter_report(m)
+    protocol = _protocol(cfg) if cfg is not None and records else None
+    boot = (cfg.run.bootstrap if cfg is not None and "run" in cfg and "bootstrap" in cfg.run else {}) or {}
+    bars = breakdown_bars(m, protocol, records, int(boot.get("B", 1000)), int(boot.get("seed", 0)))
+    figures = {"funnel": charts.funnel_chart(report) if report is not None else None,
+               "breakdown": charts.breakdown_chart(bars), "scores": charts.score_histogram(per_task)}
+    measures = [{"label": x.label, "value": measure_text(x)} for x in (report.measures if report else [])]
+    if scoring_s is not None:
+        measures.append({"label": "scoring time", "value": f"{scoring_s:.1f} s"})
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
     options["failure"] = sorted({r["failure"] for r in rows if r["failure"] != "none"})
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined)
-    html = env.get_template(TEMPLATE).render(m=SimpleNamespace(**{"protocol_version": None, **m}), results=results,
-                                             summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)), blocks=blocks,
-                                             samples=rows, options=options, paper_tables=_paper_tables(m))
+    html = env.get_template(TEMPLATE).render(
+        m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=headline_rows(m, 1), report=report,
+        figures={k: markupsafe.Markup(v) for k, v in figures.items() if v}, measures=measures,
+        details=_details_tables(report.details) if report is not None else [],
+        # one line each under the title (the run's sandbox mode...), and paper-layout results tables
+        # ({"title", "html"}) in the results card: slots for what other parts of the harness report
+        header_lines=[], tables=_table_blocks(_paper_tables(m)),
+        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)),
+        scored=sum(len(v) for v in per_task.values()), samples=rows, options=options)
     out = run_dir / "report.html"
     out.write_text(html, encoding="utf-8")
     return out
+
+
+def image_name(index: int, sample_id: str) -> str:
+    """The overlay's file name in report_images/ of the sample at `index` (dataset order)."""
+    return f"{index:05d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', sample_id)}.png"
+
+
+def _text(value: Any) -> str:
+    """A meta value as the filters show it; "" for a missing one."""
+    return "" if value is None else str(value)
 
 
 def main(argv: list[str] | None = None) -> None:

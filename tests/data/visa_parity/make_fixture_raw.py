@@ -135,4 +135,8 @@ def write_fixture(out_dir: str | Path) -> tuple[Path, Path]:
 
 
 if __name__ == "__main__":
-    print(write_fixture(sys.argv[1] if len(sys.argv) > 1 else "visa_raw_fixture"))
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tests.data.visa_parity.make_fixture_raw", description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir", nargs="?", default="visa_raw_fixture", help="where the fixture is written (created)")
+    print(write_fixture(ap.parse_args().out_dir))

@@ -1,0 +1,169 @@
+"""What a reader sees of a scored run's metrics.json, as display-ready rows: the headline table
+(value, 95% CI, empty-prediction baseline, unit, n), the model's own report (AdapterReport: funnel
+stages and measures) and the breakdowns. The terminal summary, report.html and the experiment
+loggers all render these rows, so a number reads the same everywhere: fractions in percent with
+"%", unbounded scores (CIDEr) as scores, counts as integers, missing values as "n/a".
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rvt_bench.core.records import AdapterReport, Measure, Stage
+from rvt_bench.core.units import NA, ci_text, show, unit
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One headline metric. value, low, high, baseline: as stored (fractions in [0, 1], scores as
+    they are), None when missing; text fields: as shown, in `unit` ("%", "score", "count")."""
+
+    key: str
+    value: float | None
+    low: float | None
+    high: float | None
+    baseline: float | None
+    unit: str
+    n: int | None
+    value_text: str
+    ci_text: str
+    baseline_text: str
+    why: str  # why the value is missing ("" when it is not)
+
+
+def metric_unit(metrics: dict[str, Any], key: str, value: Any = None) -> str:
+    """"%" (a fraction, shown x100), "score" (CIDEr) or "count" (an integer), from metrics.json
+    "metric_units" when it names the key, else from the key (rvt_bench.core.units.unit)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "count"
+    given = (metrics.get("metric_units") or {}).get(key)
+    if given in ("fraction", "score"):
+        return "%" if given == "fraction" else "score"
+    return unit(key)
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | None = None) -> list[HeadlineRow]:
+    """The rows of the headline table (keys: default the protocol's headline metrics present in
+    metrics.json, else every metric)."""
+    values = metrics.get("metrics") or {}
+    if keys is None:
+        keys = [k for k in metrics.get("headline") or [] if k in values] or list(values)
+    cis, base, why = metrics.get("ci") or {}, metrics.get("baseline_empty") or {}, metrics.get("unavailable") or {}
+    rows = []
+    for key in keys:
+        value, ci = values.get(key), cis.get(key) or {}
+        u = metric_unit(metrics, key, value)
+        n = ci.get("n", metrics.get("n") if "/" not in key else None)
+        b = _number(base.get(key))
+        rows.append(HeadlineRow(
+            key=key, value=_number(value), low=_number(ci.get("low")), high=_number(ci.get("high")), baseline=b,
+            unit=u, n=n if isinstance(n, int) else None, value_text=show(key, value, digits),
+            ci_text=ci_text(ci, digits, key), baseline_text=NA if b is None else show(key, b, digits),
+            why="" if value is not None else str(why.get(key) or ci.get("reason") or "no value")))
+    return rows
+
+
+def adapter_report(metrics: dict[str, Any]) -> AdapterReport | None:
+    """The model's report in metrics.json: its "adapter_report" block, or, for a file written
+    before adapters reported themselves, one converted from the DT-R1 "funnel" / "analytics" /
+    "decoding" blocks (_from_funnel). None when the run has neither."""
+    if isinstance(metrics.get("adapter_report"), dict):
+        return AdapterReport.from_json(metrics["adapter_report"])
+    return _from_funnel(metrics)
+
+
+# analytics keys of the DT-R1 funnel block written before "adapter_report": (label, unit)
+_OLD_MEASURES = {"valid_dag_rate": ("valid DAG", "fraction"), "code_exec_success_rate": ("code runs OK", "fraction"),
+                 "mean_code_rounds": ("code rounds (mean)", "rounds"), "max_code_rounds": ("code rounds (max)", "rounds"),
+                 "task_consistency": ("declared task = sample task", "fraction")}
+
+
+def _from_funnel(m: dict[str, Any]) -> AdapterReport | None:
+    """The old "funnel" block as an AdapterReport (delete with the block): stages in order with
+    their counts, analytics rates and rounds and latency sums (seconds) as measures. Predictions
+    without a rollout (another model) keep only the stages from answer_parsed on, no decoding."""
+    funnel = m.get("funnel")
+    if not isinstance(funnel, dict) or not funnel.get("stages"):
+        return None
+    n = int(funnel.get("n", m.get("n") or 0))
+    stages = list(funnel["stages"])
+    foreign = n > 0 and funnel.get("not_applicable") == n
+    if foreign and "answer_parsed" in stages:
+        stages = stages[stages.index("answer_parsed"):]
+    reached = funnel.get("reached") or {}
+    analytics = m.get("analytics") if isinstance(m.get("analytics"), dict) else {}
+    measures = [Measure(k, label, analytics[k], u) for k, (label, u) in _OLD_MEASURES.items()
+                if _number(analytics.get(k)) is not None]
+    latency = analytics.get("latency_s") or {}
+    measures += [Measure(f"{k}_s", f"{k} time", latency[k], "s") for k in ("generation", "perception", "code", "total")
+                 if _number(latency.get(k))]
+    if funnel.get("result_undecided"):
+        measures.append(Measure("result_undecided", "results undecided (text without a judge verdict)",
+                                int(funnel["result_undecided"]), "count"))
+    details = {k: analytics[k] for k in ("tool_usage", "task_confusion") if analytics.get(k)}
+    return AdapterReport(model=str(m.get("model")), n=n,
+                         stages=[Stage(s, s.replace("_", " ").replace("dag", "DAG"), int(reached.get(s, 0))) for s in stages],
+                         decoding=None if foreign else m.get("decoding"), measures=measures, details=details)
+
+
+def measure_text(measure: Measure, digits: int = 1) -> str:
+    """A measure's value with its unit: fraction -> "40.0 %", "s" -> "214.3 s", "rounds" ->
+    "1.0 rounds", "count" -> "3"; text as it is."""
+    v = measure.value
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if not math.isfinite(v):
+        return NA
+    if measure.unit == "fraction":
+        return f"{100 * v:.{digits}f} %"
+    if measure.unit == "count":
+        return str(int(v))
+    text = str(v) if isinstance(v, int) else f"{v:.{digits}f}"
+    return f"{text} {measure.unit}" if measure.unit else text
+
+
+def funnel_text(report: AdapterReport) -> str:
+    """The funnel on one line: "plan emitted 10 > DAG valid 10 > ... > result correct 3 (30.0 %)"."""
+    n = report.n or 0
+    steps = [f"{s.label} {s.reached}" for s in report.stages]
+    last = report.stages[-1].reached if report.stages else 0
+    share = f" ({100 * last / n:.1f} % of {n})" if n and report.stages else ""
+    return " > ".join(steps) + share
+
+
+@dataclass(frozen=True)
+class BreakdownRow:
+    """One value of one breakdown: group (e.g. "video/level"), name ("2"), metric ("J&F"), its value
+    (as stored), n (samples), and the display key of the metric ("video/J&F")."""
+
+    group: str
+    name: str
+    metric: str
+    value: float
+    n: int | None
+    key: str
+
+
+def breakdown_rows(metrics: dict[str, Any], fraction_only: bool = True) -> list[BreakdownRow]:
+    """Every numeric value of metrics.json "breakdown" (its order), one row per (group, value, metric);
+    fraction_only: leave out scores (CIDEr) and counts."""
+    rows = []
+    for group, values in (metrics.get("breakdown") or {}).items():
+        part = group.rpartition("/")[0]
+        for name, vals in (values or {}).items():
+            if not isinstance(vals, dict):
+                continue
+            for metric, value in vals.items():
+                key = f"{part}/{metric}" if part else metric
+                if _number(value) is None or metric == "n" or metric.endswith("_n") or isinstance(value, bool):
+                    continue
+                if fraction_only and metric_unit(metrics, key, value) != "%":
+                    continue
+                n = vals.get("n")
+                rows.append(BreakdownRow(group, str(name), metric, float(value), n if isinstance(n, int) else None, key))
+    return rows
