@@ -26,15 +26,16 @@ from hydra.utils import instantiate
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.core import masks
 from rvt_bench.core.frames import read_frame
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
 from rvt_bench.core.types import Prediction, Sample
+import rvt_bench.metrics  # noqa: F401,E402  (defines the built-in kinds of score values that score_value reads)
 
 GT_RGB = (40, 200, 60)
 PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself
 IGNORE_RGB = (0, 170, 255)  # azure hatching: a grey fill vanishes on grayscale frames
 HATCH_PX = 4  # stripe width of the ignore hatching, in frame pixels
 PANEL_HEIGHT = 360
-_SCORE_KEYS = ("J&F", "giou_term", "iou", "J")
 
 
 def render_sample(sample: Sample, pred: Prediction | None, score: dict | None = None, max_frames: int = 6) -> np.ndarray:
@@ -102,10 +103,9 @@ def _wrap(text: str, width: int) -> Iterable[str]:
 
 
 def score_value(score: dict | None) -> float | None:
-    for key in _SCORE_KEYS:
-        if score and isinstance(score.get(key), (int, float)):
-            return float(score[key])
-    return None
+    """The sample's own score of a scores.jsonl record (ScoreRecord.sample_score: J&F of a video,
+    the gIoU term of an image or a box answer), None without a record or for corpus-level text."""
+    return None if not score else ScoreRecord.from_json(score).sample_score()
 
 
 def worst_per_task(ids: list[str], samples: dict[str, Sample], scores: dict[str, dict], n: int) -> list[str]:
