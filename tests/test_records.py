@@ -83,6 +83,12 @@ def test_values_of_an_unknown_kind_are_refused_naming_the_kind():
     with pytest.raises(RunStoreError, match=r"mask_iou values lack \['iou'\]"):
         ScoreRecord.from_json({**RECORD, "values": {"mask_iou": {"I": 1, "U": 2, "target": 2, "giou_term": 0.5}},
                                "schema_version": 2})
+    # nothing read is dropped silently on its way to the next write
+    with pytest.raises(RunStoreError, match=r"keys \['extra'\] that TextValues does not declare"):
+        ScoreRecord.from_json({**RECORD, "values": {"text": {"hypothesis": "h", "references": [], "extra": 1}},
+                               "schema_version": 2})
+    with pytest.raises(RunStoreError, match=r"keys \['J'\] beside its values"):
+        ScoreRecord.from_json({**RECORD, "J": 0.5, "schema_version": 2})
 
 
 def test_correct_is_the_judges_verdict_else_the_values_rule():

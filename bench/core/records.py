@@ -148,12 +148,17 @@ class UnitValues:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "UnitValues":
-        """Raises RunStoreError when `obj` is not an object or lacks a required key."""
+        """Raises RunStoreError when `obj` is not an object, lacks a required key or has a key the
+        class does not declare (nothing is dropped on the way to the next write)."""
         if not isinstance(obj, dict):
             raise RunStoreError(f"{cls.kind} values are not an object: {str(obj)[:200]}")
-        missing = [k for k, required in cls.keys().items() if required and k not in obj]
+        keys = cls.keys()
+        missing = [k for k, required in keys.items() if required and k not in obj]
         if missing:
             raise RunStoreError(f"{cls.kind} values lack {missing}: {str(obj)[:200]}")
+        unknown = sorted(set(obj) - set(keys))
+        if unknown:
+            raise RunStoreError(f"{cls.kind} values have keys {unknown} that {cls.__qualname__} does not declare")
         return cls(**{f.name: obj[f.metadata.get("key", f.name)]  # type: ignore[call-arg]
                       for f in fields(cls) if f.metadata.get("key", f.name) in obj})  # type: ignore[arg-type]
 
@@ -170,7 +175,7 @@ class UnitValues:
 
 V = TypeVar("V", bound=UnitValues)
 CORRECT_JUDGE = 0.5  # judge score at or above which a free-text answer counts as correct (the DT-R1 paper's analysis)
-_HEADER = ("modality", "task", "failed", "error_kind", "meta")
+_OWN = {"sample_id", "modality", "task", "failed", "error_kind", "meta", "judge", "funnel", "schema_version"}
 _PART_KEY = re.compile(r"part(_[0-9]+)?")
 
 
@@ -266,6 +271,10 @@ class ScoreRecord:
         version = _check_version(f"score record {sid!r}", obj.get("schema_version", 1), SCORE_SCHEMA_VERSION)
         judge = JudgeVerdict.from_json(obj["judge"]) if isinstance(obj.get("judge"), dict) else None
         parts = {k: v for k, v in obj.items() if _PART_KEY.fullmatch(k)}
+        if version >= 2:
+            unknown = sorted(k for k in obj if k not in _OWN and k != "values" and not _PART_KEY.fullmatch(k))
+            if unknown or not isinstance(obj.get("values", {}), dict):
+                raise RunStoreError(f"score record {sid!r}: keys {unknown} beside its values, or values not an object")
         raw = (obj.get("values") or {}) if version >= 2 else _v1_values(sid, obj)
         values = {}
         for kind, body in raw.items():
@@ -283,13 +292,12 @@ class ScoreRecord:
 
 def _v1_values(sid: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The flat values of a version 1 record split by kind: a kind claims the record when every
-    required key of it is there, a claiming kind whose keys all belong to another claiming kind
+    required key of it is there (a kind without required keys never does), a claiming kind whose keys all belong to another claiming kind
     (video_jf within revos) gives way, and each takes its keys. Raises RunStoreError when a key is
     left that no kind takes."""
-    own = {"sample_id", "judge", "funnel", "schema_version", *_HEADER}
-    flat = {k: v for k, v in obj.items() if k not in own and not _PART_KEY.fullmatch(k)}
+    flat = {k: v for k, v in obj.items() if k not in _OWN and not _PART_KEY.fullmatch(k)}
     claims = {kind: cls.keys() for kind, cls in UnitValues._kinds.items()
-              if all(k in flat for k, required in cls.keys().items() if required)}
+              if any(cls.keys().values()) and all(k in flat for k, required in cls.keys().items() if required)}
     claims = {kind: keys for kind, keys in claims.items()
               if not any(other != kind and set(keys) < set(theirs) for other, theirs in claims.items())}
     out = {kind: {k: flat[k] for k in keys if k in flat} for kind, keys in claims.items()}

@@ -117,8 +117,9 @@ class UnitProtocol(Protocol):
                 "warnings": warnings}
 
     def _empty_gt_warnings(self, records: list[ScoreRecord]) -> list[str]:
-        # a sample's GT is empty when a unit says so; no warning at all when no unit can tell
-        flags = [[unit.gt_empty(r) for unit in self.units] for r in records]
-        if all(f is None for row in flags for f in row):
+        # a sample's GT is empty when every unit that can tell says so; no warning at all when none can
+        flags = [[f for f in (unit.gt_empty(r) for unit in self.units) if f is not None] for r in records]
+        if not any(flags):
             return []
-        return empty_gt_warnings([r.sample_id for r, row in zip(records, flags) if any(row)], len(records), self.what)
+        return empty_gt_warnings([r.sample_id for r, row in zip(records, flags) if row and all(row)], len(records),
+                                 self.what)

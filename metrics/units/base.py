@@ -25,14 +25,14 @@ class Unit:
     """One metric family (video J/F, LISA gIoU/cIoU, box IoU, captions, judge).
 
     name:             short id of the family, e.g. "video_jf".
-    values:           the UnitValues class of its per-sample values (rvt_bench.core.records); two
+    values_type:      the UnitValues class of its per-sample values (rvt_bench.core.records); two
                       units may share one (captions and judge read one answer) if they write equal
                       values.
     higher_is_better: True for every unit here (a score, not an error).
     task:             the task whose outputs the unit reads ("segmentation", "grounding", "vqa", ...;
                       None = any): a prediction that declares another task is scored as empty.
 
-    score(sample, pred) -> values: the sample's typed values (a `values` instance), added to its
+    score(sample, pred) -> values: the sample's typed values (a `values_type` instance), added to its
         ScoreRecord. May hold "gt_empty" (the GT is empty everywhere) and "baseline" (the same
         values for an empty prediction). Raises DatasetFormatError for a bad GT, AdapterError for
         an unusable prediction.
@@ -50,7 +50,7 @@ class Unit:
     """
 
     name: str = ""
-    values: type[UnitValues] = UnitValues
+    values_type: type[UnitValues] = UnitValues
     higher_is_better: bool = True
     task: str | None = None
     judge: Any = None
@@ -70,7 +70,7 @@ class Unit:
 
     def of(self, record: ScoreRecord) -> Any:
         """This unit's values in `record`; RunStoreError when it has none."""
-        return record.of(self.values)
+        return record.of(self.values_type)
 
     def attach_judge(self, judge: Any) -> None:
         """Keep `judge` (rvt_bench.metrics.judge.Judge or None); units without free text never call it."""

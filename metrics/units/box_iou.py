@@ -46,7 +46,7 @@ class BoxIoU(Unit):
     """
 
     name = "box_iou"
-    values = BoxValues
+    values_type = BoxValues
     task = "grounding"
 
     def __init__(self, threshold: float = ACC_THRESHOLD) -> None:

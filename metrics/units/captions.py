@@ -52,7 +52,7 @@ class Captions(Unit):
     """
 
     name = "captions"
-    values = TextValues
+    values_type = TextValues
 
     def __init__(self, metrics: Sequence[str] = ("BLEU", "CIDEr")) -> None:
         self.metrics = tuple(metrics)

@@ -21,7 +21,7 @@ class JudgeScore(Unit):
     """
 
     name = "judge"
-    values = TextValues
+    values_type = TextValues
 
     def score(self, sample: Sample, pred: Prediction) -> TextValues:
         return text_fields(sample, pred, pred.task in (None, sample.task))

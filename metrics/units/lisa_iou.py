@@ -50,7 +50,7 @@ class LisaIoU(Unit):
     """
 
     name = "lisa_iou"
-    values = MaskIoUValues
+    values_type = MaskIoUValues
     task = "segmentation"
 
     def __init__(self, mode: str = "reference", protocol: str = "reasonseg") -> None:

@@ -128,7 +128,7 @@ class VideoJF(Unit):
     """
 
     name = "video_jf"
-    values = VideoJFValues
+    values_type = VideoJFValues
     task = "segmentation"
 
     def __init__(self, bound_th: float = DAVIS_BOUND_TH) -> None:
