@@ -67,7 +67,8 @@ from rvt_bench.adapters.precomputed import PrecomputedAdapter  # noqa: E402
 from rvt_bench.core import masks  # noqa: E402
 from rvt_bench.loaders.revos import ReVOSDataset  # noqa: E402
 from rvt_bench.core.types import AdapterError, Prediction  # noqa: E402
-from rvt_bench.metrics.protocols.revos import ReVOSProtocol  # noqa: E402
+from rvt_bench.core.records import ScoreRecord  # noqa: E402
+from rvt_bench.metrics.protocols.revos import ReVOSProtocol, ReVOSValues  # noqa: E402
 
 cv2.setNumThreads(1)  # one thread per worker process: the pools are the parallelism, not OpenCV's threads
 EXPRESSIONS_PER_VIDEO = 5
@@ -166,7 +167,7 @@ def _init(pred_root: str) -> None:
     _WORKER = (PrecomputedAdapter(pred_root, layout="revos", workers=1), ReVOSProtocol())
 
 
-def _score_one(sample) -> dict:
+def _score_one(sample) -> ScoreRecord:
     """Predict (read the PNGs) and score one expression in a worker; a broken submission is a
     failure scored as VISA scores it (0)."""
     adapter, protocol = _WORKER
@@ -183,7 +184,7 @@ def _usage() -> tuple[float, float, float]:
     return (own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, own.ru_maxrss / 1024, kids.ru_maxrss / 1024)
 
 
-def run_ours(work: Path, workers: int) -> tuple[dict, list[dict], float, float]:
+def run_ours(work: Path, workers: int) -> tuple[dict, list[ScoreRecord], float, float]:
     c0, t0 = _usage()[0], time.perf_counter()
     samples = list(ReVOSDataset(work / "ReVOS", split="valid"))
     with Pool(workers, initializer=_init, initargs=(str(work / "pred"),)) as pool:
@@ -223,12 +224,12 @@ def run_visa(work: Path, visa: Path, workers: int) -> tuple[dict, dict, float, f
     return results, rows, wall, cpu, after.ru_maxrss / 1024
 
 
-def compare(result: dict, records: list[dict], visa_results: dict, visa_rows: dict) -> str:
-    by_id = {r["sample_id"]: r for r in records}
+def compare(result: dict, records: list[ScoreRecord], visa_results: dict, visa_rows: dict) -> str:
+    by_id = {r.sample_id: r.of(ReVOSValues) for r in records}
     if sorted(by_id) != sorted(visa_rows):
         return f"DIFFERENT expression sets: {len(by_id)} ours, {len(visa_rows)} VISA"
     differ = [(sid, k) for sid, row in visa_rows.items() for k in ("J", "F", "A", "R")
-              if round(100 * np.float64(by_id[sid][k]), 2) != float(row[k])]
+              if round(100 * np.float64(getattr(by_id[sid], k)), 2) != float(row[k])]
     worst = 0.0
     for ours, theirs in (("", "overall"), ("referring/", "referring"), ("reasoning/", "reason")):
         for key, visa_key in (("J", "J"), ("F", "F"), ("A", "A"), ("R", "R"), ("J&F", "JF")):

@@ -8,10 +8,14 @@ import os
 import time
 from pathlib import Path
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from rvt_bench.adapters.base import Adapter
 from rvt_bench.core import masks
+from rvt_bench.core.records import ScoreRecord, UnitValues
+from rvt_bench.metrics.estimators import mean_of
 from rvt_bench.core.types import AdapterError, ParseError, Prediction, Sample, Target
 from rvt_bench.metrics.protocols.base import Protocol
 
@@ -43,6 +47,14 @@ class FakeDataset:
         return len(self.items)
 
 
+@dataclass
+class IoUValues(UnitValues):
+    """The fake protocol's per-sample value: the IoU of the single frame."""
+
+    kind = "fake_iou"
+    IoU: float
+
+
 class MeanIoUProtocol(Protocol):
     """Plain IoU of the single frame, averaged; enough to check the runner's plumbing."""
 
@@ -55,10 +67,14 @@ class MeanIoUProtocol(Protocol):
         if pm.shape != gt.shape:
             raise AdapterError(f"{sample.id}: prediction {pm.shape} vs frame {gt.shape}")
         union = (gt | pm).sum()
-        return {"sample_id": sample.id, "failed": pred.error is not None, "IoU": float((gt & pm).sum() / union) if union else 1.0}
+        return ScoreRecord(sample.id, failed=pred.error is not None,
+                           values={IoUValues.kind: IoUValues(float((gt & pm).sum() / union) if union else 1.0)})
 
     def aggregate(self, records):
-        return {"metrics": {"IoU": float(np.mean([r["IoU"] for r in records]))}, "n": len(records)}
+        return {"metrics": {"IoU": float(np.mean([r.of(IoUValues).IoU for r in records]))}, "n": len(records)}
+
+    def estimator(self, key, records):
+        return mean_of(key, records, lambda r: r.of(IoUValues).IoU) if key == "IoU" else super().estimator(key, records)
 
 
 class FakeAdapter(Adapter):

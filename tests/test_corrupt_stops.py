@@ -18,6 +18,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rvt_bench.core import masks
+from rvt_bench.core.records import JudgeVerdict
 from rvt_bench.harness.cli import EXIT_CODES
 from rvt_bench.harness.runner import run
 from rvt_bench.core.store import RunLock, read_jsonl
@@ -328,14 +329,14 @@ class JudgedIoUProtocol(MeanIoUProtocol):
     def score(self, sample, pred):
         record = super().score(sample, pred)
         if os.path.exists(self.down):
-            record["judge"] = {"score": None, "reason": "judge: HTTP 503 after 3 attempt(s)"}
+            record.judge = JudgeVerdict(None, "judge: HTTP 503 after 3 attempt(s)")
         else:
-            record["judge"] = {"score": 1.0, "reason": ""}
+            record.judge = JudgeVerdict(1.0, "")
         return record
 
     def aggregate(self, records):
         out = super().aggregate(records)
-        scores = [r["judge"]["score"] for r in records if r["judge"]["score"] is not None]
+        scores = [r.judge.score for r in records if r.judge.score is not None]
         out["metrics"]["judge_score"] = float(np.mean(scores)) if scores else float("nan")
         return out
 

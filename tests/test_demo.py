@@ -232,7 +232,7 @@ def test_demo_protocol_scores_the_ground_truth_as_perfect(demo):
     gt = {"segmentation": lambda s: dict(masks=s.target.masks), "grounding": lambda s: dict(boxes=s.target.boxes),
           "vqa": lambda s: dict(text=s.target.answers[0]), "summarization": lambda s: dict(text=s.target.answers[0])}
     records = [protocol.score(s, Prediction(sample_id=s.id, task=s.task, **gt[s.task](s))) for s in demo]
-    assert {r["part"] for r in records} == {"image", "video", "rvt"}
+    assert {r.parts["part"] for r in records} == {"image", "video", "rvt"}
     metrics = protocol.aggregate(records)["metrics"]
     for key in ("image/gIoU", "image/cIoU", "video/J&F", "video/referring/J&F", "video/reasoning/J&F",
                 "rvt/grounding/gIoU", "rvt/grounding/cIoU", "rvt/grounding/Acc@0.5", "rvt/summarization/BLEU-1"):

@@ -16,6 +16,7 @@ from rvt_bench.adapters.base import Adapter
 from rvt_bench.loaders.demo import DemoDataset
 from rvt_bench.harness.config import group_node
 from rvt_bench.harness.runner import format_summary, run
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import Prediction, Sample
 from rvt_bench.metrics.judge import Judge
 from tests.fakes import make_cfg
@@ -61,13 +62,13 @@ def test_demo_protocol_records_and_aggregates_judge_verdicts(server, tmp_path):
     protocol = _demo_protocol()
     protocol.attach_judge(_judge(server, tmp_path))
     pairs = [(s, Prediction(s.id, task=s.task, text=ANSWERS[s.id])) for s in _text_samples()]
-    records = {r["sample_id"]: r for r, _ in protocol.score_many(pairs, progress=False)}
+    records = {r.sample_id: r for r, _ in protocol.score_many(pairs, progress=False)}
     assert len(records) == 4
-    assert records["rvt/vqa/launch_pad"]["judge"]["score"] == 1.0
-    assert records["rvt/vqa/lawn_depth"]["judge"]["score"] == 0.0
-    unscored = records["rvt/vqa/coin_entry"]["judge"]
-    assert unscored["score"] is None and unscored["error"] == "parse: no JSON verdict"
-    assert records["rvt/summary/kitchen_table"]["judge"]["score"] == 0.0  # empty answer: wrong
+    assert records["rvt/vqa/launch_pad"].judge.score == 1.0
+    assert records["rvt/vqa/lawn_depth"].judge.score == 0.0
+    unscored = records["rvt/vqa/coin_entry"].judge
+    assert unscored.score is None and unscored.error == "parse: no JSON verdict"
+    assert records["rvt/summary/kitchen_table"].judge.score == 0.0  # empty answer: wrong
     assert len(server.requests) == 3  # ... and no request was made for it
     assert "Question: What flies upward in this video?" in json.dumps(server.requests)
 
@@ -160,10 +161,13 @@ def test_judge_failure_rate_within_the_limit_publishes(server, tmp_path):
 def test_judged_run_files_are_byte_identical_to_before_one_verdict_type(server, tmp_path):
     """scores.jsonl and the judge parts of metrics.json as main wrote them with its own live Verdict
     type (tests/data/judged_run_5e41a15.json); one verdict type (rvt_bench.core.records.JudgeVerdict) must not
-    change a byte of them."""
+    change a byte of them. Its scores.jsonl is of schema_version 1: read and written again by this
+    version (values under "values", version 2) it is byte for byte what the run writes now."""
     expected = json.loads((REPO / "tests" / "data" / "judged_run_5e41a15.json").read_text())
     result = run(_cfg(tmp_path, judge=_openai_judge(server, max_failure_rate=0.3)))
-    assert sorted((result.run_dir / "scores.jsonl").read_text().splitlines()) == expected["scores"]
+    converted = sorted(json.dumps(ScoreRecord.from_json(json.loads(line)).to_json(), sort_keys=True, separators=(",", ":"))
+                       for line in expected["scores"])
+    assert sorted((result.run_dir / "scores.jsonl").read_text().splitlines()) == converted
     body = json.loads((result.run_dir / "metrics.json").read_text())
     assert body["judge"] == {**expected["judge"], "status": expected["judge"]["status"].format(base_url=server.base_url)}
     assert {k: v for k, v in body["metrics"].items() if "judge" in k} == expected["metrics"]

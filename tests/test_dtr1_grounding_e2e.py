@@ -14,6 +14,7 @@ from rvt_bench.adapters.twin.builder import build_twin
 from rvt_bench.adapters.twin.oracle import OraclePerception
 from rvt_bench.loaders.demo import DemoDataset
 from rvt_bench.metrics.protocols.rvtbench import RVTBenchProtocol
+from rvt_bench.metrics.units.box_iou import BoxValues
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = '<think>find the object that leaves</think>\n<dt_plan>{"SAM2": [], "OWLv2": ["SAM2"]}</dt_plan>'
@@ -44,7 +45,7 @@ def test_perfect_grounding_rollout_scores_iou_one(demo, sample_id, label):
     assert pred.error is None and pred.task == "grounding"
     assert len(pred.boxes) == sample.num_frames
     record = RVTBenchProtocol().score(sample, pred)
-    assert record["frame_ious"] == pytest.approx([1.0] * sample.num_frames, abs=1e-12)
+    assert record.of(BoxValues).frame_ious == pytest.approx([1.0] * sample.num_frames, abs=1e-12)
     metrics = RVTBenchProtocol().aggregate([record])["metrics"]
     assert metrics["grounding/gIoU"] == pytest.approx(1.0, abs=1e-12)
     assert metrics["grounding/cIoU"] == pytest.approx(1.0, abs=1e-12)
@@ -57,4 +58,4 @@ def test_boxes_of_the_other_object_score_below_one(demo):
                           perception=OraclePerception(), sandbox={"timeout_s": 20.0})
     record = RVTBenchProtocol().score(sample, adapter.predict(sample))
     # the flag never overlaps the rocket: 0 where the rocket is visible, 0 where only the flag is
-    assert max(record["frame_ious"]) == 0.0
+    assert max(record.of(BoxValues).frame_ious) == 0.0

@@ -11,6 +11,7 @@ import pytest
 from rvt_bench.core.types import Prediction, Sample, Target
 from rvt_bench.metrics.protocols.llmseg40k import LLMSegProtocol, llmseg_sample_iou
 from rvt_bench.metrics.protocols.reasonseg import ReasonSegProtocol
+from rvt_bench.metrics.units.lisa_iou import MaskIoUValues
 
 PARITY = Path(__file__).parent / "data" / "parity"
 REF = json.loads((PARITY / "llmseg_validate.json").read_text())
@@ -28,13 +29,13 @@ def _records(protocol):
 
 def test_per_sample_terms_equal_llmsegs_float32_values():
     for rec in _records(LLMSegProtocol()):
-        assert rec["giou_term"] == REF["acc_iou_float32"][rec["sample_id"]], rec["sample_id"]
+        assert rec.of(MaskIoUValues).giou_term == REF["acc_iou_float32"][rec.sample_id], rec.sample_id
 
 
 def test_small_union_uses_llmsegs_epsilon_not_lisas():
     """I = 10, U = 12: LLM-Seg's float32 10 / (12 + 1e-8) = 0.8333333; LISA's 10 / (12 + 1e-5) = 0.83333266."""
     assert REF["acc_iou_float32"]["eps0"] == llmseg_sample_iou(10, 12) == float(np.float32(10) / np.float32(12))
-    lisa = [r for r in _records(ReasonSegProtocol()) if r["sample_id"] == "eps0"][0]["giou_term"]
+    lisa = [r for r in _records(ReasonSegProtocol()) if r.sample_id == "eps0"][0].of(MaskIoUValues).giou_term
     assert lisa == pytest.approx(0.83333266, abs=1e-8)
 
 

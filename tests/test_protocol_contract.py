@@ -1,8 +1,8 @@
 """The contract every scoring protocol of conf/dataset/*.yaml keeps, on synthetic samples of its
 format with random predictions (some failed, some empty):
 
-- score records survive a JSON round trip (scores.jsonl), and aggregating the read-back records
-  gives the same metrics.json body;
+- score records survive a JSON round trip (scores.jsonl, ScoreRecord.to_json / from_json), and
+  aggregating the read-back records gives the same metrics.json body;
 - aggregate does not depend on the records' order;
 - score_many with workers=1 and workers=2 gives the same records;
 - scoring shards (samples[k::n], as run.shard / run.num_shards) and aggregating the union of
@@ -23,6 +23,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from rvt_bench.core import masks
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import Prediction, Sample, Target
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,7 +153,7 @@ def test_every_dataset_config_is_covered():
 
 def test_records_survive_a_json_round_trip(case):
     _, protocol, _, records = case
-    back = [json.loads(json.dumps(r)) for r in records]
+    back = [ScoreRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in records]
     assert back == records
     assert canonical(protocol.aggregate(back)) == canonical(protocol.aggregate(records))
 
@@ -176,7 +177,7 @@ def test_one_worker_equals_two(case):
 def test_union_of_shards_aggregates_as_the_whole(case, num_shards):
     _, protocol, pairs, records = case
     union = [r for k in range(num_shards) for r, _ in protocol.score_many(pairs[k::num_shards], progress=False)]
-    assert sorted(union, key=lambda r: r["sample_id"]) == sorted(records, key=lambda r: r["sample_id"])
+    assert sorted(union, key=lambda r: r.sample_id) == sorted(records, key=lambda r: r.sample_id)
     assert canonical(protocol.aggregate(union)) == canonical(protocol.aggregate(records))
 
 
@@ -187,3 +188,15 @@ def test_the_records_are_not_trivial(case):
     assert body["n"] == len(records) > 0
     numbers = [v for v in body["metrics"].values() if isinstance(v, float) and np.isfinite(v)]
     assert numbers and any(0 < v < 1 for v in numbers), (name, body["metrics"])
+
+
+def test_every_headline_metric_has_an_estimator_that_reproduces_it(case):
+    """The protocol declares each headline metric's bootstrap estimator (its interval in metrics.json)."""
+    name, protocol, _, records = case
+    metrics = protocol.aggregate(records)["metrics"]
+    numeric = [k for k in protocol.headline if isinstance(metrics.get(k), float) and np.isfinite(metrics[k])]
+    assert numeric, (name, metrics)
+    for key in numeric:
+        est = protocol.estimator(key, records)
+        assert not isinstance(est, str), (name, key, est)
+        assert abs(est.value() - metrics[key]) <= 1e-6, (name, key)

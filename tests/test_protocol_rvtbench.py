@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from rvt_bench.core import masks
 from rvt_bench.core.types import AdapterError, Prediction, Sample, Target
 from rvt_bench.metrics.masks import f_measure
 from rvt_bench.metrics.protocols.rvtbench import RVTBenchProtocol
+from rvt_bench.metrics.units.box_iou import BoxValues
+from rvt_bench.metrics.units.video_jf import VideoJFValues
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
 H, W = 8, 8
@@ -40,31 +43,31 @@ def seg_sample(sid="s", **kw) -> Sample:
 
 def test_segmentation_j_is_iou_per_frame_averaged_and_both_empty_frames_score_one():
     half = square(0, 4, 0, 2)  # 8 of the GT's 16 pixels, nothing outside: I = 8, U = 16
-    rec = RVTBenchProtocol().score(seg_sample(), Prediction("s", masks=[masks.encode(half), None]))
-    assert rec["frames"]["I"] == [8, 0] and rec["frames"]["U"] == [16, 0]
-    assert rec["frames"]["J"] == [0.5, 1.0] and rec["J"] == 0.75
-    assert rec["frames"]["F"] == [f_measure(square(0, 4, 0, 4), half), 1.0]
-    assert rec["J&F"] == (rec["J"] + rec["F"]) / 2
+    rec = RVTBenchProtocol().score(seg_sample(), Prediction("s", masks=[masks.encode(half), None])).of(VideoJFValues)
+    assert rec.frames["I"] == [8, 0] and rec.frames["U"] == [16, 0]
+    assert rec.frames["J"] == [0.5, 1.0] and rec.J == 0.75
+    assert rec.frames["F"] == [f_measure(square(0, 4, 0, 4), half), 1.0]
+    assert rec.jf == (rec.J + rec.F) / 2
 
 
 def test_grounding_scores_box_iou_per_frame():
     s = sample("g", "grounding", boxes=[[[0, 0, 10, 10]], []])
-    rec = RVTBenchProtocol().score(s, Prediction("g", task="grounding", boxes=[[[0, 5, 10, 10]], []]))
-    assert rec["frame_ious"] == [0.5, 1.0]  # 50 / 100; neither side has a box in frame 1
-    assert rec["giou_term"] == 0.75 and (rec["I"], rec["U"]) == (50.0, 100.0)
+    rec = RVTBenchProtocol().score(s, Prediction("g", task="grounding", boxes=[[[0, 5, 10, 10]], []])).of(BoxValues)
+    assert rec.frame_ious == [0.5, 1.0]  # 50 / 100; neither side has a box in frame 1
+    assert rec.giou_term == 0.75 and (rec.I, rec.U) == (50.0, 100.0)
 
 
 def test_prediction_of_another_task_scores_as_empty():
     exact = [masks.encode(square(0, 4, 0, 4)), None]
     rec = RVTBenchProtocol().score(seg_sample(), Prediction("s", task="vqa", masks=exact, text="a bear"))
-    assert rec["frames"]["J"] == [0.0, 1.0]
+    assert rec.of(VideoJFValues).frames["J"] == [0.0, 1.0]
     g = sample("g", "grounding", boxes=[[[0, 0, 10, 10]], []])
-    assert RVTBenchProtocol().score(g, Prediction("g", task="segmentation", boxes=[[[0, 0, 10, 10]], []]))["giou_term"] == 0.5
+    assert RVTBenchProtocol().score(g, Prediction("g", task="segmentation", boxes=[[[0, 0, 10, 10]], []])).of(BoxValues).giou_term == 0.5
 
 
 def test_failed_prediction_scores_as_empty_and_is_flagged():
     rec = RVTBenchProtocol().score(seg_sample(), Prediction.failure("s", "parse", "no <answer>"))
-    assert rec["failed"] and rec["error_kind"] == "parse" and rec["J"] == 0.5
+    assert rec.failed and rec.error_kind == "parse" and rec.of(VideoJFValues).J == 0.5
 
 
 def test_wrong_frame_count_and_invalid_box_are_adapter_errors():
@@ -91,7 +94,7 @@ def test_aggregate_per_task_with_level_and_category_breakdown():
     assert out["metrics"]["grounding/Acc@0.5"] == 0.0  # 0.5 is not > 0.5
     assert out["breakdown"]["segmentation/level"]["1"]["J"] == 1.0
     assert out["breakdown"]["segmentation/level"]["2"] == {"J&F": out["breakdown"]["segmentation/level"]["2"]["J&F"],
-                                                           "J": 0.5, "F": records[1]["F"], "n": 1}
+                                                           "J": 0.5, "F": records[1].of(VideoJFValues).F, "n": 1}
     assert out["breakdown"]["segmentation/category"]["spatial"]["n"] == 2
     assert "vqa/BLEU-4" not in out["metrics"]  # no vqa sample, no vqa metric
 
@@ -173,10 +176,10 @@ def test_score_many_gives_the_serial_records_in_order_and_replaces_unscorable_pr
     serial = p.score_many(pairs, workers=1)
     parallel = p.score_many(pairs, workers=2, chunksize=2)
     assert [r for r, _ in parallel] == [r for r, _ in serial]
-    assert [r["sample_id"] for r, _ in serial] == [s.id for s, _ in pairs]
+    assert [r.sample_id for r, _ in serial] == [s.id for s, _ in pairs]
     record, pred = serial[-1]
     assert pred.error["kind"] == "adapter" and "unscorable prediction" in pred.error["message"]
-    assert record["failed"] and record["J"] == 0.5
+    assert record.failed and record.of(VideoJFValues).J == 0.5
 
 
 def test_grounding_headline_is_m_viou_and_silence_scores_the_empty_baseline():
@@ -258,6 +261,7 @@ def test_records_written_before_the_part_key_aggregate_the_same():
     exact = [masks.encode(square(0, 4, 0, 4)), None]
     records = [p.score(seg_sample("s1"), Prediction("s1", masks=exact)), p.score(seg_sample("s2"), Prediction("s2")),
                p.score(sample("g1", "grounding", boxes=[[[0, 0, 10, 10]], []]), Prediction("g1"))]
-    old = [{k: v for k, v in r.items() if k != "part"} for r in records]
-    assert all("part" in r for r in records)
+    old = [replace(r, parts={}) for r in records]
+    assert all("part" in r.parts for r in records)
     assert p.aggregate(old)["metrics"] == p.aggregate(records)["metrics"]
+    assert p.estimator("segmentation/J", old).value() == p.estimator("segmentation/J", records).value() == 0.75

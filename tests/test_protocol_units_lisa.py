@@ -9,11 +9,12 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import Prediction
 from rvt_bench.metrics.protocols.llmseg40k import LLMSegProtocol
 from rvt_bench.metrics.protocols.reasonseg import ReasonSegProtocol
 from rvt_bench.metrics.protocols.units import UnitProtocol
-from rvt_bench.metrics.units.lisa_iou import LisaIoU
+from rvt_bench.metrics.units.lisa_iou import LisaIoU, MaskIoUValues
 from tests.test_protocol_contract import image_samples, prediction
 
 YAML = """
@@ -69,7 +70,8 @@ def test_empty_breakdowns_keep_a_meta_key_no_sample_has():
 
 def test_a_unit_says_which_gt_is_empty():
     proto = UnitProtocol([LisaIoU()], meta_keys=(), what="images")
-    empty, full = ({"sample_id": sid, "I": 0, "U": u, "target": u} for sid, u in (("a", 0), ("b", 16)))
+    empty, full = (ScoreRecord(sid, values={"mask_iou": MaskIoUValues(0, u, u, float(u == 0), float(u == 0))})
+                   for sid, u in (("a", 0), ("b", 16)))
     assert LisaIoU().gt_empty(empty) and not LisaIoU().gt_empty(full)
     warning = proto.aggregate([empty, full])["warnings"][0]
     assert warning.startswith("1 of 2 scored images have an empty GT") and warning.endswith(": a")

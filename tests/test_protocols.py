@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 
 from rvt_bench.core.masks import encode
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample, Target
 from rvt_bench.metrics.protocols import CompositeProtocol, ReasonSegProtocol, ReVOSProtocol
+from rvt_bench.metrics.protocols.revos import ReVOSValues
+from rvt_bench.metrics.units.lisa_iou import MaskIoUValues
 
 PARITY = Path(__file__).parent / "data" / "parity"
 REVOS_VISA = json.loads((PARITY / "revos_eval_visa.json").read_text())
@@ -31,6 +34,10 @@ def video_sample(sid, gt, type_id=0, **meta):
 def image_sample(sid, gt, ignore=None, **meta):
     return Sample(id=sid, dataset="reasonseg", split="val", modality="image", frames=["x.jpg"], frame_ids=["x"],
                   query="q", task="segmentation", target=Target(masks=[gt], ignore=[ignore]), meta=meta)
+
+
+def rv(record: ScoreRecord) -> ReVOSValues:
+    return record.of(ReVOSValues)
 
 
 def box_mask(h, w, y0, y1, x0, x1):
@@ -52,10 +59,10 @@ def _visa_records(protocol):
 
 def test_revos_per_expression_j_f_match_visa():
     for e, r in zip(REVOS_VISA["expressions"], _visa_records(ReVOSProtocol())):
-        assert abs(r["J"] - e["J_unrounded"]) <= 1e-12
-        assert abs(r["F"] - e["F_unrounded"]) <= 1e-12
-        assert round(100 * np.float64(r["J"]), 2) == e["visa_csv"]["J"]
-        assert round(100 * np.float64(r["F"]), 2) == e["visa_csv"]["F"]
+        assert abs(rv(r).J - e["J_unrounded"]) <= 1e-12
+        assert abs(rv(r).F - e["F_unrounded"]) <= 1e-12
+        assert round(100 * np.float64(rv(r).J), 2) == e["visa_csv"]["J"]
+        assert round(100 * np.float64(rv(r).F), 2) == e["visa_csv"]["F"]
 
 
 def test_revos_reference_mode_matches_eval_revos_output():
@@ -70,7 +77,7 @@ def test_revos_textbook_mode_skips_the_rounding():
     records = _visa_records(ReVOSProtocol())
     ref = ReVOSProtocol().aggregate(records)["metrics"]
     book = ReVOSProtocol(mode="textbook").aggregate(records)["metrics"]
-    referring = [r["J"] for r in records if r["type_id"] == 0]
+    referring = [rv(r).J for r in records if rv(r).type_id == 0]
     assert book["referring/J"] == pytest.approx(np.mean(referring), abs=1e-15)
     assert book["J"] != ref["J"]
     assert abs(book["J"] - ref["J"]) < 5e-5  # rounding to 0.01 % moves each expression by <= 5e-5
@@ -79,7 +86,7 @@ def test_revos_textbook_mode_skips_the_rounding():
 def test_revos_no_target_expressions_are_reported_apart_from_the_headline():
     records = _visa_records(ReVOSProtocol())
     with_type2 = ReVOSProtocol().aggregate(records)
-    without = ReVOSProtocol().aggregate([r for r in records if r["type_id"] != 2])
+    without = ReVOSProtocol().aggregate([r for r in records if rv(r).type_id != 2])
     assert with_type2["metrics"] == without["metrics"]
     assert with_type2["breakdown"]["type"]["2"]["n"] == sum(e["type_id"] == 2 for e in REVOS_VISA["expressions"])
     assert "2" not in without["breakdown"]["type"]
@@ -89,13 +96,12 @@ def test_revos_record_fields_and_per_frame_counts():
     gt = [box_mask(10, 10, 0, 4, 0, 4), None]
     pred = [box_mask(10, 10, 0, 4, 0, 2), None]
     rec = ReVOSProtocol().score(video_sample("v/0", gt, 1, level=2), Prediction(sample_id="v/0", masks=pred))
-    json.dumps(rec)
-    assert {k: rec[k] for k in ("sample_id", "modality", "task", "failed", "error_kind")} == {
-        "sample_id": "v/0", "modality": "video", "task": "segmentation", "failed": False, "error_kind": None}
-    assert rec["meta"] == {"type_id": 1, "level": 2}
-    assert rec["frames"]["I"] == [8, 0] and rec["frames"]["U"] == [16, 0]
-    assert rec["frames"]["J"] == [0.5, 1.0]
-    assert rec["J"] == 0.75
+    json.dumps(rec.to_json())
+    assert (rec.sample_id, rec.modality, rec.task, rec.failed, rec.error_kind) == ("v/0", "video", "segmentation", False, None)
+    assert rec.meta == {"type_id": 1, "level": 2}
+    assert rv(rec).frames["I"] == [8, 0] and rv(rec).frames["U"] == [16, 0]
+    assert rv(rec).frames["J"] == [0.5, 1.0]
+    assert rv(rec).J == 0.75 and rv(rec).type_id == 1
 
 
 def test_revos_failed_prediction_scores_zero_as_visa():
@@ -104,8 +110,8 @@ def test_revos_failed_prediction_scores_zero_as_visa():
     gt = [box_mask(10, 10, 0, 4, 0, 4), None, None]
     failed = Prediction.failure("v/0", "parse", "no <answer>")
     rec = ReVOSProtocol().score(video_sample("v/0", gt), failed)
-    assert rec["failed"] is True and rec["error_kind"] == "parse" and rec["zeroed"] is True
-    assert (rec["J"], rec["F"], rec["A"], rec["J&F"]) == (0.0, 0.0, 0.0, 0.0)
+    assert rec.failed is True and rec.error_kind == "parse" and rv(rec).zeroed is True
+    assert (rv(rec).J, rv(rec).F, rv(rec).A, rv(rec).jf) == (0.0, 0.0, 0.0, 0.0)
     assert ReVOSProtocol().aggregate([rec])["failed_zero"] == ["v/0"]
 
 
@@ -113,8 +119,8 @@ def test_revos_failed_empty_option_scores_a_failure_as_an_empty_mask_under_its_o
     gt = [box_mask(10, 10, 0, 4, 0, 4), None, None]
     protocol = ReVOSProtocol(failed="empty")
     rec = protocol.score(video_sample("v/0", gt), Prediction.failure("v/0", "parse", "no <answer>"))
-    assert rec["frames"]["J"] == [0.0, 1.0, 1.0]
-    assert rec["frames"]["F"] == [0.0, 1.0, 1.0]
+    assert rv(rec).frames["J"] == [0.0, 1.0, 1.0]
+    assert rv(rec).frames["F"] == [0.0, 1.0, 1.0]
     assert protocol.headline == ["J&F[failed-empty]", "J[failed-empty]", "F[failed-empty]"]
     assert protocol.aggregate([rec])["metrics"]["J[failed-empty]"] == pytest.approx(2 / 3, abs=0.005)
 
@@ -144,7 +150,7 @@ def test_revos_missing_type_id_is_a_dataset_error_unless_defaulted():
     del sample.meta["type_id"]
     with pytest.raises(DatasetFormatError, match="type_id"):
         ReVOSProtocol().score(sample, Prediction(sample_id="v/0"))
-    assert ReVOSProtocol(default_type_id=1).score(sample, Prediction(sample_id="v/0"))["type_id"] == 1
+    assert rv(ReVOSProtocol(default_type_id=1).score(sample, Prediction(sample_id="v/0"))).type_id == 1
 
 
 def test_revos_breakdown_by_level_and_category_and_order_independence():
@@ -176,8 +182,9 @@ def _lisa_records(protocol):
 
 def test_reasonseg_records_carry_lisa_counts():
     for case, rec in zip(LISA, _lisa_records(ReasonSegProtocol())):
-        assert (rec["I"], rec["U"], rec["target"]) == (case["intersection"], case["union"], case["target"])
-        assert rec["giou_term"] == case["acc_iou_float32"]
+        values = rec.of(MaskIoUValues)
+        assert (values.I, values.U, values.target) == (case["intersection"], case["union"], case["target"])
+        assert values.giou_term == case["acc_iou_float32"]
 
 
 def test_reasonseg_reference_mode_matches_lisa_validate():
@@ -198,7 +205,7 @@ def test_reasonseg_failed_prediction_scores_as_empty_and_breakdown_by_query_kind
         ReasonSegProtocol().score(image_sample("a", gt, is_sentence=True), Prediction.failure("a", "sandbox", "timeout")),
         ReasonSegProtocol().score(image_sample("b", gt, is_sentence=False), Prediction("b", masks=[gt])),
     ]
-    assert records[0]["failed"] and records[0]["I"] == 0 and records[0]["U"] == 25
+    assert records[0].failed and records[0].of(MaskIoUValues).I == 0 and records[0].of(MaskIoUValues).U == 25
     out = ReasonSegProtocol(mode="textbook").aggregate(records)
     assert out["breakdown"]["is_sentence"]["true"] == {"gIoU": 0.0, "cIoU": 0.0, "n": 1}
     assert out["breakdown"]["is_sentence"]["false"] == {"gIoU": 1.0, "cIoU": 1.0, "n": 1}
@@ -241,7 +248,7 @@ def _mixed():
 def test_composite_routes_by_modality_and_prefixes_metrics():
     proto = CompositeProtocol(parts={"image": ReasonSegProtocol(), "video": ReVOSProtocol(mode="textbook")})
     records = [proto.score(s, p) for s, p in _mixed()]
-    assert [r["part"] for r in records] == ["image", "video", "video"]
+    assert [r.parts["part"] for r in records] == ["image", "video", "video"]
     out = proto.aggregate(records)
     assert out["n"] == 3
     assert out["parts"]["video"]["metrics"]["J"] == out["metrics"]["video/J"] == (1.0 + 0.5) / 2

@@ -116,3 +116,24 @@ def test_every_full_run_leaves_its_report_and_the_summary_shows_the_scoring_time
     seconds = json.loads((a.run_dir / "manifest.json").read_text())["scoring"]["seconds"]
     latency = next(line for line in format_summary(a).splitlines() if line.startswith("  latency (s):"))
     assert f"scoring {seconds:.3f}" in latency
+
+
+def test_a_run_scored_before_typed_values_compares_as_it_did(runs, tmp_path):
+    """scores.jsonl of schema_version 1 (each unit's values flat beside the header) still reads:
+    the comparison of such a run is the comparison of the same run written now."""
+    import shutil
+
+    _, a, b = runs
+    old = tmp_path / "a_v1"
+    shutil.copytree(a.run_dir, old)
+    lines = []
+    for line in (a.run_dir / "scores.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        values = record.pop("values")
+        assert values and record["schema_version"] == 2
+        for kind in values.values():
+            record.update(kind)
+        lines.append(json.dumps({**record, "schema_version": 1}, sort_keys=True))
+    (old / "scores.jsonl").write_text("\n".join(lines) + "\n")
+    now, before = compare(a.run_dir, b.run_dir, b=100), compare(old, b.run_dir, b=100)
+    assert before["metrics"] == now["metrics"] and len(now["metrics"]) == len(a.metrics["headline"])

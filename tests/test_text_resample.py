@@ -16,9 +16,11 @@ pytest.importorskip("pycocoevalcap")
 from pycocoevalcap.bleu.bleu import Bleu  # noqa: E402
 from pycocoevalcap.cider.cider import Cider  # noqa: E402
 
+from rvt_bench.core.records import ScoreRecord  # noqa: E402
 from rvt_bench.harness import bootstrap  # noqa: E402
 from rvt_bench.metrics.protocols.rvtbench import RVTBenchProtocol  # noqa: E402
 from rvt_bench.metrics.text_resample import BleuStatistics, CiderStatistics  # noqa: E402
+from rvt_bench.metrics.units.captions import TextValues  # noqa: E402
 
 PARITY = json.loads((Path(__file__).parent / "data" / "captions" / "parity.json").read_text())
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
@@ -105,7 +107,7 @@ def test_one_sample_corpus_uses_the_closest_reference_length_and_cider_zero():
 
 def text_records(res, gts, ids, task="vqa"):
     # records as RVTBenchProtocol.score writes them; texts already tokenised, which PTBTokenizer keeps
-    return [{"sample_id": i, "task": task, "hypothesis": res[i][0], "references": gts[i], "meta": {}} for i in ids]
+    return [ScoreRecord(i, task=task, values={"text": TextValues(res[i][0], gts[i])}) for i in ids]
 
 
 @needs_java
@@ -128,8 +130,8 @@ def test_corpus_metric_of_two_runs_pairs_draws_and_swaps():
     better = {i: gts[i][:1] for i in ids}  # B answers with a reference: higher BLEU and CIDEr
     protocol = RVTBenchProtocol(headline=["vqa/CIDEr"])
     for key in ("vqa/BLEU-4", "vqa/CIDEr"):
-        ea = bootstrap.estimator(protocol, key, text_records(res, gts, ids))
-        eb = bootstrap.estimator(protocol, key, text_records(better, gts, ids))
+        ea = protocol.estimator(key, text_records(res, gts, ids))
+        eb = protocol.estimator(key, text_records(better, gts, ids))
         same = bootstrap.paired(ea, ea, b=200)
         assert same.delta == 0 and same.low == same.high == 0 and same.p_value == 1.0
         result = bootstrap.paired(ea, eb, b=199)
@@ -141,8 +143,8 @@ def test_corpus_metric_of_two_runs_pairs_draws_and_swaps():
 def test_runs_with_other_references_are_not_paired():
     res, gts, ids = random_corpus(10, 3)
     other = {i: ["something else entirely"] for i in ids}
-    ea = bootstrap.estimator(RVTBenchProtocol(), "vqa/CIDEr", text_records(res, gts, ids))
-    eb = bootstrap.estimator(RVTBenchProtocol(), "vqa/CIDEr", text_records(res, other, ids))
+    ea = RVTBenchProtocol().estimator("vqa/CIDEr", text_records(res, gts, ids))
+    eb = RVTBenchProtocol().estimator("vqa/CIDEr", text_records(res, other, ids))
     with pytest.raises(ValueError, match="references differ"):
         bootstrap.paired(ea, eb, b=10)
 

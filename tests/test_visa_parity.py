@@ -16,7 +16,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from rvt_bench.harness.runner import run
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.store import read_jsonl
+from rvt_bench.metrics.protocols.revos import ReVOSValues
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "visa_parity"
@@ -43,23 +45,23 @@ def result(tmp_path_factory):
             "model.layout=revos", f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}",
         ])
     out = run(cfg)
-    return out.metrics, list(read_jsonl(out.run_dir / "scores.jsonl"))
+    return out.metrics, [ScoreRecord.from_json(r) for r in read_jsonl(out.run_dir / "scores.jsonl")]
 
 
 def test_fixture_has_twenty_expressions_every_one_scored_without_failure(result):
     metrics, scores = result
     assert len(EXPECTED["expressions"]) == 20
     assert metrics["n"] == 20 and metrics["failures"] == 0
-    assert sorted(s["sample_id"] for s in scores) == sorted(f"{e['video']}/{e['exp_id']}" for e in EXPECTED["expressions"])
+    assert sorted(s.sample_id for s in scores) == sorted(f"{e['video']}/{e['exp_id']}" for e in EXPECTED["expressions"])
 
 
 @pytest.mark.parametrize("key", ["J", "F", "A", "R"])
 def test_per_expression_values_round_to_visas_csv(result, key):
     _, scores = result
-    by_id = {s["sample_id"]: s for s in scores}
+    by_id = {s.sample_id: s.of(ReVOSValues) for s in scores}
     for e in EXPECTED["expressions"]:
         got = by_id[f"{e['video']}/{e['exp_id']}"]
-        assert round(100 * got[key], 2) == e[key], (e["video"], e["exp_id"], key)
+        assert round(100 * getattr(got, key), 2) == e[key], (e["video"], e["exp_id"], key)
 
 
 @pytest.mark.parametrize("visa_type", ["referring", "reason", "overall"])
@@ -96,7 +98,8 @@ def _run_raw(tmp, *overrides):
         ])
     out = run(cfg)
     out.root = root
-    return out.metrics, {s["sample_id"]: s for s in read_jsonl(out.run_dir / "scores.jsonl")}, out
+    records = (ScoreRecord.from_json(r) for r in read_jsonl(out.run_dir / "scores.jsonl"))
+    return out.metrics, {s.sample_id: s.of(ReVOSValues) for s in records}, out
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +113,7 @@ def test_raw_per_expression_values_round_to_visas_csv(raw, key):
     _, scores, _ = raw
     for e in EXPECTED_RAW["expressions"]:
         got = scores[f"{e['video']}/{e['exp_id']}"]
-        assert round(100 * np.float64(got[key]), 2) == e[key], (e["video"], e["exp_id"], key)
+        assert round(100 * np.float64(getattr(got, key)), 2) == e[key], (e["video"], e["exp_id"], key)
 
 
 @pytest.mark.parametrize("visa_type", ["referring", "reason", "overall"])
@@ -224,9 +227,9 @@ def test_a_model_mask_counts_as_zero_one_values_in_a_and_r():
     pred = np.zeros((4, 4), dtype=bool)
     pred[:2, :3] = True
     sample = _one_frame_sample([masks.encode(np.ones((4, 4), dtype=bool))])
-    rec = ReVOSProtocol().score(sample, Prediction("v/0", masks=[masks.encode(pred)]))
-    assert rec["A"] == 14 / 16
-    assert rec["R"] == 1 - 2 / (16 + 1e-6)
+    rec = ReVOSProtocol().score(sample, Prediction("v/0", masks=[masks.encode(pred)])).of(ReVOSValues)
+    assert rec.A == 14 / 16
+    assert rec.R == 1 - 2 / (16 + 1e-6)
 
 
 def test_r_is_left_out_without_foreground_masks():
@@ -234,7 +237,7 @@ def test_r_is_left_out_without_foreground_masks():
     from rvt_bench.metrics.protocols.revos import ReVOSProtocol
 
     rec = ReVOSProtocol().score(_one_frame_sample(None), Prediction("v/0"))
-    assert "R" not in rec and rec["A"] == 12 / 16
+    assert rec.of(ReVOSValues).R is None and "R" not in rec.to_json()["values"]["revos"] and rec.of(ReVOSValues).A == 12 / 16
     assert "R" not in ReVOSProtocol().aggregate([rec])["metrics"]
 
 

@@ -2,8 +2,21 @@ import numpy as np
 from PIL import Image
 
 from rvt_bench.core import masks
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import Prediction, Sample, Target
 from rvt_bench.harness.visualize import GT_RGB, LINE_PX, PANEL_HEIGHT, PRED_RGB, choose_frames, render_sample
+from rvt_bench.metrics.units.box_iou import BoxValues
+from rvt_bench.metrics.units.captions import TextValues
+from rvt_bench.metrics.units.video_jf import VideoJFValues
+
+
+def score_line(sid, values) -> dict:
+    """A scores.jsonl line holding one kind of values."""
+    return ScoreRecord(sid, values={values.kind: values}).to_json()
+
+
+def jf(value) -> VideoJFValues:
+    return VideoJFValues(value, value, value, {})
 
 
 def sample_with_frames(tmp_path, n=3, h=120, w=160):
@@ -24,7 +37,7 @@ def test_overlay_shows_gt_fill_and_prediction_outline(tmp_path):
     pred_mask = np.zeros_like(gt)
     pred_mask[70:110, 100:150] = True
     pred = Prediction("v/0", masks=[masks.encode(pred_mask)] * 3)
-    pic = render_sample(sample, pred, {"J&F": 0.25}, max_frames=2)
+    pic = render_sample(sample, pred, score_line("v/0", jf(0.25)), max_frames=2)
     assert pic.dtype == np.uint8 and pic.shape[2] == 3
     k = PANEL_HEIGHT // 120  # frames are 120 px high
     panel = pic[-PANEL_HEIGHT:, : 160 * k]  # first frame
@@ -85,8 +98,9 @@ def test_frames_shown_are_those_holding_the_answer_and_the_worst(tmp_path):
     sample.target.masks[9] = masks.encode(gt)  # GT only in frame 9
     pred = Prediction("v/0", masks=[None] * 12)
     pred.masks[1] = pred.masks[2] = masks.encode(gt)  # predicted in frames 1-2 only
-    score = {"frames": {"J": [1.0] * 12}}
-    score["frames"]["J"][9] = 0.0  # the worst frame
+    per_frame = [1.0] * 12
+    per_frame[9] = 0.0  # the worst frame
+    score = score_line("v/0", VideoJFValues(0.9, 0.9, 0.9, {"J": per_frame}))
     assert choose_frames(sample, pred, score, 4) == [1, 2, 9]  # never frames where nothing is drawn
     assert choose_frames(sample, None, None, 4) == [9]
 
@@ -115,5 +129,7 @@ def test_worst_picks_per_task_among_scored_samples_only(tmp_path):
 
     samples = {"a": s("a", "segmentation"), "b": s("b", "segmentation"), "c": s("c", "grounding"),
                "d": s("d", "vqa"), "e": s("e", "segmentation")}
-    scores = {"a": {"J&F": 0.9}, "b": {"J&F": 0.1}, "c": {"giou_term": 0.5}, "d": {"hypothesis": "x"}, "e": {"J&F": 0.5}}
+    scores = {"a": score_line("a", jf(0.9)), "b": score_line("b", jf(0.1)),
+              "c": score_line("c", BoxValues(0.5, 1.0, 2.0, [0.5])), "d": score_line("d", TextValues("x", ["y"])),
+              "e": score_line("e", jf(0.5))}
     assert worst_per_task(list(samples), samples, scores, 2) == ["c", "b", "e"]

@@ -1,7 +1,8 @@
 """The typed records that cross a stage or a file after prediction, each with a schema version.
 
     Sample -> Prediction (rvt_bench.core.types; predictions.jsonl)
-           -> ScoreRecord (scores.jsonl, one per scored sample; its JudgeVerdict inside)
+           -> ScoreRecord (scores.jsonl, one per scored sample; each unit's UnitValues and
+                          the JudgeVerdict inside)
            -> RunMetrics (metrics.json; its Failure lists inside)
            -> leaderboard row (rvt_bench.leaderboards.row)
 
@@ -12,12 +13,13 @@ rvt_bench.core.types.FailureKind. Layout of each file: docs/metrics_schema.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import re
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
 
 from rvt_bench.core.types import FailureKind, RunStoreError
 
-SCORE_SCHEMA_VERSION = 1
+SCORE_SCHEMA_VERSION = 2  # 1: the units' values flat beside the header (read and converted)
 METRICS_SCHEMA_VERSION = 2  # 1: before units / ci / unavailable / protocol_version were written
 
 
@@ -100,26 +102,156 @@ class JudgeVerdict:
                    obj.get("error"), str(obj.get("template", "")), str(obj.get("model", "")), obj.get("raw"))
 
 
+class UnitValues:
+    """A metric unit's typed per-sample values: the base of one dataclass per kind, defined beside
+    the unit that writes it (rvt_bench.metrics.units.*, ReVOS's in rvt_bench.metrics.protocols.revos).
+
+    kind:      the values' name in scores.jsonl ("values": {kind: {...}}); subclassing with a kind
+               registers the class, so a record of that kind reads back typed once its module is
+               imported (importing rvt_bench.metrics imports every built-in kind).
+    Fields are JSON types; a field's JSON key is its name unless its metadata says {"key": ...}
+    ("J&F"); a field whose default is None is left out of the JSON while it is None (ReVOS's R
+    without a foreground), and a field with a default may be absent from what is read.
+    """
+
+    kind: ClassVar[str] = ""
+    _kinds: ClassVar[dict[str, type["UnitValues"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if kind:
+            known = UnitValues._kinds.get(kind)
+            if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+                raise TypeError(f"unit values kind {kind!r} is defined twice: {known.__qualname__}, {cls.__qualname__}")
+            UnitValues._kinds[kind] = cls
+
+    @classmethod
+    def of_kind(cls, kind: str) -> type["UnitValues"] | None:
+        """The registered values class of `kind`, None when no imported module defines it."""
+        return cls._kinds.get(kind)
+
+    @classmethod
+    def keys(cls) -> dict[str, bool]:
+        """{JSON key: required} of the class's fields, in field order."""
+        return {f.metadata.get("key", f.name): f.default is MISSING and f.default_factory is MISSING
+                for f in fields(cls)}  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, Any]:
+        out = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            out[f.metadata.get("key", f.name)] = value
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "UnitValues":
+        """Raises RunStoreError when `obj` is not an object, lacks a required key or has a key the
+        class does not declare (nothing is dropped on the way to the next write)."""
+        if not isinstance(obj, dict):
+            raise RunStoreError(f"{cls.kind} values are not an object: {str(obj)[:200]}")
+        keys = cls.keys()
+        missing = [k for k, required in keys.items() if required and k not in obj]
+        if missing:
+            raise RunStoreError(f"{cls.kind} values lack {missing}: {str(obj)[:200]}")
+        unknown = sorted(set(obj) - set(keys))
+        if unknown:
+            raise RunStoreError(f"{cls.kind} values have keys {unknown} that {cls.__qualname__} does not declare")
+        return cls(**{f.name: obj[f.metadata.get("key", f.name)]  # type: ignore[call-arg]
+                      for f in fields(cls) if f.metadata.get("key", f.name) in obj})  # type: ignore[arg-type]
+
+    def correct(self) -> bool | None:
+        """Whether the sample's result counts as correct (the unit's rule), None when the values
+        cannot tell (free text: the judge decides)."""
+        return None
+
+    def sample_score(self) -> float | None:
+        """The sample's own score in [0, 1] (what a report shows and sorts by), None when the metric
+        exists only over a corpus (BLEU, CIDEr)."""
+        return None
+
+
+V = TypeVar("V", bound=UnitValues)
+CORRECT_JUDGE = 0.5  # judge score at or above which a free-text answer counts as correct (the DT-R1 paper's analysis)
+_OWN = {"sample_id", "modality", "task", "failed", "error_kind", "meta", "judge", "funnel", "schema_version"}
+_PART_KEY = re.compile(r"part(_[0-9]+)?")
+
+
 @dataclass
 class ScoreRecord:
     """One line of scores.jsonl: what the protocol measured on one sample.
 
     sample_id: the sample's id.
-    values:    everything the protocol's `score` wrote besides the id, in its order: the header
-               ("modality", "task", "failed", "error_kind", "meta"; rvt_bench.metrics.protocols.base
-               .record_header), metric values and the raw counts aggregation needs (I, U per frame).
+    modality, task: the sample's; failed: the prediction is a failure (scored as its protocol scores a
+               missing answer); error_kind: its rvt_bench.core.types.FailureKind, None when it did not fail.
+    meta:      the sample.meta keys the protocol groups by (level, category, type_id...).
+    values:    {kind: UnitValues}: each unit's typed per-sample values, in scoring order (two units
+               of one kind, e.g. captions and judge over one answer, share one entry).
+    parts:     {"part": name, "part_1": name, ...}: the composite protocol parts that scored the
+               sample, innermost first ({} for a protocol without parts).
     judge:     the judge's verdict for a free-text answer, None when not judged.
     funnel:    {"first_failed", "result_correct"} of the stage funnel (rvt_bench.harness.funnel), or None.
+
+    On disk (schema_version 2): sample_id, the header, "values": {kind: {...}}, the part keys,
+    "judge", "funnel", "schema_version". Version 1 wrote the values flat beside the header;
+    `from_json` converts such a record (docs/metrics_schema.md "scores.jsonl").
     """
 
     sample_id: str
-    values: dict[str, Any] = field(default_factory=dict)
+    modality: str | None = None
+    task: str | None = None
+    failed: bool = False
+    error_kind: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, UnitValues] = field(default_factory=dict)
+    parts: dict[str, str] = field(default_factory=dict)
     judge: JudgeVerdict | None = None
     funnel: dict[str, Any] | None = None
     schema_version: int = SCORE_SCHEMA_VERSION
 
+    def add(self, values: UnitValues) -> None:
+        """Add one unit's values; a second unit of the same kind must have found the same values.
+        Raises ValueError otherwise."""
+        known = self.values.get(values.kind)
+        if known is not None and known != values:
+            raise ValueError(f"score record {self.sample_id!r}: two units wrote different {values.kind} values")
+        self.values[values.kind] = values
+
+    def of(self, cls: type[V]) -> V:
+        """This record's values of class `cls` (a UnitValues subclass). Raises RunStoreError when
+        the record has none (a record of another protocol or part)."""
+        found = self.values.get(cls.kind)
+        if not isinstance(found, cls):
+            raise RunStoreError(f"score record {self.sample_id!r} has no {cls.kind} values (it has {sorted(self.values)})")
+        return found
+
+    def correct(self) -> bool | None:
+        """Whether the sample's result is correct: the judge's verdict for a judged answer (score
+        >= CORRECT_JUDGE; None when unscored), else the first of its values that can tell
+        (UnitValues.correct: e.g. IoU > 0.5); None when undecided (free text without a judge)."""
+        if self.judge is not None:
+            return None if self.judge.score is None else self.judge.score >= CORRECT_JUDGE
+        for values in self.values.values():
+            found = values.correct()
+            if found is not None:
+                return found
+        return None
+
+    def sample_score(self) -> float | None:
+        """The sample's own score (the first of its values that has one: UnitValues.sample_score),
+        None when none has (corpus-level text metrics)."""
+        for values in self.values.values():
+            found = values.sample_score()
+            if found is not None:
+                return found
+        return None
+
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"sample_id": self.sample_id, **self.values}
+        out: dict[str, Any] = {"sample_id": self.sample_id, "modality": self.modality, "task": self.task,
+                               "failed": self.failed, "error_kind": self.error_kind, "meta": self.meta,
+                               "values": {kind: v.to_json() for kind, v in self.values.items()}, **self.parts}
         if self.judge is not None:
             out["judge"] = self.judge.to_json()
         if self.funnel is not None:
@@ -129,15 +261,51 @@ class ScoreRecord:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "ScoreRecord":
-        """Raises RunStoreError on a record without sample_id or of a newer schema version."""
+        """Read a scores.jsonl line of schema version 1 or 2 (a version 1 record is converted: its
+        flat values are split by kind, `_v1_values`); the record reads back as SCORE_SCHEMA_VERSION.
+        Raises RunStoreError on a record without sample_id, of a newer schema version, with values
+        of a kind no imported module defines, or whose values do not read."""
         if not isinstance(obj, dict) or "sample_id" not in obj:
             raise RunStoreError(f"score record without sample_id: {str(obj)[:200]}")
-        version = _check_version(f"score record {obj['sample_id']!r}", obj.get("schema_version", 1), SCORE_SCHEMA_VERSION)
+        sid = obj["sample_id"]
+        version = _check_version(f"score record {sid!r}", obj.get("schema_version", 1), SCORE_SCHEMA_VERSION)
         judge = JudgeVerdict.from_json(obj["judge"]) if isinstance(obj.get("judge"), dict) else None
-        own = ("sample_id", "funnel", "schema_version") + (("judge",) if judge is not None else ())
-        values = {k: v for k, v in obj.items() if k not in own}
-        return cls(obj["sample_id"], values, judge, obj.get("funnel"), version)
+        parts = {k: v for k, v in obj.items() if _PART_KEY.fullmatch(k)}
+        if version >= 2:
+            unknown = sorted(k for k in obj if k not in _OWN and k != "values" and not _PART_KEY.fullmatch(k))
+            if unknown or not isinstance(obj.get("values", {}), dict):
+                raise RunStoreError(f"score record {sid!r}: keys {unknown} beside its values, or values not an object")
+        raw = (obj.get("values") or {}) if version >= 2 else _v1_values(sid, obj)
+        values = {}
+        for kind, body in raw.items():
+            known = UnitValues.of_kind(kind)
+            if known is None:
+                raise RunStoreError(f"score record {sid!r}: values of kind {kind!r}, which no imported module defines "
+                                    "(import rvt_bench.metrics, or the module of the unit that wrote them)")
+            try:
+                values[kind] = known.from_json(body)
+            except RunStoreError as exc:
+                raise RunStoreError(f"score record {sid!r}: {exc}") from exc
+        return cls(sid, obj.get("modality"), obj.get("task"), bool(obj.get("failed", False)), obj.get("error_kind"),
+                   dict(obj.get("meta") or {}), values, parts, judge, obj.get("funnel"))
 
+
+def _v1_values(sid: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The flat values of a version 1 record split by kind: a kind claims the record when every
+    required key of it is there (a kind without required keys never does), a claiming kind whose keys all belong to another claiming kind
+    (video_jf within revos) gives way, and each takes its keys. Raises RunStoreError when a key is
+    left that no kind takes."""
+    flat = {k: v for k, v in obj.items() if k not in _OWN and not _PART_KEY.fullmatch(k)}
+    claims = {kind: cls.keys() for kind, cls in UnitValues._kinds.items()
+              if any(cls.keys().values()) and all(k in flat for k, required in cls.keys().items() if required)}
+    claims = {kind: keys for kind, keys in claims.items()
+              if not any(other != kind and set(keys) < set(theirs) for other, theirs in claims.items())}
+    out = {kind: {k: flat[k] for k in keys if k in flat} for kind, keys in claims.items()}
+    left = sorted(set(flat) - {k for keys in claims.values() for k in keys})
+    if left:
+        raise RunStoreError(f"score record {sid!r} (schema_version 1): keys {left} belong to no known unit values "
+                            f"(import rvt_bench.metrics, or the module of the unit that wrote them)")
+    return out
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Bootstrap confidence intervals and paired tests for the headline metrics of a run.
 
-The metric is first rebuilt from the run's per-sample records by its estimator
-(bench/harness/estimators.py: a mean over strata of ratios of sums, or a corpus caption metric recomputed
-from sufficient statistics). Resampling is then a matrix product: a (B, n) matrix of multinomial
+The metric is first rebuilt from the run's per-sample records by the estimator its protocol
+declares (`Protocol.estimator`, rvt_bench.metrics.estimators: a mean over strata of ratios of sums,
+or a corpus caption metric recomputed from sufficient statistics). Resampling is then a matrix product: a (B, n) matrix of multinomial
 resampling counts times the per-sample vectors (no re-aggregation per replicate).
 
 Resampling unit = the sample (for ReVOS: the expression), within each stratum (ReVOS: per type;
@@ -16,10 +16,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rvt_bench.harness.estimators import CorpusEstimator, Estimator, Stratum, estimator
+from rvt_bench.core.records import ScoreRecord
+from rvt_bench.metrics.estimators import CorpusEstimator, Estimator, Stratum
 
 __all__ = ["DEFAULT_B", "DEFAULT_SEED", "LEVEL", "CorpusEstimator", "Estimator", "PairedResult", "Stratum",
-           "confidence_interval", "estimator", "headline_cis", "paired"]
+           "confidence_interval", "headline_cis", "paired"]
 
 DEFAULT_B = 1000
 DEFAULT_SEED = 0
@@ -89,16 +90,17 @@ def confidence_interval(est: Estimator | CorpusEstimator, b: int = DEFAULT_B, se
     return {"low": float(low), "high": float(high), "level": level, "B": b, "seed": seed, "n": est.n, "resampled": how}
 
 
-def headline_cis(protocol: Any, records: list[dict], metrics: dict[str, Any], b: int = DEFAULT_B,
+def headline_cis(protocol: Any, records: list[ScoreRecord], metrics: dict[str, Any], b: int = DEFAULT_B,
                  seed: int = DEFAULT_SEED) -> dict[str, dict[str, Any]]:
     """metrics.json "ci": {headline key: confidence_interval(...) or {"low": None, "high": None,
-    "reason": why}} for every headline metric of `protocol` present in `metrics`."""
+    "reason": why}} for every headline metric of `protocol` present in `metrics`, from the
+    estimator the protocol declares for it (`protocol.estimator(key, records)`)."""
     out: dict[str, dict[str, Any]] = {}
     for key in protocol.headline:
         reported = metrics.get(key)
         if not isinstance(reported, (int, float)) or isinstance(reported, bool) or not math.isfinite(reported):
             continue
-        est = estimator(protocol, key, records)
+        est = protocol.estimator(key, records)
         if not isinstance(est, str) and abs(est.value() - reported) > _TOLERANCE:
             est = f"per-sample estimator gives {est.value():.6f}, the protocol {reported:.6f}"
         out[key] = (confidence_interval(est, b, seed) if not isinstance(est, str)

@@ -10,9 +10,10 @@ run is marked partial: it covers the samples both runs scored, the first N of th
 All runs must be of the same dataset and split (the protocol is built from RUN_A's config.yaml).
 Fractions are printed in percent, their delta in percentage points (pp); CIDEr in its own score
 scale. Corpus-level caption metrics (BLEU-n, CIDEr) are recomputed on every bootstrap draw and
-every permutation (rvt_bench.harness.estimators.CorpusEstimator); they are compared only when both runs have
-the same references. --html writes the table and, per metric that is a mean of per-sample values,
-a paired plot (each shared sample: A's value against B's) as one self-contained page.
+every permutation (rvt_bench.metrics.estimators.CorpusEstimator); they are compared only when both runs have
+the same references. Each metric's estimator is the one its protocol declares (`Protocol.estimator`).
+--html writes the table and, per metric that is a mean of per-sample values, a paired plot (each
+shared sample: A's value against B's) as one self-contained page.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from hydra.utils import instantiate
 
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.harness import bootstrap
-from rvt_bench.harness.estimators import estimator
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.store import read_jsonl
 from rvt_bench.core.units import unit
 from rvt_bench.core.types import RunStoreError
@@ -74,14 +75,15 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
     if (ma.get("dataset"), ma.get("split")) != (mb.get("dataset"), mb.get("split")):
         raise RunStoreError(f"cannot compare {ma.get('dataset')}/{ma.get('split')} with {mb.get('dataset')}/{mb.get('split')}")
     cfg = load_run_config(dir_a / "config.yaml")
-    protocol = instantiate(cfg.dataset.protocol)
-    ids_a, ids_b = {r["sample_id"] for r in ra}, {r["sample_id"] for r in rb}
+    protocol = instantiate(cfg.dataset.protocol)  # imports the modules of its units' values: records read after it
+    ra, rb = [ScoreRecord.from_json(r) for r in ra], [ScoreRecord.from_json(r) for r in rb]
+    ids_a, ids_b = {r.sample_id for r in ra}, {r.sample_id for r in rb}
     shared = ids_a & ids_b
-    ra, rb = [r for r in ra if r["sample_id"] in shared], [r for r in rb if r["sample_id"] in shared]
+    ra, rb = [r for r in ra if r.sample_id in shared], [r for r in rb if r.sample_id in shared]
     rows: list[dict[str, Any]] = []
     values: dict[str, dict[str, dict[str, float]]] = {}
     for key in protocol.headline:
-        ea, eb = estimator(protocol, key, ra), estimator(protocol, key, rb)
+        ea, eb = protocol.estimator(key, ra), protocol.estimator(key, rb)
         if isinstance(ea, str) or isinstance(eb, str):
             rows.append({"key": key, "reason": ea if isinstance(ea, str) else eb})
             continue

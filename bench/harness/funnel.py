@@ -8,15 +8,16 @@ Stages, in order (a sample reaches a stage only when it passed every stage befor
                    (no sandbox failure, no max_rounds / token-budget failure before it)
   answer_parsed    the prediction has no error (task and answer parsed against the twin)
   task_correct     the declared <task> equals the sample's task
-  result_correct   the score record says correct: IoU > 0.5 (ReasonSeg "iou", per-expression
-                   mean J for videos, box "giou_term" for grounding) or, for vqa/summarization, a
-                   judge verdict >= 0.5; undecided (None) without a judge
+  result_correct   the score record says correct (rvt_bench.core.records.ScoreRecord.correct, the
+                   rule of its units' values: IoU > 0.5 (an image's iou, a video's mean J, a box
+                   answer's giou_term) or, for vqa/summarization, a judge verdict >= 0.5);
+                   undecided (None) without a judge
 A prediction whose trace is not a DT-R1 rollout (other adapters) skips the first four stages
 (they are counted as not applicable) and starts at answer_parsed. A sample whose data failed to
 load ("data" failures) never reached the model: its first failing stage is "no_rollout".
 
 Written by rvt_bench.harness.runner into each scores.jsonl record as
-  record["funnel"] = {"first_failed": STAGE | "no_rollout" | None (all passed or undecided),
+  record.funnel = {"first_failed": STAGE | "no_rollout" | None (all passed or undecided),
                       "result_correct": True | False | None}
 and into metrics.json as
   "decoding":  "free" | "grammar" (policy.decoding; "free" when the policy has no such key)
@@ -40,12 +41,11 @@ import re
 from typing import Any, Iterable
 
 from rvt_bench.adapters.dtr1 import tags as T
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import DATA, PARSE, SANDBOX, Prediction, Sample
 
 STAGES = ("plan_emitted", "dag_valid", "twin_built", "code_rounds_ran", "answer_parsed", "task_correct", "result_correct")
 ROLLOUT_STAGES = STAGES[:4]
-CORRECT_IOU = 0.5     # IoU above which a mask or box answer counts as correct (as in the DT-R1 paper's analysis)
-CORRECT_JUDGE = 0.5   # judge score at or above which a text answer counts as correct
 
 _PLAN_RE = re.compile(r"<\s*dt_plan\s*>(.*?)<\s*/\s*dt_plan\s*>", re.DOTALL | re.IGNORECASE)
 
@@ -63,19 +63,13 @@ def rollout_text(pred: Prediction) -> str | None:
     return text if tagged or planless else None
 
 
-def result_correct(record: dict) -> bool | None:
-    """Whether a score record counts as a correct result (see the module docstring), None when undecided."""
-    judge = record.get("judge")
-    if isinstance(judge, dict):
-        score = judge.get("score")
-        return None if score is None else float(score) >= CORRECT_JUDGE
-    for key in ("iou", "giou_term", "J"):
-        if isinstance(record.get(key), (int, float)):
-            return float(record[key]) > CORRECT_IOU
-    return None
+def result_correct(record: ScoreRecord) -> bool | None:
+    """Whether a score record counts as a correct result (ScoreRecord.correct: the rule its
+    protocol's units define), None when undecided."""
+    return record.correct()
 
 
-def sample_stages(sample: Sample, pred: Prediction, record: dict) -> dict[str, bool | None]:
+def sample_stages(sample: Sample, pred: Prediction, record: ScoreRecord) -> dict[str, bool | None]:
     """Per stage: True (passed), False (failed) or None (not applicable / undecided), stages in
     order; every stage after the first failure is False."""
     error = pred.error or {}
@@ -100,12 +94,12 @@ def first_failed(stages: dict[str, bool | None]) -> str | None:
     return next((s for s in STAGES if stages.get(s) is False), None)
 
 
-def annotate(samples: list[Sample], preds: dict[str, Prediction], records: list[dict],
+def annotate(samples: list[Sample], preds: dict[str, Prediction], records: list[ScoreRecord],
              policy: dict | None = None, scoring_s: float | None = None) -> dict[str, Any]:
-    """Add record["funnel"] to every score record (records in `samples` order) and return the
+    """Set record.funnel on every score record (records in `samples` order) and return the
     metrics.json keys "decoding", "funnel" and "analytics" (layout in the module docstring).
     policy: the resolved policy config (for its decoding mode); scoring_s: seconds spent scoring."""
-    by_id = {r["sample_id"]: r for r in records}
+    by_id = {r.sample_id: r for r in records}
     reached = {s: 0 for s in STAGES}
     failed = {s: 0 for s in STAGES}
     no_rollout = undecided = not_applicable = 0
@@ -113,12 +107,12 @@ def annotate(samples: list[Sample], preds: dict[str, Prediction], records: list[
     for sample in samples:
         pred, record = preds[sample.id], by_id[sample.id]
         if pred.failure_kind == DATA:
-            record["funnel"] = {"first_failed": "no_rollout", "result_correct": None}
+            record.funnel = {"first_failed": "no_rollout", "result_correct": None}
             no_rollout += 1
             continue
         stages = sample_stages(sample, pred, record)
         stage = first_failed(stages)
-        record["funnel"] = {"first_failed": stage, "result_correct": stages["result_correct"]}
+        record.funnel = {"first_failed": stage, "result_correct": stages["result_correct"]}
         per_sample.append((sample, pred, stages))
         if stage is not None:
             failed[stage] += 1

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.harness import bootstrap
-from rvt_bench.core.records import METRICS_SCHEMA_VERSION, RunMetrics
+from rvt_bench.core.records import METRICS_SCHEMA_VERSION, RunMetrics, ScoreRecord
 from rvt_bench.core.store import read_jsonl, write_json_atomic, write_jsonl_atomic
 from rvt_bench.core.types import Prediction, Sample
 
@@ -48,7 +48,7 @@ def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any],
     metrics.unavailable = why
     opts = resolved["run"]["bootstrap"]
     b, seed = int(opts["B"]), int(opts["seed"])
-    records = list(read_jsonl(scores_path))
+    records = [ScoreRecord.from_json(r) for r in read_jsonl(scores_path)] if b > 0 else []
     metrics.ci = bootstrap.headline_cis(protocol, records, metrics.metrics, b, seed) if b > 0 else {}
     if b > 0:  # the other cells of the benchmark's paper table (leaderboards/tables.py)
         from rvt_bench.harness.table_cis import table_cis

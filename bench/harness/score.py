@@ -44,8 +44,7 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
     # Stage funnel + rollout analytics (bench/harness/funnel.py) add record["funnel"] before the write;
     # no scoring time here: metrics.json stays byte-identical on a re-run (it goes to the manifest).
     stage_keys = funnel.annotate(samples, preds, records, resolved["model"].get("policy"))
-    typed = [ScoreRecord.from_json(r) for r in records]
-    write_jsonl_atomic(scores_path, [r.to_json() for r in typed])
+    write_jsonl_atomic(scores_path, [r.to_json() for r in records])
     failures = [Failure.of(p.sample_id, p.error) for p in (preds[s.id] for s in samples) if p.error]
     n_parse = sum(1 for f in failures if f.kind == PARSE)
     # parse_rate: of the samples the model answered; a sample failed for its data, the adapter or the
@@ -60,7 +59,7 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
         tasks=count_by([s.task for s in samples]), data_errors=len(data_errors), data_error_samples=data_errors,
         decoding=stage_keys["decoding"], funnel=stage_keys["funnel"], analytics=stage_keys["analytics"],
     )
-    return metrics, typed
+    return metrics, records
 
 
 def count_by(values: list[str]) -> dict[str, int]:

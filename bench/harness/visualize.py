@@ -27,8 +27,12 @@ from hydra.utils import instantiate
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.core import masks
 from rvt_bench.core.frames import read_frame
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
 from rvt_bench.core.types import Prediction, Sample
+import rvt_bench.metrics  # noqa: F401,E402  (defines the built-in kinds of score values that score_value reads)
+from rvt_bench.metrics.units.box_iou import BoxValues
+from rvt_bench.metrics.units.video_jf import VideoJFValues
 
 GT_RGB = (40, 200, 60)
 PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself
@@ -39,7 +43,6 @@ PRED_ALPHA = 0.35  # the prediction's fill: the scene stays visible through it
 PANEL_HEIGHT = 360
 FONT_SCALE = 0.6   # captions at about 14 px, readable at the report's size
 LINE_PX = 22       # header line height
-_SCORE_KEYS = ("J&F", "giou_term", "iou", "J")
 
 
 def _nonempty(rle: dict | None) -> bool:
@@ -49,7 +52,12 @@ def _nonempty(rle: dict | None) -> bool:
 def _frame_values(score: dict | None, n: int) -> list[float] | None:
     """Per-frame quality of a scored sample (J per frame of a video mask, IoU per frame of a box
     tube), None when the record has none of length n."""
-    for values in ((score or {}).get("frames", {}).get("J"), (score or {}).get("frame_ious")):
+    if not score:
+        return None
+    record = ScoreRecord.from_json(score)
+    video, box = record.values.get(VideoJFValues.kind), record.values.get(BoxValues.kind)
+    for values in (video.frames.get("J") if isinstance(video, VideoJFValues) else None,
+                   box.frame_ious if isinstance(box, BoxValues) else None):
         if isinstance(values, list) and len(values) == n and all(isinstance(v, (int, float)) for v in values):
             return [float(v) for v in values]
     return None
@@ -182,10 +190,9 @@ def _wrap(text: str, width: int) -> Iterable[str]:
 
 
 def score_value(score: dict | None) -> float | None:
-    for key in _SCORE_KEYS:
-        if score and isinstance(score.get(key), (int, float)):
-            return float(score[key])
-    return None
+    """The sample's own score of a scores.jsonl record (ScoreRecord.sample_score: J&F of a video,
+    the gIoU term of an image or a box answer), None without a record or for corpus-level text."""
+    return None if not score else ScoreRecord.from_json(score).sample_score()
 
 
 def worst_per_task(ids: list[str], samples: dict[str, Sample], scores: dict[str, dict], n: int) -> list[str]:

@@ -1,17 +1,21 @@
-"""The protocol interface: how one benchmark scores a sample and aggregates the scores.
+"""The protocol interface: how one benchmark scores a sample, aggregates the scores and declares
+each metric's bootstrap estimator.
 
 A protocol is built by Hydra from the dataset config (`protocol: {_target_: ...}`), so constructors
 take only simple keyword options. The runner calls `score(sample, pred)` once per sample (one
-record of scores.jsonl) and `aggregate(records)` once (the body of metrics.json). Besides
-"metrics", "breakdown" and "n", an aggregate may hold "baseline_empty" (the same metric keys scored
-for an empty prediction on every sample) and "warnings" (one-line strings: samples whose GT is
-empty in every frame, a headline equal to its baseline...); the run summary prints both.
+ScoreRecord of scores.jsonl), `aggregate(records)` once (the body of metrics.json) and
+`estimator(key, records)` per headline metric (its interval). Besides "metrics", "breakdown" and
+"n", an aggregate may hold "baseline_empty" (the same metric keys scored for an empty prediction on
+every sample) and "warnings" (one-line strings: samples whose GT is empty in every frame, a headline
+equal to its baseline...); the run summary prints both.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import Prediction, RvtBenchError, Sample
+from rvt_bench.metrics.estimators import Found
 
 
 class Protocol:
@@ -30,7 +34,7 @@ class Protocol:
         Protocols without free-text tasks keep it and never call it."""
         self.judge = judge
 
-    def judge_records(self, records: list[dict]) -> None:
+    def judge_records(self, records: list[ScoreRecord]) -> None:
         """Add LLM-judge verdicts to the records of free-text samples, in place; called by
         `score_many` after per-sample scoring (requests are batched and concurrent there, and the
         judge never travels to scoring worker processes). Default: nothing to judge."""
@@ -41,18 +45,22 @@ class Protocol:
         state.pop("judge", None)
         return state
 
-    def score(self, sample: Sample, pred: Prediction) -> dict:
-        """One JSON-serialisable scores.jsonl record for `pred` on `sample`.
-
-        Always has "sample_id", "modality", "task", "failed" (pred.error is not None), "error_kind"
-        (pred.error["kind"] or None) and "meta" (the sample.meta keys the protocol groups by), plus
-        the metric values and the raw counts aggregation needs. A failed prediction is scored as an
-        empty one. Raises AdapterError when pred.masks has a different number of frames than the
-        sample, or a mask of a different size than the GT.
+    def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
+        """The ScoreRecord of `pred` on `sample`: its header (`record_header`: the sample's id,
+        modality, task, "failed", "error_kind", the meta keys the protocol groups by) and the typed
+        values (rvt_bench.core.records.UnitValues) of the metrics and raw counts aggregation needs.
+        A failed prediction is scored as an empty one. Raises AdapterError when pred.masks has a
+        different number of frames than the sample, or a mask of a different size than the GT.
         """
         raise NotImplementedError
 
-    def score_or_fail(self, sample: Sample, pred: Prediction) -> tuple[dict, Prediction]:
+    def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
+        """The bootstrap estimator of metric `key` over `records` (rvt_bench.metrics.estimators:
+        an Estimator or CorpusEstimator whose value() is the reported number), or a string saying
+        why it has none. Default: none."""
+        return f"no per-sample estimator for {key!r}"
+
+    def score_or_fail(self, sample: Sample, pred: Prediction) -> tuple[ScoreRecord, Prediction]:
         """(record, prediction) for one sample; a prediction that cannot be scored (an RvtBenchError
         from `score`, e.g. the wrong number of frames) is replaced by a failure naming the reason and
         scored as empty, as the runner does (docs/architecture.md "Failures"): the returned prediction is then that failure."""
@@ -63,7 +71,7 @@ class Protocol:
             return self.score(sample, failed), failed
 
     def score_many(self, pairs: Sequence[tuple[Sample, Prediction]], workers: int = 1,
-                   chunksize: int = 4, progress: bool = True) -> list[tuple[dict, Prediction]]:
+                   chunksize: int = 4, progress: bool = True) -> list[tuple[ScoreRecord, Prediction]]:
         """`score_or_fail` over (sample, prediction) pairs, results in the input order.
 
         workers: 1 scores in this process; n > 1 uses a pool of n processes (``multiprocessing``,
@@ -87,10 +95,10 @@ class Protocol:
         self.judge_records([record for record, _ in scored])
         return scored
 
-    def _score_pair(self, pair: tuple[Sample, Prediction]) -> tuple[dict, Prediction]:
+    def _score_pair(self, pair: tuple[Sample, Prediction]) -> tuple[ScoreRecord, Prediction]:
         return self.score_or_fail(*pair)
 
-    def aggregate(self, records: list[dict]) -> dict:
+    def aggregate(self, records: list[ScoreRecord]) -> dict:
         """metrics.json body: {"metrics": {key: float}, "breakdown": {meta key: {value: {...}}}, "n": int}.
 
         Deterministic given the records: they are sorted by sample_id before any order-dependent
@@ -129,16 +137,11 @@ def baseline_warnings(metrics: dict, baseline: dict, keys: Iterable[str]) -> lis
             "predicting nothing" for k in keys if k in metrics and k in baseline and metrics[k] == baseline[k]]
 
 
-def record_header(sample: Sample, pred: Prediction, meta_keys: Iterable[str]) -> dict[str, Any]:
-    """The fields every record starts with (see Protocol.score)."""
-    return {
-        "sample_id": sample.id,
-        "modality": sample.modality,
-        "task": sample.task,
-        "failed": pred.error is not None,
-        "error_kind": pred.error.get("kind") if pred.error else None,
-        "meta": {k: sample.meta[k] for k in meta_keys if k in sample.meta},
-    }
+def record_header(sample: Sample, pred: Prediction, meta_keys: Iterable[str]) -> ScoreRecord:
+    """A ScoreRecord with the fields every record starts with (see Protocol.score), no values yet."""
+    return ScoreRecord(sample.id, sample.modality, sample.task, pred.error is not None,
+                       pred.error.get("kind") if pred.error else None,
+                       {k: sample.meta[k] for k in meta_keys if k in sample.meta})
 
 
 def group_key(value: Any) -> str:
@@ -148,10 +151,10 @@ def group_key(value: Any) -> str:
     return str(value)
 
 
-def group_by(records: list[dict], key: str) -> dict[str, list[dict]]:
-    """Records grouped by `record["meta"][key]` (records without it are left out), keys sorted."""
-    groups: dict[str, list[dict]] = {}
+def group_by(records: list[ScoreRecord], key: str) -> dict[str, list[ScoreRecord]]:
+    """Records grouped by `record.meta[key]` (records without it are left out), keys sorted."""
+    groups: dict[str, list[ScoreRecord]] = {}
     for r in records:
-        if key in r.get("meta", {}):
-            groups.setdefault(group_key(r["meta"][key]), []).append(r)
+        if key in r.meta:
+            groups.setdefault(group_key(r.meta[key]), []).append(r)
     return dict(sorted(groups.items()))

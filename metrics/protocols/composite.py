@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.estimators import Found
 from rvt_bench.metrics.protocols.base import Protocol
 
 
@@ -31,8 +33,10 @@ class CompositeProtocol(Protocol):
               "meta.<key>" (e.g. "meta.source").
     routes:   {route value: part name}; None = the route value is the part name.
     name:     the protocol's name in records and metrics.json; default "<part>:<part's name>+...".
-    Records get "part": the part name ("part_<depth>" in a composite nested in another). Raises DatasetFormatError for a sample whose route value has
-    no part (or lacks the meta key), ValueError for an unknown route_by or a route to no part.
+    Records get parts["part"] = the part name ("part_<depth>" in a composite nested in another). A
+    metric "<part>/<key>" is estimated by its part over that part's records. Raises
+    DatasetFormatError for a sample whose route value has no part (or lacks the meta key),
+    ValueError for an unknown route_by or a route to no part.
     """
 
     name = "composite"
@@ -81,22 +85,36 @@ class CompositeProtocol(Protocol):
             )
         return name
 
-    def part_of_record(self, record: dict) -> str | None:
-        """The part of a scores.jsonl record: its part key, else (a record written before the key
+    def part_of_record(self, record: ScoreRecord) -> str | None:
+        """The part of a score record: its part key, else (a record written before the key
         existed, e.g. RVTBench's by task) its route value read from the record; None when unknown."""
-        if self.part_key in record:
-            return record[self.part_key]
+        if self.part_key in record.parts:
+            return record.parts[self.part_key]
         if self.route_by.startswith("meta."):
-            value = (record.get("meta") or {}).get(self.route_by[5:])
+            value = record.meta.get(self.route_by[5:])
         else:
-            value = record.get(self.route_by)
+            value = getattr(record, self.route_by)
         if value is None:
             return None
         return str(value) if self.routes is None else self.routes.get(str(value))
 
-    def score(self, sample: Sample, pred: Prediction) -> dict:
+    def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
         name = self.part_of(sample)
-        return {**self.parts[name].score(sample, pred), self.part_key: name}
+        record = self.parts[name].score(sample, pred)
+        record.parts[self.part_key] = name
+        return record
+
+    def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
+        name, _, rest = key.partition("/")
+        if name not in self.parts:
+            return f"no protocol part {name!r}"
+        own = [r for r in records if self.part_of_record(r) == name]
+        if not own:
+            return f"no samples of part {name!r}"
+        found = self.parts[name].estimator(rest, own)
+        if not isinstance(found, str):
+            found.key = key
+        return found
 
     def attach_judge(self, judge: Any) -> None:
         """Attach the judge to this protocol and every part."""
@@ -104,12 +122,12 @@ class CompositeProtocol(Protocol):
         for part in self.parts.values():
             part.attach_judge(judge)
 
-    def judge_records(self, records: list[dict]) -> None:
+    def judge_records(self, records: list[ScoreRecord]) -> None:
         """Each part judges its own records (in place)."""
         for key, protocol in self.parts.items():
             protocol.judge_records([r for r in records if self.part_of_record(r) == key])
 
-    def aggregate(self, records: list[dict]) -> dict:
+    def aggregate(self, records: list[ScoreRecord]) -> dict:
         """{"metrics": {"<part>/<key>": float}, "breakdown": {"<part>/<meta key>": {...}},
         "parts": {part: that part's aggregate}, "n": all records, "baseline_empty": {"<part>/<key>": float},
         "warnings": ["<part>: ..."]}. Parts without records are left out."""

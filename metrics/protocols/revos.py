@@ -5,14 +5,17 @@ per expression, referring / reasoning / overall as VISA prints them. The referen
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from rvt_bench.core.masks import area, decode_box
+from rvt_bench.core.records import ScoreRecord, UnitValues
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.estimators import Estimator, Found, stratum
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH
 from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
-from rvt_bench.metrics.units.base import check_mode
+from rvt_bench.metrics.units.base import CORRECT_IOU, check_mode
 from rvt_bench.metrics.units.rle import predicted_masks
 from rvt_bench.metrics.units.video_jf import FrameCrop, empty_frame_jf, frame_crops, frame_jf, gt_mask_list, mean
 
@@ -25,6 +28,42 @@ SCORED_TYPES = (0, 1)
 VARIANTS = ("visa", "binarized")
 FAILED = ("zero", "empty")
 METRICS = ("J", "F", "A", "R")
+
+
+def visa_percent(x: float) -> np.float64:
+    """One expression's value as VISA keeps it: round(100 * x, 2) on a numpy float64 (numpy's
+    rounding), in percent. VISA averages these percentages and prints the means; mode="reference"
+    divides its means by 100 (ReVOSProtocol._fraction), so averaging happens in percent."""
+    return round(100 * np.float64(x), 2)
+
+
+@dataclass
+class ReVOSValues(UnitValues):
+    """One expression as VISA scores it (ReVOSProtocol.score): type_id; J, F, A, R = means over
+    frames (float64, unrounded; R None without a foreground, A None in records older than it);
+    jf ("J&F") = (J + F) / 2; frames = {"I", "U", "J", "F", "A"(, "R")} per frame (I, U pixel
+    counts of the binarised masks; {} when zeroed); gt_empty = the GT is empty in every frame;
+    nonbinary = the prediction holds pixel values other than 0/1; zeroed = a failed prediction
+    scored 0; baseline = {"J", "F", "A"(, "R")} of an empty prediction."""
+
+    kind = "revos"
+    type_id: int
+    J: float
+    F: float
+    jf: float = field(metadata={"key": "J&F"})
+    frames: dict[str, list]
+    A: float | None = None
+    R: float | None = None
+    gt_empty: bool | None = None
+    nonbinary: bool | None = None
+    zeroed: bool | None = None
+    baseline: dict[str, float] | None = None
+
+    def correct(self) -> bool:
+        return self.J > CORRECT_IOU
+
+    def sample_score(self) -> float:
+        return self.jf
 
 
 class ReVOSProtocol(Protocol):
@@ -68,13 +107,8 @@ class ReVOSProtocol(Protocol):
             tags.append("failed-empty")
         return metric + "".join(f"[{t}]" for t in tags)
 
-    def score(self, sample: Sample, pred: Prediction) -> dict:
-        """Record: header + "type_id", "J", "F", "A"(, "R") (means over frames, float64, unrounded),
-        "J&F" = (J + F) / 2, "frames": {"I", "U", "J", "F", "A"(, "R")} per frame (I, U pixel counts of
-        the binarised masks), "gt_empty" (GT empty in every frame), "nonbinary" (the prediction holds
-        pixel values other than 0/1), "zeroed" (a failed prediction scored 0: no frames) and
-        "baseline" (J, F, A, R of an empty prediction on this sample). R only when
-        sample.target.foreground is set.
+    def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
+        """Record: header + ReVOSValues (R only when sample.target.foreground is set).
 
         Raises DatasetFormatError when the sample has no type_id (and no default) or no GT masks;
         AdapterError when the prediction's frame count or mask size differs from the sample's.
@@ -127,7 +161,7 @@ class ReVOSProtocol(Protocol):
             for key in keys:
                 base[key].append(empty[key])
         record = record_header(sample, pred, self.meta_keys)
-        record["meta"]["type_id"] = type_id
+        record.meta["type_id"] = type_id
         nonbinary = any(_is_nonbinary(v) for v in values)
         if zeroed:
             means = {key: 0.0 for key in keys}
@@ -135,9 +169,9 @@ class ReVOSProtocol(Protocol):
         else:
             # np.mean over a float64 array, as the reference's `db_eval_iou(...).mean()` (pairwise sum)
             means = {key: mean(frames[key]) for key in keys}
-        record.update({"type_id": type_id, **means, "J&F": (means["J"] + means["F"]) / 2, "frames": frames,
-                       "gt_empty": all(m is None for m in gt_masks), "nonbinary": nonbinary, "zeroed": zeroed,
-                       "baseline": {key: mean(base[key]) for key in keys}})
+        record.add(ReVOSValues(type_id, means["J"], means["F"], (means["J"] + means["F"]) / 2, frames, means["A"],
+                               means.get("R"), all(m is None for m in gt_masks), nonbinary, zeroed,
+                               {key: mean(base[key]) for key in keys}))
         return record
 
     def _accuracy_robustness(self, crop: FrameCrop, gt_count: np.ndarray, pr_values: np.ndarray,
@@ -152,7 +186,7 @@ class ReVOSProtocol(Protocol):
         neg = int(((1 - gt_count) * pr_values).sum(dtype=np.uint64))
         return {"A": a, "R": r2vos_robustness(neg, fg_area)}
 
-    def aggregate(self, records: list[dict]) -> dict:
+    def aggregate(self, records: list[ScoreRecord]) -> dict:
         """metrics: "J&F", "J", "F", "A", "R" (overall; named by `key`), "referring/J", ...,
         "reasoning/...". Fractions in [0, 1]; R only when every scored record has it.
         breakdown: "type" ("0", "1", "2"), "level" and "category" (type 2 excluded, as from the
@@ -161,10 +195,10 @@ class ReVOSProtocol(Protocol):
         of one-line strings (see the module docstring); "failed_zero": ids of failed expressions
         scored 0.
         """
-        records = sorted(records, key=lambda r: r["sample_id"])
-        scored = [r for r in records if r["type_id"] in SCORED_TYPES]
+        records = sorted(records, key=lambda r: r.sample_id)
+        scored = [r for r in records if _v(r).type_id in SCORED_TYPES]
         metrics, warnings = self._overall(records)
-        baseline, _ = self._overall([{**r, **r["baseline"], "J&F": 0.0} for r in records if "baseline" in r])
+        baseline, _ = self._overall([_as_baseline(r) for r in records if _v(r).baseline is not None])
         breakdown = {
             "type": {key: self._group(group) for key, group in group_by(records, "type_id").items()},
             "level": {key: self._group(group) for key, group in group_by(scored, "level").items()},
@@ -174,14 +208,42 @@ class ReVOSProtocol(Protocol):
         for w in warnings:
             log.warning("ReVOS: %s", w)
         return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
-                "warnings": warnings, "failed_zero": [r["sample_id"] for r in records if r.get("zeroed")]}
+                "warnings": warnings, "failed_zero": [r.sample_id for r in records if _v(r).zeroed]}
 
-    def _overall(self, records: list[dict]) -> tuple[dict[str, float], list[str]]:
-        scored = [r for r in records if r["type_id"] in SCORED_TYPES]
+    def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
+        """Overall and per-type J&F, J, F, A, R (their `key` names): the mean over the scored types
+        (one stratum each) of the mean over the type's expressions of the value VISA averages
+        (`_expression_value`, as a fraction), so the point value is the reported one to rounding."""
+        types = {TYPES[t]: (t,) for t in SCORED_TYPES}
+        prefix, _, name = key.rpartition("/")
+        if prefix and prefix not in types:
+            return f"no estimator for ReVOS metric {key!r}"
+        metric = {self.key(m): m for m in ("J&F", *METRICS)}.get(name)
+        if metric is None:
+            return f"no estimator for ReVOS metric {key!r}"
+
+        def value(r: ScoreRecord, m: str) -> float:
+            found = getattr(_v(r), m)
+            if found is None:
+                raise KeyError(m)
+            return float(self._fraction(self._expression_value(found)))
+
+        def num(r: ScoreRecord) -> float:
+            return (value(r, "J") + value(r, "F")) / 2 if metric == "J&F" else value(r, metric)
+
+        chosen = types[prefix] if prefix else SCORED_TYPES
+        try:
+            strata = [stratum(g, num) for t in chosen if (g := [r for r in records if _v(r).type_id == t])]
+        except KeyError as exc:
+            return f"records lack {exc}"
+        return Estimator(key, strata) if strata else "no scored expressions"
+
+    def _overall(self, records: list[ScoreRecord]) -> tuple[dict[str, float], list[str]]:
+        scored = [r for r in records if _v(r).type_id in SCORED_TYPES]
         keys = self._keys(scored)
         per_type: dict[str, dict] = {}
         for type_id in SCORED_TYPES:
-            group = [r for r in records if r["type_id"] == type_id]
+            group = [r for r in records if _v(r).type_id == type_id]
             if group:
                 per_type[TYPES[type_id]] = self._means(group, keys)
         metrics: dict[str, float] = {}
@@ -196,9 +258,9 @@ class ReVOSProtocol(Protocol):
                 metrics.update({f"{prefix}{self.key(k)}": self._fraction(means[k]) for k in ("J&F", *keys)})
         return metrics, warnings
 
-    def _warnings(self, scored: list[dict], metrics: dict, baseline: dict) -> list[str]:
-        out = empty_gt_warnings([r["sample_id"] for r in scored if r.get("gt_empty")], len(scored), "expressions")
-        nonbinary = [r["sample_id"] for r in scored if r.get("nonbinary")]
+    def _warnings(self, scored: list[ScoreRecord], metrics: dict, baseline: dict) -> list[str]:
+        out = empty_gt_warnings([r.sample_id for r in scored if _v(r).gt_empty], len(scored), "expressions")
+        nonbinary = [r.sample_id for r in scored if _v(r).nonbinary]
         if nonbinary and self.variant == "visa":
             out.append(f"{len(nonbinary)} expressions' predictions hold pixel values other than 0/1 (e.g. 0/255 PNGs): "
                        "VISA's A and R on them are not comparable to published ones (VISA's were computed on 0/1 "
@@ -206,30 +268,45 @@ class ReVOSProtocol(Protocol):
                        "0/1 PNGs (A[binarized], R[binarized]), comparable to published ones")
         return out + baseline_warnings(metrics, baseline, [self.key("J&F")])
 
-    def _keys(self, records: list[dict]) -> tuple[str, ...]:
+    def _keys(self, records: list[ScoreRecord]) -> tuple[str, ...]:
         """Per-expression metrics every record has (records of older runs may lack A or R)."""
-        return tuple(k for k in METRICS if all(k in r for r in records))
+        return tuple(k for k in METRICS if all(getattr(_v(r), k) is not None for r in records))
 
-    def _means(self, group: list[dict], keys: tuple[str, ...] = ("J", "F")) -> dict[str, float]:
+    def _expression_value(self, value: float) -> float:
+        """What VISA averages of one expression's value: its rounded percent (reference,
+        `visa_percent`) or the unrounded fraction (textbook)."""
+        return visa_percent(value) if self.mode == "reference" else value
+
+    def _means(self, group: list[ScoreRecord], keys: tuple[str, ...] = ("J", "F")) -> dict[str, float]:
         """{"J", "F", "J&F", ...keys} over the expressions of a group, as VISA averages one type: in
         percent of per-expression values rounded to 2 decimals (reference) or as unrounded fractions."""
         out = {}
         for key in keys:
-            if self.mode == "reference":
-                # VISA: data['J'] = round(100 * j, 2) with j a numpy float64; then np.array(...).mean()
-                out[key] = float(np.array([round(100 * np.float64(r[key]), 2) for r in group]).mean())
-            else:
-                out[key] = float(np.mean(np.asarray([r[key] for r in group], dtype=np.float64)))
+            # VISA: np.array(...).mean() of its per-expression values
+            out[key] = float(np.mean(np.asarray([self._expression_value(getattr(_v(r), key)) for r in group],
+                                                dtype=np.float64)))
         out["J&F"] = float((np.float64(out["J"]) + np.float64(out["F"])) / 2)
         return out
 
     def _fraction(self, value: float) -> float:
+        """A value in VISA's units (percent in mode="reference") as a fraction."""
         return value / 100 if self.mode == "reference" else value
 
-    def _group(self, group: list[dict]) -> dict:
+    def _group(self, group: list[ScoreRecord]) -> dict:
         keys = self._keys(group)
         means = self._means(group, keys)
         return {**{self.key(k): self._fraction(means[k]) for k in ("J&F", *keys)}, "n": len(group)}
+
+
+def _v(record: ScoreRecord) -> ReVOSValues:
+    return record.of(ReVOSValues)
+
+
+def _as_baseline(record: ScoreRecord) -> ScoreRecord:
+    """The record with its values replaced by its empty-prediction baseline's."""
+    v = _v(record)
+    empty = replace(v, **{k: v.baseline[k] for k in METRICS if k in v.baseline}, jf=0.0)
+    return replace(record, values={**record.values, ReVOSValues.kind: empty})
 
 
 def r2vos_robustness(false_positives: int, foreground_area: int) -> float:

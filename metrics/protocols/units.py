@@ -8,7 +8,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import Prediction, Sample
+from rvt_bench.metrics.estimators import Found
 from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
 from rvt_bench.metrics.units.base import Unit
 
@@ -41,6 +43,7 @@ class UnitProtocol(Protocol):
     aggregate(records) -> {"metrics", "breakdown": {meta key: {value: {metric: value, "n"}}}, "n",
     "baseline_empty", "warnings"}; records are sorted by sample_id first, so the result does not
     depend on their order. Empty records -> no metrics.
+    estimator(key, records): the estimator of the first unit that has a metric `key`.
     """
 
     def __init__(self, units: Sequence[Any], name: str = "units", headline: Sequence[str] | None = None,
@@ -62,34 +65,36 @@ class UnitProtocol(Protocol):
         for unit in self.units:
             unit.attach_judge(judge)
 
-    def judge_records(self, records: list[dict]) -> None:
+    def judge_records(self, records: list[ScoreRecord]) -> None:
         for unit in self.units:
             unit.judge_records(records)
 
-    def score(self, sample: Sample, pred: Prediction) -> dict:
-        """Record: header (base.record_header) + every unit's per-sample values; "baseline" merges the
-        units' baselines. Raises what the units raise (DatasetFormatError, AdapterError)."""
+    def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
+        """Record: header (base.record_header) + every unit's typed values (ScoreRecord.add).
+        Raises what the units raise (DatasetFormatError, AdapterError)."""
         record = record_header(sample, pred, self.meta_keys)
-        baseline: dict = {}
         for unit in self.units:
-            values = unit.score(sample, pred)
-            baseline.update(values.pop("baseline", None) or {})
-            if "gt_empty" in values and "gt_empty" in record:
-                values["gt_empty"] = values["gt_empty"] and record["gt_empty"]
-            record.update(values)
-        if baseline:
-            record["baseline"] = baseline
+            record.add(unit.score(sample, pred))
         return record
 
-    def metrics_of(self, records: list[dict]) -> dict:
+    def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
+        if not records:
+            return f"no {self.what}"
+        for unit in self.units:
+            found = unit.estimator(key, records)
+            if found is not None:
+                return found
+        return f"no per-sample estimator for {key!r}"
+
+    def metrics_of(self, records: list[ScoreRecord]) -> dict:
         """The units' aggregates over `records`, merged in unit order."""
         out: dict = {}
         for unit in self.units:
             out.update(unit.aggregate(records))
         return out
 
-    def aggregate(self, records: list[dict]) -> dict:
-        records = sorted(records, key=lambda r: r["sample_id"])
+    def aggregate(self, records: list[ScoreRecord]) -> dict:
+        records = sorted(records, key=lambda r: r.sample_id)
         if not records:
             return {"metrics": {}, "breakdown": {k: {} for k in self.meta_keys} if self.empty_breakdowns else {},
                     "n": 0, "baseline_empty": {}, "warnings": []}
@@ -111,9 +116,10 @@ class UnitProtocol(Protocol):
         return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
                 "warnings": warnings}
 
-    def _empty_gt_warnings(self, records: list[dict]) -> list[str]:
-        # a sample's GT is empty when a unit says so; no warning at all when no unit can tell
-        flags = [[unit.gt_empty(r) for unit in self.units] for r in records]
-        if all(f is None for row in flags for f in row):
+    def _empty_gt_warnings(self, records: list[ScoreRecord]) -> list[str]:
+        # a sample's GT is empty when every unit that can tell says so; no warning at all when none can
+        flags = [[f for f in (unit.gt_empty(r) for unit in self.units) if f is not None] for r in records]
+        if not any(flags):
             return []
-        return empty_gt_warnings([r["sample_id"] for r, row in zip(records, flags) if any(row)], len(records), self.what)
+        return empty_gt_warnings([r.sample_id for r, row in zip(records, flags) if row and all(row)], len(records),
+                                 self.what)

@@ -3,13 +3,15 @@ per-frame loop of every video segmentation protocol (ReVOS adds A and R on the s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from rvt_bench.core.records import ScoreRecord, UnitValues
 from rvt_bench.core.types import RLE, DatasetFormatError, Prediction, Sample
+from rvt_bench.metrics.estimators import Found, mean_of
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH, jf_counts_box, object_box
-from rvt_bench.metrics.units.base import Unit
+from rvt_bench.metrics.units.base import CORRECT_IOU, Unit
 from rvt_bench.metrics.units.rle import Box, check_same_size, crop_checked, predicted_masks, rle_size_box
 
 
@@ -90,22 +92,49 @@ def gt_mask_list(sample: Sample) -> list:
     return list(gt_masks)
 
 
+@dataclass
+class VideoJFValues(UnitValues):
+    """One video's J and F: J, F = means over frames (float64), jf ("J&F") = (J + F) / 2,
+    frames = {"I", "U", "J", "F"}: per-frame lists (I, U pixel counts), gt_empty = the GT is empty
+    in every frame, baseline = {"J", "F", "J&F"} of an empty prediction."""
+
+    kind = "video_jf"
+    J: float
+    F: float
+    jf: float = field(metadata={"key": "J&F"})
+    frames: dict[str, list]
+    gt_empty: bool | None = None
+    baseline: dict[str, float] | None = None
+
+    def correct(self) -> bool:
+        return self.J > CORRECT_IOU
+
+    def sample_score(self) -> float:
+        return self.jf
+
+
+def jf_means(js: Sequence[float], fs: Sequence[float]) -> dict[str, float]:
+    """{"J&F", "J", "F"} over samples: means of J and F (float64), J&F = (J + F) / 2."""
+    j, f = mean(js), mean(fs)
+    return {"J&F": (j + f) / 2, "J": j, "F": f}
+
+
 class VideoJF(Unit):
     """J, F and J&F of a video, davis2017's per-frame definitions, every frame scored.
 
-    Per sample: "J", "F" = means over frames (float64), "J&F" = (J + F) / 2, "frames": {"I", "U",
-    "J", "F"} per frame, "gt_empty", "baseline" (J, F, J&F of an empty prediction).
-    aggregate: means over samples of J and F, J&F = (J + F) / 2, float64, no rounding.
+    Per sample: VideoJFValues. aggregate: means over samples of J and F, J&F = (J + F) / 2, float64,
+    no rounding; each one's estimator is the plain mean of the samples' values.
     bound_th: F's boundary tolerance (fraction of the frame diagonal), davis2017's 0.008.
     """
 
     name = "video_jf"
+    values_type = VideoJFValues
     task = "segmentation"
 
     def __init__(self, bound_th: float = DAVIS_BOUND_TH) -> None:
         self.bound_th = float(bound_th)
 
-    def score(self, sample: Sample, pred: Prediction) -> dict:
+    def score(self, sample: Sample, pred: Prediction) -> VideoJFValues:
         gt_masks = gt_mask_list(sample)
         pred_masks = predicted_masks(sample, pred) if self.reads(pred) else [None] * sample.num_frames
         frames: dict[str, list] = {"I": [], "U": [], "J": [], "F": []}
@@ -117,14 +146,21 @@ class VideoJF(Unit):
                 base[key].append(value)
         j, f = mean(frames["J"]), mean(frames["F"])
         bj, bf = mean(base["J"]), mean(base["F"])
-        return {"J": j, "F": f, "J&F": (j + f) / 2, "frames": frames, "gt_empty": all(m is None for m in gt_masks),
-                "baseline": {"J": bj, "F": bf, "J&F": (bj + bf) / 2}}
+        return VideoJFValues(j, f, (j + f) / 2, frames, all(m is None for m in gt_masks),
+                             {"J": bj, "F": bf, "J&F": (bj + bf) / 2})
 
-    def aggregate(self, records: list[dict]) -> dict:
-        j, f = mean([r["J"] for r in records]), mean([r["F"] for r in records])
-        return {"J&F": (j + f) / 2, "J": j, "F": f}
+    def aggregate(self, records: list[ScoreRecord]) -> dict:
+        values = [self.of(r) for r in records]
+        return jf_means([v.J for v in values], [v.F for v in values])
 
-    def baseline(self, records: list[dict]) -> dict:
-        if not records or not all("baseline" in r for r in records):
+    def baseline(self, records: list[ScoreRecord]) -> dict:
+        found = [self.of(r).baseline for r in records]
+        if not found or any(b is None for b in found):
             return {}
-        return self.aggregate([r["baseline"] for r in records])
+        return jf_means([b["J"] for b in found], [b["F"] for b in found])
+
+    def estimator(self, key: str, records: list[ScoreRecord]) -> Found | None:
+        name = {"J": "J", "F": "F", "J&F": "jf"}.get(key)
+        if name is None:
+            return None
+        return mean_of(key, records, lambda r: getattr(self.of(r), name))

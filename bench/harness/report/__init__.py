@@ -118,6 +118,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     import jinja2
     from hydra.utils import instantiate
 
+    from rvt_bench.core.records import ScoreRecord
     from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
     from rvt_bench.core.types import RunStoreError
     from rvt_bench.harness.names import load_run_config
@@ -167,7 +168,8 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     report = adapter_report(m)
     protocol = _protocol(cfg) if cfg is not None and records else None
     boot = (cfg.run.bootstrap if cfg is not None and "run" in cfg and "bootstrap" in cfg.run else {}) or {}
-    bars = breakdown_bars(m, protocol, records, int(boot.get("B", 1000)), int(boot.get("seed", 0)))
+    typed = [ScoreRecord.from_json(r) for r in records] if protocol is not None else []  # the protocol defines their kinds
+    bars = breakdown_bars(m, protocol, typed, int(boot.get("B", 1000)), int(boot.get("seed", 0)))
     figures = {"funnel": charts.funnel_chart(report) if report is not None else None,
                "breakdown": charts.breakdown_chart(bars), "scores": charts.score_histogram(per_task)}
     measures = [{"label": x.label, "value": measure_text(x)} for x in (report.measures if report else [])]

@@ -2,12 +2,11 @@
 part's first headline metric that the breakdown holds, its 95% bootstrap CI and what an empty
 prediction scores on the same samples.
 
-The value is metrics.json's own. Its interval comes from the headline metric's per-sample
-estimator (rvt_bench.harness.estimators) over the group's records, drawn only when the estimator
+The value is metrics.json's own. Its interval comes from the estimator the protocol declares for
+the metric (`Protocol.estimator`) over the group's records, drawn only when the estimator
 reproduces the value (as bootstrap.headline_cis requires of headline intervals). The baseline is
 the protocol's own empty-prediction aggregate over the group when that aggregate reproduces the
-value, else the same estimator over the records' per-sample "baseline" values; None when neither
-exists. Groups of one value (they repeat the overall number) are left out.
+value; None otherwise. Groups of one value (they repeat the overall number) are left out.
 """
 from __future__ import annotations
 
@@ -15,8 +14,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from rvt_bench.core.records import ScoreRecord
 from rvt_bench.harness import bootstrap
-from rvt_bench.harness.estimators import estimator
 from rvt_bench.harness.view import metric_unit
 
 TOLERANCE = 1e-6
@@ -36,7 +35,7 @@ class Bar:
     n: int | None
 
 
-def _part(protocol: Any, path: list[str], records: list[dict]) -> tuple[Any, list[dict]] | None:
+def _part(protocol: Any, path: list[str], records: list[ScoreRecord]) -> tuple[Any, list[ScoreRecord]] | None:
     """The protocol part at `path` (["rvt", "grounding"]) and its records; None when it has no such part."""
     for name in path:
         parts = getattr(protocol, "parts", None)
@@ -47,7 +46,7 @@ def _part(protocol: Any, path: list[str], records: list[dict]) -> tuple[Any, lis
     return protocol, records
 
 
-def _quiet_aggregate(protocol: Any, records: list[dict]) -> dict:
+def _quiet_aggregate(protocol: Any, records: list[ScoreRecord]) -> dict:
     # the run already logged the protocol's warnings; a group's aggregate would repeat them
     logger = logging.getLogger("rvt_bench.metrics")
     level = logger.level
@@ -62,7 +61,7 @@ def _close(a: Any, b: float) -> bool:
     return isinstance(a, (int, float)) and abs(float(a) - b) <= TOLERANCE
 
 
-def breakdown_bars(metrics: dict[str, Any], protocol: Any | None, records: list[dict],
+def breakdown_bars(metrics: dict[str, Any], protocol: Any | None, records: list[ScoreRecord],
                    b: int = bootstrap.DEFAULT_B, seed: int = bootstrap.DEFAULT_SEED) -> list[Bar]:
     """The bars of every breakdown group with at least two values (metrics.json order). protocol:
     the run's protocol (None: values only, no intervals or baselines); records: scores.jsonl."""
@@ -89,8 +88,8 @@ def breakdown_bars(metrics: dict[str, Any], protocol: Any | None, records: list[
             if part is not None:
                 sub, own = part
                 # ReVOS breaks "type" down by the records' meta "type_id"
-                field = next((k for k in (meta_key, f"{meta_key}_id") if any(k in (r.get("meta") or {}) for r in own)), meta_key)
-                group_records = [r for r in own if field in (r.get("meta") or {}) and group_key(r["meta"][field]) == name]
+                field = next((k for k in (meta_key, f"{meta_key}_id") if any(k in r.meta for r in own)), meta_key)
+                group_records = [r for r in own if field in r.meta and group_key(r.meta[field]) == name]
                 low, high, base = _interval_and_baseline(sub, metric, group_records, value, b, seed)
             label = f"{prefix.replace('/', ' · ')} · {meta_key} {name}" if prefix else f"{meta_key} {name}"
             n = vals.get("n")
@@ -99,12 +98,12 @@ def breakdown_bars(metrics: dict[str, Any], protocol: Any | None, records: list[
     return bars
 
 
-def _interval_and_baseline(protocol: Any, metric: str, records: list[dict], value: float, b: int,
+def _interval_and_baseline(protocol: Any, metric: str, records: list[ScoreRecord], value: float, b: int,
                            seed: int) -> tuple[float | None, float | None, float | None]:
     if not records:
         return None, None, None
     low = high = base = None
-    est = estimator(protocol, metric, records)
+    est = protocol.estimator(metric, records)
     if not isinstance(est, str) and _close(est.value(), value) and b > 0:
         ci = bootstrap.confidence_interval(est, b, seed)
         low, high = ci["low"], ci["high"]
@@ -115,7 +114,4 @@ def _interval_and_baseline(protocol: Any, metric: str, records: list[dict], valu
     if _close((agg.get("metrics") or {}).get(metric), value):
         found = (agg.get("baseline_empty") or {}).get(metric)
         base = float(found) if isinstance(found, (int, float)) else None
-    if base is None and all(isinstance(r.get("baseline"), dict) for r in records) and not isinstance(est, str):
-        empty = estimator(protocol, metric, [{**r, **r["baseline"]} for r in records])
-        base = None if isinstance(empty, str) else empty.value()
     return low, high, base
