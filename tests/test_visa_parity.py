@@ -179,7 +179,7 @@ def test_binarized_per_expression_values_are_visas_on_the_same_masks_as_0_1_pngs
     _, scores, _ = binarized
     for e in EXPECTED_BINARIZED["expressions"]:  # a record keeps plain keys; the aggregate names the variant
         got = scores[f"{e['video']}/{e['exp_id']}"]
-        assert round(100 * np.float64(got[key]), 2) == e[key], (e["video"], e["exp_id"], key)
+        assert round(100 * np.float64(getattr(got, key)), 2) == e[key], (e["video"], e["exp_id"], key)
 
 
 @pytest.mark.parametrize("visa_type", ["referring", "reason", "overall"])
@@ -202,7 +202,8 @@ def test_binarized_and_visa_variants_agree_on_0_1_pngs():
     pred[:2, :3] = True
     prediction = Prediction("v/0", masks=[masks.encode(pred)])
     visa, binary = ReVOSProtocol().score(sample, prediction), ReVOSProtocol(variant="binarized").score(sample, prediction)
-    assert (visa["A"], visa["R"]) == (binary["A"], binary["R"])
+    visa, binary = visa.of(ReVOSValues), binary.of(ReVOSValues)
+    assert (visa.A, visa.R) == (binary.A, binary.R)
 
 
 def _one_frame_sample(foreground):
