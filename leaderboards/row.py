@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-# Policy keys that change what the model generates (decoding), recorded per row.
+# Policy keys that change what the model generates (sampling), recorded per row.
 DECODING_KEYS = ("temperature", "top_p", "top_k", "min_p", "do_sample", "num_beams", "max_new_tokens", "max_tokens",
                  "repetition_penalty", "seed", "grammar", "stop", "decoding")
 # Config keys that name weights, anywhere under the model config.
@@ -66,10 +66,12 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     resolved: the run's resolved config; metrics: the metrics.json body; headline: the protocol's
     headline keys; overrides: the semantic command-line overrides (tell sweep points apart).
     Columns: identity, source="run", headline metrics and "<key> ci_low" / "<key> ci_high"
-    (fractions), judge_failure_rate, numeric analytics ("analytics/<name>", when the run has them),
-    n, failures, parse_rate, data_errors, then provenance: git_sha, packages_digest, protocol,
-    protocol_version, protocol_variants (JSON), decoding (JSON), model_ids (JSON), date (UTC), run_dir,
-    overrides.
+    (fractions), judge_failure_rate, the numeric measures of the model's own report
+    ("adapter/<key>", metrics.json adapter_report.measures, in their unit), n, failures, parse_rate,
+    data_errors, then provenance: git_sha, packages_digest, protocol, protocol_version,
+    protocol_variants (JSON), decoding (the report's "grammar" | "free"; empty for a model that
+    decodes under no grammar), sampling (JSON: the sampling settings of the model and policy),
+    model_ids (JSON), date (UTC), run_dir, overrides.
     """
     model = resolved["model"]
     manifest_path = Path(run_dir) / "manifest.json"
@@ -88,9 +90,10 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     judge = metrics.get("judge") or {}
     if "failure_rate" in judge:
         row["judge_failure_rate"] = _number(judge["failure_rate"])
-    for key, value in _flat(metrics.get("analytics") or {}):
-        if _number(value) is not None:
-            row[f"analytics/{key}"] = _number(value)
+    report = metrics.get("adapter_report") or {}
+    for measure in report.get("measures") or []:
+        if _number(measure.get("value")) is not None:
+            row[f"adapter/{measure['key']}"] = _number(measure["value"])
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
     row.update(
         n=metrics["n"], failures=metrics["failures"], parse_rate=_number(metrics["parse_rate"]),
@@ -98,17 +101,11 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         packages_digest=packages_digest(manifest.get("packages") or {}),
         protocol=metrics.get("protocol"), protocol_version=metrics.get("protocol_version"),
         protocol_variants=json.dumps(metrics.get("protocol_variants") or {}, sort_keys=True),
-        decoding=json.dumps({**{f"model.{k}": model[k] for k in (*DECODING_KEYS, "max_rounds", "max_total_tokens") if k in model},
+        decoding=report.get("decoding") or "",
+        sampling=json.dumps({**{f"model.{k}": model[k] for k in (*DECODING_KEYS, "max_rounds", "max_total_tokens") if k in model},
                              **{f"policy.{k}": policy[k] for k in DECODING_KEYS if k in policy}}, sort_keys=True, default=str),
         model_ids=json.dumps(_find(model, MODEL_ID_KEYS), sort_keys=True, default=str),
         date=str(manifest.get("started_utc", ""))[:10], run_dir=str(run_dir), overrides=" ".join(overrides),
     )
     return row
 
-
-def _flat(node: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for k, v in node.items():
-        path = f"{prefix}/{k}" if prefix else str(k)
-        out += _flat(v, path) if isinstance(v, dict) else [(path, v)]
-    return out

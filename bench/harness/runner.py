@@ -164,7 +164,7 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     metrics_path = run_dir / rundir.derived_name("metrics.json", limit)
     scores_path = run_dir / rundir.derived_name("scores.jsonl", limit)
     metrics, records = score.score(samples, done, protocol, scores_path, resolved, ident.run_name, ident.fingerprint,
-                                   data_errors)
+                                   adapter, data_errors)
     finish_metrics(metrics, protocol, resolved, scores_path)
     write_sample_log(run_dir / rundir.derived_name("samples.jsonl", limit), samples, done, scores_path, adapter)
     if limit is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rvt_bench.core.units import NA, SCORE_METRICS, ci_text, pct, show, unit  # noqa: F401  (re-exported)
-from rvt_bench.harness.funnel import summary_lines as funnel_lines
+
 
 def results_table(metrics: dict[str, Any], keys: list[str] | None = None, digits: int = 1) -> str:
     """Markdown table `| benchmark | metric | value | 95% CI | unit | n |` of a metrics.json body
@@ -46,14 +46,53 @@ def _extra_blocks(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+def measure_text(measure: dict[str, Any]) -> str:
+    """One measure of an adapter report (metrics.json adapter_report.measures) as printed: a
+    fraction in percent, seconds to the millisecond, anything else as it is."""
+    value, u = measure.get("value"), measure.get("unit", "")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return str(value)
+    if u == "fraction":
+        return f"{100 * value:.1f}%"
+    if u == "s":
+        return f"{value:.3f}"
+    return f"{value:g}"
+
+
+def adapter_lines(metrics: dict[str, Any]) -> list[str]:
+    """The model's report as its adapter gave it (metrics.json "adapter_report"): the decoding mode
+    (only for a model that decodes under a grammar), its funnel (per stage: samples that passed it
+    and every stage before, % of n, and how many it lost), and its measures except seconds (the
+    latency line prints those). Nothing for a model that reports nothing."""
+    report = metrics.get("adapter_report") or {}
+    lines: list[str] = []
+    if report.get("decoding"):
+        lines.append(f"  decoding: {report['decoding']}")
+    stages = report.get("stages") or []
+    if stages:
+        n, before = report["n"], report["n"]
+        width = max(len(s["label"]) for s in stages)
+        lines.append(f"  {report['model']} funnel (samples that passed each stage; n={n}):")
+        for stage in stages:
+            got = stage["reached"]
+            lines.append(f"    {stage['label']:<{width}} {got:>5}  {100 * got / (n or 1):5.1f}%"
+                         + (f"   lost {before - got}" if before > got else ""))
+            before = got
+    shown = [m for m in report.get("measures") or [] if m.get("unit") != "s"]
+    if shown:
+        lines.append(f"  {report['model']}: " + ", ".join(f"{m['label']} {measure_text(m)}" for m in shown))
+    return lines
+
+
 def latency_line(metrics: dict[str, Any], scoring_s: float | None) -> list[str]:
-    """The summary's latency line, seconds summed over samples: generation, perception, code, total
-    (metrics.json analytics.latency_s) and this scoring's wall time (manifest.json "scoring"; it is
-    not in metrics.json, which a re-scoring must reproduce byte for byte)."""
-    latency = dict((metrics.get("analytics") or {}).get("latency_s") or {})
+    """The summary's latency line: the seconds the model's adapter measured (its measures in "s",
+    summed over samples) and this scoring's wall time (manifest.json "scoring"; it is not in
+    metrics.json, which a re-scoring must reproduce byte for byte). A value nobody measured is
+    not printed."""
+    shown = [f"{m['label']} {measure_text(m)}" for m in (metrics.get("adapter_report") or {}).get("measures") or []
+             if m.get("unit") == "s" and isinstance(m.get("value"), (int, float))]
     if scoring_s is not None:
-        latency["scoring"] = round(float(scoring_s), 3)
-    shown = [f"{k} {v:.3f}" for k, v in latency.items() if isinstance(v, (int, float))]
+        shown.append(f"scoring {float(scoring_s):.3f}")
     return [f"  latency (s): {', '.join(shown)}"] if shown else []
 
 
@@ -68,7 +107,7 @@ def format_summary(result: Any) -> str:
              f"n={m['n']} failures={m['failures']} parse_rate="
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
-    lines += funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (bench/harness/funnel.py), before the scores
+    lines += adapter_lines(m)  # the model's own report (its adapter's), before the scores
     lines += latency_line(m, result.scoring_s)
     if m.get("failures"):
         lines.append(f"  failures by kind: {m['failures_by_kind']} (reasons in metrics.json 'failed_samples'; "

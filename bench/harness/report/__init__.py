@@ -5,7 +5,8 @@ this rebuilds it:
     python -m rvt_bench.harness.report RUN_DIR [--frames 4] [--dataset-root DIR]
 
 The page (template.html.j2, Jinja2 with autoescaping) holds the results table with 95% CIs, the
-run summary, any analytics blocks of metrics.json (funnel, analytics, baseline_empty, warnings), and
+run summary, the model's own report (metrics.json adapter_report: funnel, measures, details) and
+the protocol's blocks (baseline_empty, warnings), and
 every sample: query, frames with GT and prediction overlaid (rvt_bench.harness.visualize), answer, reference
 answers, error, and the full trace with the digital twin (<dt_rep>) collapsed. Client-side filters
 by task, level, category and failure kind and a sort by score; the filter state lives in the URL
@@ -48,6 +49,27 @@ def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
     return [(prefix, node)]
 
 
+def _report_blocks(report: dict[str, Any], scoring_s: float | None, text: Any) -> list[tuple[str, list]]:
+    """The adapter report as (title, rows) tables: its funnel (decoding first, when reported),
+    its measures (with this scoring's seconds, which metrics.json does not hold: see
+    rundir.note_scoring) and its details, flattened."""
+    blocks: list[tuple[str, list]] = []
+    n = report.get("n") or 0
+    stages = [(s["label"], f"{s['reached']} ({100 * s['reached'] / (n or 1):.1f}%)") for s in report.get("stages") or []]
+    if report.get("decoding"):
+        stages.insert(0, ("decoding", report["decoding"]))
+    if stages:
+        blocks.append((f"{report['model']} funnel (n={n})", stages))
+    measures = [(m["label"] + (" (s)" if m.get("unit") == "s" else ""), text(m)) for m in report.get("measures") or []]
+    if scoring_s is not None:
+        measures.append(("scoring (s)", f"{scoring_s:.3f}"))
+    if measures:
+        blocks.append((f"{report.get('model', 'run')} measures" if report else "measures", measures))
+    if report.get("details"):
+        blocks.append((f"{report['model']} details", _flat("", report["details"])))
+    return blocks
+
+
 def _scoring_seconds(run_dir: Path) -> float | None:
     """The wall time of the scoring that wrote metrics.json (manifest.json "scoring"), or None."""
     try:
@@ -69,17 +91,19 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     import jinja2
     from hydra.utils import instantiate
 
+    from rvt_bench.core.records import RunMetrics
     from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
     from rvt_bench.harness.names import load_run_config
     from rvt_bench.core.units import ci_text, show as _show, unit
-    from rvt_bench.harness.summary import format_summary
+    from rvt_bench.harness.summary import format_summary, measure_text
     from rvt_bench.core.types import RunStoreError
     from rvt_bench.harness.visualize import render_sample, score_value
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").exists():
         raise RunStoreError(f"{run_dir}: no metrics.json (score the run first)")
-    m = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    # read through the record, so a metrics.json of an older version shows its report as today's
+    m = RunMetrics.from_json(json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))).to_json()
     if samples is None:
         from rvt_bench.loaders.config import loader_kwargs
 
@@ -111,10 +135,9 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     results = [{"key": k, "value": _show(k, m["metrics"][k], 1), "ci": ci_text(cis.get(k), 1, k),
                 "unit": unit(k), "n": (cis.get(k) or {}).get("n", "")} for k in headline]
     scoring_s = _scoring_seconds(run_dir)
-    shown = dict(m)
-    if scoring_s is not None and isinstance(m.get("analytics"), dict):  # metrics.json leaves it null: see rundir.note_scoring
-        shown["analytics"] = {**m["analytics"], "latency_s": {**(m["analytics"].get("latency_s") or {}), "scoring": scoring_s}}
-    blocks = [(name, _flat("", shown[name])) for name in ("funnel", "analytics", "baseline_empty") if shown.get(name)]
+    blocks = _report_blocks(m.get("adapter_report") or {}, scoring_s, measure_text)
+    if m.get("baseline_empty"):
+        blocks.append(("baseline_empty", _flat("", m["baseline_empty"])))
     if m.get("warnings"):
         blocks.append(("warnings", [(str(k + 1), w) for k, w in enumerate(m["warnings"])]))
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
