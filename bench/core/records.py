@@ -196,7 +196,7 @@ class AdapterReport:
     model:    the adapter's name (the run's model name).
     n:        the samples the funnel counts (the run's scored samples).
     stages:   the adapter's funnel in order; `reached` never grows from one stage to the next.
-    decoding: "grammar" | "free" for adapters that decode under a grammar (policy.decoding),
+    decoding: "grammar" | "free" for a model that decodes under a grammar (policy.decoding),
               None for the others (nothing is printed).
     measures: analytics and latencies the adapter measured, in display order.
     details:  adapter-specific structured extras (JSON: tool usage, task confusion...), kept in

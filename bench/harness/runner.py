@@ -72,7 +72,7 @@ def run(cfg: DictConfig) -> RunResult:
     progress = stops.Progress()
     try:
         try:
-            adapter = instantiate(adapter_node(cfg.model), _convert_="all")  # cheap: adapters load weights on first predict
+            adapter = instantiate(adapter_node(cfg.model), _convert_="all")  # cheap: weights load on the first predict
         except Exception as exc:
             missing = stops.missing_module(exc)
             if missing is None:
