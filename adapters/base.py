@@ -143,14 +143,12 @@ class Adapter(ABC):
             reached = [0] * len(keys)
             undecided = 0
             for item in scored:
-                stopped = self.sample_stage(item)
-                assert stopped is not None
+                stopped = self.sample_stage(item) or SampleStage(None, None)
                 if stopped.first_failed is not None:
                     upto = keys.index(stopped.first_failed)
-                elif stopped.result_correct is None:
-                    upto, undecided = len(keys) - 1, undecided + 1
-                else:
-                    upto = len(keys)
+                else:  # passed every stage; an undecided result does not pass the last
+                    upto = len(keys) - (stopped.result_correct is None)
+                    undecided += stopped.result_correct is None
                 for k in range(upto):
                     reached[k] += 1
             stages = [Stage(key, label, reached[k]) for k, (key, label) in enumerate((*self.stages, RESULT_CORRECT))]

@@ -163,7 +163,11 @@ def test_judged_run_files_are_byte_identical_to_before_one_verdict_type(server, 
     change a byte of them."""
     expected = json.loads((REPO / "tests" / "data" / "judged_run_5e41a15.json").read_text())
     result = run(_cfg(tmp_path, judge=_openai_judge(server, max_failure_rate=0.3)))
-    assert sorted((result.run_dir / "scores.jsonl").read_text().splitlines()) == expected["scores"]
+    # less each record's "funnel": main wrote DT-R1's stages for every model; since issue 28 a
+    # record holds its own model's funnel, and this test model declares none
+    without_funnel = sorted(json.dumps({k: v for k, v in json.loads(line).items() if k != "funnel"},
+                                       separators=(",", ":"), sort_keys=True) for line in expected["scores"])
+    assert sorted((result.run_dir / "scores.jsonl").read_text().splitlines()) == without_funnel
     body = json.loads((result.run_dir / "metrics.json").read_text())
     assert body["judge"] == {**expected["judge"], "status": expected["judge"]["status"].format(base_url=server.base_url)}
     assert {k: v for k, v in body["metrics"].items() if "judge" in k} == expected["metrics"]
