@@ -41,8 +41,9 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+import rvt_bench.harness.config  # noqa: F401  registers the config schemas (conf/train/dtr1_grpo.yaml uses one)
+from rvt_bench.adapters.dtr1.config import limits_from
 from rvt_bench.harness.cli import exit_on_known_errors
-from rvt_bench.harness.config import limits_from  # also registers the config schemas (conf/train/dtr1_grpo.yaml uses one)
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Sample, first_line
 
 

@@ -1,15 +1,57 @@
-"""The protocol every model adapter implements; the runner sees models only through it.
+"""The protocol every model adapter implements; the harness sees models only through it.
 
 An adapter answers one `Sample` at a time and must not know which benchmark it runs on except
-through `sample.task` and `sample.modality` (docs/architecture.md "Conventions").
+through `sample.task` and `sample.modality` (docs/architecture.md "Conventions"). After scoring it
+reports on its own run (`report`): its funnel of stages, what it measured (docs/adding-a-model.md).
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, fields
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
 
+from rvt_bench.core.records import AdapterReport, Measure, ScoreRecord, Stage
 from rvt_bench.core.types import AdapterError, Prediction, Sample
+
+RESULT_CORRECT = ("result_correct", "result correct")
+"""The last stage of every funnel: the score record says correct (rvt_bench.core.records.ScoreRecord.correct:
+IoU > 0.5, a judge verdict >= 0.5, as the DT-R1 paper's failure analysis counts a result correct)."""
+
+
+@dataclass(frozen=True)
+class ScoredSample:
+    """One scored sample as an adapter's report reads it: the sample, the adapter's prediction (a
+    failure is a Prediction with `error`), and the protocol's score record."""
+
+    sample: Sample
+    prediction: Prediction
+    record: ScoreRecord
+
+
+@dataclass(frozen=True)
+class SampleStage:
+    """Where one sample stopped in its adapter's funnel (scores.jsonl "funnel").
+
+    first_failed:   the key of the first stage it did not pass; None when it passed every stage,
+                    or every stage but an undecided result (result_correct None).
+    result_correct: True | False, None when undecided (a text answer without a judge).
+    """
+
+    first_failed: str | None
+    result_correct: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first_failed": self.first_failed, "result_correct": self.result_correct}
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """An adapter's failure attribution across runs (`rvt-bench attribute`): text, as printed, and
+    data, as `--json` writes it."""
+
+    text: str
+    data: dict[str, Any]
 
 
 class Adapter(ABC):
@@ -53,6 +95,73 @@ class Adapter(ABC):
 
     def close(self) -> None:
         """Release models, processes and files; the default has nothing to release."""
+
+    # --- the adapter's own report (after scoring) ------------------------------------------------
+
+    stages: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """The adapter's funnel before RESULT_CORRECT: (key, label) of each stage, in order, e.g.
+    (("seg_emitted", "[SEG] emitted"), ("mask_decoded", "mask decoded")). () = no funnel: the
+    report has no stages and nothing is printed for them."""
+
+    def passed(self, item: ScoredSample) -> Mapping[str, bool | None]:
+        """Per key of `stages`: True (the sample passed the stage), False (it failed there) or None
+        (the stage does not apply to this sample, e.g. SAM2 for a text answer: counted as passed).
+        A key left out counts as None. Read from the prediction (its trace, timings, error); called
+        only when `stages` is declared."""
+        return {}
+
+    def measures(self, scored: Sequence[ScoredSample]) -> list[Measure]:
+        """What the adapter measured over its predictions, in display order (rates, rounds, seconds
+        from Prediction.timings...); a value it did not measure has no Measure. Default: none."""
+        return []
+
+    def sample_stage(self, item: ScoredSample) -> SampleStage | None:
+        """Where `item` stopped in the funnel: the first stage `passed` says False, else
+        RESULT_CORRECT when the record is not correct (ScoreRecord.correct); None without a funnel."""
+        if not self.stages:
+            return None
+        passed = self.passed(item)
+        first = next((key for key, _ in self.stages if passed.get(key) is False), None)
+        if first is not None:
+            return SampleStage(first, False)
+        correct = item.record.correct()
+        return SampleStage(RESULT_CORRECT[0] if correct is False else None, correct)
+
+    def report(self, scored: Sequence[ScoredSample]) -> AdapterReport | None:
+        """The adapter's report on its scored samples (metrics.json "adapter_report"; the summary,
+        report.html and the leaderboard render it as given): the funnel of `stages` + RESULT_CORRECT
+        counted over `scored` and `measures(scored)`, plus a "results undecided" count when
+        some are. None when the adapter declares neither stages nor measures. An adapter that
+        decodes under a grammar overrides this to set `decoding` ("grammar" | "free"); one with
+        structured extras sets `details`."""
+        measures = self.measures(scored)
+        if not self.stages and not measures:
+            return None
+        stages: list[Stage] = []
+        if self.stages:
+            keys = [key for key, _ in self.stages] + [RESULT_CORRECT[0]]
+            reached = [0] * len(keys)
+            undecided = 0
+            for item in scored:
+                stopped = self.sample_stage(item) or SampleStage(None, None)
+                if stopped.first_failed is not None:
+                    upto = keys.index(stopped.first_failed)
+                else:  # passed every stage; an undecided result does not pass the last
+                    upto = len(keys) - (stopped.result_correct is None)
+                    undecided += stopped.result_correct is None
+                for k in range(upto):
+                    reached[k] += 1
+            stages = [Stage(key, label, reached[k]) for k, (key, label) in enumerate((*self.stages, RESULT_CORRECT))]
+            if undecided:
+                measures = [*measures, Measure("result_undecided", "results undecided (text without a judge verdict)",
+                                               undecided, "count")]
+        return AdapterReport(model=self.name, n=len(scored), stages=stages, measures=measures)
+
+    @classmethod
+    def attribute(cls, run_dirs: Sequence[Path], examples: int = 3) -> Attribution | None:
+        """Why each failed sample failed, across finished runs of this model (`rvt-bench attribute
+        RUN_DIR...`); None (the default): the adapter has no attribution."""
+        return None
 
 
 def settings_block(what: str, schema: type, given: Mapping[str, Any] | None) -> dict:

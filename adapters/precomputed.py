@@ -32,18 +32,25 @@ Failures (raised as AdapterError, recorded by the runner for that sample, the ru
   both sizes (VISA would fail the expression on such a PNG as well).
 - a sample whose id has no record in the jsonl file(s), or whose meta lacks the keys its layout needs.
 PNGs are read one sample at a time, so memory stays at one expression's masks.
+
+Its report: prediction found (the file or record exists; a failure before it has trace
+{"found": false}) -> decoded at the right size (masks of the frames' sizes; a stored failure stays
+a failure here) -> result correct; the seconds spent reading.
 """
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
-from rvt_bench.adapters.base import Adapter
+from rvt_bench.adapters import measures as M
+from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.core import masks, png
 from rvt_bench.core.frames import frame_size
+from rvt_bench.core.records import Measure
 from rvt_bench.core.store import prediction_files, read_predictions
 from rvt_bench.core.types import RLE, AdapterError, DatasetFormatError, Prediction, RunStoreError, Sample
 
@@ -65,6 +72,8 @@ class PrecomputedAdapter(Adapter):
     Construction raises AdapterError when ``root`` does not exist, ``layout`` is unknown, or
     layout "jsonl" finds no predictions file.
     """
+
+    stages = (("prediction_found", "prediction found"), ("decoded", "decoded at the right size"))
 
     def __init__(self, root: str | Path, layout: str = "auto", name: str = "precomputed", workers: int = 2) -> None:
         self.name = name
@@ -105,6 +114,15 @@ class PrecomputedAdapter(Adapter):
         layout = self.layout if self.layout != "auto" else _layout_for(sample)
         return self._from_pngs(sample, layout)
 
+    def passed(self, item: ScoredSample) -> dict[str, bool]:
+        pred = item.prediction
+        found = not (pred.error and isinstance(pred.trace, dict) and pred.trace.get("found") is False)
+        return {"prediction_found": found, "decoded": found and not pred.error}
+
+    def measures(self, scored: Sequence[ScoredSample]) -> list[Measure]:
+        # only the harness's wall time: a jsonl record's own timings are another run's
+        return [Measure("reading_s", "reading", m.value, "s") for m in M.latency(scored, [M.TOTAL])]
+
     def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:
         """predict over `samples` in a pool of `workers` threads; per sample a Prediction or its AdapterError."""
         def one(sample: Sample) -> Prediction | AdapterError:
@@ -122,11 +140,11 @@ class PrecomputedAdapter(Adapter):
 
     def _from_pngs(self, sample: Sample, layout: str) -> Prediction:
         if sample.task != "segmentation":
-            raise AdapterError(f"sample {sample.id}: PNG layouts hold masks only; cannot answer task {sample.task!r}")
+            raise not_found(f"sample {sample.id}: PNG layouts hold masks only; cannot answer task {sample.task!r}")
         paths = png_paths(self.root, layout, sample)
         missing = [p for p in paths if not p.is_file()]
         if missing:
-            raise AdapterError(
+            raise not_found(
                 f"sample {sample.id}: prediction PNG {missing[0]} does not exist"
                 + (f" ({len(missing)} of {len(paths)} frame PNGs missing)" if len(paths) > 1 else "")
             )
@@ -156,7 +174,7 @@ class PrecomputedAdapter(Adapter):
             self._predictions = read_predictions(self._jsonl_files)
         stored = self._predictions.get(sample.id)
         if stored is None:
-            raise AdapterError(
+            raise not_found(
                 f"sample {sample.id}: no prediction with this sample_id in {', '.join(str(p) for p in self._jsonl_files)}"
             )
         if stored.error is None and stored.masks is not None:
@@ -176,6 +194,14 @@ class PrecomputedAdapter(Adapter):
         return replace(stored, timings=dict(stored.timings))
 
 
+def not_found(message: str) -> AdapterError:
+    """The failure of a sample whose prediction is not there (no file, no record, no layout for
+    its meta): an AdapterError whose trace {"found": False} the report reads."""
+    exc = AdapterError(message)
+    exc.trace = {"found": False}
+    return exc
+
+
 def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
     """The PNG file(s) holding ``sample``'s prediction under ``root`` in ``layout``, one per frame.
 
@@ -185,7 +211,7 @@ def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
         raise AdapterError(f"precomputed: no PNG layout {layout!r}; expected one of {list(META_KEYS)}")
     missing = [k for k in META_KEYS[layout] if k not in sample.meta]
     if missing:
-        raise AdapterError(f"sample {sample.id}: layout {layout} needs sample meta keys {missing}, meta has {sorted(sample.meta)}")
+        raise not_found(f"sample {sample.id}: layout {layout} needs sample meta keys {missing}, meta has {sorted(sample.meta)}")
     meta = sample.meta
     if layout == "revos":
         expression_dir = root / str(meta["video"]) / str(meta["exp_id"])
@@ -215,7 +241,7 @@ def _layout_for(sample: Sample) -> str:
     for layout, keys in META_KEYS.items():
         if all(k in sample.meta for k in keys):
             return layout
-    raise AdapterError(
+    raise not_found(
         f"sample {sample.id}: cannot choose a PNG layout from its meta {sorted(sample.meta)}; expected "
         + " or ".join(f"{list(keys)} ({layout})" for layout, keys in META_KEYS.items())
     )

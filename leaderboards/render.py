@@ -45,7 +45,7 @@ def _metric_columns(board: pd.DataFrame) -> list[str]:
     with_ci = [c[: -len(" ci_low")] for c in board.columns if c.endswith(" ci_low")]
     if with_ci:
         return with_ci
-    return [c for c in board.columns if c not in _NOT_METRICS and not c.startswith("analytics/")
+    return [c for c in board.columns if c not in _NOT_METRICS and not c.startswith(("adapter/", "analytics/"))
             and pd.api.types.is_numeric_dtype(board[c])]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from rvt_bench.leaderboards.tables import cell_keys, cells_of
 
-# Policy keys that change what the model generates (decoding), recorded per row.
+# Policy keys that change what the model generates (sampling), recorded per row.
 DECODING_KEYS = ("temperature", "top_p", "top_k", "min_p", "do_sample", "num_beams", "max_new_tokens", "max_tokens",
                  "repetition_penalty", "seed", "grammar", "stop", "decoding")
 # Config keys that name weights, anywhere under the model config.
@@ -69,10 +69,13 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     headline keys; overrides: the semantic command-line overrides (tell sweep points apart).
     Columns: identity, source="run", headlines (JSON list), headline metrics and "<key> ci_low" /
     "<key> ci_high" (fractions), the other cells of the benchmark's paper table
-    (rvt_bench.leaderboards.tables.cell_keys, with intervals where metrics.json has them), judge_failure_rate, numeric analytics ("analytics/<name>", when the run has them),
-    n, failures, parse_rate, data_errors, then provenance: git_sha, packages_digest, protocol,
-    protocol_version, protocol_variants (JSON), decoding (JSON), model_ids (JSON), date (UTC), run_dir,
-    overrides, data_source (JSON: metrics.json "data_source", {} for local files).
+    (rvt_bench.leaderboards.tables.cell_keys, with intervals where metrics.json has them),
+    judge_failure_rate, the numeric measures of the model's own report ("adapter/<key>",
+    metrics.json adapter_report.measures, in their unit), n, failures, parse_rate, data_errors,
+    then provenance: git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
+    decoding (the report's "grammar" | "free"; empty for a model that decodes under no grammar),
+    sampling (JSON: the sampling settings of the model and policy), model_ids (JSON), date (UTC),
+    run_dir, overrides, data_source (JSON: metrics.json "data_source", {} for local files).
     """
     model = resolved["model"]
     manifest_path = Path(run_dir) / "manifest.json"
@@ -95,9 +98,10 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     judge = metrics.get("judge") or {}
     if "failure_rate" in judge:
         row["judge_failure_rate"] = _number(judge["failure_rate"])
-    for key, value in _flat(metrics.get("analytics") or {}):
-        if _number(value) is not None:
-            row[f"analytics/{key}"] = _number(value)
+    report = metrics.get("adapter_report") or {}
+    for measure in report.get("measures") or []:
+        if _number(measure.get("value")) is not None:
+            row[f"adapter/{measure['key']}"] = _number(measure["value"])
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
     row.update(
         n=metrics["n"], failures=metrics["failures"], parse_rate=_number(metrics["parse_rate"]),
@@ -105,7 +109,8 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         packages_digest=packages_digest(manifest.get("packages") or {}),
         protocol=metrics.get("protocol"), protocol_version=metrics.get("protocol_version"),
         protocol_variants=json.dumps(metrics.get("protocol_variants") or {}, sort_keys=True),
-        decoding=json.dumps({**{f"model.{k}": model[k] for k in (*DECODING_KEYS, "max_rounds", "max_total_tokens") if k in model},
+        decoding=report.get("decoding") or "",
+        sampling=json.dumps({**{f"model.{k}": model[k] for k in (*DECODING_KEYS, "max_rounds", "max_total_tokens") if k in model},
                              **{f"policy.{k}": policy[k] for k in DECODING_KEYS if k in policy}}, sort_keys=True, default=str),
         model_ids=json.dumps(_find(model, MODEL_ID_KEYS), sort_keys=True, default=str),
         date=str(manifest.get("started_utc", ""))[:10], run_dir=str(run_dir), overrides=" ".join(overrides),
@@ -113,10 +118,3 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     )
     return row
 
-
-def _flat(node: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for k, v in node.items():
-        path = f"{prefix}/{k}" if prefix else str(k)
-        out += _flat(v, path) if isinstance(v, dict) else [(path, v)]
-    return out

@@ -1,6 +1,7 @@
-"""rvt_bench.harness.funnel and rvt_bench.harness.attribute on seeded runs whose causes are known: a scripted DT-R1 policy
-replays fixed rollouts under "free" and "grammar" decoding, with the oracle twin and with a
-perception whose twin is wrong for one sample, through the real runner, rollout, twin and scoring."""
+"""DT-R1's report and failure attribution (rvt_bench.adapters.dtr1.funnel, .attribute, asked by
+`rvt-bench attribute`) on seeded runs whose causes are known: a scripted DT-R1 policy replays fixed
+rollouts under "free" and "grammar" decoding, with the oracle twin and with a perception whose twin
+is wrong for one sample, through the real runner, rollout, twin and scoring."""
 import dataclasses
 import json
 
@@ -12,7 +13,8 @@ from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
 from rvt_bench.adapters.policy.scripted import ScriptedPolicy
 from rvt_bench.adapters.twin.oracle import OraclePerception
 from rvt_bench.core import masks as mask_io
-from rvt_bench.harness.attribute import attribute
+from rvt_bench.adapters.dtr1.attribute import attribute
+from rvt_bench.harness.attribute import main as attribute_command
 from rvt_bench.harness.runner import run
 from rvt_bench.core.types import InstanceAnnotation, Sample, Target
 
@@ -85,10 +87,14 @@ class ReplayPolicy(ScriptedPolicy):
         return super().generate(prompt, stop, max_new_tokens)
 
 
-def make_adapter(policy, perception, name="dtr1"):
-    turns = [t for sid in IDS for t in SCRIPTS[policy["decoding"]][sid]]
-    return DTR1Adapter(policy=ReplayPolicy(turns, policy["decoding"]), perception=perception, name=name,
-                       sandbox={"timeout_s": 20.0})
+class ReplayDTR1(DTR1Adapter):
+    """DT-R1 over the ReplayPolicy of `policy["decoding"]`'s scripts (config.yaml names this class)."""
+
+    def __init__(self, policy, perception, name="dtr1"):
+        turns = [t for sid in IDS for t in SCRIPTS[policy["decoding"]][sid]]
+        super().__init__(policy=ReplayPolicy(turns, policy["decoding"]), perception=perception, name=name,
+                         sandbox={"timeout_s": 20.0})
+
 
 
 def toy_run(tmp_path, decoding, perception):
@@ -96,7 +102,7 @@ def toy_run(tmp_path, decoding, perception):
     cfg = OmegaConf.create({
         "dataset": {"name": "toy", "_target_": "tests.test_attribute.ToyDataset", "split": "val",
                     "protocol": {"_target_": "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"}},
-        "model": {"name": "dtr1", "_target_": "tests.test_attribute.make_adapter", "policy": {"decoding": decoding},
+        "model": {"name": "dtr1", "_target_": "tests.test_attribute.ReplayDTR1", "policy": {"decoding": decoding},
                   "perception": {"_target_": target}},
         "run": {"root": str(tmp_path / "runs"), "name": f"{decoding}-{perception}", "shard": 0, "num_shards": 1,
                 "merge": False, "limit": None, "fail_fast": False, "batch_size": 1, "verify_frames": False},
@@ -119,18 +125,31 @@ def test_funnel_records_each_samples_first_failing_stage(runs):
 
 
 def test_metrics_hold_the_funnel_counts_and_decoding(runs):
-    m = runs["free", "foundation"].metrics
-    assert m["decoding"] == "free"
-    assert m["funnel"]["reached"] == {"plan_emitted": 4, "dag_valid": 3, "twin_built": 3, "code_rounds_ran": 3,
-                                      "answer_parsed": 3, "task_correct": 3, "result_correct": 1}
-    assert m["funnel"]["first_failed"]["result_correct"] == 2
-    assert m["analytics"]["valid_dag_rate"] == pytest.approx(3 / 4)
-    assert m["analytics"]["tool_usage"] == {"SAM2": 3}
+    report = runs["free", "foundation"].metrics["adapter_report"]
+    assert report["decoding"] == "free" and report["model"] == "dtr1" and report["n"] == 5
+    assert {s["key"]: s["reached"] for s in report["stages"]} == {
+        "plan_emitted": 4, "dag_valid": 3, "twin_built": 3, "code_rounds_ran": 3, "answer_parsed": 3,
+        "task_correct": 3, "result_correct": 1}
+    measures = {m["key"]: m["value"] for m in report["measures"]}
+    assert measures["valid_dag_rate"] == pytest.approx(3 / 4)
+    assert report["details"]["tool_usage"] == {"SAM2": 3}
+
+
+def test_the_summary_shows_dtr1s_own_funnel(runs):
+    import re
+
+    from rvt_bench.harness.summary import format_summary
+
+    summary = format_summary(runs["free", "foundation"])
+    assert "  decoding: free" in summary and "dtr1 funnel (samples that passed each stage; n=5):" in summary
+    assert re.search(r"^    plan emitted +4   80\.0%   lost 1$", summary, re.M)
+    assert re.search(r"^    DAG valid +3   60\.0%   lost 1$", summary, re.M)
+    assert re.search(r"^  dtr1: valid DAG 75\.0%, ", summary, re.M)
 
 
 def test_grammar_decoding_sends_a_grammar_with_every_request(runs):
     # The runner's adapter is gone after the run; a fresh rollout under grammar decoding shows it.
-    adapter = make_adapter({"decoding": "grammar"}, OraclePerception())
+    adapter = ReplayDTR1({"decoding": "grammar"}, OraclePerception())
     adapter.predict(ToyDataset().items[0])
     assert adapter.policy.grammars and all(g and "root ::=" in g for g in adapter.policy.grammars)
 
@@ -141,6 +160,23 @@ def test_attribute_labels_each_seeded_cause(runs):
     assert labels == {"fmt": "format", "plan": "plan", "perc": "perception", "reason": "reasoning"}
     assert result["samples"]["fmt"]["confirmed"] is True
     assert result["counts"] == {"format": 1, "plan": 1, "perception": 1, "reasoning": 1}
+
+
+def test_the_attribute_command_asks_the_runs_adapter(runs, tmp_path, capsys):
+    out = tmp_path / "labels.json"
+    assert attribute_command([str(r.run_dir) for r in runs.values()] + ["--json", str(out)]) == 0
+    assert "perception" in capsys.readouterr().out
+    assert json.loads(out.read_text())["counts"] == {"format": 1, "plan": 1, "perception": 1, "reasoning": 1}
+
+
+def test_the_attribute_command_refuses_a_model_without_an_attribution(runs, tmp_path, capsys):
+    from tests.demo_runs import demo_run
+
+    other = demo_run(tmp_path, 3, 0, "pre").run_dir
+    assert attribute_command([str(other)]) == 2
+    assert "has no failure attribution" in capsys.readouterr().err
+    assert attribute_command([str(other), str(runs["free", "oracle"].run_dir)]) == 2
+    assert "different models" in capsys.readouterr().err
 
 
 def test_attribute_without_an_oracle_run_cannot_blame_perception(runs):

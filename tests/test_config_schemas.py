@@ -16,8 +16,8 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from rvt_bench.adapters.dtr1.rollout import RolloutLimits
 from rvt_bench.adapters.twin.schema import DEFAULT_MAX_CHARS
-from rvt_bench.harness.config import (DTR1Config, JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig, adapter_node,
-                                      TrainRolloutConfig, limits_from, with_schemas)
+from rvt_bench.adapters.dtr1.config import DTR1Config, TrainRolloutConfig, limits_from
+from rvt_bench.harness.config import JudgeConfig, LeaderboardConfig, OpenAIJudgeConfig, RunConfig, adapter_node, with_schemas
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGETS = ("max_rounds", "max_new_tokens", "max_total_tokens", "twin_max_chars")

@@ -165,8 +165,10 @@ def test_judged_run_files_are_byte_identical_to_before_one_verdict_type(server, 
     version (values under "values", version 2) it is byte for byte what the run writes now."""
     expected = json.loads((REPO / "tests" / "data" / "judged_run_5e41a15.json").read_text())
     result = run(_cfg(tmp_path, judge=_openai_judge(server, max_failure_rate=0.3)))
-    converted = sorted(json.dumps(ScoreRecord.from_json(json.loads(line)).to_json(), sort_keys=True, separators=(",", ":"))
-                       for line in expected["scores"])
+    # converted to today's schema, less each record's "funnel": main wrote DT-R1's stages for every
+    # model; since issue 28 a record holds its own model's funnel, and this test model declares none
+    converted = sorted(json.dumps({k: v for k, v in ScoreRecord.from_json(json.loads(line)).to_json().items() if k != "funnel"},
+                                  sort_keys=True, separators=(",", ":")) for line in expected["scores"])
     assert sorted((result.run_dir / "scores.jsonl").read_text().splitlines()) == converted
     body = json.loads((result.run_dir / "metrics.json").read_text())
     assert body["judge"] == {**expected["judge"], "status": expected["judge"]["status"].format(base_url=server.base_url)}

@@ -63,6 +63,11 @@ def test_perfect_rollout_inserts_twin_and_results():
     assert set(r.timings) == {"policy", "twin", "sandbox"}
 
 
+def test_a_stage_that_never_ran_has_no_seconds():
+    r = run_rollout(ScriptedPolicy([PLAN, ANSWER]), MESSAGES, make_env([]), RolloutLimits())
+    assert set(r.timings) == {"policy", "twin"}  # no code round: no sandbox time, not 0 s
+
+
 def test_each_generation_continues_from_the_whole_turn_so_far():
     policy = ScriptedPolicy([PLAN, EXEC, ANSWER])
     run_rollout(policy, MESSAGES, make_env([]), RolloutLimits())

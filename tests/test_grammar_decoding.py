@@ -177,7 +177,7 @@ def test_embedded_policy_run_reaches_answer_parsed_and_prints_the_funnel(tmp_pat
         shutil.copy(REPO / "demo/reasonseg/val/instances" / f"{name}.json", root / "val/instances")
     proc = bench("+dataset=reasonseg", f"dataset.root={root}", "dataset.split=val", "+model=dtr1",
                  f"run.root={tmp_path / 'runs'}", "leaderboard.publish=false")
-    metrics = json.loads((run_dir_of(proc) / "metrics.json").read_text())
-    assert metrics["decoding"] == "grammar"
-    assert metrics["funnel"]["reached"]["answer_parsed"] == 2
-    assert "decoding: grammar" in proc.stdout and "answer_parsed" in proc.stdout
+    report = json.loads((run_dir_of(proc) / "metrics.json").read_text())["adapter_report"]
+    assert report["decoding"] == "grammar"
+    assert {s["key"]: s["reached"] for s in report["stages"]}["answer_parsed"] == 2
+    assert "decoding: grammar" in proc.stdout and "dtr1 funnel" in proc.stdout and "answer parsed" in proc.stdout

@@ -61,6 +61,7 @@ def test_every_path_runs_through_the_runner_with_a_scripted_policy(small_demo, t
     assert preds["rvt/vqa/coin_entry"]["text"] == "Two coins."
     assert len(preds["rvt/grounding/launch_pad"]["boxes"]) == 16
     assert all(len(p["trace"]["calls"]) == 2 for p in preds.values())
+    assert [s["reached"] for s in metrics["adapter_report"]["stages"]][:4] == [6, 6, 6, 6]
 
 
 def test_the_embedded_policy_runs_offline_and_records_what_it_could_not_plan(small_demo, tmp_path):
@@ -72,3 +73,12 @@ def test_the_embedded_policy_runs_offline_and_records_what_it_could_not_plan(sma
         planner = pred["trace"]["calls"][0]
         assert planner["stage"] == "planner" and "Specialists:" in planner["messages"][0]["content"]
         assert pred["error"] is None or pred["error"]["kind"] == "parse"
+    # JiT's own funnel: "plan is JSON" counts the plans that parsed, whatever the tiny model wrote;
+    # the embedded policy's grammar is DT-R1's, which JiT does not apply, and says so
+    report = json.loads((run_dir / "metrics.limit2.json").read_text())["adapter_report"]
+    stages = {s["key"]: s["reached"] for s in report["stages"]}
+    assert list(stages) == ["plan_json", "specialists_ran", "graph_built", "answer_parsed", "result_correct"]
+    assert stages["plan_json"] == sum("plan" in p["trace"] for p in preds.values())
+    assert stages["answer_parsed"] == sum(p["error"] is None for p in preds.values())
+    assert "decoding" not in report
+    assert {m["key"]: m["value"] for m in report["measures"]}["policy_decoding"] == "not applied (JiT decodes free)"

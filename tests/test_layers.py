@@ -1,6 +1,7 @@
 """The package layers of docs/architecture.md, read from the source: core imports nothing of ours,
 plugins (loaders, metrics, adapters) import only what is below them, the orchestrator (harness) sits
-on top, and no two packages import each other."""
+on top, and no two packages import each other; the harness knows no model: of the adapters it
+imports the interface (adapters/base.py) only."""
 from __future__ import annotations
 
 import ast
@@ -24,25 +25,47 @@ ALLOWED = {
 }
 
 
+# of the adapters, what harness and core may import: the adapter interface
+ADAPTER_INTERFACE = "rvt_bench.adapters.base"
+
+
+def imported_modules(package: str) -> dict[str, set[str]]:
+    """{imported module (dotted, "rvt_bench." prefixed where ours): {importing file, ...}} over every
+    .py file of `package`, lazy imports inside functions included; `from a import b` counts as
+    a.b (b may be a module)."""
+    out: dict[str, set[str]] = {}
+    for path in (REPO / FOLDERS[package]).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                out.setdefault(name, set()).add(str(path.relative_to(REPO)))
+    return out
+
+
 def package_imports() -> dict[str, dict[str, set[str]]]:
     """{package: {imported package: {importing module file, ...}}} over every .py file, lazy
     imports inside functions included."""
     out: dict[str, dict[str, set[str]]] = {p: {} for p in ALLOWED}
     for package in ALLOWED:
-        for path in (REPO / FOLDERS[package]).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module]
-                else:
-                    continue
-                for name in names:
-                    parts = name.split(".")
-                    top = parts[1] if parts[0] == "rvt_bench" and len(parts) > 1 else parts[0]
-                    if top in ALLOWED and top != package:
-                        out[package].setdefault(top, set()).add(str(path.relative_to(REPO)))
+        for name, files in imported_modules(package).items():
+            parts = name.split(".")
+            top = parts[1] if parts[0] == "rvt_bench" and len(parts) > 1 else parts[0]
+            if top in ALLOWED and top != package:
+                out[package].setdefault(top, set()).update(files)
     return out
+
+
+def beyond_the_interface(package: str) -> dict[str, list[str]]:
+    """What `package` imports under rvt_bench.adapters other than the interface module (or names
+    from it): {module: [files]}."""
+    return {name: sorted(files) for name, files in imported_modules(package).items()
+            if name.startswith("rvt_bench.adapters") and not name.startswith(ADAPTER_INTERFACE + ".")
+            and name != ADAPTER_INTERFACE}
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -50,6 +73,11 @@ def test_package_imports_only_the_layers_below_it(package):
     imports = package_imports()[package]
     wrong = {dep: sorted(files) for dep, files in imports.items() if dep not in ALLOWED[package]}
     assert not wrong, f"{package} imports {wrong}"
+
+
+@pytest.mark.parametrize("package", ["harness", "core"])
+def test_harness_and_core_import_of_the_adapters_only_the_interface(package):
+    assert beyond_the_interface(package) == {}
 
 
 def test_no_two_packages_import_each_other():
@@ -65,3 +93,14 @@ def test_the_layer_check_sees_a_planted_upward_import(tmp_path, monkeypatch):
     (tmp_path / "bench" / "core" / "bad.py").write_text("def f():\n    from rvt_bench.harness import runner\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert package_imports()["core"] == {"harness": {"bench/core/bad.py"}}
+
+
+def test_the_interface_check_sees_a_planted_model_import(tmp_path, monkeypatch):
+    for folder in FOLDERS.values():
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "bench" / "harness" / "ok.py").write_text("from rvt_bench.adapters.base import Adapter\n")
+    (tmp_path / "bench" / "harness" / "bad.py").write_text(
+        "def f():\n    from rvt_bench.adapters.dtr1 import tags\n    import rvt_bench.adapters.twin.dag\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert beyond_the_interface("harness") == {"rvt_bench.adapters.dtr1.tags": ["bench/harness/bad.py"],
+                                               "rvt_bench.adapters.twin.dag": ["bench/harness/bad.py"]}

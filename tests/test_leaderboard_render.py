@@ -25,6 +25,14 @@ def test_runs_are_sorted_by_the_headline_with_their_intervals(tmp_path):
     assert "| 60.0 [50.0, 70.0] |" in rows[0]
 
 
+def test_the_models_own_measures_are_not_metric_columns(tmp_path):
+    # rows without intervals: the metric columns are the numeric ones, less counts and adapter measures
+    row = {k: v for k, v in run_row("a1", "mine", 0.5).items() if "ci_" not in k}
+    upsert(tmp_path, "reasonseg", {**row, "adapter/total_s": 12.5, "adapter/valid_dag_rate": 0.75})
+    head = render("reasonseg", tmp_path, paper=False).splitlines()[4]
+    assert "gIoU (%)" in head and "cIoU (%)" in head and "adapter/" not in head
+
+
 def test_published_rows_show_their_mark_and_source_in_lisas_layout(tmp_path):
     upsert(tmp_path, "reasonseg", run_row("a1", "mine", 0.5))
     text = render("reasonseg", tmp_path)

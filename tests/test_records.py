@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import rvt_bench.metrics  # noqa: F401  (the built-in kinds of score values)
-from rvt_bench.core.records import (METRICS_SCHEMA_VERSION, SCORE_SCHEMA_VERSION, Failure, JudgeVerdict, RunMetrics,
-                                    ScoreRecord)
+from rvt_bench.core.records import (METRICS_SCHEMA_VERSION, SCORE_SCHEMA_VERSION, AdapterReport, Failure, JudgeVerdict,
+                                    Measure, RunMetrics, ScoreRecord, Stage)
 from rvt_bench.metrics.protocols.revos import ReVOSValues
 from rvt_bench.metrics.units.captions import TextValues
 from rvt_bench.metrics.units.lisa_iou import MaskIoUValues
@@ -125,14 +125,20 @@ def _metrics(**kw) -> RunMetrics:
                       tasks={"segmentation": 2}, data_errors=1, data_error_samples=[Failure("s9", "data", "y")], **kw)
 
 
+REPORT = AdapterReport(model="m", n=2, stages=[Stage("seg_emitted", "[SEG] emitted", 2), Stage("result_correct", "result correct", 1)],
+                       measures=[Measure("model_s", "model", 1.5, "s")], details={"modes": {"a": 1}})
+
+
 def test_run_metrics_round_trip_and_a_protocol_count_keeps_its_place_with_the_runner_value():
-    metrics = _metrics(decoding="free", funnel={"n": 2}, analytics={"rollouts": 0}, units="fraction",
-                       headline=["IoU"], judge={"status": "judge: not configured"})
+    metrics = _metrics(adapter_report=REPORT, units="fraction", headline=["IoU"], judge={"status": "judge: not configured"})
     body = metrics.to_json()
     assert list(body)[6:9] == ["metrics", "n", "breakdown"] and body["n"] == 2
-    assert body["schema_version"] == METRICS_SCHEMA_VERSION and "partial" not in body
+    assert body["schema_version"] == METRICS_SCHEMA_VERSION == 3 and "partial" not in body
+    assert body["adapter_report"] == {"model": "m", "n": 2, "stages": [
+        {"key": "seg_emitted", "label": "[SEG] emitted", "reached": 2}, {"key": "result_correct", "label": "result correct", "reached": 1}],
+        "measures": [{"key": "model_s", "label": "model", "value": 1.5, "unit": "s"}], "details": {"modes": {"a": 1}}}
     again = RunMetrics.from_json(json.loads(json.dumps(body)))
-    assert again.to_json() == body and again.failed_samples == [Failure("s1", "parse", "x")]
+    assert again.to_json() == body and again.failed_samples == [Failure("s1", "parse", "x")] and again.adapter_report == REPORT
 
 
 def test_metrics_json_without_schema_version_reads_as_version_1():
@@ -140,8 +146,46 @@ def test_metrics_json_without_schema_version_reads_as_version_1():
     del body["schema_version"]
     old = RunMetrics.from_json(body)
     assert old.schema_version == 1 and old.metrics == {"IoU": 0.5}
-    with pytest.raises(RunStoreError, match="schema_version 3"):
-        RunMetrics.from_json({**body, "schema_version": 3})
+    with pytest.raises(RunStoreError, match="schema_version 4"):
+        RunMetrics.from_json({**body, "schema_version": 4})
+
+
+# metrics.json version 2 wrote DT-R1's funnel for every model (bench/harness/funnel.py before issue 28)
+V2_FUNNEL = {"stages": ["plan_emitted", "dag_valid", "twin_built", "code_rounds_ran", "answer_parsed", "task_correct",
+                        "result_correct"], "n": 2, "no_rollout": 0, "result_undecided": 0,
+             "reached": {"plan_emitted": 2, "dag_valid": 1, "twin_built": 1, "code_rounds_ran": 1, "answer_parsed": 1,
+                         "task_correct": 1, "result_correct": 0},
+             "first_failed": {"plan_emitted": 0, "dag_valid": 1, "twin_built": 0, "code_rounds_ran": 0, "answer_parsed": 0,
+                              "task_correct": 0, "result_correct": 1}}
+V2_ANALYTICS = {"rollouts": 2, "parse_rate": 0.5, "valid_dag_rate": 0.5, "code_exec_success_rate": None,
+                "mean_code_rounds": 1.0, "max_code_rounds": 1, "tool_usage": {"SAM2": 1}, "task_consistency": 1.0,
+                "task_confusion": {"segmentation": {"segmentation": 1}},
+                "latency_s": {"generation": 0.0, "perception": 0.25, "code": 0.5, "total": 3.0, "scoring": None}}
+
+
+def test_a_version_2_file_reads_its_funnel_and_analytics_as_the_adapter_report():
+    body = {**_metrics().to_json(), "schema_version": 2, "decoding": "grammar", "funnel": {**V2_FUNNEL, "not_applicable": 0},
+            "analytics": V2_ANALYTICS}
+    old = RunMetrics.from_json(body)
+    report = old.adapter_report
+    assert report.decoding == "grammar" and report.n == 2
+    assert [(s.key, s.reached) for s in report.stages] == [(k, V2_FUNNEL["reached"][k]) for k in V2_FUNNEL["stages"]]
+    # None and the 0 version 2 wrote for what nobody measured are left out
+    assert {m.key: (m.value, m.unit) for m in report.measures} == {
+        "valid_dag_rate": (0.5, "fraction"), "mean_code_rounds": (1.0, "rounds"), "max_code_rounds": (1, "rounds"),
+        "task_consistency": (1.0, "fraction"), "perception_s": (0.25, "s"), "code_s": (0.5, "s"), "total_s": (3.0, "s")}
+    assert report.details == {"tool_usage": {"SAM2": 1}, "task_confusion": {"segmentation": {"segmentation": 1}}}
+    assert not {"decoding", "funnel", "analytics"} & set(old.aggregate)
+    assert "adapter_report" in old.to_json() and "funnel" not in old.to_json()
+
+
+def test_a_version_2_file_of_another_model_drops_the_rollout_stages_it_never_had():
+    funnel = {**V2_FUNNEL, "not_applicable": 2,
+              "reached": {**V2_FUNNEL["reached"], "dag_valid": 2, "twin_built": 2, "code_rounds_ran": 2}}
+    body = {**_metrics().to_json(), "schema_version": 2, "decoding": "free", "funnel": funnel}
+    report = RunMetrics.from_json(body).adapter_report
+    assert [s.key for s in report.stages] == ["answer_parsed", "task_correct", "result_correct"]
+    assert report.decoding is None and report.measures == []
 
 
 def test_a_prediction_round_trips_and_reads_without_schema_version():
@@ -174,6 +218,20 @@ def test_a_failure_keeps_the_partial_output_its_error_carries(tmp_path):
     pred = predict_one(_PartialAdapter(), sample, fail_fast=False)
     assert pred.error == {"kind": "parse", "message": f"{sample.id}: no <answer> tag"}
     assert pred.trace == "<think>so far</think>"
+
+
+class _TimedFailure(FakeAdapter):
+    def predict(self, sample):
+        exc = ParseError("no answer")
+        exc.timings = {"policy": 2.5}
+        raise exc
+
+
+def test_a_failure_keeps_the_seconds_its_adapter_measured():
+    from tests.fakes import FakeDataset
+
+    pred = predict_one(_TimedFailure(), next(iter(FakeDataset(n=1))), fail_fast=False)
+    assert pred.timings["policy"] == 2.5 and "total" in pred.timings
 
 
 def test_scores_jsonl_rows_are_versioned_score_records_and_metrics_has_no_hidden_keys(tmp_path):

@@ -19,7 +19,7 @@ def runs(tmp_path_factory):
 def test_metrics_json_has_a_versioned_header(runs):
     _, a, _ = runs
     body = json.loads((a.run_dir / "metrics.json").read_text())
-    assert body["schema_version"] == 2 and body["units"] == "fraction"
+    assert body["schema_version"] == 3 and body["units"] == "fraction"
     assert body["protocol"] == "image:reasonseg+video:revos+rvt:rvtbench" and body["protocol_version"] == 1
     assert body["protocol_variants"]["route_by"] == "meta.source"
     assert body["metric_units"]["rvt/vqa/CIDEr"] == "score" and body["metric_units"]["video/J&F"] == "fraction"
@@ -76,10 +76,11 @@ def test_leaderboard_row_has_numbers_in_metric_columns_and_provenance(runs):
     row = board[board["run_name"] == "a"].iloc[0]
     assert pd.isna(row["rvt/vqa/judge"])  # no text in a numeric column
     assert row["image/gIoU ci_low"] <= row["image/gIoU"] <= row["image/gIoU ci_high"]
-    for col in ("git_sha", "packages_digest", "protocol", "protocol_version", "protocol_variants", "decoding",
-                "model_ids", "date", "n", "failures", "parse_rate"):
+    for col in ("git_sha", "packages_digest", "protocol", "protocol_version", "protocol_variants", "decoding", "sampling",
+                "model_ids", "date", "n", "failures", "parse_rate", "adapter/reading_s"):
         assert col in board.columns
     assert row["source"] == "run" and row["headline"] == "image/gIoU"
+    assert pd.isna(row["decoding"])  # precomputed predictions decode under no grammar: empty, not "free"
 
 
 def test_compare_reports_deltas_p_values_and_wins(runs):

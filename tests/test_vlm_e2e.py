@@ -71,5 +71,11 @@ def test_hf_backend_on_a_tiny_checkpoint_runs_through_the_runner(small_demo, tmp
     assert metrics["n"] == 6 and metrics["tasks"] == TASKS
     # random weights: what fails is the reply (no boxes, no answer), recorded as a parse failure
     assert set(metrics["failures_by_kind"]) <= {"parse"}
-    for pred in _predictions(run_dir).values():
+    preds = _predictions(run_dir)
+    for pred in preds.values():
         assert pred["trace"]["backend"].startswith("hf:") and pred["trace"]["prompt"]
+    # the VLM's own funnel, counted from its predictions: every request got a reply
+    stages = {s["key"]: s["reached"] for s in metrics["adapter_report"]["stages"]}
+    assert list(stages) == ["reply_received", "answer_parsed", "sam2_masks", "result_correct"]
+    assert stages["reply_received"] == 6 and stages["answer_parsed"] == sum(p["error"] is None for p in preds.values())
+    assert "masks from SAM2" in (run_dir / "report.html").read_text()

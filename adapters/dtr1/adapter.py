@@ -7,16 +7,18 @@ from conf/policy/*.yaml and conf/perception/*.yaml.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
-from rvt_bench.adapters.base import Adapter
+from rvt_bench.adapters.base import Adapter, Attribution, ScoredSample
+from rvt_bench.adapters.dtr1 import funnel
 from rvt_bench.adapters.dtr1 import prompt as prompts
 from rvt_bench.adapters.dtr1.answer import parse_answer, parse_task
 from rvt_bench.adapters.dtr1.grammar import Spans
 from rvt_bench.adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout, run_rollouts
 from rvt_bench.adapters.policy.base import Policy
+from rvt_bench.core.records import AdapterReport, Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample
-
 
 
 class DTR1Adapter(Adapter):
@@ -33,7 +35,13 @@ class DTR1Adapter(Adapter):
                  max_output_chars, max_processes, disk_mb, isolation, pool_size, start_timeout_s).
     grammar:     free-text bounds of the tag grammar (rvt_bench.adapters.dtr1.grammar.Spans keys:
                  think_chars, code_chars, text_chars, max_boxes), used when policy.decoding="grammar".
+
+    Its report (rvt_bench.adapters.dtr1.funnel): plan emitted -> DAG valid -> twin built -> code rounds
+    ran -> answer parsed -> task correct -> result correct, the rollout analytics, the decoding
+    mode; its failure attribution across runs: rvt_bench.adapters.dtr1.attribute.
     """
+
+    stages = funnel.STAGES
 
     def __init__(
         self,
@@ -91,7 +99,7 @@ class DTR1Adapter(Adapter):
         limits = {k: v for k, v in vars(self.limits).items() if k != "spans"}
         if limits["twin_style"] == "full":  # the default keeps the fingerprints (run names) of runs made before the knob
             del limits["twin_style"]
-        if getattr(self.policy, "decoding", "free") == "grammar":
+        if self.decoding == "grammar":
             limits["spans"] = asdict(self.limits.spans)
         return limits
 
@@ -156,6 +164,31 @@ class DTR1Adapter(Adapter):
 
     def close(self) -> None:
         self.policy.close()
+
+    @property
+    def decoding(self) -> str:
+        """"grammar" | "free": policy.decoding (a policy without the setting decodes free)."""
+        return str(getattr(self.policy, "decoding", None) or "free")
+
+    def passed(self, item: ScoredSample) -> dict[str, bool]:
+        return funnel.passed(item)
+
+    def measures(self, scored: Sequence[ScoredSample]) -> list[Measure]:
+        return funnel.measures(scored)
+
+    def report(self, scored: Sequence[ScoredSample]) -> AdapterReport:
+        out = super().report(scored)
+        assert out is not None  # DT-R1 declares its stages
+        out.decoding = self.decoding
+        out.details = funnel.details(scored)
+        return out
+
+    @classmethod
+    def attribute(cls, run_dirs: Sequence[Path], examples: int = 3) -> Attribution:
+        from rvt_bench.adapters.dtr1 import attribute
+
+        result = attribute.attribute(list(run_dirs), examples)
+        return Attribution(attribute.format_report(result), result)
 
     def _sandbox_pool(self):
         from rvt_bench.adapters.sandbox.runner import get_pool

@@ -77,7 +77,8 @@ class Rollout:
     trace:   the whole assistant turn, harness insertions included (starts with policy.prefill).
     events:  one dict per step: {"stage": "plan"|"twin"|"execute"|"answer", ...}.
     timings: seconds per stage: {"policy", "twin", "sandbox"} (in a batch, "policy" is the wall time
-             of the batched calls this rollout took part in).
+             of the batched calls this rollout took part in); "twin" and "sandbox" only once that
+             stage ran (a stage that never ran was not measured: it is not 0 s).
     twin:    the twin built from the plan.
     task:    contents of <task> (unparsed) or None when absent.
     answer:  contents of <answer> (unparsed).
@@ -103,7 +104,7 @@ class Rollout:
 class _State:
     trace: str = ""
     events: list[dict] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=lambda: {"policy": 0.0, "twin": 0.0, "sandbox": 0.0})
+    timings: dict[str, float] = field(default_factory=lambda: {"policy": 0.0})
     n_tokens: int = 0
     segments: list[dict] = field(default_factory=list)
 
@@ -226,7 +227,7 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
     # that know only the full style keep working.
     style = {} if limits.twin_style == "full" else {"style": limits.twin_style}
     rep = twin.to_llm_json(max_chars=limits.twin_max_chars, **style)
-    st.timings["twin"] += time.perf_counter() - t0
+    st.timings["twin"] = st.timings.get("twin", 0.0) + time.perf_counter() - t0
     event = {"stage": "twin", "chars": len(rep), "seconds": st.timings["twin"]}
     artifacts = getattr(twin, "artifacts", None) or {}
     for key in ("cache", "skipped"):  # perception cache hits/misses and skipped tools, for debugging
@@ -248,7 +249,7 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
         code = T.extract_open_block(segment, T.EXECUTE)
         t0 = time.perf_counter()
         result = env.execute(code, twin)
-        st.timings["sandbox"] += time.perf_counter() - t0
+        st.timings["sandbox"] = st.timings.get("sandbox", 0.0) + time.perf_counter() - t0
         event = {"stage": "execute", "round": rounds, "ok": bool(result.ok), "seconds": result.duration_s}
         for key in ("reason", "isolation"):  # why the code stopped; the isolation it ran under
             if getattr(result, key, None) is not None:

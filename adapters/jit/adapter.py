@@ -17,18 +17,22 @@ query for JiT against 1.54 s for DT-R1).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from rvt_bench.adapters.base import Adapter, settings_block
+from rvt_bench.adapters.base import Adapter, ScoredSample, settings_block
+from rvt_bench.adapters.jit import funnel
 from rvt_bench.adapters.jit import prompts as prompt_mod
 from rvt_bench.adapters.jit.planner import SPECIALISTS, JiTError, Plan, json_object, parse_plan, to_dag
 from rvt_bench.adapters.jit.scene_graph import GRAPH_VERSION, build_graph, to_text
 from rvt_bench.adapters.policy.base import Policy
+from rvt_bench.core.records import AdapterReport, Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample
 
+log = logging.getLogger(__name__)
 JIT_VERSION = 1
 # The reasoning programs' limits: these rvt_bench.adapters.sandbox.runner.SandboxSettings fields (defaults there).
 SANDBOX_KEYS = ("timeout_s", "memory_mb", "max_output_chars", "isolation")
@@ -67,8 +71,15 @@ class JiTAdapter(Adapter):
     sandbox: limits of the reasoning programs, SANDBOX_KEYS of rvt_bench.adapters.sandbox.runner.SandboxSettings
         (its defaults where absent). prompts: the prompts block (adapters/jit/prompts.py; required).
     These keyword defaults and the dataclasses above are the defaults of `+model=jit` too
-    (bench/harness/model_config.py::JiTConfig reads them).
+    (adapters/jit/config.py::JiTConfig reads them).
+
+    JiT decodes free: `policy.decoding=grammar` (DT-R1's tag grammar) is not applied to its JSON
+    plans and answers, and its report says so. Its report (rvt_bench.adapters.jit.funnel): plan is
+    JSON -> specialists ran -> scene graph built -> answer parsed -> result correct, and the
+    seconds of each stage.
     """
+
+    stages = funnel.STAGES
 
     def __init__(self, policy: Policy, perception: Any, name: str = "jit",
                  specialists: list[str] | tuple[str, ...] = SPECIALISTS, window: int = 6, min_motion: float = 2.0,
@@ -94,6 +105,28 @@ class JiTAdapter(Adapter):
         lacking = [s for s in self.specialists if s not in self.prompts["specialists"]]
         if lacking:
             raise AdapterError(f"model.prompts.specialists lacks a description of {lacking}")
+        if self._grammar_asked():
+            log.warning("JiT decodes free: policy.decoding=grammar (DT-R1's tag grammar) is not applied to its plans "
+                        "and answers")
+
+    def _grammar_asked(self) -> bool:
+        return getattr(self.policy, "decoding", None) == "grammar"
+
+    def passed(self, item: ScoredSample) -> dict[str, bool]:
+        return funnel.passed(item)
+
+    def measures(self, scored: Sequence[ScoredSample]) -> list[Measure]:
+        return funnel.measures(scored)
+
+    def report(self, scored: Sequence[ScoredSample]) -> AdapterReport:
+        """The funnel and seconds (rvt_bench.adapters.jit.funnel); no `decoding` (JiT decodes under no
+        grammar), and a measure saying so when the policy asked for the grammar."""
+        out = super().report(scored)
+        assert out is not None  # JiT declares its stages
+        if self._grammar_asked():
+            out.measures.append(Measure("policy_decoding", "policy.decoding=grammar", "not applied (JiT decodes free)"))
+        out.details = funnel.details(scored)
+        return out
 
     def fingerprint(self) -> dict:
         return {
@@ -124,7 +157,7 @@ class JiTAdapter(Adapter):
             return self._predict(sample, trace, timings)
         except AdapterError as exc:
             trace["timings"] = timings
-            exc.trace = trace
+            exc.trace, exc.timings = trace, timings
             raise
 
     def _predict(self, sample: Sample, trace: dict, timings: dict) -> Prediction:

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Sequence
 
-from rvt_bench.adapters.base import Adapter
+from rvt_bench.adapters import measures as M
+from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.adapters.lisa import prompts
+from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
 WEIGHT_PATTERNS = ["*.json", "*.model", "*.bin", "*.safetensors"]
@@ -40,7 +43,13 @@ class LisaAdapter(Adapter):
     predict(sample) -> Prediction(task="segmentation", masks=[RLE per frame], text=answers when
     generated, trace={"frames": [{"tokens", "n_seg"}...]}). Raises AdapterError for a task other than
     segmentation; loading failures raise AdapterError naming what is missing.
+
+    Its report: [SEG] emitted (on every frame; teacher-forced in eval mode) -> mask decoded (the
+    masks decoded from the [SEG] embeddings hold foreground on some frame) -> result correct;
+    [SEG] per frame (mean) and the seconds the model ran.
     """
+
+    stages = (("seg_emitted", "[SEG] emitted"), ("mask_decoded", "mask decoded"))
 
     def __init__(self, checkpoint: str, name: str = "lisa", prompt_mode: str = "eval",
                  chat_template: str = "{query} Please output segmentation mask.", max_new_tokens: int = 512,
@@ -80,6 +89,21 @@ class LisaAdapter(Adapter):
         if self.prompt_mode == "generate":
             out.update(chat_template=self.chat_template, max_new_tokens=self.max_new_tokens, decoding="greedy")
         return out
+
+    def passed(self, item: ScoredSample) -> dict[str, bool]:
+        from rvt_bench.core import masks
+
+        pred = item.prediction
+        frames = pred.trace.get("frames") if isinstance(pred.trace, dict) else None
+        seg = bool(frames) and all(isinstance(f, dict) and int(f.get("n_seg", 0)) >= 1 for f in frames)
+        decoded = seg and not pred.error and any(masks.area(m) > 0 for m in pred.masks or [])
+        return {"seg_emitted": seg, "mask_decoded": decoded}
+
+    def measures(self, scored: Sequence[ScoredSample]) -> list[Measure]:
+        per_frame = [float(f["n_seg"]) for item in scored if isinstance(item.prediction.trace, dict)
+                     for f in item.prediction.trace.get("frames") or [] if isinstance(f, dict) and "n_seg" in f]
+        return [*M.mean("seg_per_frame", "[SEG] per frame (mean)", per_frame, "count"),
+                *M.latency(scored, (("lisa", "model"), M.TOTAL))]
 
     def _checkpoint_label(self) -> str:
         path = Path(self.checkpoint)

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from rvt_bench.adapters.base import Adapter, settings_block
+from rvt_bench.adapters.base import Adapter, ScoredSample, settings_block
+from rvt_bench.adapters.vlm import funnel
 from rvt_bench.adapters.vlm import prompts as prompt_mod
 from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
 from rvt_bench.adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
 from rvt_bench.adapters.vlm.frames import resize, sample_indices, smart_resize
 from rvt_bench.adapters.vlm.reply import Reply, ReplyError, split_reply
 from rvt_bench.core.frames import read_frame
+from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample
 
 ADAPTER_VERSION = 1
@@ -101,8 +103,13 @@ class VLMAdapter(Adapter):
     Other keyword arguments go to the backend: OPENAI_KEYS for openai, HF_KEYS for hf (defaults:
     the backend class's signature).
     These keyword defaults, the dataclasses above and the backends' signatures are the defaults of
-    `+model=vlm` too (bench/harness/model_config.py::VLMConfig reads them).
+    `+model=vlm` too (adapters/vlm/config.py::VLMConfig reads them).
+
+    Its report (rvt_bench.adapters.vlm.funnel): reply received -> answer parsed -> masks from SAM2
+    (segmentation) -> result correct, reply tokens and the seconds of each stage.
     """
+
+    stages = funnel.STAGES
 
     def __init__(self, backend: str | VLMBackend = "openai", model: str | None = None, name: str = "vlm",
                  coords: str = "qwen2_5_vl", frames: Mapping[str, Any] | None = None,
@@ -150,6 +157,12 @@ class VLMAdapter(Adapter):
     def close(self) -> None:
         self.backend.close()
 
+    def passed(self, item: ScoredSample) -> dict[str, bool | None]:
+        return funnel.passed(item)
+
+    def measures(self, scored: Sequence[ScoredSample]) -> list[Measure]:
+        return funnel.measures(scored)
+
     def predict(self, sample: Sample) -> Prediction:
         """Answer one sample. Prediction.trace = {"backend", "frames" (indices shown), "input_size"
         [h, w], "prompt", "reply", "finish_reason", "n_tokens", "thought", "answer", and for boxes
@@ -185,7 +198,7 @@ class VLMAdapter(Adapter):
                 out[i] = self._finish(job, reply)
             except AdapterError as exc:
                 job.trace["timings"] = dict(job.timings)
-                exc.trace = job.trace
+                exc.trace, exc.timings = job.trace, dict(job.timings)
                 out[i] = exc
         return out  # type: ignore[return-value]
 

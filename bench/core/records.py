@@ -20,7 +20,8 @@ from typing import Any, ClassVar, TypeVar
 from rvt_bench.core.types import FailureKind, RunStoreError
 
 SCORE_SCHEMA_VERSION = 2  # 1: the units' values flat beside the header (read and converted)
-METRICS_SCHEMA_VERSION = 2  # 1: before units / ci / unavailable / protocol_version were written
+METRICS_SCHEMA_VERSION = 3  # 1: before units / ci / unavailable / protocol_version were written;
+# 2: the DT-R1 funnel for every model ("decoding", "funnel", "analytics"), read as an AdapterReport
 
 
 def _check_version(what: str, version: Any, expected: int) -> int:
@@ -192,7 +193,9 @@ class ScoreRecord:
     parts:     {"part": name, "part_1": name, ...}: the composite protocol parts that scored the
                sample, innermost first ({} for a protocol without parts).
     judge:     the judge's verdict for a free-text answer, None when not judged.
-    funnel:    {"first_failed", "result_correct"} of the stage funnel (rvt_bench.harness.funnel), or None.
+    funnel:    where the sample stopped in its model's funnel, {"first_failed": stage key or None,
+               "result_correct": True | False | None} (Adapter.sample_stage), None when the model
+               reports no funnel.
 
     On disk (schema_version 2): sample_id, the header, "values": {kind: {...}}, the part keys,
     "judge", "funnel", "schema_version". Version 1 wrote the values flat beside the header;
@@ -361,7 +364,7 @@ class AdapterReport:
     model:    the adapter's name (the run's model name).
     n:        the samples the funnel counts (the run's scored samples).
     stages:   the adapter's funnel in order; `reached` never grows from one stage to the next.
-    decoding: "grammar" | "free" for adapters that decode under a grammar (policy.decoding),
+    decoding: "grammar" | "free" for a model that decodes under a grammar (policy.decoding),
               None for the others (nothing is printed).
     measures: analytics and latencies the adapter measured, in display order.
     details:  adapter-specific structured extras (JSON: tool usage, task confusion...), kept in
@@ -396,10 +399,11 @@ class AdapterReport:
 
 
 # metrics.json keys written only when set, in this order after the counts (absent in older files)
-_STAGE_KEYS = ("decoding", "funnel", "analytics")
 _HEADER_KEYS = ("schema_version", "units", "headline", "metric_units", "protocol_version", "protocol_variants",
                 "unavailable", "ci")
 _TAIL_KEYS = ("partial", "judge", "null_values")
+# version 2's DT-R1 funnel, written for every model; read into adapter_report (report_from_v2)
+_V2_KEYS = ("decoding", "funnel", "analytics")
 
 
 @dataclass
@@ -412,7 +416,8 @@ class RunMetrics:
     n, failures, failures_by_kind, parse_rate, failed_samples, tasks: over the scored samples
                (data errors excluded); parse_rate is None when the model answered nothing.
     data_errors, data_error_samples: samples whose data could not be used (not in n).
-    decoding, funnel, analytics: the stage funnel and rollout analytics (rvt_bench.harness.funnel).
+    adapter_report: what the model's adapter reports about the run (AdapterReport), None when it
+               reports nothing.
     schema_version .. ci: the versioned header (rvt_bench.harness.results.finish_metrics).
     partial:   why only part of the samples was scored (run.limit), None for a full run.
     judge:     the judge block (status, n, n_failed, failure_rate, publishable, reason...).
@@ -434,9 +439,7 @@ class RunMetrics:
     tasks: dict[str, int]
     data_errors: int
     data_error_samples: list[Failure]
-    decoding: str | None = None
-    funnel: dict[str, Any] | None = None
-    analytics: dict[str, Any] | None = None
+    adapter_report: AdapterReport | None = None
     schema_version: int = METRICS_SCHEMA_VERSION
     units: str | None = None
     headline: list[str] | None = None
@@ -464,7 +467,9 @@ class RunMetrics:
                                "parse_rate": self.parse_rate, "failed_samples": [f.to_json() for f in self.failed_samples],
                                "tasks": self.tasks, "data_errors": self.data_errors,
                                "data_error_samples": [f.to_json() for f in self.data_error_samples]}
-        for key in _STAGE_KEYS + _HEADER_KEYS + _TAIL_KEYS:
+        if self.adapter_report is not None:
+            out["adapter_report"] = self.adapter_report.to_json()
+        for key in _HEADER_KEYS + _TAIL_KEYS:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -472,7 +477,8 @@ class RunMetrics:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "RunMetrics":
-        """Read a metrics.json body; a file without schema_version reads as version 1. Raises
+        """Read a metrics.json body; a file without schema_version reads as version 1, a version 2
+        file's "decoding" / "funnel" / "analytics" as its adapter_report (report_from_v2). Raises
         RunStoreError on a body of a newer version or without its identity and counts."""
         if not isinstance(obj, dict):
             raise RunStoreError(f"metrics.json is not an object: {str(obj)[:200]}")
@@ -482,6 +488,11 @@ class RunMetrics:
         if missing:
             raise RunStoreError(f"metrics.json lacks {missing}")
         known = set(cls.__dataclass_fields__) - {"aggregate"}
+        if version < 3:
+            known |= set(_V2_KEYS)
+            report = report_from_v2(obj)
+        else:
+            report = AdapterReport.from_json(obj["adapter_report"]) if obj.get("adapter_report") is not None else None
         return cls(
             dataset=obj["dataset"], split=obj.get("split"), model=obj["model"], run_name=obj["run_name"],
             fingerprint=obj["fingerprint"], protocol=obj["protocol"],
@@ -490,5 +501,39 @@ class RunMetrics:
             parse_rate=obj.get("parse_rate"), failed_samples=[Failure.from_json(f) for f in obj.get("failed_samples") or []],
             tasks=dict(obj.get("tasks") or {}), data_errors=int(obj.get("data_errors", 0)),
             data_error_samples=[Failure.from_json(f) for f in obj.get("data_error_samples") or []],
-            **{k: obj.get(k) for k in _STAGE_KEYS + _HEADER_KEYS[1:] + _TAIL_KEYS}, schema_version=version,
+            adapter_report=report, **{k: obj.get(k) for k in _HEADER_KEYS[1:] + _TAIL_KEYS}, schema_version=version,
         )
+
+
+# version 2's analytics keys: (label, unit) of each numeric value kept as a Measure
+_V2_MEASURES = {"valid_dag_rate": ("valid DAG", "fraction"), "code_exec_success_rate": ("code runs OK", "fraction"),
+                "mean_code_rounds": ("code rounds (mean)", "rounds"), "max_code_rounds": ("code rounds (max)", "rounds"),
+                "task_consistency": ("declared task = sample task", "fraction")}
+_V2_LATENCY = ("generation", "perception", "code", "total")
+
+
+def report_from_v2(obj: dict[str, Any]) -> AdapterReport | None:
+    """The AdapterReport a version 2 (or 1) metrics.json holds: its "funnel" (DT-R1's stages,
+    counted for every model) as stages, its "analytics" rates, rounds and latency sums as measures,
+    tool usage and task confusion as details. Where no prediction had a rollout ("not_applicable"
+    == n: another model), the stages before "answer_parsed", which every such prediction skipped,
+    and "decoding" are left out; so is a latency sum of 0 (version 2 wrote 0 where nothing was
+    measured) and a value of None. None for a file without a funnel."""
+    funnel = obj.get("funnel")
+    if not isinstance(funnel, dict) or not funnel.get("stages"):
+        return None
+    n = int(funnel.get("n", obj.get("n") or 0))
+    stages = list(funnel["stages"])
+    foreign = n > 0 and funnel.get("not_applicable") == n
+    if foreign and "answer_parsed" in stages:
+        stages = stages[stages.index("answer_parsed"):]
+    reached = funnel.get("reached") or {}
+    analytics = obj.get("analytics") if isinstance(obj.get("analytics"), dict) else {}
+    measures = [Measure(k, label, analytics[k], unit) for k, (label, unit) in _V2_MEASURES.items()
+                if isinstance(analytics.get(k), (int, float))]
+    latency = analytics.get("latency_s") or {}
+    measures += [Measure(f"{k}_s", k, latency[k], "s") for k in _V2_LATENCY if isinstance(latency.get(k), (int, float)) and latency[k]]
+    details = {k: analytics[k] for k in ("tool_usage", "task_confusion") if analytics.get(k)}
+    return AdapterReport(model=str(obj.get("model")), n=n,
+                         stages=[Stage(s, s.replace("_", " "), int(reached.get(s, 0))) for s in stages],
+                         decoding=None if foreign else obj.get("decoding"), measures=measures, details=details)

@@ -70,7 +70,8 @@ class AdapterError(RvtBenchError):
     trace:    the partial trace (a rollout so far, the model calls made), saved as Prediction.trace.
     events:   the rollout's events so far (list of dicts), for training and analytics.
     timings:  seconds per stage spent before the failure.
-    segments: the rollout's token segments so far (rvt_bench.adapters.dtr1.rollout.Rollout.segments).
+    segments: the output so far in token-level pieces, in the raising adapter's own layout (for
+              training on failed rollouts).
     Each is None when the adapter had nothing to attach.
     """
 

@@ -1,13 +1,12 @@
 """Structured configs (Hydra ConfigStore dataclasses): the schemas of `run`, `leaderboard`, `judge`
-here, of the models (`model` = conf/model/dtr1.yaml, jit.yaml, vlm.yaml), the sandbox and the DT-R1
-training budgets (`rollout` of conf/train/dtr1_grpo.yaml) in bench/harness/model_config.py; one registry
-(SCHEMAS) for all of them.
+here; each model's beside its code; one registry for all of them, conf/schemas.yaml (name ->
+group and "module:attr"), which `register` reads: the harness composes the schemas it is given
+and imports no model to build them.
 
 One source of truth per default, and the choice is the same for every node: the default lives in
 the dataclass the code itself reads (RunConfig here, rvt_bench.leaderboards.config.LeaderboardConfig,
-rvt_bench.metrics.judge.Judge's signature, rvt_bench.adapters.dtr1.rollout.RolloutLimits and grammar.Spans,
-rvt_bench.adapters.sandbox.runner.SandboxSettings, the JiT and VLM adapters' signatures and their settings
-dataclasses, the VLM backends' signatures); the YAML files extend these schemas and hold only what
+rvt_bench.metrics.judge.Judge's signature, and each model's own: its adapter's signature and
+settings dataclasses, e.g. DT-R1's rollout limits); the YAML files extend these schemas and hold only what
 differs (an override, with its reason) and what the code cannot have a default for (a `_target_`,
 a model id, prompt texts, `model: ???`). Hydra composes the schema first, so
 `python run_bench.py --cfg job` prints every default, and a key that is not in the schema (a typo
@@ -21,9 +20,9 @@ hydra.compose must import it first.
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -32,9 +31,6 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from rvt_bench.core.paths import CONF_DIR, shipped
 from rvt_bench.core.types import RETRYABLE
 from rvt_bench.harness.bootstrap import DEFAULT_B, DEFAULT_SEED
-# the model nodes' schemas live there; importing them from here still works
-from rvt_bench.harness.model_config import (DTR1Config, JiTConfig, JiTPromptsConfig, JiTSandboxConfig, SandboxConfig, SpansConfig,
-                                            TrainRolloutConfig, VLMConfig, VLMPromptsConfig, limits_from)
 from rvt_bench.leaderboards.config import LeaderboardConfig
 import rvt_bench.loaders.config  # noqa: F401  registers the `dataset` schema (schema/dataset): one import registers every schema
 from rvt_bench.metrics.judge import Judge
@@ -157,22 +153,18 @@ class WandbLoggerConfig(LoggerConfig):
     max_images: int = 64
 
 
-# name -> (group or None, node). conf/ selects them by name in defaults lists: config.yaml
-# `run_schema@run`, judge/*.yaml `judge_schema` / `openai_judge_schema`, model/dtr1.yaml
-# `dtr1_schema` (jit.yaml, vlm.yaml alike), train/dtr1_grpo.yaml `/train_rollout_schema@rollout`.
-SCHEMAS: dict[str, tuple[str | None, type]] = {
-    "run_schema": (None, RunConfig),
-    "leaderboard_schema": (None, LeaderboardConfig),
-    "judge_schema": ("judge", JudgeConfig),
-    "openai_judge_schema": ("judge", OpenAIJudgeConfig),
-    "dtr1_schema": ("model", DTR1Config),
-    "jit_schema": ("model", JiTConfig),
-    "vlm_schema": ("model", VLMConfig),
-    "train_rollout_schema": (None, TrainRolloutConfig),
-    "logger_schema": ("logger", LoggerConfig),
-    "tensorboard_logger_schema": ("logger", TensorBoardLoggerConfig),
-    "wandb_logger_schema": ("logger", WandbLoggerConfig),
-}
+SCHEMA_FILE = CONF / "schemas.yaml"
+
+
+def schemas(path=SCHEMA_FILE) -> dict[str, tuple[str | None, type]]:
+    """name -> (group or None, dataclass) of every schema `path` (conf/schemas.yaml) lists, each
+    imported from its "module:attr". Raises ImportError / AttributeError naming a schema that
+    does not import."""
+    out: dict[str, tuple[str | None, type]] = {}
+    for name, entry in (OmegaConf.to_container(OmegaConf.load(path)) or {}).items():
+        module, _, attr = str(entry["node"]).partition(":")
+        out[str(name)] = (entry.get("group"), getattr(importlib.import_module(module), attr))
+    return out
 
 
 def group_node(group: str, option: str, overrides: list[str] | None = None) -> DictConfig:
@@ -223,15 +215,14 @@ def with_schemas(cfg: DictConfig) -> DictConfig:
 
 
 def register(store: ConfigStore | None = None) -> None:
-    """Store every schema of SCHEMAS in Hydra's ConfigStore (idempotent)."""
+    """Store every schema of conf/schemas.yaml in Hydra's ConfigStore (idempotent)."""
     store = store or ConfigStore.instance()
-    for name, (group, node) in SCHEMAS.items():
+    for name, (group, node) in schemas().items():
         store.store(name=name, group=group, node=node)
 
 
 register()
 
-__all__ = ["BootstrapConfig", "DTR1Config", "JiTConfig", "JiTPromptsConfig", "JiTSandboxConfig", "JudgeConfig",
-           "LeaderboardConfig", "LoggerConfig", "TensorBoardLoggerConfig", "WandbLoggerConfig", "OpenAIJudgeConfig", "RunConfig", "SCHEMAS", "SandboxConfig", "SpansConfig",
-           "TrainRolloutConfig", "VLMConfig", "VLMPromptsConfig", "adapter_node", "group_node", "limits_from",
-           "register", "with_schemas"]
+__all__ = ["BootstrapConfig", "JudgeConfig", "LeaderboardConfig", "LoggerConfig", "OpenAIJudgeConfig", "RunConfig",
+           "SCHEMA_FILE", "TensorBoardLoggerConfig", "WandbLoggerConfig", "adapter_node", "group_node", "register",
+           "schemas", "with_schemas"]

@@ -42,7 +42,7 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     from rvt_bench.loaders.config import flat  # the pre-split shape, so older run directories keep their fingerprint
 
     dataset = {k: v for k, v in flat(cfg["dataset"]).items() if k not in _NON_SEMANTIC_DATASET_KEYS}
-    # the same keys at the model's top level: adapters that reach a server themselves (vlm)
+    # the same keys at the model's top level: models that reach a server themselves (vlm)
     model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
     if isinstance(model.get("policy"), dict):
         model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}

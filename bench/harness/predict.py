@@ -3,7 +3,7 @@ per-sample failure into a recorded Prediction.failure, and append each predictio
 predictions file (fsynced one by one, so a killed run loses at most the samples in flight).
 
 Per-sample failures: an AdapterError (or other RvtBenchError) records its `kind` and the partial
-output it carries (AdapterError.trace); any other exception is an adapter bug, kind "exception",
+output it carries (AdapterError.trace, and the seconds it measured, AdapterError.timings); any other exception is an adapter bug, kind "exception",
 its traceback as the trace; a frame that does not decode or disagrees in size is a data error
 (FrameChecker), caught before the model sees the sample. run.fail_fast re-raises instead.
 """
@@ -90,9 +90,12 @@ class FrameChecker:
         return None
 
 
-def _partial_trace(exc: RvtBenchError) -> object:
-    """The partial output a failed sample's error carries (AdapterError.trace), None for others."""
-    return exc.trace if isinstance(exc, AdapterError) else None
+def _partial(exc: RvtBenchError) -> dict:
+    """The partial output a failed sample's error carries: its trace (AdapterError.trace, None for
+    other errors) and the seconds the adapter measured before the failure (AdapterError.timings)."""
+    if not isinstance(exc, AdapterError):
+        return {"trace": None}
+    return {"trace": exc.trace, "timings": {k: v for k, v in (exc.timings or {}).items() if isinstance(v, (int, float))}}
 
 
 def predict_batch(adapter: Adapter, batch: list[Sample], fail_fast: bool) -> list[Prediction]:
@@ -114,7 +117,7 @@ def predict_batch(adapter: Adapter, batch: list[Sample], fail_fast: bool) -> lis
         if isinstance(result, RvtBenchError):
             if fail_fast:
                 raise result
-            result = Prediction.failure(sample.id, result.kind, str(result), trace=_partial_trace(result))
+            result = Prediction.failure(sample.id, result.kind, str(result), **_partial(result))
         result.timings["total"] = share
         preds.append(result)
     return preds
@@ -131,7 +134,7 @@ def predict_one(adapter: Adapter, sample: Sample, fail_fast: bool) -> Prediction
         if fail_fast:
             raise
         log.info("sample %s failed (%s): %s", sample.id, exc.kind, exc)
-        pred = Prediction.failure(sample.id, exc.kind, str(exc), trace=_partial_trace(exc))
+        pred = Prediction.failure(sample.id, exc.kind, str(exc), **_partial(exc))
     except Exception as exc:  # an adapter bug must not end a long run; it is recorded with its traceback
         if fail_fast:
             raise

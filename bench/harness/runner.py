@@ -74,7 +74,7 @@ def run(cfg: DictConfig) -> RunResult:
     progress = stops.Progress()
     try:
         try:
-            adapter = instantiate(adapter_node(cfg.model), _convert_="all")  # cheap: adapters load weights on first predict
+            adapter = instantiate(adapter_node(cfg.model), _convert_="all")  # cheap: weights load on the first predict
         except Exception as exc:
             missing = stops.missing_module(exc)
             if missing is None:
@@ -197,7 +197,7 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     metrics_path = run_dir / rundir.derived_name("metrics.json", limit)
     scores_path = run_dir / rundir.derived_name("scores.jsonl", limit)
     metrics, records = score.score(samples, done, protocol, scores_path, resolved, ident.run_name, ident.fingerprint,
-                                   data_errors)
+                                   adapter, data_errors)
     data_source, data_warnings = data
     if data_source is not None:  # a hub copy: what it is, in metrics.json and so in the leaderboard row
         metrics.aggregate["data_source"] = data_source

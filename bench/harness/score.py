@@ -13,19 +13,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.core.records import Failure, RunMetrics, ScoreRecord
 from rvt_bench.core.store import write_jsonl_atomic
 from rvt_bench.core.types import DATA, PARSE, Prediction, Sample
-from rvt_bench.harness import funnel
 
 
 def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, scores_path: Path,
-          resolved: dict[str, Any], run_name: str, fp: str,
+          resolved: dict[str, Any], run_name: str, fp: str, adapter: Adapter,
           load_errors: list[Failure] | None = None) -> tuple[RunMetrics, list[ScoreRecord]]:
     """Score every sample, write scores.jsonl (one ScoreRecord per scored sample, dataset order) and
     return (the run's metrics without the versioned header, judge block or partial note; the
-    records). `preds` is updated in place where a prediction turned out unscorable (it is replaced
-    by its failure). No timestamps: a re-run of a finished run gives the same metrics."""
+    records). Each record gets the sample's stage in the adapter's funnel (Adapter.sample_stage)
+    and the metrics the adapter's report (Adapter.report), as the adapter returns them. `preds` is
+    updated in place where a prediction turned out unscorable (it is replaced by its failure). No
+    timestamps: a re-run of a finished run gives the same metrics."""
     # load-time errors are samples that never made it into `samples` (a repeated id names a kept one)
     data_errors = list(load_errors or [])
     bad_data = {s.id for s in samples if preds[s.id].failure_kind == DATA}
@@ -41,9 +43,12 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
     samples = [s for s in samples if s.id not in late]
     records = [record for record, _ in scored]
     preds.update({pred.sample_id: pred for _, pred in scored})
-    # Stage funnel + rollout analytics (bench/harness/funnel.py) add record["funnel"] before the write;
-    # no scoring time here: metrics.json stays byte-identical on a re-run (it goes to the manifest).
-    stage_keys = funnel.annotate(samples, preds, records, resolved["model"].get("policy"))
+    # The adapter's own account (no scoring time: metrics.json stays byte-identical on a re-run).
+    by_id = {r.sample_id: r for r in records}
+    items = [ScoredSample(s, preds[s.id], by_id[s.id]) for s in samples]
+    for item in items:
+        stopped = adapter.sample_stage(item)
+        item.record.funnel = None if stopped is None else stopped.to_json()
     write_jsonl_atomic(scores_path, [r.to_json() for r in records])
     failures = [Failure.of(p.sample_id, p.error) for p in (preds[s.id] for s in samples) if p.error]
     n_parse = sum(1 for f in failures if f.kind == PARSE)
@@ -57,7 +62,7 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
         n=len(samples), failures=len(failures), failures_by_kind=count_by([f.kind for f in failures]),
         parse_rate=1.0 - n_parse / answered if answered else None, failed_samples=failures,
         tasks=count_by([s.task for s in samples]), data_errors=len(data_errors), data_error_samples=data_errors,
-        decoding=stage_keys["decoding"], funnel=stage_keys["funnel"], analytics=stage_keys["analytics"],
+        adapter_report=adapter.report(items),
     )
     return metrics, records
 

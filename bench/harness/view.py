@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rvt_bench.core.records import AdapterReport, Measure, Stage
+from rvt_bench.core.records import AdapterReport, Measure, report_from_v2
 from rvt_bench.core.units import NA, ci_text, show, unit
 
 
@@ -70,45 +70,12 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
 
 def adapter_report(metrics: dict[str, Any]) -> AdapterReport | None:
     """The model's report in metrics.json: its "adapter_report" block, or, for a file written
-    before adapters reported themselves, one converted from the DT-R1 "funnel" / "analytics" /
-    "decoding" blocks (_from_funnel). None when the run has neither."""
+    before adapters reported themselves (schema 2), the one RunMetrics reads from its DT-R1
+    "funnel" / "analytics" / "decoding" blocks (rvt_bench.core.records.report_from_v2). None when
+    the run has neither."""
     if isinstance(metrics.get("adapter_report"), dict):
         return AdapterReport.from_json(metrics["adapter_report"])
-    return _from_funnel(metrics)
-
-
-# analytics keys of the DT-R1 funnel block written before "adapter_report": (label, unit)
-_OLD_MEASURES = {"valid_dag_rate": ("valid DAG", "fraction"), "code_exec_success_rate": ("code runs OK", "fraction"),
-                 "mean_code_rounds": ("code rounds (mean)", "rounds"), "max_code_rounds": ("code rounds (max)", "rounds"),
-                 "task_consistency": ("declared task = sample task", "fraction")}
-
-
-def _from_funnel(m: dict[str, Any]) -> AdapterReport | None:
-    """The old "funnel" block as an AdapterReport (delete with the block): stages in order with
-    their counts, analytics rates and rounds and latency sums (seconds) as measures. Predictions
-    without a rollout (another model) keep only the stages from answer_parsed on, no decoding."""
-    funnel = m.get("funnel")
-    if not isinstance(funnel, dict) or not funnel.get("stages"):
-        return None
-    n = int(funnel.get("n", m.get("n") or 0))
-    stages = list(funnel["stages"])
-    foreign = n > 0 and funnel.get("not_applicable") == n
-    if foreign and "answer_parsed" in stages:
-        stages = stages[stages.index("answer_parsed"):]
-    reached = funnel.get("reached") or {}
-    analytics = m.get("analytics") if isinstance(m.get("analytics"), dict) else {}
-    measures = [Measure(k, label, analytics[k], u) for k, (label, u) in _OLD_MEASURES.items()
-                if _number(analytics.get(k)) is not None]
-    latency = analytics.get("latency_s") or {}
-    measures += [Measure(f"{k}_s", f"{k} time", latency[k], "s") for k in ("generation", "perception", "code", "total")
-                 if _number(latency.get(k))]
-    if funnel.get("result_undecided"):
-        measures.append(Measure("result_undecided", "results undecided (text without a judge verdict)",
-                                int(funnel["result_undecided"]), "count"))
-    details = {k: analytics[k] for k in ("tool_usage", "task_confusion") if analytics.get(k)}
-    return AdapterReport(model=str(m.get("model")), n=n,
-                         stages=[Stage(s, s.replace("_", " ").replace("dag", "DAG"), int(reached.get(s, 0))) for s in stages],
-                         decoding=None if foreign else m.get("decoding"), measures=measures, details=details)
+    return report_from_v2(metrics)
 
 
 def measure_text(measure: Measure, digits: int = 1) -> str:

@@ -118,7 +118,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     import jinja2
     from hydra.utils import instantiate
 
-    from rvt_bench.core.records import ScoreRecord
+    from rvt_bench.core.records import RunMetrics, ScoreRecord
     from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
     from rvt_bench.core.types import RunStoreError
     from rvt_bench.harness.names import load_run_config
@@ -131,7 +131,8 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").exists():
         raise RunStoreError(f"{run_dir}: no metrics.json (score the run first)")
-    m = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    # read through the record, so a metrics.json of an older version shows its report as today's
+    m = RunMetrics.from_json(json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))).to_json()
     cfg = load_run_config(run_dir / "config.yaml") if (run_dir / "config.yaml").exists() else None
     if samples is None:
         from rvt_bench.loaders.config import loader_kwargs

@@ -1,0 +1,111 @@
+"""DT-R1's report on its run: where each rollout stopped, and the rollout analytics.
+
+Stages, in order (a sample reaches a stage only when it passed every stage before it), then
+"result correct" (rvt_bench.core.records.ScoreRecord.correct):
+  plan_emitted     the rollout holds a complete <dt_plan>...</dt_plan> block
+  dag_valid        the plan passed rvt_bench.adapters.twin.dag.validate_dag (no "invalid DAG" parse failure)
+  twin_built       the rollout got its <dt_rep> (perception ran the planned tools)
+  code_rounds_ran  the rollout got through its <execute> rounds to its final <answer> block
+                   (no sandbox failure, no max_rounds / token-budget failure before it)
+  answer_parsed    the prediction has no error (task and answer parsed against the twin)
+  task_correct     the declared <task> equals the sample's task
+A prediction without a rollout (an adapter crash, a server that was down) fails plan_emitted.
+
+Measures: valid DAG (dag_valid / plan_emitted), code runs OK (<execute> rounds whose code ran
+without error / rounds with a known outcome; answered samples keep their events), code rounds
+mean and max (over rollouts that built a twin; the paper reports 3.8 with a cap of 10), declared
+task = sample task (over answered samples), and the seconds the predictions recorded: generation
+(timings "policy"), perception ("twin"), code ("sandbox"), total. Details: "tool_usage" {tool:
+rollouts whose valid plan names it}, "task_confusion" {sample task: {declared task: n}}.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from rvt_bench.adapters import measures as M
+from rvt_bench.adapters.base import ScoredSample
+from rvt_bench.adapters.dtr1 import tags as T
+from rvt_bench.core.records import Measure
+from rvt_bench.core.types import PARSE, SANDBOX, Prediction
+
+STAGES = (("plan_emitted", "plan emitted"), ("dag_valid", "DAG valid"), ("twin_built", "twin built"),
+          ("code_rounds_ran", "code rounds ran"), ("answer_parsed", "answer parsed"), ("task_correct", "task correct"))
+LATENCY = (("policy", "generation"), ("twin", "perception"), ("sandbox", "code"), M.TOTAL)
+
+_PLAN_RE = re.compile(r"<\s*dt_plan\s*>(.*?)<\s*/\s*dt_plan\s*>", re.DOTALL | re.IGNORECASE)
+
+
+def rollout_text(pred: Prediction) -> str:
+    """The rollout of a prediction (a successful one keeps {"rollout": ...}, a failed one the
+    partial rollout as a string); "" when there is none."""
+    trace = pred.trace
+    text = trace.get("rollout") if isinstance(trace, dict) else trace
+    return text if isinstance(text, str) else ""
+
+
+def passed(item: ScoredSample) -> dict[str, bool]:
+    """Per stage of STAGES: passed or not (see the module docstring); a stage after a failed one
+    is False too."""
+    pred, error = item.prediction, item.prediction.error or {}
+    text = rollout_text(pred)
+    out = {"plan_emitted": T.has_close(text, T.PLAN)}
+    out["dag_valid"] = out["plan_emitted"] and not (pred.failure_kind == PARSE and "invalid DAG" in str(error.get("message", "")))
+    out["twin_built"] = out["dag_valid"] and T.has_open(text, T.REP)
+    after_twin = text[text.lower().rfind("</dt_rep>"):] if out["twin_built"] else ""
+    out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and T.has_close(after_twin, T.ANSWER)
+    out["answer_parsed"] = out["code_rounds_ran"] and not error
+    out["task_correct"] = out["answer_parsed"] and pred.task == item.sample.task
+    return out
+
+
+def measures(scored: Sequence[ScoredSample]) -> list[Measure]:
+    """The rollout analytics of the module docstring, each only where it has a denominator."""
+    plans = dags = answered = consistent = ok_rounds = known_rounds = 0
+    rounds: list[int] = []
+    for item in scored:
+        stages, pred = passed(item), item.prediction
+        plans += stages["plan_emitted"]
+        dags += stages["dag_valid"]
+        if stages["twin_built"]:
+            rounds.append(len(re.findall(r"<\s*results\s*>", rollout_text(pred), re.IGNORECASE)))
+        if not pred.error:
+            answered += 1
+            consistent += pred.task == item.sample.task
+        events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
+        for event in events or []:
+            if isinstance(event, dict) and event.get("stage") == "execute":
+                known_rounds += 1
+                ok_rounds += bool(event.get("ok"))
+    return [*M.rate("valid_dag_rate", "valid DAG", dags, plans),
+            *M.rate("code_exec_success_rate", "code runs OK", ok_rounds, known_rounds),
+            *M.mean("mean_code_rounds", "code rounds (mean)", rounds, "rounds"),
+            *([Measure("max_code_rounds", "code rounds (max)", max(rounds), "rounds")] if rounds else []),
+            *M.rate("task_consistency", "declared task = sample task", consistent, answered),
+            *M.latency(scored, LATENCY)]
+
+
+def details(scored: Sequence[ScoredSample]) -> dict[str, Any]:
+    """{"tool_usage": {tool: rollouts whose valid plan names it}, "task_confusion": {sample task:
+    {declared task: answered samples}}}, each left out when empty."""
+    from rvt_bench.adapters.twin.dag import DAGError, parse_dag, validate_dag
+
+    tools: dict[str, int] = {}
+    confusion: dict[str, dict[str, int]] = {}
+    for item in scored:
+        pred = item.prediction
+        if not pred.error:
+            row = confusion.setdefault(item.sample.task, {})
+            row[str(pred.task)] = row.get(str(pred.task), 0) + 1
+        match = _PLAN_RE.search(rollout_text(pred)) if passed(item)["dag_valid"] else None
+        try:
+            for tool in validate_dag(parse_dag(match.group(1))) if match else []:
+                tools[tool] = tools.get(tool, 0) + 1
+        except DAGError:
+            pass  # a plan the rollout accepted always validates; a hand-edited trace may not
+    out: dict[str, Any] = {}
+    if tools:
+        out["tool_usage"] = dict(sorted(tools.items()))
+    if confusion:
+        out["task_confusion"] = {k: dict(sorted(v.items())) for k, v in sorted(confusion.items())}
+    return out

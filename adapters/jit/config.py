@@ -1,0 +1,59 @@
+"""The structured config of JiT's `model` node (conf/model/jit.yaml; a Hydra ConfigStore dataclass
+registered under the name conf/schemas.yaml gives it): JiTConfig, its prompts (JiTPromptsConfig)
+and sandbox (JiTSandboxConfig). Every default is the adapter's own (rvt_bench.adapters.jit.adapter:
+JiTAdapter's keyword defaults, Smoothing, TokenBudgets; the sandbox's from SandboxSettings); the
+YAML holds the prompt texts, which have none.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Dict, List
+
+from omegaconf import MISSING
+
+from rvt_bench.adapters.jit.adapter import SANDBOX_KEYS, JiTAdapter, Smoothing, TokenBudgets
+from rvt_bench.adapters.sandbox.config import sandbox_schema
+
+_JIT = {k: p.default for k, p in inspect.signature(JiTAdapter).parameters.items() if p.default is not inspect.Parameter.empty}
+
+JiTSandboxConfig = sandbox_schema(
+    "JiTSandboxConfig", SANDBOX_KEYS,
+    """JiT's reasoning-program sandbox (`model.sandbox` of conf/model/jit.yaml): the SandboxSettings
+    fields rvt_bench.adapters.jit.adapter.SANDBOX_KEYS names, with SandboxSettings' defaults.""")
+
+
+@dataclass
+class JiTPromptsConfig:
+    """JiT's prompts (adapters/jit/prompts.py, which documents the fields): no defaults, the texts
+    live in conf/model/jit.yaml; the schema names the keys so that a typo fails at compose time."""
+
+    version: int = MISSING
+    specialists: Dict[str, str] = MISSING
+    planner_system: str = MISSING
+    planner_user: str = MISSING
+    answer_ids: str = MISSING
+    answer_text: str = MISSING
+    program: str = MISSING
+    query_user: str = MISSING
+
+
+@dataclass
+class JiTConfig:
+    """The `model` node of JiT (conf/model/jit.yaml, which names _target_, policy, perception and the
+    prompts): rvt_bench.adapters.jit.adapter.JiTAdapter's arguments, documented there, with its keyword
+    defaults, Smoothing, TokenBudgets and JiTSandboxConfig."""
+
+    _target_: str = MISSING
+    name: str = MISSING
+    policy: Any = MISSING
+    perception: Any = MISSING
+    specialists: List[str] = field(default_factory=lambda: list(_JIT["specialists"]))
+    window: int = _JIT["window"]
+    min_motion: float = _JIT["min_motion"]
+    similarity: float = _JIT["similarity"]
+    graph_max_chars: int = _JIT["graph_max_chars"]
+    smoothing: Smoothing = field(default_factory=Smoothing)
+    max_new_tokens: TokenBudgets = field(default_factory=TokenBudgets)
+    sandbox: JiTSandboxConfig = field(default_factory=JiTSandboxConfig)  # type: ignore[valid-type]
+    prompts: JiTPromptsConfig = field(default_factory=JiTPromptsConfig)

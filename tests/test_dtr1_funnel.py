@@ -1,0 +1,85 @@
+"""DT-R1's own report (rvt_bench.adapters.dtr1.funnel through DTR1Adapter) on hand-made predictions:
+stages read from rollouts, errors and score records; analytics only where measured."""
+import pytest
+
+from rvt_bench.adapters.base import ScoredSample
+from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+from rvt_bench.adapters.twin.oracle import OraclePerception
+from rvt_bench.core.records import JudgeVerdict, ScoreRecord
+from rvt_bench.core.types import Prediction, Sample, Target
+from rvt_bench.metrics.units.lisa_iou import MaskIoUValues
+
+ROLLOUT = ('<think>t</think> <dt_plan>{"SAM2": []}</dt_plan>\n<dt_rep>{}</dt_rep>\n'
+           '<execute>print(1)</execute>\n<results>1</results>\n<task>vqa</task> <answer>a dog</answer>')
+EVENTS = [{"stage": "execute", "ok": True}]
+
+
+def sample(sid="s", task="vqa"):
+    return Sample(id=sid, dataset="d", split="t", modality="image", frames=["f.jpg"], frame_ids=["0"], query="q",
+                  task=task, target=Target(answers=["a dog"]))
+
+
+def item(pred, task="vqa", iou=None):
+    values = {} if iou is None else {"mask_iou": MaskIoUValues(int(100 * iou), 100, 100, iou, iou)}
+    return ScoredSample(sample(pred.sample_id, task), pred, ScoreRecord(pred.sample_id, values=values))
+
+
+@pytest.fixture
+def adapter():
+    return DTR1Adapter(policy=ScriptedPolicy([]), perception=OraclePerception())
+
+
+def test_a_text_answer_without_a_judge_is_undecided_not_failed(adapter):
+    pred = Prediction(sample_id="s", task="vqa", text="a dog", trace={"rollout": ROLLOUT, "events": EVENTS})
+    stopped = adapter.sample_stage(item(pred))
+    assert stopped.first_failed is None and stopped.result_correct is None
+
+
+def test_a_judge_verdict_decides_a_text_answer(adapter):
+    pred = Prediction(sample_id="s", task="vqa", text="a dog", trace={"rollout": ROLLOUT})
+    record = ScoreRecord("s", judge=JudgeVerdict(0.2))
+    assert adapter.sample_stage(ScoredSample(sample(), pred, record)).first_failed == "result_correct"
+
+
+def test_answer_block_missing_after_the_twin_fails_code_rounds(adapter):
+    trace = ROLLOUT.split("<task>")[0]
+    pred = Prediction.failure("s", "parse", "token_budget: no </execute> or </answer> within the token budget", trace=trace)
+    assert adapter.sample_stage(item(pred)).first_failed == "code_rounds_ran"
+
+
+def test_a_prediction_without_a_rollout_never_emitted_a_plan(adapter):
+    pred = Prediction.failure("s", "adapter", "server down")
+    assert adapter.sample_stage(item(pred)).first_failed == "plan_emitted"
+
+
+def test_the_report_counts_each_stage_and_measures_only_what_was_measured(adapter):
+    seg = ROLLOUT.replace("<task>vqa</task> <answer>a dog</answer>", '<task>segmentation</task> <answer>{"instances": [1]}</answer>')
+    scored = [
+        item(Prediction("ok", task="segmentation", trace={"rollout": seg, "events": EVENTS}, timings={"policy": 2.0, "total": 3.0}),
+             "segmentation", iou=0.9),
+        item(Prediction("wrong", task="segmentation", trace={"rollout": seg, "events": EVENTS}, timings={"policy": 1.0, "total": 2.0}),
+             "segmentation", iou=0.1),
+        item(Prediction("task", task="vqa", text="x", trace={"rollout": ROLLOUT}, timings={"total": 1.0}), "segmentation", iou=0.0),
+        item(Prediction.failure("dag", "parse", "invalid DAG: unknown tool SAM3",
+                                trace='<think>t</think> <dt_plan>{"SAM3": []}</dt_plan>'), "segmentation", iou=0.0),
+        item(Prediction.failure("noplan", "parse", "missing <dt_plan>", trace="I think it is the dog."), "segmentation", iou=0.0),
+    ]
+    report = adapter.report(scored)
+    assert [(s.key, s.reached) for s in report.stages] == [
+        ("plan_emitted", 4), ("dag_valid", 3), ("twin_built", 3), ("code_rounds_ran", 3), ("answer_parsed", 3),
+        ("task_correct", 2), ("result_correct", 1)]
+    assert [s.label for s in report.stages][:2] == ["plan emitted", "DAG valid"]
+    measures = {m.key: m.value for m in report.measures}
+    assert measures == {"valid_dag_rate": 0.75, "code_exec_success_rate": 1.0, "mean_code_rounds": 1.0, "max_code_rounds": 1,
+                        "task_consistency": pytest.approx(2 / 3, abs=1e-4), "generation_s": 3.0, "total_s": 6.0}
+    assert "perception_s" not in measures  # no prediction timed perception: absent, never 0
+    assert report.decoding == "free" and report.model == "dtr1" and report.n == 5
+    assert report.details == {"tool_usage": {"SAM2": 3},
+                              "task_confusion": {"segmentation": {"segmentation": 2, "vqa": 1}}}
+
+
+def test_the_report_says_grammar_when_the_policy_decodes_under_it():
+    policy = ScriptedPolicy([])
+    policy.decoding = "grammar"
+    assert DTR1Adapter(policy=policy, perception=OraclePerception()).report([]).decoding == "grammar"
