@@ -535,5 +535,5 @@ def report_from_v2(obj: dict[str, Any]) -> AdapterReport | None:
     measures += [Measure(f"{k}_s", k, latency[k], "s") for k in _V2_LATENCY if isinstance(latency.get(k), (int, float)) and latency[k]]
     details = {k: analytics[k] for k in ("tool_usage", "task_confusion") if analytics.get(k)}
     return AdapterReport(model=str(obj.get("model")), n=n,
-                         stages=[Stage(s, s.replace("_", " "), int(reached.get(s, 0))) for s in stages],
+                         stages=[Stage(s, s.replace("_", " ").replace("dag", "DAG"), int(reached.get(s, 0))) for s in stages],
                          decoding=None if foreign else obj.get("decoding"), measures=measures, details=details)

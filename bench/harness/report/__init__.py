@@ -182,7 +182,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
                              undefined=jinja2.StrictUndefined)
     html = env.get_template(TEMPLATE).render(
         m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=headline_rows(m, 1), report=report,
-        figures={k: markupsafe.Markup(v) for k, v in figures.items() if v}, measures=measures,
+        figures={k: (markupsafe.Markup(v) if v else None) for k, v in figures.items()}, measures=measures,
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
