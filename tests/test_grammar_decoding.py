@@ -180,4 +180,4 @@ def test_embedded_policy_run_reaches_answer_parsed_and_prints_the_funnel(tmp_pat
     report = json.loads((run_dir_of(proc) / "metrics.json").read_text())["adapter_report"]
     assert report["decoding"] == "grammar"
     assert {s["key"]: s["reached"] for s in report["stages"]}["answer_parsed"] == 2
-    assert "decoding: grammar" in proc.stdout and "dtr1 funnel" in proc.stdout and "answer parsed" in proc.stdout
+    assert "  funnel (grammar decoding): plan emitted " in proc.stdout and "answer parsed" in proc.stdout
