@@ -57,10 +57,19 @@ def latency_line(metrics: dict[str, Any], scoring_s: float | None) -> list[str]:
     return [f"  latency (s): {', '.join(shown)}"] if shown else []
 
 
+def sandbox_lines(sandbox: str | None) -> list[str]:
+    """How model-written code ran (manifest.json "sandbox"): nothing for a model that runs none,
+    one line for bubblewrap, a warning for a run that ran it unsandboxed."""
+    if sandbox == "none":
+        return ["  sandbox: none  WARNING: model-written code ran UNSANDBOXED as this user (isolation=none); "
+                "these numbers are not from a contained run"]
+    return [f"  sandbox: {sandbox}"] if sandbox else []
+
+
 def format_summary(result: Any) -> str:
     """The run summary for the terminal of `result` (a rvt_bench.harness.runner.RunResult, or anything with
-    its `metrics` and `scoring_s`): header, failures, judge, every metric in percent with its 95% CI,
-    breakdowns, and last the markdown results table."""
+    its `metrics`, `scoring_s` and optionally `sandbox`): header, sandbox, failures, judge, every metric
+    in percent with its 95% CI, breakdowns, and last the markdown results table."""
     m = result.metrics
     if m is None:
         return "scoring skipped: predictions missing (shards still running?)"
@@ -68,6 +77,7 @@ def format_summary(result: Any) -> str:
              f"n={m['n']} failures={m['failures']} parse_rate="
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
+    lines += sandbox_lines(getattr(result, "sandbox", ""))
     lines += funnel_lines(m)  # decoding mode, stage funnel, rollout analytics (bench/harness/funnel.py), before the scores
     lines += latency_line(m, result.scoring_s)
     if m.get("failures"):

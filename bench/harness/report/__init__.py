@@ -69,7 +69,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     import jinja2
     from hydra.utils import instantiate
 
-    from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
+    from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions, write_atomic
     from rvt_bench.harness.names import load_run_config
     from rvt_bench.core.units import ci_text, show as _show, unit
     from rvt_bench.harness.summary import format_summary
@@ -111,6 +111,9 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     results = [{"key": k, "value": _show(k, m["metrics"][k], 1), "ci": ci_text(cis.get(k), 1, k),
                 "unit": unit(k), "n": (cis.get(k) or {}).get("n", "")} for k in headline]
     scoring_s = _scoring_seconds(run_dir)
+    from rvt_bench.harness.rundir import sandbox_of
+
+    sandbox = sandbox_of(run_dir)
     shown = dict(m)
     if scoring_s is not None and isinstance(m.get("analytics"), dict):  # metrics.json leaves it null: see rundir.note_scoring
         shown["analytics"] = {**m["analytics"], "latency_s": {**(m["analytics"].get("latency_s") or {}), "scoring": scoring_s}}
@@ -122,10 +125,10 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     html = env.get_template(TEMPLATE).render(m=SimpleNamespace(**{"protocol_version": None, **m}), results=results,
-                                             summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)), blocks=blocks,
-                                             samples=rows, options=options)
+                                             summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox)),
+                                             blocks=blocks, samples=rows, options=options, sandbox=sandbox)
     out = run_dir / "report.html"
-    out.write_text(html, encoding="utf-8")
+    write_atomic(out, html)  # scrubbed of secrets, as every run file
     return out
 
 
