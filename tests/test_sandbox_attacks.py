@@ -4,6 +4,7 @@ the outcome the model gets back (`reason` and its one line), and that the harnes
 unaffected (autouse `host_unchanged`). Runs as CI runs: as root, where bubblewrap needs no user
 namespaces, so none of these skip there; isolation="bwrap" makes a missing sandbox a failure."""
 import errno
+import json
 import os
 import resource
 import socket
@@ -635,3 +636,71 @@ def test_7_proc_sys_is_read_only_in_every_mode(twin, mode, monkeypatch):
     finally:
         box.kill()
     assert result.output.startswith("OSError: [Errno 30] Read-only file system: '/proc/sys/kernel/hostname'"), result
+
+
+KEY = "sk-key-the-server-echoes-0123456789"
+URL_SECRET = "url-password-0123456789"
+
+
+class _EchoingServer:
+    """An OpenAI-compatible server that lists one model and answers every completion with HTTP 401
+    quoting the credential it was sent, as servers do ("Incorrect API key provided: ...")."""
+
+    def __init__(self):
+        import base64
+        import json
+
+        from tests.loopback import JSONHandler, Loopback
+
+        self.seen: list[str] = []
+        seen = self.seen
+
+        class Handler(JSONHandler):
+            def do_GET(self):
+                self.send_json(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                scheme, _, cred = (self.headers.get("Authorization") or "").partition(" ")
+                if scheme == "Basic":
+                    cred = base64.b64decode(cred).decode().partition(":")[2]
+                seen.append(cred)
+                self.send_json(401, json.dumps({"error": {"message": f"Incorrect API key provided: {cred}",
+                                                          "code": "invalid_api_key"}}).encode())
+
+        self.loopback = Loopback(Handler)
+        self.host = self.loopback.root.removeprefix("http://")
+
+
+def test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep(tmp_path):
+    # A sweep (-m) with policy.api_key on the command line, one point with a password inside
+    # policy.base_url, against a server that echoes the credential in its 401 body: Hydra's
+    # multirun.yaml and job logs, every run file, the leaderboard and the console stay clean.
+    import subprocess
+    import sys
+
+    from tests.test_sandbox_cli import _small_reasonseg
+
+    server = _EchoingServer()
+    root = _small_reasonseg(tmp_path / "data")
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "run_bench.py"), "-m", "+dataset=reasonseg", f"dataset.root={root}",
+             "dataset.split=val", "+model=dtr1", "policy=openai", "policy.model=m", "policy.chat_template=gemma3",
+             "policy.max_retries=0", f"policy.api_key={KEY}",
+             f"policy.base_url=http://user:{URL_SECRET}@{server.host}/v1,http://{server.host}/v1",
+             f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}"],
+            cwd=REPO, capture_output=True, text=True, timeout=600)
+    finally:
+        server.loopback.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(server.seen) == {KEY, URL_SECRET}  # both were sent, and echoed
+    written = [f for f in tmp_path.rglob("*") if f.is_file() and "data" not in f.parts]
+    assert any(f.name == "multirun.yaml" for f in written) and any(f.name == "run_bench.log" for f in written)
+    for secret in (KEY, URL_SECRET):
+        assert secret not in proc.stdout + proc.stderr
+        for f in written:
+            assert secret not in f.read_text(errors="replace"), f
+    errors = [json.loads(line)["error"]["message"] for f in written if f.name == "predictions.jsonl"
+              for line in f.read_text().splitlines()]
+    assert len(errors) == 2 and all("Incorrect API key provided: <redacted>" in e for e in errors), errors

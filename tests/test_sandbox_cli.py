@@ -23,13 +23,18 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 and bwrap_problem() is not Non
                                 reason="a normal user without unprivileged user namespaces gets the fallback")
 
 
-@pytest.fixture(scope="module")
-def probe_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reasonseg")
+def _small_reasonseg(root: Path) -> Path:
+    """A ReasonSeg-format root holding one demo image (coffee_cup)."""
     (root / "val/instances").mkdir(parents=True)
     for suffix in (".jpg", ".json"):
         shutil.copy(REPO / "demo/reasonseg/val" / f"coffee_cup{suffix}", root / "val")
     shutil.copy(REPO / "demo/reasonseg/val/instances/coffee_cup.json", root / "val/instances")
+    return root
+
+
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory):
+    root = _small_reasonseg(tmp_path_factory.mktemp("reasonseg"))
     runs = tmp_path_factory.mktemp("runs")
     hostname = Path("/proc/sys/kernel/hostname").read_text()
     proc = subprocess.run(
