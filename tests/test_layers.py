@@ -24,24 +24,40 @@ ALLOWED = {
 }
 
 
+def imported_names(path: Path) -> list[str]:
+    """The absolute module names a .py file imports, lazy imports inside functions included."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
 def package_imports() -> dict[str, dict[str, set[str]]]:
     """{package: {imported package: {importing module file, ...}}} over every .py file, lazy
     imports inside functions included."""
     out: dict[str, dict[str, set[str]]] = {p: {} for p in ALLOWED}
     for package in ALLOWED:
         for path in (REPO / FOLDERS[package]).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module]
-                else:
-                    continue
-                for name in names:
-                    parts = name.split(".")
-                    top = parts[1] if parts[0] == "rvt_bench" and len(parts) > 1 else parts[0]
-                    if top in ALLOWED and top != package:
-                        out[package].setdefault(top, set()).add(str(path.relative_to(REPO)))
+            for name in imported_names(path):
+                parts = name.split(".")
+                top = parts[1] if parts[0] == "rvt_bench" and len(parts) > 1 else parts[0]
+                if top in ALLOWED and top != package:
+                    out[package].setdefault(top, set()).add(str(path.relative_to(REPO)))
+    return out
+
+
+def sandbox_imports() -> dict[str, list[str]]:
+    """{module file of adapters/sandbox: [what it imports of ours outside core and the sandbox]}:
+    the sandbox runs code and knows no model (no twin, no policy, no rollout)."""
+    out: dict[str, list[str]] = {}
+    for path in (REPO / "adapters" / "sandbox").rglob("*.py"):
+        wrong = [n for n in imported_names(path) if n.split(".")[0] in ("rvt_bench", *ALLOWED)
+                 and not n.startswith(("rvt_bench.core", "rvt_bench.adapters.sandbox"))]
+        if wrong:
+            out[str(path.relative_to(REPO))] = wrong
     return out
 
 
@@ -65,3 +81,15 @@ def test_the_layer_check_sees_a_planted_upward_import(tmp_path, monkeypatch):
     (tmp_path / "bench" / "core" / "bad.py").write_text("def f():\n    from rvt_bench.harness import runner\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert package_imports()["core"] == {"harness": {"bench/core/bad.py"}}
+
+
+def test_the_sandbox_imports_only_core_and_itself():
+    assert sandbox_imports() == {}
+
+
+def test_the_sandbox_check_sees_a_planted_twin_import(tmp_path, monkeypatch):
+    (tmp_path / "adapters" / "sandbox").mkdir(parents=True)
+    (tmp_path / "adapters" / "sandbox" / "bad.py").write_text(
+        "def f():\n    from rvt_bench.adapters.twin.schema import Twin\n    import rvt_bench.core.types\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert sandbox_imports() == {"adapters/sandbox/bad.py": ["rvt_bench.adapters.twin.schema"]}

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import weakref
 from typing import Any
 
 from rvt_bench.adapters.sandbox import protocol, world
@@ -22,8 +21,9 @@ from rvt_bench.core.types import SandboxError
 
 log = logging.getLogger(__name__)
 
-LIVE: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
-"""Every sandbox not yet killed (rvt_bench.adapters.sandbox.pool.close_pools ends them at exit)."""
+LIVE: "set[Sandbox]" = set()
+"""Every sandbox not yet killed, held until it is (rvt_bench.adapters.sandbox.pool.close_pools ends
+them at exit; a sandbox dropped without kill() must not slip out of that list)."""
 _READY_BYTES = 4096
 
 
@@ -42,7 +42,7 @@ class Sandbox:
         self.ready = False
         self.dead = False
         self._buf = bytearray()
-        self._loaded: Any = None          # the payload the interpreter holds
+        self._loaded: Any = None          # the payload the interpreter holds (None: none yet, or an empty one)
         self._pending: bytes | None = None  # its load message, sent along with the next run
         LIVE.add(self)
         os.set_blocking(proc.stdout.fileno(), False)
@@ -127,9 +127,9 @@ class Sandbox:
         "rles": {id: {frame index: COCO RLE}}}} (adapters/sandbox/child.py)."""
         if payload is self._loaded:
             return
-        payload = payload or {}
-        self._pending = protocol.frame({"op": "load", "variables": payload.get("variables") or {},
-                                        "masks": payload.get("masks")})
+        given = payload or {}
+        self._pending = protocol.frame({"op": "load", "variables": given.get("variables") or {},
+                                        "masks": given.get("masks")})
         self._loaded = payload
 
     def run(self, code: str) -> SandboxResult:
