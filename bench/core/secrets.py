@@ -65,13 +65,13 @@ def scrub(text: str) -> str:
     """`text` with every remembered secret and every URL credential replaced by MASK."""
     if not text:
         return text
+    if "://" in text:
+        text = _URL_USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
     with _lock:
         known = sorted(_known, key=len, reverse=True)
     for value in known:
         if value in text:
             text = text.replace(value, MASK)
-    if "://" in text:
-        text = _URL_USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
     return text
 
 
