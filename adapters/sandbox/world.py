@@ -141,7 +141,8 @@ def symlinks_on(path: str) -> list[tuple[str, str]]:
     """(where the link lies, what it holds) for every symbolic link met while resolving `path`, in
     the order the kernel meets them; each link's directory is a real path. Raises OSError on a loop."""
     out: list[tuple[str, str]] = []
-    parts = list(Path(os.path.abspath(path)).parts[1:])
+    # ".." is resolved after the links before it, as the kernel does (os.path.abspath would not)
+    parts = (path if os.path.isabs(path) else os.path.join(os.getcwd(), path)).split("/")
     current = "/"
     while parts:
         name = parts.pop(0)
@@ -160,7 +161,7 @@ def symlinks_on(path: str) -> list[tuple[str, str]]:
             raise OSError(f"too many levels of symbolic links resolving {path}")
         if os.path.isabs(target):
             current = "/"
-        parts = [p for p in Path(target).parts if p != "/"] + parts
+        parts = target.split("/") + parts
     return out
 
 
