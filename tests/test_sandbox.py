@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from rvt_bench.adapters.sandbox.child import rle_decode
-from rvt_bench.adapters.sandbox import preflight as preflight_mod
 from rvt_bench.adapters.sandbox.runner import (TRUNCATION_MARK, SandboxPool, SandboxSettings, bwrap_problem, get_pool,
                                                preflight, run_code, settings_from)
 from rvt_bench.adapters.twin.builder import build_twin
@@ -191,13 +190,28 @@ def test_pool_hands_out_started_interpreters_and_refills(twin):
         pool.close()
 
 
+@pytest.fixture
+def no_user_namespaces(tmp_path, monkeypatch):
+    """bwrap as on a kernel without unprivileged user namespaces: it prints bubblewrap's message and fails."""
+    from rvt_bench.adapters.sandbox import world
+
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(world, "bwrap_path", lambda: str(fake))
+    bwrap_problem.cache_clear()
+    yield
+    bwrap_problem.cache_clear()
+
+
 @pytest.mark.parametrize("isolation", ["auto", "bwrap"])
-def test_without_bwrap_auto_and_bwrap_stop_naming_the_one_unsandboxed_setting(monkeypatch, isolation):
-    monkeypatch.setattr(preflight_mod, "bwrap_problem", lambda: "user namespaces are disabled")
+def test_without_bwrap_auto_and_bwrap_stop_naming_the_one_unsandboxed_setting(no_user_namespaces, isolation):
     with pytest.raises(SandboxError) as err:
         preflight(SandboxSettings(isolation=isolation, pool_size=0, timeout_s=3.0), "model.sandbox")
     line = str(err.value)
-    assert "user namespaces are disabled" in line and "model.sandbox.isolation=none" in line and "\n" not in line
+    assert line.startswith("model-written code runs only inside bubblewrap, which cannot start here")
+    assert "No permissions to create new namespace" in line and "model.sandbox.isolation=none" in line
+    assert "\n" not in line
 
 
 def test_a_sandbox_without_bwrap_never_falls_back_to_running_the_code(monkeypatch, twin):

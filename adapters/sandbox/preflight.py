@@ -63,12 +63,6 @@ def preflight(settings: SandboxSettings, key: str = "model.sandbox") -> str:
     mode = settings.mode
     if settings in _passed:
         return mode
-    if mode == "bwrap":
-        problem = bwrap_problem()
-        if problem is not None:
-            raise SandboxError(f"model-written code runs only inside bubblewrap, which cannot start here: {problem}; "
-                               f"fix that (docs/sandbox.md), or set {key}.isolation=none to run the code unsandboxed "
-                               "as this user (only for code you trust)")
     session = get_pool(settings).session()
     try:
         result = session.execute(PROBE_CODE, PROBE_PAYLOAD)
@@ -78,6 +72,12 @@ def preflight(settings: SandboxSettings, key: str = "model.sandbox") -> str:
     finally:
         session.close()
     if why is not None:
+        # Which one failed: bubblewrap itself (then only isolation=none runs code here), or these limits?
+        problem = bwrap_problem() if mode == "bwrap" else None
+        if problem is not None:
+            raise SandboxError(f"model-written code runs only inside bubblewrap, which cannot start here: {problem}; "
+                               f"fix that (docs/sandbox.md), or set {key}.isolation=none to run the code unsandboxed "
+                               "as this user (only for code you trust)")
         raise SandboxError(f"a sandbox with {key}.memory_mb={settings.memory_mb} timeout_s={settings.timeout_s:g} "
                            f"start_timeout_s={settings.start_timeout_s:g} (isolation {mode}) cannot run a probe round "
                            f"here: {why}; raise the limit that ran out (docs/sandbox.md)")
