@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,9 @@ from omegaconf import DictConfig, OmegaConf
 
 import rvt_bench.harness.config  # noqa: F401  registers the config schemas (conf/train/dtr1_grpo.yaml uses one)
 from rvt_bench.adapters.dtr1.config import limits_from
+from rvt_bench.core import secrets
 from rvt_bench.harness.cli import exit_on_known_errors
+from rvt_bench.harness.secrets import hide_secret_overrides
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Sample, first_line
 
 
@@ -132,6 +135,12 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
         raise AdapterError(f"reward.ablation {cfg.reward.ablation!r} unknown; expected one of {list(cfg.reward.ablations)}")
     samples = load_samples(cfg)
     by_key = {sample_key(s): s for s in samples}
+    r = cfg.rollout
+    rollout_func = DTR1RolloutFunc(
+        by_key, instantiate(cfg.perception), limits_from(r),
+        sandbox=OmegaConf.to_container(r.sandbox, resolve=True), policy=policy, batch_size=int(r.batch_size),
+    )
+    rollout_func.preflight()  # bubblewrap or stop, before a model is loaded (one line naming rollout.sandbox)
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
@@ -155,11 +164,6 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
         from rvt_bench.metrics.judge import make_judge
 
         judge = make_judge(OmegaConf.to_container(cfg.reward.judge, resolve=True))
-    r = cfg.rollout
-    rollout_func = DTR1RolloutFunc(
-        by_key, instantiate(cfg.perception), limits_from(r),
-        sandbox=OmegaConf.to_container(r.sandbox, resolve=True), policy=policy, batch_size=int(r.batch_size),
-    )
     args = GRPOConfig(output_dir=str(cfg.output_dir), reward_weights=[weights[t] for t in TERMS], **grpo)
     trainer = GRPOTrainer(
         model=model,
@@ -175,6 +179,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
 
 @hydra.main(config_path="conf", config_name="train/dtr1_grpo", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    secrets.remember_config(OmegaConf.to_container(cfg, resolve=False))
     trainer = exit_on_known_errors(lambda: build_trainer(cfg))
     trainer.train()
     final = Path(cfg.output_dir) / "final"
@@ -184,4 +189,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    # Secrets never reach Hydra's files nor any line we print (rvt_bench.harness.secrets).
+    secrets.scrub_logs()
+    secrets.remember_environment()
+    sys.argv = [sys.argv[0], *hide_secret_overrides(sys.argv[1:])]
     main()

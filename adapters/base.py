@@ -93,6 +93,13 @@ class Adapter(ABC):
         server that is down stops the run with one message instead of failing every sample. The
         default checks nothing."""
 
+    def code_isolation(self) -> str | None:
+        """How the code this model writes is contained: "bwrap" (bubblewrap; docs/sandbox.md) or
+        "none" (unsandboxed, asked for by name), recorded with the run (manifest.json, summary,
+        report, the leaderboard's `sandbox` column). None (the default): the model runs no code
+        of its own."""
+        return None
+
     def close(self) -> None:
         """Release models, processes and files; the default has nothing to release."""
 

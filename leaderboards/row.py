@@ -52,6 +52,14 @@ def git_shas(run_dir: Path) -> str:
     return ";".join(dict.fromkeys(shas))
 
 
+def run_sandbox(manifest: dict[str, Any]) -> str:
+    """How model-written code ran over every invocation of a run (manifest.json "sandbox" and its
+    resumes'): "none" when any ran it unsandboxed (model.sandbox.isolation=none), else "bwrap", or
+    "" when the model runs no code of its own."""
+    seen = {str(entry.get("sandbox")) for entry in [manifest, *(manifest.get("resumes") or [])] if entry.get("sandbox")}
+    return "none" if "none" in seen else ("bwrap" if "bwrap" in seen else "")
+
+
 def component_name(node: Any) -> str:
     """Short name of a configured component: its `name`, `model`, or class (with `:runtime`)."""
     if not isinstance(node, dict):
@@ -72,7 +80,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     (rvt_bench.leaderboards.tables.cell_keys, with intervals where metrics.json has them),
     judge_failure_rate, the numeric measures of the model's own report ("adapter/<key>",
     metrics.json adapter_report.measures, in their unit), n, failures, parse_rate, data_errors,
-    then provenance: git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
+    then provenance: sandbox (run_sandbox: "bwrap", "none" or empty), git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
     decoding (the report's "grammar" | "free"; empty for a model that decodes under no grammar),
     sampling (JSON: the sampling settings of the model and policy), model_ids (JSON), date (UTC),
     run_dir, overrides, data_source (JSON: metrics.json "data_source", {} for local files).
@@ -105,7 +113,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
     row.update(
         n=metrics["n"], failures=metrics["failures"], parse_rate=_number(metrics["parse_rate"]),
-        data_errors=metrics.get("data_errors", 0), git_sha=git_shas(run_dir),
+        data_errors=metrics.get("data_errors", 0), sandbox=run_sandbox(manifest), git_sha=git_shas(run_dir),
         packages_digest=packages_digest(manifest.get("packages") or {}),
         protocol=metrics.get("protocol"), protocol_version=metrics.get("protocol_version"),
         protocol_variants=json.dumps(metrics.get("protocol_variants") or {}, sort_keys=True),

@@ -1,4 +1,4 @@
-"""Round trip of one <execute> through the sandbox (adapters/sandbox/runner.py), beside a cold
+"""Round trip of one <execute> through the sandbox (adapters/sandbox/), beside a cold
 `python -c` start measured in the same run.
 
     python perf/bench_sandbox.py [--n 50] [--isolation auto]
@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--isolation", default="auto")
     ap.add_argument("--gen-ms", type=float, default=700.0, help="model generation time simulated between samples")
     args = ap.parse_args()
-    twin = build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception())
+    twin = build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception()).to_code_payload()  # what the code sees
     pool = get_pool(SandboxSettings(isolation=args.isolation, pool_size=2))
     print(f"isolation: {pool.mode}")
     for name, code in SNIPPETS.items():

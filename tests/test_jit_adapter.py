@@ -170,3 +170,12 @@ def test_program_prompt_ends_with_its_output_contract():
     assert text.endswith('The program must print one line: json.dumps({"ids": [the ids of the objects the query '
                          'refers to]}).\nReply with the code only.')
     assert text.startswith("You write a Python program that answers a query from a scene graph.")
+
+
+def test_the_preflight_checks_the_programs_sandbox_and_reports_its_isolation():
+    from rvt_bench.core.types import SandboxError
+
+    with pytest.raises(SandboxError, match=r"model\.sandbox\.memory_mb=100 .* cannot run a probe round"):
+        make(sandbox={"memory_mb": 100}).preflight()
+    assert make().code_isolation() == "bwrap"
+    assert make(sandbox={"isolation": "none"}).code_isolation() == "none"

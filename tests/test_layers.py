@@ -47,6 +47,17 @@ def imported_modules(package: str) -> dict[str, set[str]]:
     return out
 
 
+def imported_names(path: Path) -> list[str]:
+    """The absolute module names a .py file imports, lazy imports inside functions included."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
 def package_imports() -> dict[str, dict[str, set[str]]]:
     """{package: {imported package: {importing module file, ...}}} over every .py file, lazy
     imports inside functions included."""
@@ -57,6 +68,18 @@ def package_imports() -> dict[str, dict[str, set[str]]]:
             top = parts[1] if parts[0] == "rvt_bench" and len(parts) > 1 else parts[0]
             if top in ALLOWED and top != package:
                 out[package].setdefault(top, set()).update(files)
+    return out
+
+
+def sandbox_imports() -> dict[str, list[str]]:
+    """{module file of adapters/sandbox: [what it imports of ours outside core and the sandbox]}:
+    the sandbox runs code and knows no model (no twin, no policy, no rollout)."""
+    out: dict[str, list[str]] = {}
+    for path in (REPO / "adapters" / "sandbox").rglob("*.py"):
+        wrong = [n for n in imported_names(path) if n.split(".")[0] in ("rvt_bench", *ALLOWED)
+                 and not n.startswith(("rvt_bench.core", "rvt_bench.adapters.sandbox"))]
+        if wrong:
+            out[str(path.relative_to(REPO))] = wrong
     return out
 
 
@@ -104,3 +127,15 @@ def test_the_interface_check_sees_a_planted_model_import(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert beyond_the_interface("harness") == {"rvt_bench.adapters.dtr1.tags": ["bench/harness/bad.py"],
                                                "rvt_bench.adapters.twin.dag": ["bench/harness/bad.py"]}
+
+
+def test_the_sandbox_imports_only_core_and_itself():
+    assert sandbox_imports() == {}
+
+
+def test_the_sandbox_check_sees_a_planted_twin_import(tmp_path, monkeypatch):
+    (tmp_path / "adapters" / "sandbox").mkdir(parents=True)
+    (tmp_path / "adapters" / "sandbox" / "bad.py").write_text(
+        "def f():\n    from rvt_bench.adapters.twin.schema import Twin\n    import rvt_bench.core.types\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert sandbox_imports() == {"adapters/sandbox/bad.py": ["rvt_bench.adapters.twin.schema"]}

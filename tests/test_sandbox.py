@@ -15,7 +15,7 @@ import pytest
 
 from rvt_bench.adapters.sandbox.child import rle_decode
 from rvt_bench.adapters.sandbox.runner import (TRUNCATION_MARK, SandboxPool, SandboxSettings, bwrap_problem, get_pool,
-                                               run_code, settings_from)
+                                               preflight, run_code, settings_from)
 from rvt_bench.adapters.twin.builder import build_twin
 from rvt_bench.adapters.twin.oracle import OraclePerception
 from rvt_bench.core import masks as mask_io
@@ -31,7 +31,8 @@ needs_bwrap = pytest.mark.skipif(os.geteuid() != 0 and bwrap_problem() is not No
 
 @pytest.fixture(scope="module")
 def twin():
-    return build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception())
+    """What code sees of a twin: the plain JSON payload the sandbox loads (Twin.to_code_payload)."""
+    return build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception()).to_code_payload()
 
 
 def test_prints_come_back(twin):
@@ -189,26 +190,49 @@ def test_pool_hands_out_started_interpreters_and_refills(twin):
         pool.close()
 
 
-@needs_bwrap
-def test_bwrap_isolation_refuses_to_start_without_bwrap(twin, monkeypatch):
-    import rvt_bench.adapters.sandbox.runner as runner
+@pytest.fixture
+def no_user_namespaces(tmp_path, monkeypatch):
+    """bwrap as on a kernel without unprivileged user namespaces: it prints bubblewrap's message and fails."""
+    from rvt_bench.adapters.sandbox import world
 
-    monkeypatch.setattr(runner, "bwrap_problem", lambda: "no bwrap executable")
-    with pytest.raises(SandboxError, match="bwrap cannot run here: no bwrap executable"):
-        SandboxPool(SandboxSettings(isolation="bwrap", pool_size=0))
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(world, "bwrap_path", lambda: str(fake))
+    bwrap_problem.cache_clear()
+    yield
+    bwrap_problem.cache_clear()
 
 
-def test_auto_falls_back_to_none_with_a_loud_warning(twin, monkeypatch, caplog):
-    import rvt_bench.adapters.sandbox.runner as runner
+@pytest.mark.parametrize("isolation", ["auto", "bwrap"])
+def test_without_bwrap_auto_and_bwrap_stop_naming_the_one_unsandboxed_setting(no_user_namespaces, isolation):
+    with pytest.raises(SandboxError) as err:
+        preflight(SandboxSettings(isolation=isolation, pool_size=0, timeout_s=3.0), "model.sandbox")
+    line = str(err.value)
+    assert line.startswith("model-written code runs only inside bubblewrap, which cannot start here")
+    assert "No permissions to create new namespace" in line and "model.sandbox.isolation=none" in line
+    assert "\n" not in line
 
-    monkeypatch.setattr(runner, "bwrap_problem", lambda: "user namespaces are disabled")
-    monkeypatch.setattr(runner, "_warned_fallback", False)
-    pool = SandboxPool(SandboxSettings(isolation="auto", pool_size=0))
-    try:
-        assert pool.mode == "none"
-        assert "SANDBOX NOT ISOLATED" in caplog.text and "user namespaces are disabled" in caplog.text
-    finally:
-        pool.close()
+
+def test_a_sandbox_without_bwrap_never_falls_back_to_running_the_code(monkeypatch, twin):
+    # the pool itself has no fallback either: no bwrap executable, no code run at all
+    from rvt_bench.adapters.sandbox import world
+
+    monkeypatch.setattr(world, "bwrap_path", lambda: None)
+    with pytest.raises(SandboxError, match="no bwrap executable"):
+        run_code("print(1)", twin, isolation="auto", pool_size=0, timeout_s=2.0)
+
+
+def test_too_little_memory_is_found_by_the_preflight_in_one_line():
+    with pytest.raises(SandboxError) as err:
+        preflight(SandboxSettings(memory_mb=100, pool_size=0), "model.sandbox")
+    line = str(err.value)
+    assert "model.sandbox.memory_mb=100" in line and "did not import" in line and "\n" not in line, line
+
+
+def test_isolation_none_passes_the_preflight_with_a_banner(caplog):
+    assert preflight(SandboxSettings(isolation="none", pool_size=0, timeout_s=9.0), "rollout.sandbox") == "none"
+    assert "SANDBOX OFF (rollout.sandbox.isolation=none)" in caplog.text
 
 
 # --- nothing outlives the harness ----------------------------------------------------------------
@@ -219,7 +243,7 @@ HARNESS = textwrap.dedent("""
     from rvt_bench.adapters.twin.builder import build_twin
     from rvt_bench.adapters.twin.oracle import OraclePerception
     from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
-    twin = build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception())
+    twin = build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception()).to_code_payload()
     session = get_pool(SandboxSettings(timeout_s=60.0, pool_size=1)).session()
     out = session.execute("import os\\nprint(os.getuid())", twin)
     print(json.dumps({"uid": int(out.output)}), flush=True)

@@ -4,6 +4,7 @@ the outcome the model gets back (`reason` and its one line), and that the harnes
 unaffected (autouse `host_unchanged`). Runs as CI runs: as root, where bubblewrap needs no user
 namespaces, so none of these skip there; isolation="bwrap" makes a missing sandbox a failure."""
 import errno
+import json
 import os
 import resource
 import socket
@@ -36,7 +37,8 @@ def pool():
 
 @pytest.fixture(scope="module")
 def twin():
-    return build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception())
+    """What code sees of a twin: the plain JSON payload the sandbox loads (Twin.to_code_payload)."""
+    return build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception()).to_code_payload()
 
 
 @pytest.fixture
@@ -85,9 +87,9 @@ def _error(result, startswith: str):
 # --- host-global writes ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path, expected", [
-    ("/proc/sys/kernel/core_pattern", "PermissionError"),
-    ("/proc/sys/kernel/hostname", "PermissionError"),
-    ("/proc/sysrq-trigger", ("PermissionError", "FileNotFoundError")),  # absent on some kernels
+    ("/proc/sys/kernel/core_pattern", "OSError: [Errno 30] Read-only file system"),
+    ("/proc/sys/kernel/hostname", "OSError: [Errno 30] Read-only file system"),
+    ("/proc/sysrq-trigger", ("OSError: [Errno 30]", "PermissionError", "FileNotFoundError")),  # absent on some kernels
     ("/sys/kernel/mm/transparent_hugepage/enabled", "FileNotFoundError"),
     ("/sys/fs/cgroup/cgroup.procs", "FileNotFoundError"),
 ])
@@ -219,11 +221,9 @@ def _listener(kind: str, tmp_path: Path):
     return srv, addr, got, t
 
 
-@pytest.mark.parametrize("kind, family, kind_const", [
-    ("tcp", "AF_INET", "SOCK_STREAM"), ("udp", "AF_INET", "SOCK_DGRAM"),
-    ("unix", "AF_UNIX", "SOCK_STREAM"), ("abstract", "AF_UNIX", "SOCK_STREAM"),
-])
-def test_host_sockets_are_unreachable(attack, tmp_path, kind, family, kind_const):
+@pytest.mark.parametrize("kind, family, kind_const", [("unix", "AF_UNIX", "SOCK_STREAM"),
+                                                       ("abstract", "AF_UNIX", "SOCK_STREAM")])
+def test_host_unix_sockets_are_unreachable(attack, tmp_path, kind, family, kind_const):
     srv, addr, got, t = _listener(kind, tmp_path)
     try:
         code = (f"import socket\ns = socket.socket(socket.{family}, socket.{kind_const})\n"
@@ -232,15 +232,26 @@ def test_host_sockets_are_unreachable(attack, tmp_path, kind, family, kind_const
     finally:
         t.join()
         srv.close()
-    if kind == "udp":  # connectionless: the datagram goes to the sandbox's own loopback, where nobody listens
-        assert result.reason == "ok"
-    else:
-        assert not result.ok and result.output.startswith(("ConnectionRefusedError", "FileNotFoundError")), result
+    assert not result.ok and result.output.startswith(("ConnectionRefusedError", "FileNotFoundError")), result
+    assert got == []
+
+
+@pytest.mark.parametrize("kind", ["tcp", "udp"])
+def test_host_ip_sockets_are_unreachable(attack, tmp_path, kind):
+    srv, addr, got, t = _listener(kind, tmp_path)
+    try:
+        const = "SOCK_STREAM" if kind == "tcp" else "SOCK_DGRAM"
+        result = attack(f"import socket\ns = socket.socket(socket.AF_INET, socket.{const})\n"
+                        f"s.connect({addr!r})\ns.send(b'{SECRET}')")
+    finally:
+        t.join()
+        srv.close()
+    _error(result, f"OSError: [Errno {errno.EAFNOSUPPORT}]")
     assert got == []
 
 
 def test_internet_is_unreachable(attack):
-    _error(attack("import socket\nsocket.create_connection(('8.8.8.8', 53), timeout=1)"), "OSError: [Errno 101]")
+    _error(attack("import socket\nsocket.create_connection(('8.8.8.8', 53), timeout=1)"), f"OSError: [Errno {errno.EAFNOSUPPORT}]")
 
 
 @pytest.mark.parametrize("family", [40, 17, 16, 38])  # AF_VSOCK, AF_PACKET, AF_NETLINK, AF_ALG
@@ -499,3 +510,197 @@ def test_keyboard_interrupt_in_the_code_does_not_interrupt_the_harness(attack):
 @pytest.mark.parametrize("module", ["rvt_bench.harness.runner", "rvt_bench.metrics.masks", "rvt_bench.adapters.dtr1.rewards", "rvt_bench.leaderboards.publish"])
 def test_the_harness_cannot_be_imported_to_change_scores(attack, module):
     _error(attack(f"import {module}"), "ModuleNotFoundError")
+
+
+# --- the seven holes of issue 23, each closed -----------------------------------------------------
+
+def _forge(body: str, then: str = "import time\ntime.sleep(30)") -> str:
+    """Code that writes one frame holding `body` (bytes literal source) on every fd that may be the
+    reply channel, then `then`."""
+    return ("import os, struct\n"
+            f"body = {body}\n"
+            "for fd in range(3, 10):\n"
+            "    try:\n"
+            "        os.write(fd, struct.pack('>I', len(body)) + body)\n"
+            "    except OSError:\n"
+            "        pass\n" + then)
+
+
+DEEP_REPLY = _forge("b'[' * 20000 + b']' * 20000")  # within the size bound, deeper than any parser's recursion
+
+
+def test_1_a_deeply_nested_reply_is_the_models_protocol_outcome(attack):
+    start = time.monotonic()
+    result = attack(DEEP_REPLY)
+    assert (result.ok, result.reason) == (False, "protocol") and "nests deeper" in result.output
+    assert time.monotonic() - start < 4
+
+
+def _scripted_samples(n: int):
+    # distinct queries: the scripted policy replays its script for every distinct chat
+    from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+
+    samples = []
+    for i in range(n):
+        s = synthetic_sample()
+        s.id, s.query = f"synthetic/{i}", f"the ball, take {i}"
+        samples.append(s)
+    turns = ['<think>p</think><dt_plan>{"SAM2": []}</dt_plan>',
+             f"<think>x</think><execute>\n{DEEP_REPLY}</execute>",
+             '<think>a</think><task>segmentation</task><answer>{"instances": [2]}</answer>']
+    return samples, ScriptedPolicy(turns, per_rollout=True)
+
+
+def test_1_a_deeply_nested_reply_in_an_evaluation_batch_of_four_fails_no_sample():
+    from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+    from rvt_bench.harness.predict import predict_batch
+
+    samples, policy = _scripted_samples(4)
+    adapter = DTR1Adapter(policy=policy, perception=OraclePerception(), sandbox={"timeout_s": 5.0, "isolation": "bwrap"})
+    preds = predict_batch(adapter, samples, fail_fast=False)
+    assert [p.error for p in preds] == [None] * 4
+    for p in preds:
+        assert [e["reason"] for e in p.trace["events"] if e["stage"] == "execute"] == ["protocol"]
+
+
+def test_1_a_deeply_nested_reply_in_grpo_rollouts_is_the_policys_outcome():
+    from rvt_bench.adapters.dtr1 import prompt as prompts
+    from rvt_bench.adapters.dtr1.rollout import Rollout, RolloutLimits, run_rollouts
+    from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc
+    from rvt_bench.adapters.twin.registry import describe_tools
+
+    samples, policy = _scripted_samples(4)
+    func = DTR1RolloutFunc({s.id: s for s in samples}, OraclePerception(), RolloutLimits(),
+                           sandbox={"timeout_s": 5.0, "isolation": "bwrap"}, policy=policy, batch_size=4)
+    jobs = [(prompts.messages(s, describe_tools(), 10), func._env(s)) for s in samples]
+    results = run_rollouts(policy, jobs, RolloutLimits())
+    assert all(isinstance(r, Rollout) for r in results), results
+    assert [[e["reason"] for e in r.events if e["stage"] == "execute"] for r in results] == [["protocol"]] * 4
+
+
+def test_2_no_ip_socket_holds_memory_outside_the_cgroup(pool, twin):
+    # Loopback TCP buffers are not charged to the memory cgroup: a sandbox filled 1.5 GiB of them at
+    # memory_mb=512 and ended "ok". No AF_INET / AF_INET6 socket can be made at all.
+    code = ("import socket\nsrv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\nsrv.bind(('127.0.0.1', 0))\n"
+            "srv.listen()\na = socket.create_connection(srv.getsockname())\nb, _ = srv.accept()\n"
+            "a.setblocking(False)\nheld = 0\n"
+            "while held < 64 * 2**20:\n    held += a.send(b'x' * 65536)\nprint(held)")
+    for family in ("AF_INET", "AF_INET6"):
+        for kind in ("SOCK_STREAM", "SOCK_DGRAM"):
+            session = pool.session()
+            try:
+                result = session.execute(code.replace("AF_INET, socket.SOCK_STREAM", f"{family}, socket.{kind}"), twin)
+            finally:
+                session.close()
+            _error(result, f"OSError: [Errno {errno.EAFNOSUPPORT}] Address family not supported")
+
+
+@pytest.mark.parametrize("error", [False, True])
+def test_5_non_ascii_output_at_a_large_limit_is_a_legal_reply(twin, error):
+    # JSON writes a character beyond the BMP as 12 bytes (two \\uXXXX escapes): the old bound of
+    # 4 bytes per character killed this sandbox as "output_limit".
+    pool = SandboxPool(SandboxSettings(timeout_s=5.0, max_output_chars=8192, isolation="bwrap", pool_size=0))
+    session = pool.session()
+    try:
+        code = "print('\\U0001F600' * 10000)" + ("\nraise ValueError('\\U0001F600' * 10000)" if error else "")
+        result = session.execute(code, twin)
+    finally:
+        session.close()
+        pool.close()
+    assert result.reason == ("error" if error else "ok"), result.output[:200]
+    assert len(result.output) == 8192 and result.output.startswith("ValueError: \U0001F600" if error else "\U0001F600")
+
+
+def test_6_a_reply_that_is_not_json_is_a_protocol_outcome_at_once(attack):
+    start = time.monotonic()
+    result = attack(_forge("b'{\"ok\": tru'"))
+    assert (result.ok, result.reason) == (False, "protocol") and "not JSON" in result.output
+    assert time.monotonic() - start < 3  # not the whole timeout_s
+
+
+@pytest.mark.parametrize("mode", ["as root (a fresh uid)", "as a user (a user namespace)"])
+def test_7_proc_sys_is_read_only_in_every_mode(twin, mode, monkeypatch):
+    from rvt_bench.adapters.sandbox import process
+
+    if mode.startswith("as root") and os.geteuid() != 0:
+        pytest.skip("the root mode needs the harness to run as root (CI does)")
+    with monkeypatch.context() as m:
+        if mode.startswith("as a user"):
+            m.setattr(process.os, "geteuid", lambda: 1000)  # bwrap_argv's user-namespace command line
+        box = process.Sandbox.start(SETTINGS)
+    try:
+        box.load(twin)
+        result = box.run("mounts = {l.split()[4]: l.split()[5].split(',')[0] for l in open('/proc/self/mountinfo')}\n"
+                         "print(mounts['/proc'], mounts['/proc/sys'])\n"
+                         "open('/proc/sys/kernel/hostname', 'w').write('pwned')")
+    finally:
+        box.kill()
+    assert result.output.startswith("OSError: [Errno 30] Read-only file system: '/proc/sys/kernel/hostname'"), result
+
+
+KEY = "sk-key-the-server-echoes-0123456789"
+URL_SECRET = "url-password-0123456789"
+
+
+class _EchoingServer:
+    """An OpenAI-compatible server that lists one model and answers every completion with HTTP 401
+    quoting the credential it was sent, as servers do ("Incorrect API key provided: ...")."""
+
+    def __init__(self):
+        import base64
+        import json
+
+        from tests.loopback import JSONHandler, Loopback
+
+        self.seen: list[str] = []
+        seen = self.seen
+
+        class Handler(JSONHandler):
+            def do_GET(self):
+                self.send_json(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                scheme, _, cred = (self.headers.get("Authorization") or "").partition(" ")
+                if scheme == "Basic":
+                    cred = base64.b64decode(cred).decode().partition(":")[2]
+                seen.append(cred)
+                self.send_json(401, json.dumps({"error": {"message": f"Incorrect API key provided: {cred}",
+                                                          "code": "invalid_api_key"}}).encode())
+
+        self.loopback = Loopback(Handler)
+        self.host = self.loopback.root.removeprefix("http://")
+
+
+def test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep(tmp_path):
+    # A sweep (-m) with policy.api_key on the command line, one point with a password inside
+    # policy.base_url, against a server that echoes the credential in its 401 body: Hydra's
+    # multirun.yaml and job logs, every run file, the leaderboard and the console stay clean.
+    import subprocess
+    import sys
+
+    from tests.test_sandbox_cli import _small_reasonseg
+
+    server = _EchoingServer()
+    root = _small_reasonseg(tmp_path / "data")
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "run_bench.py"), "-m", "+dataset=reasonseg", f"dataset.root={root}",
+             "dataset.split=val", "+model=dtr1", "policy=openai", "policy.model=m", "policy.chat_template=gemma3",
+             "policy.max_retries=0", f"policy.api_key={KEY}",
+             f"policy.base_url=http://user:{URL_SECRET}@{server.host}/v1,http://{server.host}/v1",
+             f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}"],
+            cwd=REPO, capture_output=True, text=True, timeout=600)
+    finally:
+        server.loopback.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(server.seen) == {KEY, URL_SECRET}  # both were sent, and echoed
+    written = [f for f in tmp_path.rglob("*") if f.is_file() and "data" not in f.parts]
+    assert any(f.name == "multirun.yaml" for f in written) and any(f.name == "run_bench.log" for f in written)
+    for secret in (KEY, URL_SECRET):
+        assert secret not in proc.stdout + proc.stderr
+        for f in written:
+            assert secret not in f.read_text(errors="replace"), f
+    errors = [json.loads(line)["error"]["message"] for f in written if f.name == "predictions.jsonl"
+              for line in f.read_text().splitlines()]
+    assert len(errors) == 2 and all("Incorrect API key provided: <redacted>" in e for e in errors), errors

@@ -206,3 +206,12 @@ def test_encode_rollout_masks_env_pieces_and_ends_finished_episodes_with_eos(bas
     assert (short.completion_ids, short.env_mask) == ([7, 8, 9] + ids(rep)[:1], [1, 1, 1, 0])
     empty = encode_rollout(tok, "P", [_seg("prefill", "<think>\n")], finished=False)
     assert (empty.completion_ids, empty.env_mask) == ([tok.eos_token_id], [0])
+
+
+def test_a_sandbox_that_cannot_run_a_round_stops_training_before_the_model_loads(tmp_path):
+    from rvt_bench.core.types import SandboxError
+
+    # base_model names nothing: the stop must come before any model or tokenizer is loaded
+    cfg = _cfg(tmp_path, tmp_path / "no-model-here", **{"rollout.sandbox.memory_mb": 100})
+    with pytest.raises(SandboxError, match=r"rollout\.sandbox\.memory_mb=100 .* cannot run a probe round"):
+        build_trainer(cfg, policy=TwoBranchPolicy())

@@ -104,6 +104,11 @@ class DTR1Adapter(Adapter):
         return limits
 
     def preflight(self) -> None:
+        """The policy, the vision tools' weights, and the sandbox (bubblewrap or stop, a probe round
+        under model.sandbox's limits: rvt_bench.adapters.sandbox.preflight)."""
+        from rvt_bench.adapters.sandbox.runner import preflight
+
+        preflight(self._sandbox_settings, "model.sandbox")
         self.policy.preflight()
         if hasattr(self.perception, "preflight"):  # weights of the vision tools (foundation perception)
             self.perception.preflight()
@@ -190,6 +195,9 @@ class DTR1Adapter(Adapter):
         result = attribute.attribute(list(run_dirs), examples)
         return Attribution(attribute.format_report(result), result)
 
+    def code_isolation(self) -> str:
+        return self._sandbox_settings.mode
+
     def _sandbox_pool(self):
         from rvt_bench.adapters.sandbox.runner import get_pool
 
@@ -197,18 +205,9 @@ class DTR1Adapter(Adapter):
 
     def _env(self, sample: Sample) -> RolloutEnv:
         """The real harness: DAG validation, twin builder over self.perception, sandbox."""
-        from rvt_bench.adapters.twin.builder import build_twin
-        from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
+        from rvt_bench.adapters.dtr1.env import sandbox_env
 
-        # The sample's own sandbox interpreter, taken from the pre-started pool (whose replacement
-        # starts now, while the policy generates); closed when the rollout ends.
-        session = self._sandbox_pool().session()
-        return RolloutEnv(
-            plan=lambda text: validate_dag(parse_dag(text)),
-            build_twin=lambda order: build_twin(sample, order, self.perception),
-            execute=session.execute,
-            close=session.close,
-        )
+        return sandbox_env(sample, self.perception, self._sandbox_pool())
 
 
 def _trace(rollout: Rollout) -> dict:

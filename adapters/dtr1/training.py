@@ -225,20 +225,18 @@ class DTR1RolloutFunc:
 
         return get_pool(self._sandbox_settings)
 
+    def preflight(self) -> None:
+        """Before training: the sandbox runs code here as rollout.sandbox asks (bubblewrap or stop;
+        rvt_bench.adapters.sandbox.preflight). Raises SandboxError with one line."""
+        from rvt_bench.adapters.sandbox.runner import preflight
+
+        preflight(self._sandbox_settings, "rollout.sandbox")
+
     def _env(self, sample: Sample) -> RolloutEnv:
         """The harness of rvt_bench.adapters.dtr1.adapter.DTR1Adapter._env: DAG validation, twin, sandbox."""
-        from rvt_bench.adapters.twin.builder import build_twin
-        from rvt_bench.adapters.twin.dag import parse_dag, validate_dag
+        from rvt_bench.adapters.dtr1.env import sandbox_env
 
-        # The sample's own sandbox interpreter, taken from the pre-started pool (whose replacement
-        # starts now, while the policy generates); closed when the rollout ends.
-        session = self._sandbox_pool().session()
-        return RolloutEnv(
-            plan=lambda text: validate_dag(parse_dag(text)),
-            build_twin=lambda order: build_twin(sample, order, self.perception),
-            execute=session.execute,
-            close=session.close,
-        )
+        return sandbox_env(sample, self.perception, self._sandbox_pool())
 
 
 def _episode(sample: Sample, result: Rollout | AdapterError) -> Episode:

@@ -139,7 +139,17 @@ class JiTAdapter(Adapter):
         }
 
     def preflight(self) -> None:
+        """The policy, and the sandbox of the reasoning programs (bubblewrap or stop, a probe round
+        under model.sandbox's limits: rvt_bench.adapters.sandbox.preflight)."""
+        from rvt_bench.adapters.sandbox.runner import SandboxSettings, preflight
+
+        preflight(SandboxSettings(**self.sandbox), "model.sandbox")
         self.policy.preflight()
+
+    def code_isolation(self) -> str:
+        from rvt_bench.adapters.sandbox.runner import SandboxSettings
+
+        return SandboxSettings(**self.sandbox).mode
 
     def close(self) -> None:
         self.policy.close()
@@ -221,7 +231,9 @@ class JiTAdapter(Adapter):
                            trace, timings, stage_key="reasoning")
         code = program_code(reply)
         t0 = time.perf_counter()
-        result = run_code(f"graph = json.loads({json.dumps(graph)!r})\n" + code, twin, **self.sandbox)
+        payload = twin.to_code_payload()
+        payload["variables"]["graph"] = graph
+        result = run_code(code, payload, **self.sandbox)
         timings["sandbox"] = round(time.perf_counter() - t0, 4)
         trace["program_output"] = result.output
         if not result.ok:

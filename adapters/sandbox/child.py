@@ -1,18 +1,21 @@
-"""Entry script of a sandbox interpreter (started by rvt_bench.adapters.sandbox.runner, never imported by the
-harness). Self-contained: inside the sandbox only this file, the Python runtime and its libraries
-are visible, not the repository.
+"""Entry script of a sandbox interpreter (started by rvt_bench.adapters.sandbox.process, never
+imported by the harness). Self-contained: inside the sandbox only this file, the Python runtime and
+its libraries are visible, not the repository.
 
 Usage: ``python -I child.py '<json settings>'`` with settings {"nproc": int or null,
-"max_output_chars": int}. Protocol over pipes, every message a 4-byte big-endian length and that
-many bytes of UTF-8 JSON: requests arrive on fd 0, replies leave on the fd that was 1 at start (fd 1
-and 2 then point to /dev/null, so a C library or ``os.write(1, ...)`` cannot corrupt a reply).
-  start:   child -> {"ready": true} once NumPy and OpenCV are imported
-  load:    {"op": "load", "twin": {...}, "masks": {instance id: {frame index: RLE}}}  (no reply)
+"max_output_chars": int, "path": [directories to append to sys.path]}. Protocol over pipes, every
+message a 4-byte big-endian length and that many bytes of JSON (ASCII: non-ASCII text travels as
+\\u escapes): requests arrive on fd 0, replies leave on the fd that was 1 at start (fd 1 and 2 then
+point to /dev/null, so a C library or ``os.write(1, ...)`` cannot corrupt a reply).
+  start:   child -> {"ready": true} once NumPy and OpenCV are imported, or
+           {"ready": false, "error": "Type: message"} when they cannot be (then it exits)
+  load:    {"op": "load", "variables": {name: JSON value}, "masks": null or
+           {"shape": [T, H, W], "rles": {id: {frame index: COCO RLE}}}}  (no reply)
   run:     {"op": "run", "code": str} -> {"ok": bool, "output": str, "error": str | null}
-The code runs with ``twin``, ``masks`` (instance id -> (T, H, W) bool array, decoded lazily),
-``np``, ``cv2``, ``math`` and ``json`` in fresh globals each run; ``output`` holds at most
-max_output_chars + 1 characters of its stdout (the harness truncates and marks), ``error`` the
-exception's last traceback line. End of fd 0 ends the interpreter.
+The code runs with the loaded variables, ``masks`` (id -> (T, H, W) bool array, decoded lazily;
+absent when none were loaded), ``np``, ``cv2``, ``math`` and ``json`` in fresh globals each run;
+``output`` holds at most max_output_chars + 1 characters of its stdout (the harness truncates and
+marks), ``error`` the exception's last traceback line. End of fd 0 ends the interpreter.
 """
 from __future__ import annotations
 
@@ -65,18 +68,18 @@ def rle_decode(rle: dict, np):
 
 
 class LazyMasks(Mapping):
-    """instance id -> (T, H, W) bool array, decoded on first access (a twin may hold many masks and
-    the code usually reads few). Keys are ints; a digit string ("3") is accepted as the same id."""
+    """id -> (T, H, W) bool array, decoded on first access (a payload may hold many masks and the
+    code usually reads few). Keys are ints; a digit string ("3") is accepted as the same id."""
 
-    def __init__(self, rles: dict, num_frames: int, size: list, np_mod):
+    def __init__(self, rles: dict, shape: list, np_mod):
         self._rles = {int(k): v for k, v in rles.items()}
-        self._shape = (int(num_frames), int(size[0]), int(size[1]))
+        self._shape = (int(shape[0]), int(shape[1]), int(shape[2]))
         self._np, self._cache = np_mod, {}
 
     def __getitem__(self, key):
         iid = int(key) if isinstance(key, str) and key.strip().isdigit() else key
         if iid not in self._rles:
-            raise KeyError(f"no instance {key!r} in the twin (ids: {sorted(self._rles)})")
+            raise KeyError(f"no mask {key!r} (ids: {sorted(self._rles)})")
         if iid not in self._cache:
             out = self._np.zeros(self._shape, dtype=bool)
             for t, rle in self._rles[iid].items():
@@ -150,10 +153,12 @@ def _last_line(exc: BaseException, limit: int) -> str:
     return line[: limit + 1]
 
 
-def _run(code: str, twin, masks, np, cv2, limit: int) -> dict:
+def _run(code: str, variables: dict, masks, np, cv2, limit: int) -> dict:
     capture = _Capture(limit + 1)
-    scope = {"__name__": "__main__", "__builtins__": __builtins__, "twin": twin, "masks": masks,
-             "np": np, "cv2": cv2, "math": math, "json": json}
+    scope = {**variables, "__name__": "__main__", "__builtins__": __builtins__, "np": np, "cv2": cv2, "math": math,
+             "json": json}
+    if masks is not None:
+        scope["masks"] = masks
     sys.stdout = capture
     error = None
     try:
@@ -175,8 +180,13 @@ def main() -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     os.set_inheritable(reply_fd, False)
-    import cv2
-    import numpy as np
+    sys.path += [p for p in settings.get("path") or [] if p not in sys.path]
+    try:
+        import cv2
+        import numpy as np
+    except BaseException as exc:  # noqa: BLE001 - the harness is told why, in one line (a MemoryError at too little memory_mb)
+        _send(reply_fd, {"ready": False, "error": _last_line(exc, 300)})
+        os._exit(1)
 
     cv2.setNumThreads(1)
     if settings.get("nproc") is not None:
@@ -185,16 +195,17 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (settings["nproc"], settings["nproc"]))
     limit = int(settings["max_output_chars"])
     _send(reply_fd, {"ready": True})
-    twin, masks = None, None
+    variables, masks = {}, None
     while True:
         msg = _recv(0)
         if msg is None:
             os._exit(0)
         if msg["op"] == "load":
-            twin = msg["twin"]
-            masks = LazyMasks(msg["masks"], twin["video"]["num_frames"], twin["video"]["size"], np)
+            variables = dict(msg.get("variables") or {})
+            given = msg.get("masks")
+            masks = None if given is None else LazyMasks(given["rles"], given["shape"], np)
         elif msg["op"] == "run":
-            _send(reply_fd, _run(msg["code"], twin, masks, np, cv2, limit))
+            _send(reply_fd, _run(msg["code"], variables, masks, np, cv2, limit))
 
 
 if __name__ == "__main__":

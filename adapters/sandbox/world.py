@@ -1,13 +1,21 @@
 """The minimal world a sandbox interpreter sees, as a bubblewrap (bwrap) command line.
 
-Inside: a read-only Python runtime (this interpreter's prefixes and the directories its NumPy and
+Inside: a read-only Python runtime (this interpreter's prefixes, the directories its NumPy and
 OpenCV load from, /usr and the dynamic loader's cache), child.py read-only at /sandbox, a tmpfs
 scratch directory /scratch of `disk_mb` MiB (the working directory, HOME and TMPDIR), a /proc of
-its own PID namespace (/proc/sys read-only), a /dev with null, zero, random and urandom only, on a
-read-only tmpfs; no /sys, /tmp, /home, /root, /etc (beyond ld.so's files), dataset or run
-directories. New network (loopback only), PID, IPC, UTS and cgroup namespaces; a new session (no
-terminal to inject into); no_new_privs; no capabilities; every process dies with the harness
-(--die-with-parent on bwrap and on the PID namespace's init).
+its own PID namespace (/proc/sys and /proc/sysrq-trigger read-only), a /dev with null, zero, random
+and urandom only, on a read-only tmpfs; no /sys, /tmp, /home, /root, /etc (beyond ld.so's files),
+dataset or run directories. New network (loopback only), PID, IPC, UTS and cgroup namespaces; a
+new session (no terminal to inject into); no_new_privs; no capabilities; every process dies with
+the harness (--die-with-parent on bwrap and on the PID namespace's init).
+
+The interpreter runs by the very path this process runs by (`sys.executable`): the runtime is
+bound at its real paths and every symbolic link on the way to the executable and to the venv's
+base interpreter is made again inside, so a `.venv` that links to a venv elsewhere, a venv in a
+linked directory, `venv --copies`, pyenv, conda, uv and the system Python resolve inside as they
+do outside; where NumPy or OpenCV come from PYTHONPATH or the user site (which `python -I`
+ignores) their directories are handed to child.py. /scratch and /sandbox move aside (a suffix)
+when the runtime lies under them.
 
 Who the code runs as:
 - harness running as root (as in CI): bwrap runs privileged (no user namespace needed) and the
@@ -20,6 +28,8 @@ Who the code runs as:
 from __future__ import annotations
 
 import functools
+import importlib.util
+import json
 import logging
 import os
 import secrets
@@ -37,6 +47,7 @@ SANDBOX_DIR = "/sandbox"
 SCRATCH = "/scratch"
 DEVICES = ("null", "zero", "random", "urandom")
 REPO_ROOT = CHECKOUT or PACKAGE_DIR  # what the sandbox must never see
+SYSTEM_TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Random uids for root-mode sandboxes come from a range no distribution hands out to accounts.
 UID_RANGE = (1 << 24, 1 << 30)
 # Threads of the numeric libraries: one each, so RLIMIT_NPROC and the memory limit are not spent on
@@ -68,21 +79,19 @@ def bwrap_path() -> str | None:
 
 
 def runtime_paths() -> list[str]:
-    """Directories of the Python runtime to bind read-only: prefixes of this interpreter, its
+    """Directories of the Python runtime to bind read-only, as real paths (symbolic links
+    resolved): prefixes of this interpreter, the directory of its real executable, its
     site-packages and where numpy and cv2 really live (a user-site or PYTHONPATH install), minus
     those already under /usr or under another path of the list. A path that contains the
     repository (a prefix of "/" or of a home directory holding the checkout) is left out with a
     warning: binding it would show the code the datasets and runs."""
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                   str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    home = venv_home()
+    if home is not None:
+        candidates.add(str(Path(os.path.realpath(home)).parent))
     candidates.update(site.getsitepackages())
-    for mod in ("numpy", "cv2"):
-        try:
-            spec = __import__("importlib.util").util.find_spec(mod)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.origin:
-            candidates.add(str(Path(spec.origin).resolve().parent.parent))
+    candidates.update(import_paths())
     out: list[str] = []
     for raw in sorted({os.path.realpath(c) for c in candidates if c}, key=len):
         p = Path(raw)
@@ -97,9 +106,93 @@ def runtime_paths() -> list[str]:
     return out
 
 
+def import_paths() -> list[str]:
+    """Real directories the sandbox interpreter must add to its sys.path to import numpy and cv2
+    as this process does (`python -I` drops PYTHONPATH and the user site, where they may live)."""
+    out: list[str] = []
+    for mod in ("numpy", "cv2"):
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            path = str(Path(os.path.realpath(spec.origin)).parent.parent)
+            if path not in out:
+                out.append(path)
+    return out
+
+
+def venv_home() -> str | None:
+    """The `home` of this interpreter's pyvenv.cfg (the base interpreter's directory), None outside a venv."""
+    if sys.prefix == sys.base_prefix:
+        return None
+    try:
+        lines = (Path(sys.prefix) / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "home":
+            return value.strip() or None
+    return None
+
+
+def symlinks_on(path: str) -> list[tuple[str, str]]:
+    """(where the link lies, what it holds) for every symbolic link met while resolving `path`, in
+    the order the kernel meets them; each link's directory is a real path. Raises OSError on a loop."""
+    out: list[tuple[str, str]] = []
+    # ".." is resolved after the links before it, as the kernel does (os.path.abspath would not)
+    parts = (path if os.path.isabs(path) else os.path.join(os.getcwd(), path)).split("/")
+    current = "/"
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        step = os.path.join(current, name)
+        if not os.path.islink(step):
+            current = step
+            continue
+        target = os.readlink(step)
+        out.append((step, target))
+        if len(out) > 40:
+            raise OSError(f"too many levels of symbolic links resolving {path}")
+        if os.path.isabs(target):
+            current = "/"
+        parts = target.split("/") + parts
+    return out
+
+
+def runtime_links(bound: list[str]) -> list[tuple[str, str]]:
+    """The symbolic links the sandbox must hold for the interpreter to run by the very paths this
+    process uses (a `.venv` that links to a venv elsewhere, a venv in a linked directory, the
+    `home` of pyvenv.cfg reached through a link): those that do not already lie under /usr, the
+    system directories or a `bound` runtime path."""
+    paths = [sys.executable] + ([venv_home()] if venv_home() else [])
+    out: list[tuple[str, str]] = []
+    for path in paths:
+        for link, target in symlinks_on(path):
+            inside = [p for p in ("/usr", *SYSTEM_TOPS, *bound) if link == p or link.startswith(p.rstrip("/") + "/")]
+            if not inside and (link, target) not in out:
+                out.append((link, target))
+    return out
+
+
+def free_path(preferred: str, taken: list[str]) -> str:
+    """`preferred`, or `preferred` with a suffix when a runtime path or link lies at, inside or
+    above it (a venv under /scratch must not be hidden by the scratch tmpfs)."""
+    candidate, n = preferred, 0
+    while any(t == candidate or t.startswith(candidate + "/") or candidate.startswith(t.rstrip("/") + "/") for t in taken):
+        n += 1
+        candidate = f"{preferred}-rvt{n}"
+    return candidate
+
+
 def _system_binds() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+    for top in SYSTEM_TOPS:
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
@@ -112,19 +205,24 @@ def _system_binds() -> list[str]:
     return args
 
 
-def bwrap_argv(bwrap: str, settings_json: str, disk_mb: int, as_root: bool, seccomp_fd: int | None = None) -> list[str]:
+def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_fd: int | None = None) -> list[str]:
     """The full command line that starts one sandbox interpreter (see the module docstring).
-    seccomp_fd: an inherited fd holding a seccomp BPF program (rvt_bench.adapters.sandbox.seccomp) or None."""
+    settings: child.py's settings (its "path" is filled in here); seccomp_fd: an inherited fd
+    holding a seccomp BPF program (rvt_bench.adapters.sandbox.seccomp) or None. Raises OSError when
+    the interpreter's path cannot be resolved (a loop of links)."""
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
     if not as_root:
         args += ["--unshare-user", "--disable-userns"]
-    for key, value in ENV.items():
-        args += ["--setenv", key, value]
     runtime = runtime_paths()
+    links = runtime_links(runtime)
+    taken = runtime + [link for link, _ in links]
+    sandbox_dir, scratch = free_path(SANDBOX_DIR, taken), free_path(SCRATCH, taken)
+    for key, value in ENV.items():
+        args += ["--setenv", key, scratch if value == SCRATCH else value]
     # bwrap makes missing parents of a bind 0700 (root-owned): unreadable for the sandbox's uid.
     made: set[str] = set()
-    for target in [*runtime, "/etc/ld.so.cache", SANDBOX_DIR + "/child.py"]:
+    for target in [*runtime, *(link for link, _ in links), "/etc/ld.so.cache", sandbox_dir + "/child.py"]:
         for parent in reversed(Path(target).parents[:-1]):
             if str(parent) not in made and not str(parent).startswith("/usr"):
                 made.add(str(parent))
@@ -132,16 +230,22 @@ def bwrap_argv(bwrap: str, settings_json: str, disk_mb: int, as_root: bool, secc
     args += _system_binds()
     for p in runtime:
         args += ["--ro-bind", p, p]
-    args += ["--proc", "/proc", "--tmpfs", "/dev"]
+    for link, target in links:
+        args += ["--symlink", target, link]
+    # /proc of the sandbox's own PID namespace; its kernel knobs read-only in every mode (bwrap
+    # covers them only when its own access check says they are writable, which it does not as root).
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+             "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--tmpfs", "/dev"]
     for dev in DEVICES:
         args += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
+    child = f"{sandbox_dir}/child.py"
     args += ["--remount-ro", "/dev",
-             "--ro-bind", str(CHILD), f"{SANDBOX_DIR}/child.py",
-             "--perms", "0777", "--size", str(int(disk_mb) * 2**20), "--tmpfs", SCRATCH,
-             "--remount-ro", "/", "--chdir", SCRATCH]
+             "--ro-bind", str(CHILD), child,
+             "--perms", "0777", "--size", str(int(disk_mb) * 2**20), "--tmpfs", scratch,
+             "--remount-ro", "/", "--chdir", scratch]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
-    command = [sys.executable, "-I", f"{SANDBOX_DIR}/child.py", settings_json]
+    command = [sys.executable, "-I", child, json.dumps({**settings, "path": import_paths()})]
     if as_root:
         # bwrap keeps CAP_SETUID/CAP_SETGID for setpriv alone; setpriv drops them (and the
         # bounding set) when it switches to the sandbox's own uid, then execs Python.
@@ -152,3 +256,9 @@ def bwrap_argv(bwrap: str, settings_json: str, disk_mb: int, as_root: bool, secc
     else:
         args += ["--"]
     return args + command
+
+
+def plain_argv(settings: dict) -> list[str]:
+    """The command line of an unsandboxed interpreter (isolation "none"): this interpreter, by the
+    path this process runs it by."""
+    return [sys.executable, "-I", str(CHILD), json.dumps({**settings, "path": import_paths()})]

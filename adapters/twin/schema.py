@@ -167,6 +167,16 @@ class Twin:
             out[t] = mask_io.decode(self.masks[fr.mask])
         return out
 
+    def to_code_payload(self) -> dict:
+        """What model-written code sees of the twin, as the plain JSON payload the sandbox loads
+        (rvt_bench.adapters.sandbox.process.Sandbox.load): the variable ``twin`` (``to_llm_dict()``
+        unabridged) and ``masks`` (instance id -> per-frame COCO RLE, decoded in the sandbox into
+        (T, H, W) bool arrays)."""
+        height, width = self.size
+        rles = {str(inst.id): {str(t): self.masks[fr.mask] for t, fr in inst.frames.items()} for inst in self.instances}
+        return {"variables": {"twin": self.to_llm_dict()},
+                "masks": {"shape": [self.num_frames, height, width], "rles": rles}}
+
     # --- serialisation ------------------------------------------------------------------------
 
     def to_dict(self) -> dict:

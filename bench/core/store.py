@@ -6,7 +6,8 @@ Layout of one run directory (docs/architecture.md "Run directory"):
     scores.jsonl, metrics.json       derived by scoring; rewritten atomically (write + rename)
     .<file>.lock, .<file>.owner      RunLock: one invocation at a time per predictions file
     run.log                          diagnostics and full tracebacks of every invocation, appended
-No JSON file holds NaN or Infinity (``dumps``: null instead).
+No JSON file holds NaN or Infinity (``dumps``: null instead), and no file holds a secret the
+process knows (rvt_bench.core.secrets).
 A predictions file is never rewritten in place. The only repair is cutting a torn last line (a
 record cut short by a kill), which is then redone.
 """
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from rvt_bench.core.secrets import scrub
 from rvt_bench.core.types import Prediction, RunLockedError, RunStoreError
 
 log = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ class PredictionLog:
             line.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in model or code text: JSON's \u escapes carry it
             line = dumps(pred.to_dict(), ensure_ascii=True, separators=(",", ":"))
-        self._fh.write(line + "\n")
+        self._fh.write(scrub(line) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -230,8 +232,11 @@ def read_jsonl(path: str | Path) -> Iterator[dict]:
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write a whole file so that readers see either the old file or the complete new one: a unique
     temporary file beside it (safe with concurrent writers, threads or processes; the last rename
-    wins), flushed and fsynced, then os.replace. The temporary file is removed on any error."""
+    wins), flushed and fsynced, then os.replace. The temporary file is removed on any error. Text
+    is written without the secrets this process knows (rvt_bench.core.secrets.scrub)."""
     path = Path(path)
+    if isinstance(data, str):
+        data = scrub(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:32]}.", suffix=".tmp", dir=path.parent)
     try:

@@ -12,6 +12,7 @@ from typing import Callable, NoReturn, TypeVar
 
 from omegaconf.errors import MissingMandatoryValue
 
+from rvt_bench.core.secrets import scrub
 from rvt_bench.core.types import RunLockedError, RunStopped, RvtBenchError, ServerUnreachableError
 from rvt_bench.harness.stops import OS_STOPS as _OS_REASONS
 
@@ -106,7 +107,7 @@ def stop(reason: str, message: str) -> NoReturn:
     """Print `error: <message>` (or `stopped: ...` for Ctrl-C) on stderr and exit with EXIT_CODES[reason]."""
     prefix = "stopped" if reason == "interrupted" else "error"
     _close_progress_bars()
-    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+    print(f"{prefix}: {scrub(message)}", file=sys.stderr, flush=True)
     sys.exit(EXIT_CODES[reason])
 
 

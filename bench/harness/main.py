@@ -22,9 +22,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import rvt_bench.harness.config  # noqa: F401  registers the structured configs conf/ extends (run, leaderboard, judge, model)
+from rvt_bench.core import secrets
 from rvt_bench.core.paths import CONF_DIR
 from rvt_bench.harness.cli import exit_on_known_errors, stop
 from rvt_bench.harness.runner import format_summary, run
+from rvt_bench.harness.secrets import hide_secret_overrides
 
 DEFAULT_GROUPS = {"dataset": "demo", "model": "dtr1"}
 # `rvt-bench NAME ...`: the helpers on finished runs, each a module with main(argv)
@@ -224,7 +226,10 @@ def console(argv: list[str] | None = None) -> None:
 
         print(help_text())
         sys.exit(0)
-    argv = with_default_groups(argv)
+    # Secrets never reach Hydra (its multirun.yaml, logged overrides, job logs) nor any file or line we write.
+    secrets.scrub_logs()
+    secrets.remember_environment()
+    argv = hide_secret_overrides(with_default_groups(argv))
     sys.argv = [sys.argv[0]] + argv
     problem = unwritable_root(argv)
     if problem is not None:

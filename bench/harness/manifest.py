@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core.paths import CHECKOUT, PACKAGE_DIR
+from rvt_bench.core.secrets import MASK, SECRET_KEYS, scrub
 from rvt_bench.harness.names import with_registered_names
 
 REPO_ROOT = CHECKOUT or PACKAGE_DIR  # git reports the checkout; a wheel install has none
@@ -32,7 +33,6 @@ _VERSIONED_PACKAGES = (
 
 # Judge keys that decide verdicts; where it is served, how patiently, and caching do not.
 _SEMANTIC_JUDGE_KEYS = ("_target_", "model", "template", "template_version", "temperature", "max_tokens")
-SECRET_KEYS = ("api_key",)
 
 
 def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
     if isinstance(model.get("policy"), dict):
         model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
-    out = {"dataset": dataset, "model": _redact(model)}
+    out = {"dataset": dataset, "model": _redact(model, scrub_text=False)}  # what the fingerprint hashes: keys only
     judge = cfg.get("judge") or {}
     if judge.get("_target_"):
         out["judge"] = {k: judge.get(k) for k in _SEMANTIC_JUDGE_KEYS}
@@ -54,22 +54,30 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def redact(cfg: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a resolved config with secrets (api_key values) replaced, for files on disk."""
+    """A copy of a resolved config for files on disk: values of secret keys (api_key) replaced,
+    credentials inside URLs (`http://user:key@host`) and any secret this process knows scrubbed."""
     return _redact(cfg)
 
 
 def redact_overrides(args: list[str]) -> list[str]:
-    """Command-line overrides / argv with the values of secret keys (`...api_key=VALUE`) replaced."""
-    return [re.sub(r"^([+~]*[\w.]*(?:%s))=.+$" % "|".join(SECRET_KEYS), r"\1=<redacted>", a) for a in args]
+    """Command-line overrides / argv with the values of secret keys (`...api_key=VALUE`), secrets
+    moved out of the command line (rvt_bench.harness.secrets) and URL credentials replaced."""
+    out = []
+    for a in args:
+        a = re.sub(r"^([+~]*[\w.]*(?:%s))=.+$" % "|".join(SECRET_KEYS), r"\1=" + MASK, a)
+        out.append(scrub(re.sub(r"\$\{oc\.env:RVT_BENCH_SECRET_\d+\}", MASK, a)))
+    return out
 
 
-def _redact(node: Any) -> Any:
+def _redact(node: Any, scrub_text: bool = True) -> Any:
     if isinstance(node, dict):
         if "_overrides" in node:
             node = {**node, "_overrides": redact_overrides(list(node["_overrides"] or []))}
-        return {k: ("<redacted>" if k in SECRET_KEYS and v else _redact(v)) for k, v in node.items()}
+        return {k: (MASK if k in SECRET_KEYS and v else _redact(v, scrub_text)) for k, v in node.items()}
     if isinstance(node, list):
-        return [_redact(v) for v in node]
+        return [_redact(v, scrub_text) for v in node]
+    if isinstance(node, str) and scrub_text:
+        return scrub(node)
     return node
 
 

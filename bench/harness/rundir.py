@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from rvt_bench.core.store import RunLock, predictions_filename, write_json_atomic
 from rvt_bench.core.types import RunStoreError
 from rvt_bench.harness import manifest as manifest_mod
+from rvt_bench.leaderboards.row import run_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +135,18 @@ def refuse_other_config(run_dir: Path, fp: str) -> None:
                 f"choose another run.name or remove that directory")
 
 
-def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
+def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str, sandbox: str | None = None) -> None:
     """Write config.yaml and manifest.json for a new run; for a resumed one keep both and append
     this invocation to the manifest's `resumes` (warning when the code changed in between).
+    sandbox: how this invocation runs model-written code (Adapter.code_isolation), recorded as
+    the manifest's (or the resume's) "sandbox" when the model runs code.
     Refuses (RunStoreError) a run name that already holds another configuration."""
     cfg_path, manifest_path = run_dir / CONFIG, run_dir / MANIFEST
     body = manifest_mod.redact(OmegaConf.to_container(cfg, resolve=True))  # no api keys on disk
     body["_fingerprint"] = fp
     now = manifest_mod.manifest(body, fp)
+    if sandbox:
+        now["sandbox"] = sandbox
     if cfg_path.exists():
         refuse_other_config(run_dir, fp)
         previous = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
@@ -156,7 +161,8 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
             if first.get("git_sha") != now["git_sha"]:
                 log.warning("resuming %s with code %s; its first predictions were made with %s",
                             run_dir, now["git_sha"], first.get("git_sha"))
-            resume = {**{k: now[k] for k in ("started_utc", "git_sha", "host", "argv")}, "dataset_root": new_root}
+            resume = {**{k: now[k] for k in ("started_utc", "git_sha", "host", "argv", "sandbox") if k in now},
+                      "dataset_root": new_root}
             first["resumes"] = [*first.get("resumes", []), resume]
             write_json_atomic(manifest_path, first)
             return
@@ -165,6 +171,15 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
     OmegaConf.save(OmegaConf.create(body), tmp)
     tmp.replace(cfg_path)
     write_json_atomic(manifest_path, now)
+
+
+def sandbox_of(run_dir: Path) -> str:
+    """How model-written code ran over every invocation of a run (manifest.json): "none" when any
+    ran it unsandboxed, "bwrap", or "" when the model runs none (rvt_bench.leaderboards.row.run_sandbox)."""
+    try:
+        return run_sandbox(json.loads((run_dir / MANIFEST).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return ""
 
 
 def note_scoring(run_dir: Path, seconds: float, metrics_name: str) -> None:

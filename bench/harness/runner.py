@@ -31,6 +31,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rvt_bench.adapters.base import Adapter
+from rvt_bench.core import secrets
 from rvt_bench.core.store import finite, predictions_filename, write_json_atomic
 from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
 from rvt_bench.harness import judging, loggers, publish, resume, rundir, score, stops
@@ -57,6 +58,7 @@ class RunResult:
     scoring_s: float | None = None    # wall seconds of this invocation's scoring (also in manifest.json)
     report: Path | None = None        # report.html, None when not built (partial run, run.report=false, a failure)
     logged: str | None = None         # where the experiment logger put the run (a directory or URL), None without one
+    sandbox: str = ""                 # how model-written code ran: "bwrap", "none" (unsandboxed), "" (the model runs none)
 
 
 def run(cfg: DictConfig) -> RunResult:
@@ -71,6 +73,10 @@ def run(cfg: DictConfig) -> RunResult:
     _pin_hub_data(cfg)
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
+    # Its keys (and those of the environment) never reach a file, a log or the console (docs/running.md "Secrets").
+    secrets.remember_config(resolved)
+    secrets.remember_environment()
+    secrets.scrub_logs()
     progress = stops.Progress()
     try:
         try:
@@ -157,8 +163,9 @@ def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, 
     retry, max_attempts = resume.retry_settings(cfg)
     plan = resume.plan(ident.run_dir, mine, retry, max_attempts)
     checker = FrameChecker() if cfg.run.verify_frames else None
+    sandbox = adapter.code_isolation()
     if not plan.todo or cfg.run.merge:
-        rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint)
+        rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint, sandbox)
         if not plan.todo:
             log.info("all %d samples%s already predicted in %s: no model work", len(mine),
                      " of this shard" if cfg.run.num_shards > 1 else "", ident.run_dir)
@@ -178,7 +185,7 @@ def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, 
     # directory is written; not needed when every sample to do fails its frame check anyway.
     if any(checker is None or checker.check(s) is None for s in plan.todo):
         adapter.preflight()
-    rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint)
+    rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint, sandbox)
     progress.phase = "predicting"
     predicted = predict(cfg, adapter, plan.todo, ident.predictions_path, checker, progress)
     return resume.plan(ident.run_dir, mine, retry, max_attempts, quiet=True).done, predicted
@@ -208,6 +215,7 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     if limit is not None:
         metrics.partial = f"run.limit={limit}: the first {len(samples)} samples only"
     judge, max_failure_rate = judged
+    sandbox = rundir.sandbox_of(run_dir)
     metrics.judge = judging.judge_block(judge, max_failure_rate, [r.judge for r in records if r.judge is not None])
     nulls: dict[str, str] = {}
     body = finite(metrics.to_json(), "", nulls)
@@ -221,7 +229,7 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
         kept = f"metrics.json and the leaderboard row were NOT updated: {worse}; the last good results are kept"
         log.error("%s (%s)", kept, metrics_path)
         previous = json.loads(metrics_path.read_text(encoding="utf-8"))
-        return RunResult(run_dir, previous, predicted, None, kept, headline, kept, scoring_s)
+        return RunResult(run_dir, previous, predicted, None, kept, headline, kept, scoring_s, sandbox=sandbox)
     progress.phase = "publishing"
     write_json_atomic(metrics_path, body)
     board, refused = None, None
@@ -232,4 +240,4 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     elif limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", limit)
     page = publish.write_report(run_dir, samples, done) if limit is None and cfg.run.report else None
-    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page)
+    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page, sandbox)

@@ -44,6 +44,15 @@ def latency_line(metrics: dict[str, Any], scoring_s: float | None) -> list[str]:
     return [f"  latency (s): {', '.join(shown)}"] if shown else []
 
 
+def sandbox_lines(sandbox: str | None) -> list[str]:
+    """How model-written code ran (manifest.json "sandbox"): nothing for a model that runs none,
+    one line for bubblewrap, a warning for a run that ran it unsandboxed."""
+    if sandbox == "none":
+        return ["  sandbox: none  WARNING: model-written code ran UNSANDBOXED as this user (isolation=none); "
+                "these numbers are not from a contained run"]
+    return [f"  sandbox: {sandbox}"] if sandbox else []
+
+
 def _wrapped(head: str, items: list[str], sep: str) -> list[str]:
     """`head` + items joined by `sep`, broken between items (never inside one) at WIDTH."""
     lines, line = [], head
@@ -115,6 +124,7 @@ def format_summary(result: Any, verbose: bool = False) -> str:
              f"n={m['n']} failures={m['failures']} parse_rate="
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
+    lines += sandbox_lines(getattr(result, "sandbox", ""))
     lines += model_lines(m)
     lines += latency_line(m, result.scoring_s)
     if m.get("failures"):

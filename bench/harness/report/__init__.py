@@ -119,7 +119,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     from hydra.utils import instantiate
 
     from rvt_bench.core.records import RunMetrics, ScoreRecord
-    from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
+    from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions, write_atomic
     from rvt_bench.core.types import RunStoreError
     from rvt_bench.harness.names import load_run_config
     from rvt_bench.harness.report import charts
@@ -166,6 +166,9 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
     scoring_s = _scoring_seconds(run_dir)
+    from rvt_bench.harness.rundir import sandbox_of
+
+    sandbox = sandbox_of(run_dir)
     report = adapter_report(m)
     protocol = _protocol(cfg) if cfg is not None and records else None
     boot = (cfg.run.bootstrap if cfg is not None and "run" in cfg and "bootstrap" in cfg.run else {}) or {}
@@ -186,11 +189,11 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
-        header_lines=[], tables=_table_blocks(_paper_tables(m)),
-        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)),
+        header_lines=[], tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
+        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox)),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options)
     out = run_dir / "report.html"
-    out.write_text(html, encoding="utf-8")
+    write_atomic(out, html)  # scrubbed of secrets, as every run file
     return out
 
 

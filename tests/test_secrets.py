@@ -1,0 +1,66 @@
+"""Secrets stay out of what the harness writes and prints (rvt_bench.core.secrets,
+rvt_bench.harness.secrets); the end-to-end attack (a sweep against a server that echoes the key)
+is tests/test_sandbox_attacks.py::test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep."""
+import logging
+
+from rvt_bench.core import secrets
+from rvt_bench.core.store import write_atomic
+from rvt_bench.harness.manifest import redact, redact_overrides
+from rvt_bench.harness.secrets import hide_secret_overrides
+
+
+def test_command_line_secrets_move_into_the_environment_one_sweep_element_at_a_time():
+    env: dict[str, str] = {"RVT_BENCH_SECRET_0": "taken"}
+    argv = ["-m", "policy.api_key=sk-test-0123456789", "policy.base_url=http://u:pw-0123456789@h:1/v1,http://h:1/v1",
+            "model.max_rounds=1,2", "judge.api_key=null", "+judge.api_key='sk-quoted,0123456789'"]
+    assert hide_secret_overrides(argv, env) == [
+        "-m", "policy.api_key=${oc.env:RVT_BENCH_SECRET_1}",
+        "policy.base_url=${oc.env:RVT_BENCH_SECRET_2},http://h:1/v1",
+        "model.max_rounds=1,2", "judge.api_key=null", "+judge.api_key=${oc.env:RVT_BENCH_SECRET_3}"]
+    assert env == {"RVT_BENCH_SECRET_0": "taken", "RVT_BENCH_SECRET_1": "sk-test-0123456789",
+                   "RVT_BENCH_SECRET_2": "http://u:pw-0123456789@h:1/v1", "RVT_BENCH_SECRET_3": "sk-quoted,0123456789"}
+    # the key is a secret as a whole, a URL only for its credential
+    assert secrets.scrub("key sk-test-0123456789 at http://h:1/v1") == "key <redacted> at http://h:1/v1"
+    assert secrets.scrub("pw-0123456789") == "<redacted>"
+
+
+def test_url_credentials_and_remembered_values_are_scrubbed_and_placeholders_are_not():
+    secrets.remember("sk-remembered-0123456789")
+    secrets.remember("EMPTY")
+    secrets.remember("short")
+    text = "HTTP 401 from https://bob:hunter2@api.example/v1: Incorrect API key provided: sk-remembered-0123456789; EMPTY short"
+    assert secrets.scrub(text) == ("HTTP 401 from https://<redacted>@api.example/v1: Incorrect API key provided: "
+                                   "<redacted>; EMPTY short")
+
+
+def test_log_records_are_scrubbed_when_made_traceback_included():
+    secrets.scrub_logs()
+    secrets.remember("sk-in-a-log-0123456789")
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(self.format(record))
+
+    log = logging.getLogger("test_secrets")
+    log.addHandler(Keep())
+    try:
+        try:
+            raise ValueError("server said sk-in-a-log-0123456789")
+        except ValueError:
+            log.error("failed at %s", "http://u:sk-in-a-log-0123456789@h/v1", exc_info=True)
+    finally:
+        log.handlers.clear()
+    assert len(records) == 1 and "sk-in-a-log" not in records[0]
+    assert "failed at http://<redacted>@h/v1" in records[0] and "ValueError: server said <redacted>" in records[0]
+
+
+def test_run_files_configs_and_overrides_hold_no_secret(tmp_path):
+    secrets.remember("sk-in-a-file-0123456789")
+    write_atomic(tmp_path / "metrics.json", '{"reason": "echo sk-in-a-file-0123456789"}')
+    assert (tmp_path / "metrics.json").read_text() == '{"reason": "echo <redacted>"}'
+    cfg = {"policy": {"api_key": "anything", "base_url": "http://u:p4ssw0rd-long@h/v1"},
+           "_overrides": ["policy.base_url=${oc.env:RVT_BENCH_SECRET_4}", "policy.api_key=x", "model.max_rounds=2"]}
+    assert redact(cfg) == {"policy": {"api_key": "<redacted>", "base_url": "http://<redacted>@h/v1"},
+                           "_overrides": ["policy.base_url=<redacted>", "policy.api_key=<redacted>", "model.max_rounds=2"]}
+    assert redact_overrides(["run_bench.py", "policy.base_url=http://u:p@h/v1"]) == ["run_bench.py", "policy.base_url=http://<redacted>@h/v1"]
