@@ -240,4 +240,4 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     elif limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", limit)
     page = publish.write_report(run_dir, samples, done) if limit is None and cfg.run.report else None
-    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page, sandbox)
+    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page, sandbox=sandbox)
