@@ -21,6 +21,7 @@ import pandas as pd
 
 from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
+from rvt_bench.leaderboards.publish import read_board
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 # Numeric columns of a row that are not metrics.
@@ -67,7 +68,7 @@ def _metric_columns(board: pd.DataFrame) -> list[str]:
 def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: bool = True, digits: int = 1) -> str:
     """Markdown leaderboard of `dataset` (see module docstring). Empty runs table when no CSV yet."""
     path = Path(board_dir) / f"{dataset}.csv"
-    board = pd.read_csv(path, dtype={"fingerprint": str}) if path.exists() and path.stat().st_size else pd.DataFrame()
+    board = read_board(path)
     published = paper_rows(dataset) if paper else []
     metrics = _metric_columns(board) if not board.empty else []
     headline = (str(board["headline"].dropna().iloc[0]) if "headline" in board.columns and board["headline"].notna().any()

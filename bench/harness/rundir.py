@@ -6,7 +6,6 @@ files. Layout: docs/architecture.md "Run directory".
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from contextlib import contextmanager
@@ -16,8 +15,9 @@ from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from rvt_bench.core.store import RunLock, predictions_filename, write_json_atomic
-from rvt_bench.core.types import RunStoreError
+from rvt_bench.core import files
+from rvt_bench.core.store import RunLock, predictions_filename, read_run_json, write_atomic, write_json_atomic
+from rvt_bench.core.types import DatasetFormatError, RunStoreError
 from rvt_bench.harness import manifest as manifest_mod
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ def refuse_other_config(run_dir: Path, fp: str) -> None:
     """Raise RunStoreError when `run_dir` already holds a run of another fingerprint."""
     cfg_path = run_dir / CONFIG
     if cfg_path.exists():
-        old_fp = (OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False) or {}).get("_fingerprint")
+        old_fp = (load_config(cfg_path) or {}).get("_fingerprint")
         if old_fp != fp:
             raise RunStoreError(
                 f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
@@ -144,7 +144,7 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
     now = manifest_mod.manifest(body, fp)
     if cfg_path.exists():
         refuse_other_config(run_dir, fp)
-        previous = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
+        previous = load_config(cfg_path)
         old_root = ((previous or {}).get("dataset") or {}).get("root")
         new_root = (body.get("dataset") or {}).get("root")
         if old_root != new_root:
@@ -152,7 +152,7 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
                         "not part of the run's identity: use another run.name for a different copy of the data)",
                         run_dir, new_root, old_root)
         if manifest_path.exists():
-            first = json.loads(manifest_path.read_text(encoding="utf-8"))
+            first = read_run_json(manifest_path)
             if first.get("git_sha") != now["git_sha"]:
                 log.warning("resuming %s with code %s; its first predictions were made with %s",
                             run_dir, now["git_sha"], first.get("git_sha"))
@@ -161,9 +161,7 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str) -> None:
             write_json_atomic(manifest_path, first)
             return
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cfg_path.with_name(".config.yaml.tmp")
-    OmegaConf.save(OmegaConf.create(body), tmp)
-    tmp.replace(cfg_path)
+    write_atomic(cfg_path, OmegaConf.to_yaml(OmegaConf.create(body)))
     write_json_atomic(manifest_path, now)
 
 
@@ -172,10 +170,25 @@ def note_scoring(run_dir: Path, seconds: float, metrics_name: str) -> None:
     "finished_utc", "metrics"} (the file it wrote). Timing lives in the manifest, not in
     metrics.json, so that scoring again writes a byte-identical metrics.json."""
     path = run_dir / MANIFEST
-    body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    body = read_run_json(path) if path.exists() else {}
     body["scoring"] = {"seconds": round(float(seconds), 3),
                        "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "metrics": metrics_name}
     write_json_atomic(path, body)
+
+
+def load_config(path: Path) -> Any:
+    """A run's config.yaml as plain containers, unresolved, read through rvt_bench.core.files (a
+    regular file of bounded size); RunStoreError naming it when it cannot be read or parsed."""
+    import io
+
+    import yaml
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(io.BytesIO(files.read_data(path, "run file"))), resolve=False)
+    except (DatasetFormatError, RecursionError, ValueError, yaml.YAMLError, OmegaConfBaseException) as exc:
+        raise RunStoreError(f"{path} cannot be read as the run's config: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                            f"; remove the run directory or choose another run.name") from None
 
 
 def derived_name(name: str, limit: Any) -> str:

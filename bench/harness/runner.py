@@ -19,7 +19,6 @@ predictions file (rvt_bench.core.store.RunLock).
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
@@ -31,7 +30,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rvt_bench.adapters.base import Adapter
-from rvt_bench.core.store import finite, predictions_filename, write_json_atomic
+from rvt_bench.core.store import finite, predictions_filename, read_run_json, write_json_atomic
 from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
 from rvt_bench.harness import judging, publish, resume, rundir, score, stops
 from rvt_bench.harness.config import adapter_node, with_schemas
@@ -182,7 +181,7 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     if worse is not None:
         kept = f"metrics.json and the leaderboard row were NOT updated: {worse}; the last good results are kept"
         log.error("%s (%s)", kept, metrics_path)
-        previous = json.loads(metrics_path.read_text(encoding="utf-8"))
+        previous = read_run_json(metrics_path)
         return RunResult(run_dir, previous, predicted, None, kept, headline, kept, scoring_s)
     progress.phase = "publishing"
     write_json_atomic(metrics_path, body)
