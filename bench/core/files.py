@@ -50,8 +50,8 @@ class ReadLimits:
                         tens to hundreds; filling costs up to points x rows).
     """
 
-    max_file_mb: float = 4096
-    max_line_mb: float = 64
+    max_file_mb: float = 4096.0
+    max_line_mb: float = 64.0
     max_json_depth: int = 64
     max_int_digits: int = 19
     max_image_pixels: int = 1 << 26

@@ -13,6 +13,7 @@ from typing import Callable, NoReturn, TypeVar
 from omegaconf.errors import MissingMandatoryValue
 
 from rvt_bench.core.types import RunLockedError, RunStopped, RvtBenchError, ServerUnreachableError
+from rvt_bench.harness import signals
 from rvt_bench.harness.stops import OS_STOPS as _OS_REASONS
 
 T = TypeVar("T")
@@ -28,6 +29,8 @@ EXIT_CODES = {
     "missing_package": 7,  # a Python package the chosen backend needs is not installed
     "server_down": 8,      # a policy or judge server cannot be reached
     "interrupted": 130,    # Ctrl-C (128 + SIGINT, as shells report it)
+    "terminated": 143,     # SIGTERM: scancel, timeout, docker stop (128 + 15)
+    "hangup": 129,         # SIGHUP: the terminal or ssh connection went away (128 + 1)
 }
 """Exit status per kind of stop (rvt_bench.core.types.STOP_REASONS plus "error"); docs/failures.md "One owner, clear stops"."""
 
@@ -45,7 +48,7 @@ def our_error(exc: BaseException | None) -> RvtBenchError | None:
 def stop_reason(exc: BaseException) -> str | None:
     """The EXIT_CODES key for `exc`, or None when it is a bug (to be shown with its traceback)."""
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
+        return signals.reason(exc)
     if isinstance(exc, MissingMandatoryValue):
         return "error"
     if isinstance(exc, OSError) and exc.errno in _OS_REASONS:
@@ -65,7 +68,7 @@ def stop_reason(exc: BaseException) -> str | None:
 def one_line(exc: BaseException) -> str:
     """The line printed for a stop (the error's own message, flattened to one line)."""
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted (Ctrl-C) before the run started; nothing was written"
+        return f"{signals.said(exc)} before the run started; nothing was written"
     if isinstance(exc, MissingMandatoryValue):
         key = exc.full_key or "a required value"
         return f"{key} is required: pass {key}=... on the command line (see conf/ for what it means)"
@@ -103,8 +106,10 @@ def _traceback_to_log_files(exc: BaseException) -> None:
 
 
 def stop(reason: str, message: str) -> NoReturn:
-    """Print `error: <message>` (or `stopped: ...` for Ctrl-C) on stderr and exit with EXIT_CODES[reason]."""
-    prefix = "stopped" if reason == "interrupted" else "error"
+    """Print `error: <message>` (or `stopped: ...` for a stop signal) on stderr and exit with
+    EXIT_CODES[reason]. Stop signals are ignored from here on: what is left is cleanup."""
+    signals.quiet()
+    prefix = "stopped" if reason in signals.REASONS.values() else "error"
     _close_progress_bars()
     print(f"{prefix}: {message}", file=sys.stderr, flush=True)
     sys.exit(EXIT_CODES[reason])

@@ -17,6 +17,8 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, OmegaConf
 
+from rvt_bench.harness.ranges import ranged, within
+
 from rvt_bench.adapters.dtr1.grammar import Spans
 from rvt_bench.adapters.dtr1.rollout import RolloutLimits
 from rvt_bench.adapters.jit.adapter import SANDBOX_KEYS as JIT_SANDBOX_KEYS
@@ -28,16 +30,23 @@ from rvt_bench.adapters.vlm.openai_chat import OpenAIChatVLM
 
 
 # Spans is frozen (a grammar's bounds must not change under it); a config node must take overrides.
-SpansConfig = make_dataclass("SpansConfig", [(f.name, int, f.default) for f in fields(Spans)])
+SpansConfig = make_dataclass("SpansConfig", [(f.name, int, within(f.default, ge=1)) for f in fields(Spans)])
 
 
 def _keyword_defaults(cls: type) -> dict[str, Any]:
     return {k: p.default for k, p in inspect.signature(cls).parameters.items() if p.default is not inspect.Parameter.empty}
 
 
+# SandboxSettings' own checks (its __post_init__), stated as schema ranges so that they fail before the run;
+# what a probe round needs at least is the sandbox preflight's to say
+_SANDBOX_RANGES = {"timeout_s": {"gt": 0}, "memory_mb": {"gt": 0}, "max_output_chars": {"gt": 0},
+                   "max_processes": {"gt": 0}, "disk_mb": {"gt": 0}, "pool_size": {"ge": 0}, "start_timeout_s": {"gt": 0}}
+
+
 def _sandbox_schema(name: str, keys: tuple[str, ...], doc: str) -> type:
     # SandboxSettings is frozen (a pool is keyed by its settings); a config node must take overrides.
-    schema = make_dataclass(name, [(f.name, type(f.default), f.default) for f in fields(SandboxSettings) if f.name in keys])
+    schema = make_dataclass(name, [(f.name, type(f.default), within(f.default, **_SANDBOX_RANGES.get(f.name, {})))
+                                   for f in fields(SandboxSettings) if f.name in keys])
     schema.__doc__ = doc
     return schema
 
@@ -58,10 +67,10 @@ class RolloutBudgetsConfig:
     """The DT-R1 rollout budgets, shared by evaluation (DTR1Config) and training
     (TrainRolloutConfig) so both roll out alike; defaults from RolloutLimits and Spans."""
 
-    max_rounds: int = RolloutLimits.max_rounds
-    max_new_tokens: int = RolloutLimits.max_new_tokens
-    max_total_tokens: int = RolloutLimits.max_total_tokens
-    twin_max_chars: int = RolloutLimits.twin_max_chars
+    max_rounds: int = within(RolloutLimits.max_rounds, ge=1)
+    max_new_tokens: int = within(RolloutLimits.max_new_tokens, ge=1)
+    max_total_tokens: int = within(RolloutLimits.max_total_tokens, ge=1)
+    twin_max_chars: int = within(RolloutLimits.twin_max_chars, ge=1)
     twin_style: str = RolloutLimits.twin_style
     grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # type: ignore[valid-type]
@@ -84,10 +93,17 @@ class TrainRolloutConfig(RolloutBudgetsConfig):
     """The `rollout` node of GRPO training (conf/train/dtr1_grpo.yaml): the budgets of evaluation.
     batch_size: rollouts decoded together / requests in flight to a vLLM server."""
 
-    batch_size: int = 8
+    batch_size: int = within(8, ge=1)
 
 
 _JIT = _keyword_defaults(JiTAdapter)
+# the adapters' settings dataclasses stay theirs; the schemas are copies with ranges
+SmoothingConfig = ranged(Smoothing, {"alpha": {"ge": 0, "le": 1}})
+TokenBudgetsConfig = ranged(TokenBudgets, {f.name: {"ge": 1} for f in fields(TokenBudgets)})
+FrameSamplingConfig = ranged(FrameSampling, {"num_frames": {"ge": 1}, "fps": {"gt": 0}, "min_pixels": {"ge": 1},
+                                             "max_pixels": {"ge": 1}, "factor": {"ge": 1}})
+GenerationConfig = ranged(Generation, {"max_new_tokens": {"ge": 1}, "temperature": {"ge": 0}, "top_p": {"gt": 0, "le": 1}})
+ThinkConfig = ranged(Think, {"budget": {"ge": 1}})
 
 
 @dataclass
@@ -116,12 +132,12 @@ class JiTConfig:
     policy: Any = MISSING
     perception: Any = MISSING
     specialists: List[str] = field(default_factory=lambda: list(_JIT["specialists"]))
-    window: int = _JIT["window"]
-    min_motion: float = _JIT["min_motion"]
-    similarity: float = _JIT["similarity"]
-    graph_max_chars: int = _JIT["graph_max_chars"]
-    smoothing: Smoothing = field(default_factory=Smoothing)
-    max_new_tokens: TokenBudgets = field(default_factory=TokenBudgets)
+    window: int = within(_JIT["window"], ge=1)
+    min_motion: float = within(_JIT["min_motion"], ge=0)
+    similarity: float = within(_JIT["similarity"], ge=0, le=1)
+    graph_max_chars: int = within(_JIT["graph_max_chars"], ge=1)
+    smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)  # type: ignore[valid-type]
+    max_new_tokens: TokenBudgetsConfig = field(default_factory=TokenBudgetsConfig)  # type: ignore[valid-type]
     sandbox: JiTSandboxConfig = field(default_factory=JiTSandboxConfig)  # type: ignore[valid-type]
     prompts: JiTPromptsConfig = field(default_factory=JiTPromptsConfig)
 
@@ -160,25 +176,25 @@ class VLMConfig:
     backend: str = _VLM["backend"]
     model: str = MISSING
     coords: str = _VLM["coords"]
-    frames: FrameSampling = field(default_factory=FrameSampling)
-    generation: Generation = field(default_factory=Generation)
-    think: Think = field(default_factory=Think)
+    frames: FrameSamplingConfig = field(default_factory=FrameSamplingConfig)  # type: ignore[valid-type]
+    generation: GenerationConfig = field(default_factory=GenerationConfig)  # type: ignore[valid-type]
+    think: ThinkConfig = field(default_factory=ThinkConfig)  # type: ignore[valid-type]
     grounding_fill: str = _VLM["grounding_fill"]
     sam2: Any = _VLM["sam2"]
     base_url: str = "http://localhost:8000/v1"
     api_key: Optional[str] = _OPENAI["api_key"]
-    timeout_s: float = _OPENAI["timeout_s"]
-    max_retries: int = _OPENAI["max_retries"]
-    backoff_s: float = _OPENAI["backoff_s"]
-    backoff_max_s: float = _OPENAI["backoff_max_s"]
-    max_concurrency: int = _OPENAI["max_concurrency"]
+    timeout_s: float = within(_OPENAI["timeout_s"], gt=0)
+    max_retries: int = within(_OPENAI["max_retries"], ge=0)
+    backoff_s: float = within(_OPENAI["backoff_s"], ge=0)
+    backoff_max_s: float = within(_OPENAI["backoff_max_s"], ge=0)
+    max_concurrency: int = within(_OPENAI["max_concurrency"], ge=1)
     image_format: str = _OPENAI["image_format"]
     # {} rather than the backend's None: the config's value since the first release (fingerprints)
     extra_body: Dict[str, Any] = field(default_factory=dict)
     revision: str = _HF["revision"]
     device: str = _HF["device"]
     dtype: str = _HF["dtype"]
-    batch_size: int = _HF["batch_size"]
+    batch_size: int = within(_HF["batch_size"], ge=1)
     trust_remote_code: bool = _HF["trust_remote_code"]
     prompts: VLMPromptsConfig = field(default_factory=VLMPromptsConfig)
 

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rvt_bench.core import files
 from rvt_bench.core.store import RunLock, predictions_filename, read_run_json, write_atomic, write_json_atomic
-from rvt_bench.core.types import DatasetFormatError, RunStoreError
+from rvt_bench.core.types import ConfigError, DatasetFormatError, RunStoreError
 from rvt_bench.harness import manifest as manifest_mod
 
 log = logging.getLogger(__name__)
@@ -48,14 +48,14 @@ class RunIdentity:
 
 
 def identify(cfg: DictConfig, resolved: dict[str, Any], adapter_fingerprint: dict | None) -> RunIdentity:
-    """The run's identity from the composed config; raises ValueError on a shard outside
-    [0, run.num_shards)."""
+    """The run's identity from the composed config; raises ConfigError on a shard outside
+    [0, run.num_shards) (checked before, with every range: rvt_bench.harness.config.check_ranges)."""
     fp = manifest_mod.fingerprint(resolved, adapter_fingerprint)
     run_name = cfg.run.name or fp
     run_dir = Path(cfg.run.root) / resolved["dataset"]["name"] / resolved["model"]["name"] / run_name
     shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
     if not 0 <= shard < num_shards:
-        raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
+        raise ConfigError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
     return RunIdentity(fp, run_dir, run_name, shard, num_shards)
 
 

@@ -33,7 +33,10 @@ from rvt_bench.adapters.base import Adapter
 from rvt_bench.core.store import finite, predictions_filename, read_run_json, write_json_atomic
 from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
 from rvt_bench.harness import judging, publish, resume, rundir, score, stops
-from rvt_bench.harness.config import adapter_node, with_schemas
+from rvt_bench.core import files
+from rvt_bench.harness import signals
+from rvt_bench.harness.config import adapter_node, check_ranges, with_schemas
+from rvt_bench.loaders.config import read_limits
 from rvt_bench.harness.predict import FrameChecker, predict
 from rvt_bench.harness.results import finish_metrics, write_sample_log
 from rvt_bench.harness.samples import load_samples
@@ -60,14 +63,23 @@ class RunResult:
 def run(cfg: DictConfig) -> RunResult:
     """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml).
 
-    Raises RunStopped (one line; reason "interrupted", "no_space", "read_only", "permission",
-    "missing_package", "server_down" or "locked") when the surroundings stop the run, with the
-    traceback written to <run_dir>/run.log when the run directory is known; RvtBenchError subclasses
-    for a bad config or dataset (omegaconf's ValidationError for a run / leaderboard / judge node
-    outside its schema)."""
+    Raises RunStopped (one line; reason "interrupted", "terminated", "hangup", "no_space",
+    "read_only", "permission", "missing_package", "server_down" or "locked") when the surroundings
+    stop the run (SIGTERM and SIGHUP included, rvt_bench.harness.signals), with the traceback
+    written to <run_dir>/run.log when the run directory is known; ConfigError for a setting outside
+    its range (rvt_bench.harness.ranges), other RvtBenchError subclasses for a bad config or dataset
+    (omegaconf's ValidationError for a run / leaderboard / judge node outside its schema). Every
+    file is read within the dataset's limits (dataset.limits, rvt_bench.core.files)."""
     cfg = with_schemas(cfg)  # composed configs already are; one built by hand gets the same defaults
+    check_ranges(cfg)  # run.limit=0, model.max_rounds=-1...: one line naming each, before any work
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
+    with files.limits_in_force(read_limits(cfg.dataset)), signals.stopping():
+        return _run_stopping(cfg, resolved)
+
+
+def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
+    """`run` once the config is checked: a stop by the surroundings becomes one RunStopped."""
     progress = stops.Progress()
     try:
         try:
