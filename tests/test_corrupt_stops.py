@@ -29,12 +29,13 @@ DRIVER = ("import sys; from omegaconf import OmegaConf; from rvt_bench.harness.c
           "from rvt_bench.harness.runner import run; exit_on_known_errors(lambda: run(OmegaConf.load(sys.argv[1])))")
 
 
-def start(cfg, tmp: Path, name: str = "cfg.yaml") -> subprocess.Popen:
-    """The runner in a child process, through rvt_bench.harness.cli as run_bench.py calls it."""
+def start(cfg, tmp: Path, name: str = "cfg.yaml", group: bool = False) -> subprocess.Popen:
+    """The runner in a child process, through rvt_bench.harness.cli as run_bench.py calls it;
+    group=True: in a process group of its own, as a terminal's Ctrl-C reaches it (os.killpg)."""
     path = tmp / name
     OmegaConf.save(cfg, path)
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=group)
 
 
 def wait_for(condition, timeout_s: float = 60.0) -> None:
@@ -435,3 +436,60 @@ def test_a_stop_before_the_run_directory_exists_keeps_its_traceback_in_hydras_lo
     logs = list((tmp_path / "runs" / ".hydra").rglob("run_bench.log"))
     assert len(logs) == 1 and "Traceback" in logs[0].read_text()
     assert [p.name for p in (tmp_path / "runs").iterdir()] == [".hydra"]  # no empty run directory left
+
+
+# --- signals: SIGTERM (scancel, timeout, docker stop), SIGHUP (a dropped ssh), Ctrl-C at any moment ------
+
+
+def lines_of(stderr: str) -> list[str]:
+    """What a person sees on the terminal: non-empty lines, progress bars left out."""
+    return [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip() and "%|" not in ln]
+
+
+@pytest.mark.parametrize("sig, reason, said", [(signal.SIGTERM, "terminated", "terminated (SIGTERM)"),
+                                               (signal.SIGHUP, "hangup", "hung up (SIGHUP)")])
+def test_sigterm_and_sighup_stop_like_ctrl_c_and_the_same_command_completes(tmp_path, sig, reason, said):
+    cfg = make_cfg(tmp_path, sleep_s=0.3)
+    cfg.dataset.n = 8
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: len(calls(tmp_path)) >= 3)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES[reason] == 128 + sig, stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith(f"stopped: {said} while predicting") and "resumes" in shown[0], shown
+    run_dir = next((tmp_path / "runs").glob("fake/fake/*"))
+    assert "StopSignal" in (run_dir / "run.log").read_text()  # the traceback went to the log
+    done = run(OmegaConf.load(tmp_path / "cfg.yaml"))
+    assert metrics_of(done.run_dir) == reference_metrics(tmp_path, n=8)
+
+
+def test_ctrl_c_twice_is_one_line(tmp_path):
+    cfg = make_cfg(tmp_path, sleep_s=0.3)
+    cfg.dataset.n = 8
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: len(calls(tmp_path)) >= 2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # while the first one's stop unwinds
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES["interrupted"], stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith("stopped: interrupted (Ctrl-C) while predicting"), shown
+
+
+def test_ctrl_c_while_scoring_with_two_score_workers_is_one_line(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.dataset.n = 12
+    cfg.run.score_workers = 2
+    cfg.dataset.protocol = {"_target_": "tests.test_corrupt_stops.SlowIoUProtocol", "started": str(tmp_path / "scoring")}
+    proc = start(cfg, tmp_path, group=True)
+    wait_for(lambda: (tmp_path / "scoring").exists())
+    os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the workers get it too
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES["interrupted"], stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith("stopped: interrupted (Ctrl-C) while scoring"), shown
+    done = run(OmegaConf.load(tmp_path / "cfg.yaml"))
+    assert done.predicted == 0 and done.metrics["n"] == 12

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -83,7 +84,10 @@ def _opened(path: str | Path) -> Iterator[Image.Image]:
         if size > limit.max_file_mb * (1 << 20):
             raise files.FileLimitError(f"frame {path} is {size / (1 << 20):.1f} MB, over the {limit.max_file_mb:g} MB "
                                        f"limit (dataset.limits.max_file_mb)")
-        with Image.open(fh) as im:
+        with warnings.catch_warnings():  # PIL warns from 89M pixels on; dataset.limits decides below
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(fh)
+        with im:
             width, height = im.size
             if width * height > limit.max_image_pixels:
                 raise files.FileLimitError(

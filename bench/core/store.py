@@ -16,11 +16,13 @@ import json
 import logging
 import math
 import os
+import shutil
 import socket
 import stat
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -285,6 +287,30 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A fresh folder beside `path` for the block to fill (report_images/); when the block ends
+    without error it takes `path`'s place (the old folder renamed away, the new one renamed in, the
+    old one removed), so a reader sees the old folder or the complete new one. On any error (a
+    full disk) the new folder is removed and `path` is left as it was. Permissions as `write_atomic`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{path.name[:32]}.", suffix=".new", dir=path.parent))
+    try:
+        os.chmod(fresh, 0o777 & ~umask())
+        yield fresh
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name[:32]}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / path.name)
+        os.replace(fresh, path)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def umask() -> int:

@@ -12,6 +12,7 @@ from typing import Callable, NoReturn, TypeVar
 
 from omegaconf.errors import MissingMandatoryValue
 
+from rvt_bench.core.printable import printable_lines
 from rvt_bench.core.types import RunLockedError, RunStopped, RvtBenchError, ServerUnreachableError
 from rvt_bench.harness import signals
 from rvt_bench.harness.stops import OS_STOPS as _OS_REASONS
@@ -85,7 +86,11 @@ def one_line(exc: BaseException) -> str:
 def exit_on_known_errors(call: Callable[[], T]) -> T:
     """call(); a known stop ends the process with one line on stderr and its EXIT_CODES status.
     The traceback goes to the log files only (Hydra's job log, <run.root>/.hydra/.../run_bench.log;
-    the runner has already appended it to <run_dir>/run.log when the run directory was known)."""
+    the runner has already appended it to <run_dir>/run.log when the run directory was known).
+    Stop signals (Ctrl-C, SIGTERM, SIGHUP) are handled while `call` runs (rvt_bench.harness.signals):
+    after the first, more are ignored; once it is over they are all ignored (what is left is the
+    exit cleanup, or the next job of a sweep, which handles them again)."""
+    signals.install()
     try:
         return call()
     except (Exception, KeyboardInterrupt) as exc:
@@ -94,6 +99,8 @@ def exit_on_known_errors(call: Callable[[], T]) -> T:
             raise
         _traceback_to_log_files(exc)
         stop(reason, one_line(exc))
+    finally:
+        signals.quiet()
 
 
 def _traceback_to_log_files(exc: BaseException) -> None:
@@ -111,7 +118,8 @@ def stop(reason: str, message: str) -> NoReturn:
     signals.quiet()
     prefix = "stopped" if reason in signals.REASONS.values() else "error"
     _close_progress_bars()
-    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+    # names from data inside the message (a file name with a newline or an ANSI escape) are shown escaped
+    print(f"{prefix}: {printable_lines(message)}", file=sys.stderr, flush=True)
     sys.exit(EXIT_CODES[reason])
 
 

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from rvt_bench.core import files
+from rvt_bench.core.printable import PRINTABLE_ARGS
 from rvt_bench.core.store import RunLock, predictions_filename, read_run_json, write_atomic, write_json_atomic
 from rvt_bench.core.types import ConfigError, DatasetFormatError, RunStoreError
 from rvt_bench.harness import manifest as manifest_mod
@@ -119,6 +120,7 @@ def _attach_run_log(run_dir: Path) -> logging.Handler:
     handler = _QuietFileHandler(run_dir / RUN_LOG, encoding="utf-8", delay=True)
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(PRINTABLE_ARGS)  # a name from data cannot forge a line of run.log
     logging.getLogger().addHandler(handler)
     return handler
 

@@ -34,6 +34,7 @@ from rvt_bench.core.store import finite, predictions_filename, read_run_json, wr
 from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
 from rvt_bench.harness import judging, publish, resume, rundir, score, stops
 from rvt_bench.core import files
+from rvt_bench.core.printable import escape_log_args
 from rvt_bench.harness import signals
 from rvt_bench.harness.config import adapter_node, check_ranges, with_schemas
 from rvt_bench.loaders.config import read_limits
@@ -80,6 +81,7 @@ def run(cfg: DictConfig) -> RunResult:
 
 def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
     """`run` once the config is checked: a stop by the surroundings becomes one RunStopped."""
+    escape_log_args()  # names from data reach the console and run.log escaped (rvt_bench.core.printable)
     progress = stops.Progress()
     try:
         try:

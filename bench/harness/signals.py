@@ -29,8 +29,8 @@ _stopping = False
 
 
 class StopSignal(KeyboardInterrupt):
-    """A stop signal raised in the main thread; a KeyboardInterrupt, so every path that handles
-    Ctrl-C handles SIGTERM and SIGHUP alike. signum: the signal."""
+    """SIGTERM or SIGHUP raised in the main thread; a KeyboardInterrupt (what Ctrl-C raises), so
+    every path that handles Ctrl-C handles them alike. signum: the signal."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(SAID.get(signum, f"signal {signum}"))
@@ -52,11 +52,9 @@ def _raise(signum: int, frame: Any) -> None:
     if _stopping:  # the first signal's stop is under way: let its cleanup finish
         return
     _stopping = True
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt  # Python's own, as without this handler
     raise StopSignal(signum)
-
-
-def _ignore(signum: int, frame: Any) -> None:
-    pass
 
 
 def _main_thread() -> bool:
@@ -98,8 +96,9 @@ def stopping() -> Iterator[None]:
 
 def quiet() -> None:
     """From now on every stop signal is ignored: the command has said what it had to say and
-    only the exit cleanup (sandbox processes, cgroups) is left."""
-    _set(_ignore)
+    only the exit cleanup (sandbox processes, cgroups) is left. SIG_IGN, not a Python handler:
+    Python resets its own handlers to the default (death) while the interpreter shuts down."""
+    _set(signal.SIG_IGN)
 
 
 def during_import() -> dict[int, Any]:
@@ -107,7 +106,7 @@ def during_import() -> dict[int, Any]:
     and exits with its status (no traceback from inside an import). Returns the previous handlers,
     for `restore` once the imports are done."""
     def stop_now(signum: int, frame: Any) -> None:
-        _set(_ignore)
+        _set(signal.SIG_IGN)
         print(f"stopped: {SAID[signum]} while starting; nothing was written", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 

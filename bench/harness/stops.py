@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rvt_bench.core.printable import printable, printable_lines
 from rvt_bench.core.types import RunStopped, ServerUnreachableError
 from rvt_bench.harness import signals
 from rvt_bench.harness.rundir import RUN_LOG
@@ -86,6 +87,7 @@ def log_stop(p: Progress, exc: BaseException, tb: str) -> None:
         return
     try:
         with open(p.run_dir / RUN_LOG, "a", encoding="utf-8") as fh:
-            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped: {exc}\n{tb}\n")
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped: {printable(exc)}\n"
+                     f"{printable_lines(tb)}\n")
     except OSError:
         pass  # the disk that stopped the run may not take the log either

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from rvt_bench.core.files import UTF8_BOM, read_json  # noqa: F401  (loaders read every JSON file through it)
+from rvt_bench.core.printable import printable
 from rvt_bench.core.types import DATA, DatasetFormatError, Sample
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class Dataset(Sequence[Sample]):
         quoting the first ALL_FAILED_SHOWN reasons."""
         if self._samples or not self.errors:
             return
-        shown = "\n".join(f"  {e['sample_id']}: {e['message']}" for e in self.errors[:ALL_FAILED_SHOWN])
+        shown = "\n".join(f"  {printable(e['sample_id'])}: {printable(e['message'])}" for e in self.errors[:ALL_FAILED_SHOWN])
         more = len(self.errors) - ALL_FAILED_SHOWN
         raise DatasetFormatError(
             f"{self.name}: every one of the {len(self.errors)} samples of {source} failed to load; first reasons:\n"
@@ -109,8 +110,9 @@ def require_dir(path: Path, *, dataset: str, layout: str, published: str) -> Pat
 
 
 def require_file(path: Path, *, dataset: str, layout: str, published: str) -> Path:
-    """Return ``path`` if it is a file, else raise DatasetFormatError like ``require_dir``."""
-    if not path.is_file():
+    """Return ``path`` if it exists (that it is a regular file is checked when it is read:
+    rvt_bench.core.files), else raise DatasetFormatError like ``require_dir``."""
+    if not path.exists():
         raise DatasetFormatError(
             f"{dataset}: expected the file {path} (not found).\n"
             f"Expected layout:\n{layout}\nThe data is published at {published}"

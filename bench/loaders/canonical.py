@@ -140,7 +140,7 @@ class CanonicalDataset(Dataset):
             candidates = [Path(annotation) if Path(annotation).is_absolute() else self.root / annotation]
         else:
             candidates = [self.root / f"{self.split}.jsonl", self.root / f"{self.split}.json"]
-        path = next((p for p in candidates if p.is_file()), None)
+        path = next((p for p in candidates if p.exists() and not p.is_dir()), None)
         if path is None:
             present = [p.stem for p in self.root.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json")]
             raise DatasetFormatError(

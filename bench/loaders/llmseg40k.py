@@ -115,7 +115,7 @@ class LLMSeg40KDataset(Dataset):
     def _find_annotation(self, layout: str) -> Path:
         candidates = [self.root / "split" / f"{self.split}.json", self.root / f"{self.split}.json"]
         for path in candidates:
-            if path.is_file():
+            if path.exists():  # a FIFO or a device is refused when read, by name
                 return path
         present = [p.stem for d in (self.root / "split", self.root) if d.is_dir() for p in d.glob("*.json")]
         raise DatasetFormatError(

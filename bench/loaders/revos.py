@@ -77,7 +77,7 @@ class ReVOSDataset(Dataset):
         require_dir(self.root, dataset=self.name, layout=layout, published=PUBLISHED)
         require_dir(self.root / "JPEGImages", dataset=self.name, layout=layout, published=PUBLISHED)
         meta_path = self.root / f"meta_expressions_{split}_.json"
-        if not meta_path.is_file():
+        if not meta_path.exists():
             present = [p.name[len("meta_expressions_"):-len("_.json")] for p in self.root.glob("meta_expressions_*_.json")]
             raise DatasetFormatError(
                 f"{self.name}: no split {split!r}: expected the file {meta_path} (not found); splits present: "

@@ -50,9 +50,12 @@ def _flat(prefix: str, node: Any) -> list[tuple[str, Any]]:
 
 def _scoring_seconds(run_dir: Path) -> float | None:
     """The wall time of the scoring that wrote metrics.json (manifest.json "scoring"), or None."""
+    from rvt_bench.core.store import read_run_json
+    from rvt_bench.core.types import RunStoreError
+
     try:
-        scoring = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("scoring") or {}
-    except (OSError, ValueError):
+        scoring = read_run_json(run_dir / "manifest.json").get("scoring") or {}
+    except (RunStoreError, AttributeError):
         return None
     return scoring.get("seconds") if scoring.get("metrics") == "metrics.json" else None
 
@@ -65,21 +68,16 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     (`dataset_root` if it moved) and the run's prediction files. The latest
     scoring's wall time comes from manifest.json. Raises RunStoreError when the run has no
     metrics.json yet."""
-    import cv2
-    import jinja2
     from hydra.utils import instantiate
 
-    from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
-    from rvt_bench.harness.names import load_run_config
-    from rvt_bench.core.units import ci_text, show as _show, unit
-    from rvt_bench.harness.summary import format_summary
+    from rvt_bench.core.store import atomic_folder, prediction_files, read_jsonl, read_predictions, read_run_json, write_atomic
     from rvt_bench.core.types import RunStoreError
-    from rvt_bench.harness.visualize import render_sample, score_value
+    from rvt_bench.harness.names import load_run_config
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").exists():
         raise RunStoreError(f"{run_dir}: no metrics.json (score the run first)")
-    m = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    m = read_run_json(run_dir / "metrics.json")
     if samples is None:
         from rvt_bench.loaders.config import loader_kwargs
 
@@ -89,14 +87,31 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     if preds is None:
         preds = read_predictions(prediction_files(run_dir))
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
-    images = run_dir / IMAGES
+    # report_images/ and report.html are replaced whole or not at all (a full disk leaves the previous ones)
+    with atomic_folder(run_dir / IMAGES) as images:
+        html = _render(run_dir, m, samples, preds, scores, images, max_frames)
+        write_atomic(run_dir / "report.html", html)
+    return run_dir / "report.html"
+
+
+def _render(run_dir: Path, m: dict, samples: list, preds: dict, scores: dict, images: Path, max_frames: int) -> str:
+    """report.html's text; every sample's picture written into `images` as it goes."""
+    import cv2
+    import jinja2
+
+    from rvt_bench.core.units import ci_text, show as _show, unit
+    from rvt_bench.harness.summary import format_summary
+    from rvt_bench.harness.visualize import render_sample, score_value
+
     rows = []
     for k, s in enumerate(samples):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = f"{k:05d}_{re.sub(r'[^A-Za-z0-9._-]+', '_', s.id)}.png"
         picture = render_sample(s, pred, score, max_frames)
-        images.mkdir(exist_ok=True)  # only once a picture exists: a report that cannot render leaves no folder
-        cv2.imwrite(str(images / name), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
+        ok, png = cv2.imencode(".png", cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))  # in memory: no libpng file errors
+        if not ok:
+            raise ValueError(f"sample {s.id}: its picture could not be encoded as PNG")
+        (images / name).write_bytes(png.tobytes())
         value = score_value(score)
         error = pred.error if pred is not None else {"kind": "missing", "message": "no prediction"}
         rows.append({
@@ -124,9 +139,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     html = env.get_template(TEMPLATE).render(m=SimpleNamespace(**{"protocol_version": None, **m}), results=results,
                                              summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s)), blocks=blocks,
                                              samples=rows, options=options)
-    out = run_dir / "report.html"
-    out.write_text(html, encoding="utf-8")
-    return out
+    return html
 
 
 def main(argv: list[str] | None = None) -> None:
