@@ -6,11 +6,10 @@ Every read here is bounded, whatever is on disk:
   before a byte is read (opened non-blocking, checked with fstat), so nothing hangs or reads forever;
 - bounded size (``ReadLimits.max_file_mb``; a JSONL file is read line by line, each line at most
   ``max_line_mb``);
-- JSON through the standard library's parser with its own hooks: nesting deeper than
-  ``max_json_depth`` (json's RecursionError for the very deep, a walk for the rest), an integer
-  literal longer than ``max_int_digits`` digits (``parse_int``; Python's own int-string limit
-  raises ValueError beyond 4300), and a key repeated in one object (``object_pairs_hook``) are
-  refused;
+- JSON through the standard library's parser and its own limits: nesting deeper than
+  ``max_json_depth`` (json's RecursionError for the very deep, one pass over the levels for the
+  rest), an integer literal over Python's limit (4300 digits, sys.get_int_max_str_digits: its
+  ValueError), and a key repeated in one object (``object_pairs_hook``) are refused;
 - a relative name from data must stay inside its declared root (`inside`).
 A violation raises ``FileLimitError`` (a DatasetFormatError) naming the file and what was wrong;
 the caller decides whether it is one sample's data error or the whole dataset's.
@@ -22,7 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,6 @@ class ReadLimits:
     max_file_mb:        a file read whole (JSON annotation, meta, mask_dict.json, a mask PNG, a frame).
     max_line_mb:        one line of a JSONL file (canonical records, predictions).
     max_json_depth:     nesting of arrays and objects in one JSON document (the formats read need < 10).
-    max_int_digits:     digits of one JSON integer literal (19 = every int64).
     max_image_pixels:   width x height of one frame or mask image, read from its header before any
                         decode (2**26 = an 8192 x 8192 image).
     max_polygon_points: points of all polygons of one annotation file (hand-drawn LabelMe shapes have
@@ -53,7 +53,6 @@ class ReadLimits:
     max_file_mb: float = 4096.0
     max_line_mb: float = 64.0
     max_json_depth: int = 64
-    max_int_digits: int = 19
     max_image_pixels: int = 1 << 26
     max_polygon_points: int = 10_000
 
@@ -233,25 +232,19 @@ def _first_repeat(value: Any) -> tuple[str, str] | None:
     return None
 
 
-def _integer(digits: int):
-    def parse(text: str) -> int:
-        if len(text) - text.startswith("-") > digits:
-            raise ValueError(f"an integer of {len(text) - text.startswith('-')} digits (at most {digits}, "
-                             f"dataset.limits.max_int_digits)")
-        return int(text)
-    return parse
+def depth_over(value: Any, limit: int) -> bool:
+    """Whether a JSON value nests arrays and objects more than `limit` levels deep (a scalar is 0,
+    [] or {} is 1): level by level, stopping at limit + 1, so a document costs one pass at most."""
+    nodes, level = [value], 0
+    while nodes:
+        level += 1
+        if level > limit:
+            return True
+        nodes = [c for n in nodes for c in (n.values() if isinstance(n, dict) else n) if type(c) in _CONTAINERS]
+    return False
 
 
-def depth(value: Any) -> int:
-    """Nesting depth of a JSON value (a scalar is 0, [] or {} is 1); iterative, any depth."""
-    best, stack = 0, [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        if level > best:
-            best = level
-        stack.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
-    return best if isinstance(value, (dict, list)) else 0
+_CONTAINERS = {dict, list, Repeated}
 
 
 def loads(text: str | bytes, where: str, duplicates: str = "error") -> Any:
@@ -266,7 +259,7 @@ def loads(text: str | bytes, where: str, duplicates: str = "error") -> Any:
     lim = _limits
     hook = {"error": _refuse_repeats, "mark": _mark_repeats, "last": None}[duplicates]
     try:
-        value = json.loads(text, object_pairs_hook=hook, parse_int=_integer(lim.max_int_digits))
+        value = json.loads(text, object_pairs_hook=hook)
     except RecursionError:
         raise FileLimitError(f"{where}: JSON nested deeper than Python's parser allows "
                              f"(at most {lim.max_json_depth} levels, dataset.limits.max_json_depth)") from None
@@ -276,11 +269,15 @@ def loads(text: str | bytes, where: str, duplicates: str = "error") -> Any:
                              f"would silently keep only the last)") from None
     except json.JSONDecodeError as exc:
         raise DatasetFormatError(f"{where} is not valid JSON: {exc}") from None
-    except ValueError as exc:  # parse_int's bound, or Python's own integer-string limit
-        raise FileLimitError(f"{where}: {exc}") from None
-    if isinstance(value, (dict, list)) and depth(value) > lim.max_json_depth:
-        raise FileLimitError(f"{where}: JSON nested {depth(value)} levels deep (at most {lim.max_json_depth}, "
-                             f"dataset.limits.max_json_depth)")
+    except ValueError as exc:  # Python's own limit on integer literals (sys.get_int_max_str_digits)
+        if "integer string conversion" not in str(exc):
+            raise
+        digits = re.search(r"has (\d+) digits", str(exc))
+        raise FileLimitError(f"{where}: an integer of {digits.group(1) if digits else 'too many'} digits (Python reads "
+                             f"at most {sys.get_int_max_str_digits()})") from None
+    if isinstance(value, (dict, list)) and depth_over(value, lim.max_json_depth):
+        raise FileLimitError(f"{where}: JSON nested more than {lim.max_json_depth} levels deep "
+                             f"(dataset.limits.max_json_depth)")
     return value
 
 

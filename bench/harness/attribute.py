@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core.store import write_atomic
 from rvt_bench.core.types import RvtBenchError
 
 LABELS = ("format", "plan", "perception", "reasoning")
@@ -67,36 +68,30 @@ class RunView:
 
 def load_run(path: str | Path) -> RunView:
     """Read a run directory. Raises AttributionError naming the missing file or key."""
-    import yaml
+    from rvt_bench.core.store import read_jsonl, read_predictions
+    from rvt_bench.harness.rundir import load_config
 
     root = Path(path)
     cfg_path, scores_path = root / "config.yaml", root / "scores.jsonl"
     for p in (cfg_path, scores_path):
         if not p.is_file():
             raise AttributionError(f"{root}: expected a finished run directory with {p.name}")
-    cfg = yaml.safe_load(cfg_path.read_text()) or {}
+    cfg = load_config(cfg_path) or {}
     model = cfg.get("model") or {}
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
     perception = model.get("perception") if isinstance(model.get("perception"), dict) else {}
     target = str(perception.get("_target_", ""))
     kind = "oracle" if target.rsplit(".", 1)[-1].lower().startswith("oracle") else "foundation"
     funnel: dict[str, dict] = {}
-    for line in scores_path.read_text().splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            if "funnel" not in rec:
-                raise AttributionError(f"{scores_path}: records have no 'funnel' (scored before rvt_bench.harness.funnel); "
-                                       "re-score with run.merge=true")
-            funnel[rec["sample_id"]] = rec["funnel"]
+    for rec in read_jsonl(scores_path):
+        if "funnel" not in rec:
+            raise AttributionError(f"{scores_path}: records have no 'funnel' (scored before rvt_bench.harness.funnel); "
+                                   "re-score with run.merge=true")
+        funnel[rec["sample_id"]] = rec["funnel"]
     errors: dict[str, str] = {}
-    for pred_file in sorted(root.glob("predictions*.jsonl")):
-        for line in pred_file.read_text().splitlines():
-            try:
-                pred = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line: the runner redoes it
-            if pred.get("error"):
-                errors[pred["sample_id"]] = str(pred["error"].get("message", ""))[:200]
+    for pred in read_predictions(sorted(root.glob("predictions*.jsonl"))).values():  # a torn last line skipped
+        if pred.error:
+            errors[pred.sample_id] = str(pred.error.get("message", ""))[:200]
     return RunView(root, str(policy.get("decoding") or "free"), kind, _model_identity(model), funnel, errors)
 
 
@@ -184,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(format_report(result))
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2, sort_keys=True))
+        write_atomic(args.json_out, json.dumps(result, indent=2, sort_keys=True))
     return 0
 
 

@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.harness import bootstrap
 from rvt_bench.harness.estimators import estimator
-from rvt_bench.core.store import read_jsonl
+from rvt_bench.core.store import read_jsonl, read_run_json
 from rvt_bench.core.units import unit
 from rvt_bench.core.types import RunStoreError
 
@@ -31,7 +31,7 @@ def _load(run_dir: Path) -> tuple[dict, list[dict]]:
     metrics_path, scores_path = run_dir / "metrics.json", run_dir / "scores.jsonl"
     if not metrics_path.exists() or not scores_path.exists():
         raise RunStoreError(f"{run_dir}: no metrics.json / scores.jsonl (not a scored run directory)")
-    return json.loads(metrics_path.read_text(encoding="utf-8")), list(read_jsonl(scores_path))
+    return read_run_json(metrics_path), list(read_jsonl(scores_path))
 
 
 def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
