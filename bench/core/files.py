@@ -122,14 +122,19 @@ def read_bytes(path: str | Path, what: str = "file", max_mb: float | None = None
     FileNotFoundError, OSError."""
     limit = int((max_mb if max_mb is not None else _limits.max_file_mb) * _MB)
     fd, size = open_regular(path, what)
-    with os.fdopen(fd, "rb") as fh:
+    with os.fdopen(fd, "rb", buffering=0) as fh:
         if size > limit:
             raise FileLimitError(f"{what} {path} is {size / _MB:.1f} MB, over the {limit / _MB:g} MB limit "
                                  f"(dataset.limits.max_file_mb)")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise FileLimitError(f"{what} {path} grew past the {limit / _MB:g} MB limit while read (dataset.limits.max_file_mb)")
-    return data
+        parts, total, want = [], 0, size + 1  # the size fstat gave, then bounded pieces if it grows
+        while chunk := fh.read(min(want, limit + 1 - total)):
+            parts.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise FileLimitError(f"{what} {path} grew past the {limit / _MB:g} MB limit while read "
+                                     f"(dataset.limits.max_file_mb)")
+            want = _CHUNK
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def read_data(path: str | Path, what: str = "file") -> bytes:
