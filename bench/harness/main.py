@@ -11,25 +11,27 @@ from __future__ import annotations
 
 from rvt_bench.harness import signals as _signals
 
-# The imports below take seconds; a Ctrl-C (or SIGTERM, SIGHUP) during them is one line too.
+# The imports below take seconds; a Ctrl-C (or SIGTERM, SIGHUP) during them is one line too (so
+# they follow this statement: E402 by design). The handlers come back at the end of this module.
 _BEFORE_IMPORTS = _signals.during_import()
 
-import importlib  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib
+import logging
+import os
+import sys
+from pathlib import Path
 
-import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-import rvt_bench.harness.config  # noqa: F401,E402  registers the structured configs conf/ extends (run, leaderboard, judge, model)
-from rvt_bench.core.paths import CONF_DIR  # noqa: E402
-from rvt_bench.core.types import RvtBenchError  # noqa: E402
-from rvt_bench.harness.cli import exit_on_known_errors, stop, stop_reason  # noqa: E402
-from rvt_bench.harness.overrides import config_error, normalise  # noqa: E402
-from rvt_bench.harness.runner import format_summary, run  # noqa: E402
+import rvt_bench.harness.config  # noqa: F401  registers the structured configs conf/ extends (run, leaderboard, judge, model)
+from rvt_bench.core.paths import CONF_DIR
+from rvt_bench.harness.cli import exit_on_known_errors, stop
+from rvt_bench.harness.runner import format_summary, run
+from rvt_bench.core.types import RvtBenchError
+from rvt_bench.harness.cli import stop_reason
+from rvt_bench.harness.overrides import config_error, normalise
 
 DEFAULT_GROUPS = {"dataset": "demo", "model": "dtr1"}
 # `rvt-bench NAME ...`: the helpers on finished runs, each a module with main(argv)
