@@ -48,7 +48,7 @@ import numpy as np
 
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
-from rvt_bench.core import masks, png
+from rvt_bench.core import files, masks, png
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.records import Measure
 from rvt_bench.core.store import prediction_files, read_predictions
@@ -142,7 +142,7 @@ class PrecomputedAdapter(Adapter):
         if sample.task != "segmentation":
             raise not_found(f"sample {sample.id}: PNG layouts hold masks only; cannot answer task {sample.task!r}")
         paths = png_paths(self.root, layout, sample)
-        missing = [p for p in paths if not p.is_file()]
+        missing = [p for p in paths if not p.exists()]  # a FIFO or device is refused by name when read
         if missing:
             raise not_found(
                 f"sample {sample.id}: prediction PNG {missing[0]} does not exist"
@@ -205,7 +205,8 @@ def not_found(message: str) -> AdapterError:
 def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
     """The PNG file(s) holding ``sample``'s prediction under ``root`` in ``layout``, one per frame.
 
-    Raises AdapterError naming the missing meta keys when the sample's meta lacks what the layout needs.
+    Raises AdapterError naming the missing meta keys when the sample's meta lacks what the layout needs,
+    or when a name from the sample (video, expression, frame id) would lead out of ``root`` ("..").
     """
     if layout not in META_KEYS:
         raise AdapterError(f"precomputed: no PNG layout {layout!r}; expected one of {list(META_KEYS)}")
@@ -214,11 +215,15 @@ def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
         raise not_found(f"sample {sample.id}: layout {layout} needs sample meta keys {missing}, meta has {sorted(sample.meta)}")
     meta = sample.meta
     if layout == "revos":
-        expression_dir = root / str(meta["video"]) / str(meta["exp_id"])
-        return [expression_dir / f"{frame_id}.png" for frame_id in sample.frame_ids]
-    if layout == "llmseg40k":
-        return [root / f"{meta['image']}_{meta['qa_index']}.png"]
-    return [root / f"{meta['name']}.png"]
+        names = [f"{meta['video']}/{meta['exp_id']}/{frame_id}.png" for frame_id in sample.frame_ids]
+    elif layout == "llmseg40k":
+        names = [f"{meta['image']}_{meta['qa_index']}.png"]
+    else:
+        names = [f"{meta['name']}.png"]
+    try:  # names come from the data: none may lead out of root
+        return [files.inside(root, name, f"sample {sample.id}: prediction PNG") for name in names]
+    except DatasetFormatError as exc:
+        raise AdapterError(str(exc)) from exc
 
 
 def _read_gray(path: Path) -> tuple[tuple[int, int], RLE, int | list]:

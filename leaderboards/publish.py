@@ -3,12 +3,14 @@ run's fingerprint so re-publishing a run replaces its row instead of adding one.
 from __future__ import annotations
 
 import fcntl
+import io
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
 
+from rvt_bench.core import files
 from rvt_bench.core.store import write_atomic
 
 KEY = "fingerprint"
@@ -38,7 +40,7 @@ def upsert(board_dir: str | Path, dataset: str, row: dict[str, Any]) -> Path:
         raise ValueError("a leaderboard row needs a 'fingerprint'")
     path = Path(board_dir) / f"{dataset}.csv"
     with _locked(path):
-        board = pd.read_csv(path, dtype={KEY: str}) if path.exists() and path.stat().st_size else pd.DataFrame()
+        board = read_board(path)
         if not board.empty:
             board = board[board[KEY] != row[KEY]]
         board = pd.concat([board, pd.DataFrame([row])], ignore_index=True)
@@ -53,4 +55,13 @@ def render(board_dir: str | Path, dataset: str) -> str:
     path = Path(board_dir) / f"{dataset}.csv"
     if not path.exists():
         return ""
-    return pd.read_csv(path, dtype={KEY: str}).to_string(index=False)
+    return read_board(path).to_string(index=False)
+
+
+def read_board(path: Path) -> pd.DataFrame:
+    """A leaderboard CSV (empty when absent or empty), read through rvt_bench.core.files: a FIFO or
+    a device in its place is refused (DatasetFormatError naming it) instead of hanging the run."""
+    if not path.exists():
+        return pd.DataFrame()
+    raw = files.read_data(path, "leaderboard")
+    return pd.read_csv(io.BytesIO(raw), dtype={KEY: str}) if raw.strip() else pd.DataFrame()

@@ -20,6 +20,7 @@ import pandas as pd
 from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
 from rvt_bench.leaderboards.paper import paper_rows
+from rvt_bench.leaderboards.publish import read_board as read_csv_board
 from rvt_bench.leaderboards.tables import FORMATS, paper_table
 
 # Numeric columns of a row that are not metrics.
@@ -56,7 +57,7 @@ def _text(value: Any) -> str:
 def read_board(dataset: str, board_dir: str | Path = LeaderboardConfig.dir) -> pd.DataFrame:
     """<board_dir>/<dataset>.csv (an empty frame when there is none yet)."""
     path = Path(board_dir) / f"{dataset}.csv"
-    return pd.read_csv(path, dtype={"fingerprint": str}) if path.exists() and path.stat().st_size else pd.DataFrame()
+    return read_csv_board(path)
 
 
 def board_runs(board: pd.DataFrame) -> list[dict[str, Any]]:

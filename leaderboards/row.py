@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core.store import read_run_json
 from rvt_bench.leaderboards.tables import cell_keys, cells_of
 
 # Policy keys that change what the model generates (sampling), recorded per row.
@@ -47,7 +48,7 @@ def packages_digest(packages: dict[str, str]) -> str:
 
 def git_shas(run_dir: Path) -> str:
     """The code versions that made a run's predictions: the first sha, then any other resumed with."""
-    manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_run_json(Path(run_dir) / "manifest.json")
     shas = [manifest.get("git_sha", "unknown")] + [r.get("git_sha", "unknown") for r in manifest.get("resumes", [])]
     return ";".join(dict.fromkeys(shas))
 
@@ -87,7 +88,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     """
     model = resolved["model"]
     manifest_path = Path(run_dir) / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    manifest = read_run_json(manifest_path) if manifest_path.exists() else {}
     row: dict[str, Any] = {
         "run_name": metrics["run_name"], "fingerprint": metrics["fingerprint"], "dataset": metrics["dataset"],
         "split": metrics["split"], "model": metrics["model"], "policy": component_name(model.get("policy")),

@@ -39,6 +39,52 @@ def test_fill_poly_port_equals_opencv_4_8_fillpoly(case):
     assert np.array_equal(img == 1, masks.decode(case["mask"]))
 
 
+def _random_polygon(rng, k):
+    n = int(rng.integers(1, 40))
+    pts = rng.integers(*((-80, 140) if k % 3 else (-5, 70)), size=(n, 2))
+    if k % 7 == 0:  # far off the image: clipped edges, fixed point near int64's range
+        pts = pts * int(rng.integers(1, 10**6))
+    return (int(rng.integers(1, 60)), int(rng.integers(1, 60))), pts
+
+
+def test_fill_poly_rows_equal_the_linked_list_port_on_random_polygons():
+    """masks._fill_edges (rows at once) against OpenCV 4.8.0's active-edge list walked row by row
+    (tests/cv48_reference.py): self-intersecting, off-image and huge-coordinate polygons."""
+    from tests.cv48_reference import fill_poly_reference
+
+    rng = np.random.default_rng(24)
+    for k in range(400):
+        (h, w), pts = _random_polygon(rng, k)
+        if pts[:, 1].min() < -5000:  # the reference walks every row from the top vertex: too slow here
+            continue
+        ours, theirs = np.zeros((h, w), np.uint8), np.zeros((h, w), np.uint8)
+        masks.fill_poly_cv48(ours, pts, 1)
+        fill_poly_reference(theirs, pts, 1)
+        assert np.array_equal(ours, theirs), (h, w, pts.tolist())
+
+
+def test_fill_poly_in_blocks_of_rows_equals_one_block(monkeypatch):
+    rng = np.random.default_rng(7)
+    cases = [((90, 100), rng.integers(-20, 120, size=(int(rng.integers(3, 60)), 2))) for _ in range(60)]
+    whole = []
+    for (h, w), pts in cases:
+        img = np.zeros((h, w), np.uint8)
+        masks.fill_poly_cv48(img, pts, 1)
+        whole.append(img)
+    monkeypatch.setattr(masks, "_BLOCK_VALUES", 50)
+    for ((h, w), pts), expected in zip(cases, whole):
+        img = np.zeros((h, w), np.uint8)
+        masks.fill_poly_cv48(img, pts, 1)
+        assert np.array_equal(img, expected)
+
+
+def test_a_vertex_far_above_the_image_costs_no_rows():
+    """OpenCV walks every row from the top vertex (2**31 of them here); the rows above the image draw nothing."""
+    img = np.zeros((48, 64), np.uint8)
+    masks.fill_poly_cv48(img, np.array([[0, -2**31], [60, 40], [10, 30]]), 1)
+    assert img[47].sum() == 0 and img[:31].sum() > 0
+
+
 def test_rle_round_trip_and_ascii_counts():
     rng = np.random.default_rng(0)
     m = rng.random((37, 53)) > 0.6
@@ -112,7 +158,7 @@ def test_png_masks_any_nonzero_is_foreground(tmp_path):
     rgb[1, 1, 2] = 1  # a faint colour in one channel still counts
     cv2.imwrite(str(tmp_path / "c.png"), rgb)
     assert masks.read_png_mask(tmp_path / "c.png").sum() == 1
-    with pytest.raises(DatasetFormatError, match="cannot read"):
+    with pytest.raises(DatasetFormatError, match="does not exist"):
         masks.read_png_mask(tmp_path / "missing.png")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -666,3 +667,311 @@ def test_precomputed_jsonl_without_a_sample_lists_it(tmp_path):
                       "root": str(tmp_path / "preds.jsonl"), "layout": "jsonl"})
     assert [f["sample_id"] for f in m["failed_samples"]] == ["b"] and "preds.jsonl" in m["failed_samples"][0]["message"]
     assert m["n"] == 3 and m["data_errors"] == 0
+
+
+# === round two: files that are not files, limits, repeated keys, names from data ====================
+# Every file is read through rvt_bench.core.files (docs/failures.md "Limits"): a violation fails the
+# sample the file belongs to, or stops the run in one line naming the file when it serves the whole
+# dataset. The pathological inputs must be refused (or handled) fast: none of these cases takes long.
+
+DEEP = 30_000  # levels: past the recursion limit of Python's JSON parser
+
+
+def deep(levels: int = DEEP) -> str:
+    return "[" * levels + "]" * levels
+
+
+def fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+def dev_zero(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.symlink("/dev/zero", path)
+
+
+def rs_text(text: str) -> Callable[[Path], None]:
+    return lambda root: (root / "val" / "b.json").write_text(text)
+
+
+def rs_points(points) -> Callable[[Path], None]:
+    return rs_set("shapes", [{"label": "target", "points": points, "shape_type": "polygon"}])
+
+
+def _bowtie(n: int) -> list[list[int]]:
+    """A self-intersecting polygon of n points zigzagging across the image (the quadratic case of
+    OpenCV's active-edge list)."""
+    rng = np.random.default_rng(n)
+    return rng.integers(0, [W, H], size=(n, 2)).tolist()
+
+
+REASONSEG_LIMIT_CASES = {
+    "annotation nested 30k levels": (rs_text('{"text": ["x"], "is_sentence": false, "shapes": ' + deep() + "}"),
+                                     "b", ["b.json", "nested deeper"]),
+    "annotation nested 70 levels": (rs_text('{"text": ["x"], "is_sentence": false, "shapes": ' + deep(70) + "}"),
+                                    "b", ["b.json", "nested more than 64 levels", "max_json_depth"]),
+    "a 5000-digit number in a polygon": (rs_text('{"text": ["x"], "is_sentence": false, "shapes": [{"label": "t", '
+                                                 '"points": [[' + "9" * 5000 + ', 1], [5, 1], [5, 5]]}]}'),
+                                         "b", ["b.json", "5000 digits", "at most 4300"]),
+    "annotation is a FIFO": (lambda r: fifo(r / "val" / "b.json"), "b", ["b.json", "not a regular file", "FIFO"]),
+    "annotation is a symlink to /dev/zero": (lambda r: dev_zero(r / "val" / "b.json"), "b",
+                                             ["b.json", "not a regular file", "character device"]),
+    "a key repeated in the annotation": (rs_text('{"text": ["x"], "text": ["y"], "is_sentence": false, "shapes": []}'),
+                                         "b", ["b.json", "'text' appears twice"]),
+    "polygons over the point limit": (rs_points([[1, 1]] * 10_001), "b", ["b.json", "10,001 points", "max_polygon_points"]),
+    "image is a FIFO": (rs_image(fifo), "b", ["b.jpg", "not a regular file"]),
+    "image header over the pixel limit": (rs_image(lambda p: png_bomb(p, 10_000, 10_000), ".png"), "b",
+                                          ["b.png", "10000 x 10000", "exceeds", "max_image_pixels"]),
+    # valid, and fast now: OpenCV's fill is quadratic in crossing edges, its row loop starts at the top vertex
+    "self-intersecting polygon of 5000 points": (rs_points(_bowtie(5000)), None, []),
+    "a vertex at y = -2**31": (rs_points([[3, 2], [9, -2**31], [9, 6], [3, 6]]), None, []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REASONSEG_LIMIT_CASES))
+def test_reasonseg_limits(tmp_path, case):
+    corrupt, bad, needles = REASONSEG_LIMIT_CASES[case]
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    corrupt(root)
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                          "root": str(root), "split": "val"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol")
+    check(m, len(RS_NAMES), bad, *needles)
+
+
+def revos_text(name: str, edit: Callable[[str], str]) -> Callable[[Path], None]:
+    """Edit a ReVOS file as text (a repeated key cannot be written through a dict)."""
+    def corrupt(root: Path) -> None:
+        path = root / name
+        text = path.read_text()
+        changed = edit(text)
+        assert changed != text
+        path.write_text(changed)
+    return corrupt
+
+
+def _repeat_expression(text: str) -> str:
+    return text.replace('"1": {"exp": "what rolls"', '"1": {"exp": "an earlier one", "obj_id": [1], "anno_id": [2], '
+                                                     '"type_id": 1}, "1": {"exp": "what rolls"', 1)
+
+
+def _repeat_video(text: str) -> str:
+    meta = json.loads(text)
+    earlier = json.dumps({"vidC": meta["videos"]["vidC"]})[1:-1]
+    return text.replace('"videos": {', '"videos": {' + earlier + ", ", 1)
+
+
+def _repeat_anno(text: str) -> str:
+    track = json.dumps(json.loads(text)["4"])
+    return text[:-1] + ', "4": ' + track + "}"
+
+
+def revos_exp_frames(video: str, frames: list[str]) -> Callable[[Path], None]:
+    def corrupt(root: Path) -> None:
+        path = root / "meta_expressions_valid_.json"
+        meta = json.loads(path.read_text())
+        meta["videos"][video]["frames"] = frames
+        path.write_text(json.dumps(meta))
+    return corrupt
+
+
+def _outside_video(root: Path) -> None:
+    """vidC renamed to ../outside in the meta file, with frames there (outside JPEGImages)."""
+    (root / "JPEGImages" / "vidC").rename(root / "outside")
+    revos_text("meta_expressions_valid_.json", lambda t: t.replace('"vidC"', '"../outside"'))(root)
+
+
+REVOS_ROUND_TWO = {
+    "an expression id repeated in the meta file": (revos_text("meta_expressions_valid_.json", _repeat_expression), 5,
+                                                   "vidA/1", ["expression id '1' appears twice", "earlier one is left out"]),
+    "a video repeated in the meta file": (revos_text("meta_expressions_valid_.json", _repeat_video), 5, "vidC/0",
+                                          ["video 'vidC' appears twice"]),
+    "an anno_id repeated in mask_dict.json": (revos_text("mask_dict.json", _repeat_anno), 4, "vidC/0",
+                                              ["mask_dict.json", "anno_id 4 appears twice"]),
+    "a video name leading out of the root": (_outside_video, 4, "../outside/0", ["'../outside'", "leaves"]),
+    "a frame name leading out of its video": (revos_exp_frames("vidC", ["00000", "../vidA/00001", "00002"]), 4, "vidC/0",
+                                              ["frame name", "leaves"]),
+    "a frame is a FIFO": (revos_frame("vidC", "00001", fifo), 4, "vidC/0", ["00001.jpg", "not a regular file"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REVOS_ROUND_TWO))
+def test_revos_round_two(tmp_path, case):
+    """n + data_errors is what the meta file declares, a repeated key included."""
+    corrupt, declared, bad, needles = REVOS_ROUND_TWO[case]
+    root = write_revos(tmp_path / "ReVOS")
+    corrupt(root)
+    m = run_on(tmp_path, {"name": "revos", "_target_": "rvt_bench.loaders.revos.ReVOSDataset", "root": str(root),
+                          "split": "valid"}, "rvt_bench.metrics.protocols.revos.ReVOSProtocol")
+    check(m, declared, bad, *needles)
+
+
+WHOLE_FILE_CASES = {
+    # the file serves the whole dataset: the run stops before any work, in one line naming the file
+    "revos mask_dict.json nested 30k levels": ("revos", lambda r: (r / "mask_dict.json").write_text('{"1": ' + deep() + "}"),
+                                               ["mask_dict.json", "nested deeper"]),
+    "revos meta file is a FIFO": ("revos", lambda r: fifo(r / "meta_expressions_valid_.json"),
+                                  ["meta_expressions_valid_.json", "not a regular file"]),
+    "revos mask_dict.json is /dev/zero": ("revos", lambda r: dev_zero(r / "mask_dict.json"),
+                                          ["mask_dict.json", "not a regular file"]),
+    "llmseg40k annotation nested 30k levels": ("llmseg40k", lambda r: (r / "split" / "validation.json").write_text(deep()),
+                                               ["validation.json", "nested deeper"]),
+    "llmseg40k image key repeated": ("llmseg40k", lambda r: (r / "split" / "validation.json").write_text(
+        (r / "split" / "validation.json").read_text().replace('"img1.jpg"', '"img3.jpg"', 1)),
+        ["validation.json", "'img3.jpg' appears twice in the top-level object"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WHOLE_FILE_CASES))
+def test_a_whole_dataset_file_breaking_a_limit_stops_in_one_line(tmp_path, case):
+    from rvt_bench.core.types import DatasetFormatError
+    from rvt_bench.harness.cli import our_error
+
+    fmt, corrupt, needles = WHOLE_FILE_CASES[case]
+    if fmt == "revos":
+        root = write_revos(tmp_path / "ReVOS")
+        dataset = {"name": "revos", "_target_": "rvt_bench.loaders.revos.ReVOSDataset", "root": str(root), "split": "valid"}
+        protocol = "rvt_bench.metrics.protocols.revos.ReVOSProtocol"
+    else:
+        root = write_llmseg(tmp_path)
+        dataset = {"name": "llmseg40k", "_target_": "rvt_bench.loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
+                   "split": "validation"}
+        protocol = "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"
+    corrupt(root)
+    with pytest.raises(Exception) as info:  # Hydra's instantiate wraps it; the command line prints ours
+        run_on(tmp_path, dataset, protocol)
+    error = our_error(info.value)
+    assert isinstance(error, DatasetFormatError), info.value
+    message = str(error)
+    assert "\n" not in message and all(n in message for n in needles), message
+    assert not list((tmp_path / "runs").rglob("predictions*.jsonl"))  # stopped before any work
+
+
+def canon_path(field: str, value) -> Callable[[Path], None]:
+    return canon_edit(lambda r: r.update({field: value}))
+
+
+JITBENCH_ROUND_TWO = {
+    "a jsonl line nested 30k levels": (canon_line('{"id": "q1", "video": "v1", "level": ' + deep() + "}"),
+                                       "test.jsonl line 2", ["test.jsonl line 2", "nested deeper"]),
+    "a jsonl line with a 5000-digit level": (canon_line(json.dumps(canon_record(1))[:-1] .replace('"level": 1', '"level": ' + "7" * 5000) + "}"),
+                                             "test.jsonl line 2", ["test.jsonl line 2", "5000 digits"]),
+    "a key repeated in a jsonl record": (canon_line(json.dumps(canon_record(1))[:-1] + ', "query": "again"}'),
+                                         "test.jsonl line 2", ["test.jsonl line 2", "'query' appears twice"]),
+    "a video name leading out of the root": (canon_path("video", "../../v1"), "q1", ["'../../v1'", "leaves"]),
+    "a frame name leading out of its video": (canon_path("frames", ["f0.jpg", "../v0/f1.jpg"]), "q1", ["'../v0/f1.jpg'", "leaves"]),
+    "a mask path leading out of the root": (canon_edit(lambda r: r.update(masks=["../../etc/mask.png", None])), "q1",
+                                            ["mask path", "leaves"]),
+    "a frame is a FIFO": (canon_frame(fifo), "q1", ["f1.jpg", "not a regular file"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(JITBENCH_ROUND_TWO))
+def test_jitbench_round_two(tmp_path, case):
+    corrupt, bad, needles = JITBENCH_ROUND_TWO[case]
+    root = write_canonical(tmp_path / "JiTBench")
+    corrupt(root)
+    m = run_on(tmp_path, {**dataset_yaml("jitbench"), "root": str(root), "split": "test"},
+               "rvt_bench.metrics.protocols.rvtbench.RVTBenchProtocol")
+    check(m, 3, str(root / bad) if bad.startswith("test.jsonl ") else bad, *needles)
+
+
+def test_the_dataset_limits_in_the_config_are_the_ones_applied(tmp_path):
+    """dataset.limits: a line over max_line_mb fails its record alone; a frame over max_image_pixels
+    (12 x 16 = 192 > 100) fails its sample."""
+    root = write_canonical(tmp_path / "JiTBench")
+    canon_edit(lambda r: r.update(query="x" * 3000))(root)
+    m = run_on(tmp_path, {**dataset_yaml("jitbench"), "root": str(root), "split": "test", "limits": {"max_line_mb": 0.002}},
+               "rvt_bench.metrics.protocols.rvtbench.RVTBenchProtocol")
+    check(m, 3, str(root / "test.jsonl line 2"), "longer than 0.002 MB", "max_line_mb")
+    from rvt_bench.core.types import DatasetFormatError
+    from rvt_bench.harness.cli import our_error
+
+    rs = write_reasonseg(tmp_path / "ReasonSeg")
+    with pytest.raises(Exception) as info:
+        run_on(tmp_path / "second", {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                                     "root": str(rs), "split": "val", "limits": {"max_image_pixels": 100}},
+               "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol")
+    assert isinstance(our_error(info.value), DatasetFormatError)
+    assert re.search("(?s)every one of the 3 samples.*exceeds the limit of 100 ", str(our_error(info.value)))
+
+
+def test_llmseg40k_image_name_leading_out_of_its_directory(tmp_path):
+    root = write_llmseg(tmp_path)
+    save_image(tmp_path / "secret.jpg")
+    ls_record(lambda d: d.update({"../../secret.jpg": d.pop("img2.jpg")}))(root)
+    m = run_on(tmp_path, {"name": "llmseg40k", "_target_": "rvt_bench.loaders.llmseg40k.LLMSeg40KDataset", "root": str(root),
+                          "split": "validation"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol")
+    check(m, 3, "secret_0", "'../../secret.jpg'", "leaves")
+
+
+def giant_png(path: Path) -> None:
+    """An RGBA 16-bit PNG header declaring 32768 x 32768 = 2**30 pixels (decoded: 8 GiB), no pixel data."""
+    png_bomb(path, 32768, 32768)
+    data = bytearray(path.read_bytes())
+    data[24:26] = bytes([16, 6])  # bit depth 16, colour type RGBA
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])) & 0xFFFFFFFF)
+    path.write_bytes(bytes(data))
+
+
+PRECOMPUTED_ROUND_TWO = {
+    "prediction png declaring 2**30 RGBA16 pixels": (giant_png, ["b.png", "32768 x 32768", "exceeds"]),
+    "prediction png is a FIFO": (fifo, ["b.png", "not a regular file"]),
+    "prediction png is /dev/zero": (dev_zero, ["b.png", "not a regular file"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PRECOMPUTED_ROUND_TWO))
+def test_precomputed_png_round_two(tmp_path, case):
+    corrupt, needles = PRECOMPUTED_ROUND_TWO[case]
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    preds = tmp_path / "preds"
+    write_pngs(root, preds)
+    corrupt(preds / "b.png")
+    m = run_on(tmp_path, {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                          "root": str(root), "split": "val"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol",
+               model={"name": "precomputed", "_target_": "rvt_bench.adapters.precomputed.PrecomputedAdapter", "root": str(preds),
+                      "layout": "reasonseg", "workers": 1})
+    assert [f["sample_id"] for f in m["failed_samples"]] == ["b"] and m["data_errors"] == 0, m["failed_samples"]
+    assert all(n in m["failed_samples"][0]["message"] for n in needles), m["failed_samples"][0]["message"]
+    assert m["n"] == len(RS_NAMES) and m["failures"] == 1
+
+
+def test_a_precomputed_jsonl_line_nested_30k_levels_stops_in_one_line(tmp_path):
+    from rvt_bench.core.types import AdapterError
+
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    good = [json.dumps(Prediction(name, task="segmentation", masks=[rle(box_mask())]).to_dict()) for name in RS_NAMES]
+    (tmp_path / "preds.jsonl").write_text(good[0] + "\n" + '{"sample_id": "b", "trace": ' + deep() + "}\n" + good[2] + "\n")
+    with pytest.raises(AdapterError) as info:
+        run_on(tmp_path, {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset", "root": str(root),
+                          "split": "val"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol",
+               model={"name": "precomputed", "_target_": "rvt_bench.adapters.precomputed.PrecomputedAdapter",
+                      "root": str(tmp_path / "preds.jsonl"), "layout": "jsonl"})
+    assert "preds.jsonl:2" in str(info.value) and "nested deeper" in str(info.value) and "\n" not in str(info.value)
+
+
+def _reasonseg_run(tmp: Path) -> dict:
+    return {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+            "root": str(write_reasonseg(tmp / "ReasonSeg")), "split": "val"}
+
+
+def test_the_runs_own_predictions_with_a_deep_line(tmp_path):
+    """Mid-file: one line naming the file and line (the run cannot know whose record it was); as the
+    torn last line a kill leaves: ignored, its sample redone, the same metrics.json as before."""
+    from rvt_bench.core.types import RunStoreError
+
+    def results(m: dict) -> dict:  # what the run measured, not how long the model took
+        return {k: v for k, v in m.items() if k != "analytics"} | {"analytics": {
+            k: v for k, v in (m.get("analytics") or {}).items() if k != "latency_s"}}
+
+    dataset, protocol = _reasonseg_run(tmp_path), "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"
+    first = run_on(tmp_path, dataset, protocol)
+    path = next((tmp_path / "runs").rglob("predictions.jsonl"))
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + '{"sample_id": "x", "trace": ' + deep() + "}\n" + "".join(lines[1:]))
+    with pytest.raises(RunStoreError, match=r"predictions.jsonl:2: not a JSON prediction record .*nested deeper"):
+        run_on(tmp_path, dataset, protocol)
+    path.write_text(lines[0] + lines[1] + '{"sample_id": "c", "trace": ' + deep())  # c's record torn by a kill
+    again = run_on(tmp_path, dataset, protocol)
+    assert results(again) == results(first) and again["n"] == 3

@@ -30,12 +30,13 @@ DRIVER = ("import sys; from omegaconf import OmegaConf; from rvt_bench.harness.c
           "from rvt_bench.harness.runner import run; exit_on_known_errors(lambda: run(OmegaConf.load(sys.argv[1])))")
 
 
-def start(cfg, tmp: Path, name: str = "cfg.yaml") -> subprocess.Popen:
-    """The runner in a child process, through rvt_bench.harness.cli as run_bench.py calls it."""
+def start(cfg, tmp: Path, name: str = "cfg.yaml", group: bool = False) -> subprocess.Popen:
+    """The runner in a child process, through rvt_bench.harness.cli as run_bench.py calls it;
+    group=True: in a process group of its own, as a terminal's Ctrl-C reaches it (os.killpg)."""
     path = tmp / name
     OmegaConf.save(cfg, path)
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=group)
 
 
 def wait_for(condition, timeout_s: float = 60.0) -> None:
@@ -437,3 +438,275 @@ def test_a_stop_before_the_run_directory_exists_keeps_its_traceback_in_hydras_lo
     logs = list((tmp_path / "runs" / ".hydra").rglob("run_bench.log"))
     assert len(logs) == 1 and "Traceback" in logs[0].read_text()
     assert [p.name for p in (tmp_path / "runs").iterdir()] == [".hydra"]  # no empty run directory left
+
+
+# --- signals: SIGTERM (scancel, timeout, docker stop), SIGHUP (a dropped ssh), Ctrl-C at any moment ------
+
+
+def lines_of(stderr: str) -> list[str]:
+    """What a person sees on the terminal: non-empty lines, progress bars left out."""
+    return [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip() and "%|" not in ln]
+
+
+@pytest.mark.parametrize("sig, reason, said", [(signal.SIGTERM, "terminated", "terminated (SIGTERM)"),
+                                               (signal.SIGHUP, "hangup", "hung up (SIGHUP)")])
+def test_sigterm_and_sighup_stop_like_ctrl_c_and_the_same_command_completes(tmp_path, sig, reason, said):
+    cfg = make_cfg(tmp_path, sleep_s=0.3)
+    cfg.dataset.n = 8
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: len(calls(tmp_path)) >= 3)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES[reason] == 128 + sig, stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith(f"stopped: {said} while predicting") and "resumes" in shown[0], shown
+    run_dir = next((tmp_path / "runs").glob("fake/fake/*"))
+    assert "StopSignal" in (run_dir / "run.log").read_text()  # the traceback went to the log
+    done = run(OmegaConf.load(tmp_path / "cfg.yaml"))
+    assert metrics_of(done.run_dir) == reference_metrics(tmp_path, n=8)
+
+
+def test_ctrl_c_twice_is_one_line(tmp_path):
+    cfg = make_cfg(tmp_path, sleep_s=0.3)
+    cfg.dataset.n = 8
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: len(calls(tmp_path)) >= 2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # while the first one's stop unwinds
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES["interrupted"], stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith("stopped: interrupted (Ctrl-C) while predicting"), shown
+
+
+def test_ctrl_c_while_scoring_with_two_score_workers_is_one_line(tmp_path):
+    cfg = make_cfg(tmp_path)
+    cfg.dataset.n = 8
+    cfg.run.score_workers = 2
+    cfg.dataset.protocol = {"_target_": "tests.test_corrupt_stops.SlowIoUProtocol", "started": str(tmp_path / "scoring")}
+    proc = start(cfg, tmp_path, group=True)
+    wait_for(lambda: (tmp_path / "scoring").exists())
+    os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the workers get it too
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_CODES["interrupted"], stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith("stopped: interrupted (Ctrl-C) while scoring"), shown
+    cfg.run.score_workers = 1  # not part of the run's identity: the same run, scored in this process
+    done = run(cfg)
+    assert done.predicted == 0 and done.metrics["n"] == 8
+
+
+class SandboxedAdapter(FakeAdapter):
+    """FakeAdapter whose every sample runs model-written code that never ends in the sandbox
+    (isolation "none": no bwrap needed), after writing the file `running`."""
+
+    def __init__(self, running: str, **kw) -> None:
+        super().__init__(**kw)
+        self.running = running
+
+    def predict(self, sample):
+        from rvt_bench.adapters.sandbox.runner import SandboxSettings, get_pool
+        from rvt_bench.adapters.twin.builder import build_twin
+        from rvt_bench.adapters.twin.oracle import OraclePerception
+        from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
+
+        twin = build_twin(synthetic_sample(), ALL_TOOLS, OraclePerception())
+        session = get_pool(SandboxSettings(isolation="none", timeout_s=120.0)).session()
+        try:
+            Path(self.running).write_text(str(os.getpid()))
+            session.execute("import time\nwhile True:\n    time.sleep(1)", twin)
+        finally:
+            session.close()  # the adapter's own close path, as DT-R1's
+        return super().predict(sample)
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def _running(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if "State:\tZ" not in Path(f"/proc/{pid}/status").read_text():
+                alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_model_code_runs_in_the_sandbox_leaves_no_process_or_cgroup(tmp_path, sig):
+    """What `timeout`, `scancel` and a dropped ssh do to a DT-R1 run: one line, and the sandbox's
+    interpreters (the running one and the warm pool) and their cgroups are gone with the harness
+    (before, SIGTERM killed the harness outright and left them running)."""
+    from rvt_bench.adapters.sandbox import cgroup
+
+    cfg = make_cfg(tmp_path, running=str(tmp_path / "running"))
+    cfg.model._target_ = "tests.test_corrupt_stops.SandboxedAdapter"
+    proc = start(cfg, tmp_path)
+    wait_for(lambda: (tmp_path / "running").exists())
+    time.sleep(0.5)  # the code is running
+    sandboxes = _children_of(proc.pid)
+    assert _running(sandboxes), "no sandbox process found"
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith("stopped: ") and "while predicting" in shown[0], shown
+    deadline = time.monotonic() + 5
+    while _running(sandboxes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _running(sandboxes) == []
+    layout = cgroup._layout()
+    left = [d for base in (layout[1].values() if layout else []) for d in base.glob(f"{cgroup.PREFIX}{proc.pid}-*")]
+    assert left == []
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line(tmp_path):
+    """run_bench.py's imports take seconds (Hydra, numpy, the adapters): a Ctrl-C there is one line."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_bench.py"), f"run.root={tmp_path / 'runs'}"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # past the interpreter's own start-up (~0.1 s), inside our imports or Hydra's composition
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_CODES["interrupted"], stderr[-2000:]
+    shown = lines_of(stderr)
+    assert len(shown) == 1 and shown[0].startswith("stopped: interrupted (Ctrl-C)") and "Traceback" not in stderr, shown
+
+
+# --- config mistakes: one line, exit status 2, before any work ---------------------------------------
+
+
+@pytest.mark.parametrize("args, line", [
+    (["run.limit=0"], "error: ConfigError: run.limit=0 must be >= 1"),
+    (["run.limit=-3"], "error: ConfigError: run.limit=-3 must be >= 1"),
+    (["run.shard=5", "run.num_shards=2"], "error: ConfigError: run.shard=5 must be in [0, run.num_shards=2)"),
+    (["model.max_rounds=-1"], "error: ConfigError: model.max_rounds=-1 must be >= 1"),
+    (["run.fial_fast=true"], "error: run.fial_fast is not a setting; did you mean run.fail_fast?"),
+    (["+datset=revos"], "error: 'datset' is not a config group; did you mean +dataset=revos?"),
+    (["dataset.limits.max_json_depth=0"], "error: ConfigError: dataset.limits.max_json_depth=0 must be > 0"),
+])
+def test_a_config_mistake_is_one_line_with_status_2(tmp_path, args, line):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), *args, f"run.root={tmp_path / 'runs'}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_CODES["error"], proc.stderr[-2000:]
+    shown = lines_of(proc.stderr)
+    assert len(shown) == 1 and shown[0].startswith(line), shown
+    assert not list((tmp_path / "runs").rglob("config.yaml"))
+
+
+def test_an_unquoted_non_ascii_path_is_read_as_typed(tmp_path):
+    root = tmp_path / "ünï runs"
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "--cfg", "job", f"run.root={root}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"root: {root}" in proc.stdout
+
+
+def test_a_value_hydra_cannot_read_says_how_to_quote(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "run.name=a[b", f"run.root={tmp_path}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_CODES["error"]
+    assert lines_of(proc.stderr) == ["error: cannot read the override 'run.name=a[b' (mismatched input '[' expecting "
+                                     "<EOF>); quote a value that holds spaces, non-ASCII or special characters: run.name='...'"]
+
+
+# --- what the run writes: atomically, with the umask's permissions -----------------------------------
+
+
+def reasonseg_cfg(tmp: Path):
+    """A run on the ReasonSeg fixture of tests/test_corrupt_inputs.py (real frames: report.html renders)."""
+    from tests.test_corrupt_inputs import write_reasonseg
+
+    cfg = make_cfg(tmp)
+    root = tmp / "ReasonSeg" if (tmp / "ReasonSeg").exists() else write_reasonseg(tmp / "ReasonSeg")
+    cfg.dataset = {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                   "root": str(root), "split": "val",
+                   "protocol": {"_target_": "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"}}
+    cfg.model = {"name": "reader", "_target_": "tests.test_corrupt_inputs.ReadingAdapter"}
+    return cfg
+
+
+def test_results_and_leaderboards_are_readable_by_others_under_umask_022(tmp_path):
+    cfg = reasonseg_cfg(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", f"import os; os.umask(0o022); {DRIVER}", str(_saved(cfg, tmp_path))],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    written = [p for p in (tmp_path / "runs").rglob("*") if not p.name.startswith(".") or p.suffix == ".lock"]
+    written += list((tmp_path / "boards").glob("*.csv"))
+    names = {p.name for p in written}
+    assert {"metrics.json", "scores.jsonl", "samples.jsonl", "manifest.json", "config.yaml", "predictions.jsonl",
+            "report.html", "report_images", "00000_a.png", "reasonseg.csv"} <= names, names
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in written}
+    assert {k: v for k, v in modes.items() if v != (oct(0o755) if Path(tmp_path / k).is_dir() else oct(0o644))} == {}
+
+
+def _saved(cfg, tmp: Path) -> Path:
+    OmegaConf.save(cfg, tmp / "cfg.yaml")
+    return tmp / "cfg.yaml"
+
+
+def test_a_report_that_cannot_be_written_leaves_the_previous_one_and_says_so(tmp_path, monkeypatch, caplog):
+    """A full disk while report_images/ is written: report.html and its pictures stay as they were
+    (no half-written page), one warning line says so, and the results are complete."""
+    first = run(reasonseg_cfg(tmp_path))
+    page = (first.run_dir / "report.html").read_bytes()
+    pictures = {p.name: p.read_bytes() for p in (first.run_dir / "report_images").iterdir()}
+    written = {"n": 0}
+    original = Path.write_bytes
+
+    def full_disk(self, data):
+        if self.suffix == ".png":
+            written["n"] += 1
+            if written["n"] == 3:
+                raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return original(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    with caplog.at_level("WARNING"):
+        again = run(reasonseg_cfg(tmp_path))  # a resume: scores again, rebuilds the report
+    assert again.report is None and again.metrics["n"] == 3
+    warnings = [r.getMessage() for r in caplog.records if "report.html" in r.getMessage()]
+    assert len(warnings) == 1 and "No space left" in warnings[0] and "previous report.html is kept" in warnings[0]
+    assert (first.run_dir / "report.html").read_bytes() == page
+    assert {p.name: p.read_bytes() for p in (first.run_dir / "report_images").iterdir()} == pictures
+    assert not [p for p in first.run_dir.iterdir() if p.name.startswith(".report")]  # no temporary folder left
+
+
+# --- names from data reach the console and run.log escaped --------------------------------------------
+
+
+def test_a_file_name_with_a_newline_and_an_ansi_escape_cannot_forge_lines(tmp_path):
+    from tests.test_corrupt_inputs import write_reasonseg
+
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    evil = "b\x1b[2J\nFAKE 2026-01-01 INFO all good"
+    (root / "val" / "b.json").rename(root / "val" / f"{evil}.json")
+    (root / "val" / "b.jpg").rename(root / "val" / f"{evil}.jpg")
+    (root / "val" / f"{evil}.json").write_text("{not json")
+    cfg = make_cfg(tmp_path)
+    cfg.dataset = {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset", "root": str(root),
+                   "split": "val", "protocol": {"_target_": "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"}}
+    cfg.model._target_ = "tests.test_corrupt_inputs.ReadingAdapter"
+    cfg.model = {"name": "reader", "_target_": "tests.test_corrupt_inputs.ReadingAdapter"}
+    result = run(cfg)
+    assert [e["sample_id"] for e in result.metrics["data_error_samples"]] == [evil]  # the record keeps the name
+    log = (result.run_dir / "run.log").read_text()
+    assert "\x1b" not in log and not any(line.startswith("FAKE") for line in log.splitlines())
+    assert "b\\x1b[2J\\nFAKE" in log
+    for p in (root / "val").glob("*.json"):  # every sample bad now: the stop line quotes the name
+        p.write_text("{not json")
+    proc = start(cfg, tmp_path, name="all_bad.yaml")
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_CODES["error"] and "\x1b" not in stderr
+    assert not any(line.startswith("FAKE") for line in stderr.splitlines()) and "b\\x1b[2J\\nFAKE" in stderr

@@ -18,9 +18,10 @@ from rvt_bench.adapters.dtr1.grammar import Spans
 from rvt_bench.adapters.dtr1.rollout import RolloutLimits
 from rvt_bench.adapters.sandbox.config import sandbox_schema
 from rvt_bench.adapters.sandbox.runner import SandboxSettings
+from rvt_bench.core.ranges import within
 
 # Spans is frozen (a grammar's bounds must not change under it); a config node must take overrides.
-SpansConfig = make_dataclass("SpansConfig", [(f.name, int, f.default) for f in fields(Spans)])
+SpansConfig = make_dataclass("SpansConfig", [(f.name, int, within(f.default, ge=1)) for f in fields(Spans)])
 
 
 SandboxConfig = sandbox_schema(
@@ -35,10 +36,10 @@ class RolloutBudgetsConfig:
     """The DT-R1 rollout budgets, shared by evaluation (DTR1Config) and training
     (TrainRolloutConfig) so both roll out alike; defaults from RolloutLimits and Spans."""
 
-    max_rounds: int = RolloutLimits.max_rounds
-    max_new_tokens: int = RolloutLimits.max_new_tokens
-    max_total_tokens: int = RolloutLimits.max_total_tokens
-    twin_max_chars: int = RolloutLimits.twin_max_chars
+    max_rounds: int = within(RolloutLimits.max_rounds, ge=1)
+    max_new_tokens: int = within(RolloutLimits.max_new_tokens, ge=1)
+    max_total_tokens: int = within(RolloutLimits.max_total_tokens, ge=1)
+    twin_max_chars: int = within(RolloutLimits.twin_max_chars, ge=1)
     twin_style: str = RolloutLimits.twin_style
     grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # type: ignore[valid-type]
@@ -61,7 +62,7 @@ class TrainRolloutConfig(RolloutBudgetsConfig):
     """The `rollout` node of GRPO training (conf/train/dtr1_grpo.yaml): the budgets of evaluation.
     batch_size: rollouts decoded together / requests in flight to a vLLM server."""
 
-    batch_size: int = 8
+    batch_size: int = within(8, ge=1)
 
 
 def rollout_default(key: str) -> Any:

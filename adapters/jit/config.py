@@ -7,15 +7,20 @@ YAML holds the prompt texts, which have none.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List
 
 from omegaconf import MISSING
 
 from rvt_bench.adapters.jit.adapter import SANDBOX_KEYS, JiTAdapter, Smoothing, TokenBudgets
 from rvt_bench.adapters.sandbox.config import sandbox_schema
+from rvt_bench.core.ranges import ranged, within
 
 _JIT = {k: p.default for k, p in inspect.signature(JiTAdapter).parameters.items() if p.default is not inspect.Parameter.empty}
+
+# the adapter's settings dataclasses stay its own; the schemas are copies with ranges
+SmoothingConfig = ranged(Smoothing, {"alpha": {"ge": 0, "le": 1}})
+TokenBudgetsConfig = ranged(TokenBudgets, {f.name: {"ge": 1} for f in fields(TokenBudgets)})
 
 JiTSandboxConfig = sandbox_schema(
     "JiTSandboxConfig", SANDBOX_KEYS,
@@ -49,11 +54,11 @@ class JiTConfig:
     policy: Any = MISSING
     perception: Any = MISSING
     specialists: List[str] = field(default_factory=lambda: list(_JIT["specialists"]))
-    window: int = _JIT["window"]
-    min_motion: float = _JIT["min_motion"]
-    similarity: float = _JIT["similarity"]
-    graph_max_chars: int = _JIT["graph_max_chars"]
-    smoothing: Smoothing = field(default_factory=Smoothing)
-    max_new_tokens: TokenBudgets = field(default_factory=TokenBudgets)
+    window: int = within(_JIT["window"], ge=1)
+    min_motion: float = within(_JIT["min_motion"], ge=0)
+    similarity: float = within(_JIT["similarity"], ge=0, le=1)
+    graph_max_chars: int = within(_JIT["graph_max_chars"], ge=1)
+    smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)  # type: ignore[valid-type]
+    max_new_tokens: TokenBudgetsConfig = field(default_factory=TokenBudgetsConfig)  # type: ignore[valid-type]
     sandbox: JiTSandboxConfig = field(default_factory=JiTSandboxConfig)  # type: ignore[valid-type]
     prompts: JiTPromptsConfig = field(default_factory=JiTPromptsConfig)

@@ -14,7 +14,7 @@ TRUNCATION_MARK = "\n...[output truncated]"
 class SandboxSettings:
     """Limits of one sandbox (all its <execute> rounds share its memory, disk and process totals).
     These defaults are the config's too: `model.sandbox` of conf/model/dtr1.yaml and jit.yaml and
-    `rollout.sandbox` of conf/train/dtr1_grpo.yaml (bench/harness/model_config.py::SandboxConfig); docs/sandbox.md.
+    `rollout.sandbox` of conf/train/dtr1_grpo.yaml (adapters/dtr1/config.py::SandboxConfig); docs/sandbox.md.
 
     timeout_s: wall-clock seconds per <execute> round; at the limit the whole sandbox is killed.
     memory_mb: MiB summed over the sandbox's processes (its tmpfs scratch included) where a cgroup

@@ -16,12 +16,12 @@ A field that is null in the file stays null.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rvt_bench.adapters.twin.perception import Perception
 from rvt_bench.adapters.twin.schema import Instance, Twin
-from rvt_bench.core.types import AdapterError, ParseError, Sample
+from rvt_bench.core import files
+from rvt_bench.core.types import AdapterError, DatasetFormatError, ParseError, Sample
 
 PROVIDED_VERSION = 1
 
@@ -63,12 +63,10 @@ class ProvidedPerception(Perception):
         if "provided" in twin.artifacts:
             return twin.artifacts["provided"]
         path = self.path(sample)
-        try:
-            record = json.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise AdapterError(f"sample {sample.id}: provided twin {path} does not exist") from exc
-        except (OSError, json.JSONDecodeError) as exc:
-            raise AdapterError(f"sample {sample.id}: provided twin {path} is not readable JSON: {exc}") from exc
+        try:  # a regular file of bounded size and depth (rvt_bench.core.files), like every data file
+            record = files.read_json(path, what="provided twin")
+        except DatasetFormatError as exc:
+            raise AdapterError(f"sample {sample.id}: {exc}") from exc
         try:
             source = Twin.from_dict(record)
         except ParseError as exc:

@@ -15,6 +15,13 @@ from omegaconf import MISSING
 from rvt_bench.adapters.vlm.adapter import FrameSampling, Generation, Think, VLMAdapter
 from rvt_bench.adapters.vlm.hf import HFVLM
 from rvt_bench.adapters.vlm.openai_chat import OpenAIChatVLM
+from rvt_bench.core.ranges import ranged, within
+
+# the adapter's settings dataclasses stay its own; the schemas are copies with ranges
+FrameSamplingConfig = ranged(FrameSampling, {"num_frames": {"ge": 1}, "fps": {"gt": 0}, "min_pixels": {"ge": 1},
+                                             "max_pixels": {"ge": 1}, "factor": {"ge": 1}})
+GenerationConfig = ranged(Generation, {"max_new_tokens": {"ge": 1}, "temperature": {"ge": 0}, "top_p": {"gt": 0, "le": 1}})
+ThinkConfig = ranged(Think, {"budget": {"ge": 1}})
 
 
 def _keyword_defaults(cls: type) -> dict[str, Any]:
@@ -55,24 +62,24 @@ class VLMConfig:
     backend: str = _VLM["backend"]
     model: str = MISSING
     coords: str = _VLM["coords"]
-    frames: FrameSampling = field(default_factory=FrameSampling)
-    generation: Generation = field(default_factory=Generation)
-    think: Think = field(default_factory=Think)
+    frames: FrameSamplingConfig = field(default_factory=FrameSamplingConfig)  # type: ignore[valid-type]
+    generation: GenerationConfig = field(default_factory=GenerationConfig)  # type: ignore[valid-type]
+    think: ThinkConfig = field(default_factory=ThinkConfig)  # type: ignore[valid-type]
     grounding_fill: str = _VLM["grounding_fill"]
     sam2: Any = _VLM["sam2"]
     base_url: str = "http://localhost:8000/v1"
     api_key: Optional[str] = _OPENAI["api_key"]
-    timeout_s: float = _OPENAI["timeout_s"]
-    max_retries: int = _OPENAI["max_retries"]
-    backoff_s: float = _OPENAI["backoff_s"]
-    backoff_max_s: float = _OPENAI["backoff_max_s"]
-    max_concurrency: int = _OPENAI["max_concurrency"]
+    timeout_s: float = within(_OPENAI["timeout_s"], gt=0)
+    max_retries: int = within(_OPENAI["max_retries"], ge=0)
+    backoff_s: float = within(_OPENAI["backoff_s"], ge=0)
+    backoff_max_s: float = within(_OPENAI["backoff_max_s"], ge=0)
+    max_concurrency: int = within(_OPENAI["max_concurrency"], ge=1)
     image_format: str = _OPENAI["image_format"]
     # {} rather than the backend's None: the config's value since the first release (fingerprints)
     extra_body: Dict[str, Any] = field(default_factory=dict)
     revision: str = _HF["revision"]
     device: str = _HF["device"]
     dtype: str = _HF["dtype"]
-    batch_size: int = _HF["batch_size"]
+    batch_size: int = within(_HF["batch_size"], ge=1)
     trust_remote_code: bool = _HF["trust_remote_code"]
     prompts: VLMPromptsConfig = field(default_factory=VLMPromptsConfig)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
+from rvt_bench.core import files
 from rvt_bench.core.types import DatasetFormatError
 
 # EXIF Orientation values 5-8 are transposed (rotated by 90 or 270 degrees): width and height swap.
@@ -38,10 +42,11 @@ def read_frame(path: str | Path) -> np.ndarray:
     """Read one image file as an (H, W, 3) uint8 RGB array, EXIF orientation applied.
 
     Grayscale, palette, 16-bit and RGBA images are converted to RGB (alpha dropped, not composited).
-    Raises DatasetFormatError naming the path when the file is missing, unreadable or corrupt.
+    Raises DatasetFormatError naming the path when the file is missing, unreadable or corrupt, not
+    a regular file, or larger than dataset.limits allows (checked on the header, before decoding).
     """
     try:
-        with Image.open(path) as im:
+        with _opened(path) as im:
             im = ImageOps.exif_transpose(im)
             if im.mode in _WIDE_MODES:  # 16/32-bit grey: keep the top 8 bits, as cv2.imread does
                 return np.repeat(_to_uint8(np.asarray(im))[..., None], 3, axis=2)
@@ -68,11 +73,34 @@ def frame_size(path: str | Path) -> tuple[int, int]:
     return _header_size(str(path), (st.st_ino, st.st_size, st.st_mtime_ns))
 
 
+@contextmanager
+def _opened(path: str | Path) -> Iterator[Image.Image]:
+    """PIL's image of a regular file (files.open_regular: a FIFO or a device is refused, nothing
+    hangs), its header checked against dataset.limits (file size, width x height) before any decode.
+    Raises what the callers turn into DatasetFormatError (see _UNREADABLE), FileLimitError."""
+    fd, size = files.open_regular(path, "frame")
+    with os.fdopen(fd, "rb") as fh:
+        limit = files.limits()
+        if size > limit.max_file_mb * (1 << 20):
+            raise files.FileLimitError(f"frame {path} is {size / (1 << 20):.1f} MB, over the {limit.max_file_mb:g} MB "
+                                       f"limit (dataset.limits.max_file_mb)")
+        with warnings.catch_warnings():  # PIL warns from 89M pixels on; dataset.limits decides below
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(fh)
+        with im:
+            width, height = im.size
+            if width * height > limit.max_image_pixels:
+                raise files.FileLimitError(
+                    f"frame {path} is {width} x {height} = {width * height:,} pixels, which exceeds the limit of "
+                    f"{limit.max_image_pixels:,} (dataset.limits.max_image_pixels); not decoded")
+            yield im
+
+
 @lru_cache(maxsize=65536)
 def _header_size(path: str, _version: tuple[int, int, int] | None) -> tuple[int, int]:
     """frame_size's header read; _version (inode, size, mtime) only keys the memo. Exceptions are not memoised."""
     try:
-        with Image.open(path) as im:
+        with _opened(path) as im:
             width, height = im.size
             orientation = im.getexif().get(_EXIF_ORIENTATION, 1)
     except FileNotFoundError as exc:
@@ -98,7 +126,7 @@ def verify_frame(path: str | Path) -> None:
         saved = ImageFile.LOAD_TRUNCATED_IMAGES
         ImageFile.LOAD_TRUNCATED_IMAGES = False
         try:
-            with Image.open(path) as im:
+            with _opened(path) as im:
                 im.load()
         except FileNotFoundError as exc:
             raise DatasetFormatError(f"frame {path} does not exist") from exc

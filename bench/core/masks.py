@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
+from rvt_bench.core import files
 from rvt_bench.core.types import RLE, DatasetFormatError
 
 IGNORE_VALUE = 255
@@ -307,8 +308,10 @@ def rasterize_labelme(shapes: Sequence[dict], height: int, width: int) -> np.nda
     outline (cv2.polylines) then filled (`fill_poly_cv48`: OpenCV 4.8.0's fillPoly, LISA's pin,
     whatever OpenCV is installed); shapes are drawn in descending order of their own rasterised area
     (np.argsort(area)[::-1]), so smaller shapes end on top.
-    Raises DatasetFormatError when a shape lacks a label or points.
+    Raises DatasetFormatError when a shape lacks a label or points, or when the shapes hold more
+    points than dataset.limits.max_polygon_points (checked before anything is drawn).
     """
+    _check_points(shapes)
     areas, kept = [], []
     for k, shape in enumerate(shapes):
         try:
@@ -337,12 +340,24 @@ def rasterize_labelme(shapes: Sequence[dict], height: int, width: int) -> np.nda
 
 
 def rasterize_polygon(points: Sequence[Sequence[float]], height: int, width: int) -> np.ndarray:
-    """One polygon as an (H, W) bool mask, drawn like LISA draws a shape (outline + fill, int32 points)."""
+    """One polygon as an (H, W) bool mask, drawn like LISA draws a shape (outline + fill, int32 points).
+    Raises DatasetFormatError over dataset.limits.max_polygon_points points."""
+    _check_points([{"points": points}])
     poly = np.array([points], dtype=np.int32)
     out = np.zeros((height, width), dtype=np.uint8)
     cv2.polylines(out, poly, True, 1, 1)
     fill_poly_cv48(out, poly[0], 1)
     return out.astype(bool)
+
+
+def _check_points(shapes: Sequence[Any]) -> None:
+    """DatasetFormatError when the shapes' point lists hold more than max_polygon_points points in
+    all (the fill's work grows with points x rows)."""
+    limit = files.limits().max_polygon_points
+    total = sum(len(s["points"]) for s in shapes if isinstance(s, dict) and isinstance(s.get("points"), list))
+    if total > limit:
+        raise DatasetFormatError(f"the polygons hold {total:,} points, more than the {limit:,} allowed "
+                                 f"(dataset.limits.max_polygon_points)")
 
 
 # OpenCV's fixed-point drawing precision (imgproc/src/drawing.cpp XY_SHIFT)
@@ -355,16 +370,24 @@ def fill_poly_cv48(img: np.ndarray, points: np.ndarray, color: int) -> None:
 
     img: (H, W) uint8; points: (N, 2) int x, y pixels. Reference: OpenCV 4.8.0
     (opencv-python-headless 4.8.0.74, LISA's pin) `modules/imgproc/src/drawing.cpp`:
-    `CollectPolyEdges` + `FillEdgeCollection`, ported line by line (64-bit fixed point with 16
-    fractional bits, edges started half a pixel right of unclipped vertices, clipped edges through
-    `clipLine`'s double arithmetic, the active-edge list with its insertion order and bubble sort).
+    `CollectPolyEdges` ported line by line (64-bit fixed point with 16 fractional bits, edges
+    started half a pixel right of unclipped vertices, clipped edges through `clipLine`'s double
+    arithmetic) and `FillEdgeCollection`'s pixels computed row block by row block (`_fill_edges`).
     The outline OpenCV's fillPoly also draws is `cv2.line`'s, the same in every version, drawn here
     with cv2.polylines. OpenCV 4.11+ fills some sloped edges differently (opencv issue 26130), so
     LISA's ReasonSeg masks depend on this port, not on the installed OpenCV.
+    Cost: linear in the points plus (rows x edges crossing them) log(edges), at most the image's
+    rows (a vertex at y = -2**31 costs nothing); OpenCV's own loop is quadratic in crossing edges.
     """
     pts = np.asarray(points, dtype=np.int64).reshape(-1, 2)
     height, width = img.shape[:2]
     cv2.polylines(img, [pts.astype(np.int32)], True, color, 1)
+    _fill_edges(img, _poly_edges(pts, width, height), color)
+
+
+def _poly_edges(pts: np.ndarray, width: int, height: int) -> list[tuple[int, int, int, int]]:
+    """OpenCV 4.8.0 CollectPolyEdges: (y0, y1, x at y0, dx per row) per non-horizontal edge, x and
+    dx in 16-bit fixed point, Python ints (no overflow)."""
     edges = []
     x0, y0 = int(pts[-1, 0]) << _XY_SHIFT, int(pts[-1, 1])
     for px, py in pts.tolist():
@@ -382,18 +405,11 @@ def fill_poly_cv48(img: np.ndarray, points: np.ndarray, color: int) -> None:
         if y0 != y1:
             dx = _cdiv(c1x - c0x, c1y - c0y)
             if y0 < y1:
-                edges.append(_Edge(y0, y1, c0x + (y0 - c0y) * dx, dx))
+                edges.append((y0, y1, c0x + (y0 - c0y) * dx, dx))
             else:
-                edges.append(_Edge(y1, y0, c1x + (y1 - c1y) * dx, dx))
+                edges.append((y1, y0, c1x + (y1 - c1y) * dx, dx))
         x0, y0 = x1, y1
-    _fill_edge_collection(img, edges, color)
-
-
-class _Edge:
-    __slots__ = ("y0", "y1", "x", "dx", "next")
-
-    def __init__(self, y0: int, y1: int, x: int, dx: int) -> None:
-        self.y0, self.y1, self.x, self.dx, self.next = y0, y1, x, dx, None
+    return edges
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -434,82 +450,96 @@ def _clip_line(width: int, height: int, x1: int, y1: int, x2: int, y2: int) -> t
     return x1, y1, x2, y2
 
 
-def _fill_edge_collection(img: np.ndarray, edges: list[_Edge], color: int) -> None:
-    """OpenCV 4.8.0 FillEdgeCollection (LINE_8: no subpixel delta): scanlines from the first edge's
-    top, spans between consecutive active edges drawn inclusive of both ends."""
+# (row, edge) x values computed at once, bounding memory: rows are taken in blocks of about this many
+_BLOCK_VALUES = 1 << 21
+
+
+def _fill_edges(img: np.ndarray, edges: list[tuple[int, int, int, int]], color: int) -> None:
+    """The pixels OpenCV 4.8.0 FillEdgeCollection (LINE_8) draws for `edges`, in place.
+
+    OpenCV walks the rows from the top edge's y, keeping the edges that cross the row (y0 <= y < y1)
+    in a list sorted by x (insertion in order, a bubble sort after each row), draws the span between
+    the 1st and 2nd, 3rd and 4th ... edge, inclusive of both ends (x >> 16, clipped to the image),
+    and advances each edge's x by dx. A closed polygon crosses every row an even number of times, so
+    every crossing edge is advanced every row: at row y an edge's x is x0 + (y - y0) * dx, and the
+    spans are the consecutive pairs of the row's sorted x values. That is computed here for all
+    (row, edge) pairs of a block of rows at once, sorted by (row, x); rows above the image draw
+    nothing and are skipped. Exact: x in Python integers where int64 could overflow (as OpenCV's
+    own int64 would), then clamped to just outside the image (an order-preserving change that
+    draws the same pixels).
+    """
     height, width = img.shape[:2]
     if len(edges) < 2:
         return
-    y_min, y_max = min(e.y0 for e in edges), max(e.y1 for e in edges)
-    ends = [e.x + (e.y1 - e.y0) * e.dx for e in edges]
-    x_min = min(min(e.x for e in edges), min(ends))
-    x_max = max(-1, max(e.x for e in edges), max(ends))  # C++ starts x_max at (int64)0xFFFF... = -1
+    y0, y1, x, dx = (list(v) for v in zip(*edges))
+    y_min, y_max = min(y0), max(y1)
+    ends = [a + (b - c) * d for a, b, c, d in zip(x, y1, y0, dx)]
+    x_min = min(min(x), min(ends))
+    x_max = max(-1, max(x), max(ends))  # C++ starts x_max at (int64)0xFFFF... = -1
     if y_max < 0 or y_min >= height or x_max < 0 or x_min >= (width << _XY_SHIFT):
         return
-    edges = sorted(edges, key=lambda e: (e.y0, e.x, e.dx))
-    total = len(edges)
-    edges.append(_Edge(2**31 - 1, 0, 0, 0))
-    head = _Edge(0, 0, 0, 0)
-    i, e = 0, edges[0]
-    for y in range(e.y0, min(y_max, height)):
-        draw = 0
-        prelast, last = head, head.next
-        while last is not None or e.y0 == y:
-            if last is not None and last.y1 == y:  # the edge ends: leave the active list
-                prelast.next = last.next
-                last = last.next
-                continue
-            keep_prelast = prelast
-            if last is not None and (e.y0 > y or last.x < e.x):
-                prelast, last = last, last.next
-            elif i < total:  # the next edge starts: insert it here
-                prelast.next = e
-                e.next = last
-                prelast = e
-                i += 1
-                e = edges[i]
-            else:
-                break
-            if draw:
-                if y >= 0:
-                    if keep_prelast.x > prelast.x:
-                        x1, x2 = prelast.x >> _XY_SHIFT, keep_prelast.x >> _XY_SHIFT
-                    else:
-                        x1, x2 = keep_prelast.x >> _XY_SHIFT, prelast.x >> _XY_SHIFT
-                    if x1 < width and x2 >= 0:
-                        img[y, max(x1, 0):min(x2, width - 1) + 1] = color
-                keep_prelast.x += keep_prelast.dx
-                prelast.x += prelast.dx
-            draw ^= 1
-        keep_prelast = None  # bubble sort of the active list by x
-        while True:
-            prelast, last = head, head.next
-            last_exchange = None
-            while last is not keep_prelast and last.next is not None:
-                te = last.next
-                if last.x > te.x:
-                    prelast.next = te
-                    last.next = te.next
-                    te.next = last
-                    prelast = te
-                    last_exchange = prelast
-                else:
-                    prelast, last = last, te
-            if last_exchange is None:
-                break
-            keep_prelast = last_exchange
-            if keep_prelast is head.next or keep_prelast is head:
-                break
+    first, stop = max(y_min, 0), min(y_max, height)
+    if first >= stop:
+        return
+    Y0, Y1 = np.asarray(y0, dtype=np.int64), np.asarray(y1, dtype=np.int64)
+    lo, hi = np.clip(Y0, first, stop), np.clip(Y1, first, stop)  # each edge's rows inside [first, stop)
+    wide = max(abs(a) + abs(d) * (b - c) for a, b, c, d in zip(x, y1, y0, dx)) >= 1 << 62
+    X, DX = (np.asarray(v, dtype=object if wide else np.int64) for v in (x, dx))
+    # rows per block: about _BLOCK_VALUES (row, edge) values each
+    per_row = np.cumsum(np.bincount(lo - first, minlength=stop - first + 1)
+                        - np.bincount(hi - first, minlength=stop - first + 1))[:-1]
+    cuts = np.searchsorted(np.cumsum(per_row), np.arange(_BLOCK_VALUES, int(per_row.sum()), _BLOCK_VALUES))
+    for top, bottom in zip([first, *(first + cuts + 1).tolist()], [*(first + cuts + 1).tolist(), stop]):
+        if top < bottom:
+            _draw_rows(img, top, min(bottom, stop), X, DX, Y0, np.clip(lo, top, bottom), np.clip(hi, top, bottom), color)
+
+
+def _draw_rows(img: np.ndarray, top: int, bottom: int, X: np.ndarray, DX: np.ndarray, Y0: np.ndarray,
+               lo: np.ndarray, hi: np.ndarray, color: int) -> None:
+    """Rows top..bottom-1 of `_fill_edges`: edge k crosses rows lo[k]..hi[k]-1 of them."""
+    width = img.shape[1]
+    count = hi - lo
+    edge = np.repeat(np.arange(count.size), count)
+    if edge.size < 2:
+        return
+    row = lo[edge] + (np.arange(edge.size) - np.repeat(np.cumsum(count) - count, count))
+    xs = X[edge] + (row - Y0[edge]) * DX[edge]
+    # x outside [-1, width] pixels draws the same as x at its bound (a monotone change): one int64
+    # sort key per (row, x) then, rows apart by more than any x
+    low, span = -_XY_ONE, (width + 2) << _XY_SHIFT
+    xs = np.minimum(np.maximum(xs, low), low + span - 1)
+    key = np.sort((row - top) * span + (xs.astype(np.int64) - low))
+    row, xs = key // span, key % span + low
+    if not np.array_equal(row[0::2], row[1::2]):  # an odd count in a row: impossible for a closed polygon
+        raise AssertionError("fill_poly_cv48: a row crossed an odd number of times")
+    left, right, r = xs[0::2] >> _XY_SHIFT, xs[1::2] >> _XY_SHIFT, row[0::2]
+    keep = (left < width) & (right >= 0)
+    r, left, right = r[keep], np.maximum(left[keep], 0), np.minimum(right[keep], width - 1)
+    if r.size <= 4 * (bottom - top):  # a few spans per row (any simple polygon): one slice each, as OpenCV
+        for y, a, b in zip((r + top).tolist(), left.tolist(), right.tolist()):
+            img[y, a:b + 1] = color
+        return
+    stride, n = width + 1, (bottom - top) * (width + 1)
+    cover = np.bincount(r * stride + left, minlength=n) - np.bincount(r * stride + right + 1, minlength=n)
+    filled = np.cumsum(cover.reshape(bottom - top, stride), axis=1)[:, :width] > 0
+    img[top:bottom][filled] = color
 
 
 # --- PNG masks ------------------------------------------------------------------------------------
 
 
 def read_png_mask(path: str | Path) -> np.ndarray:
-    """Read a PNG mask as (H, W) bool, any nonzero value (any channel) = foreground.
+    """Read a PNG mask as (H, W) bool, any nonzero value (any channel) = foreground, as
+    ``cv2.imread(path, cv2.IMREAD_UNCHANGED)`` reads it.
 
-    Raises DatasetFormatError when the file is missing or unreadable."""
-    arr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    Raises DatasetFormatError when the file is missing, unreadable, not a regular file, or larger
+    than dataset.limits allows (bytes, or pixels from its header: checked before any decode)."""
+    buf = files.read_data(path, "mask PNG")
+    files.check_image_pixels(buf, path, "mask PNG")
+    try:
+        arr = cv2.imdecode(np.frombuffer(buf, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    except cv2.error:
+        arr = None
     if arr is None:
         raise DatasetFormatError(f"cannot read mask PNG {path}")
     if arr.ndim == 3:

@@ -34,6 +34,7 @@ try:  # zlib-ng inflates runs ~20x faster than zlib; the standard module gives t
 except ImportError:  # pragma: no cover - zlib-ng is a dependency; kept working without it
     _inflate = zlib
 
+from rvt_bench.core import files
 from rvt_bench.core.types import DatasetFormatError
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -85,12 +86,12 @@ def read_gray(path: str | Path) -> tuple[tuple[int, int], tuple[int, int, int, i
 
     8-bit grayscale and indexed files take the fast decoder, everything else OpenCV's (colour
     images become their gray value, 16-bit ones their top 8 bits, EXIF orientation applied).
-    Raises DatasetFormatError naming the path when the file cannot be read or decoded.
+    Raises DatasetFormatError naming the path when the file cannot be read or decoded, is not a
+    regular file, or is larger than dataset.limits allows (bytes, or pixels from its header:
+    checked before any decode).
     """
-    try:
-        buf = Path(path).read_bytes()
-    except OSError as exc:
-        raise DatasetFormatError(f"cannot read mask PNG {path}: {exc}") from exc
+    buf = files.read_data(path, "mask PNG")
+    files.check_image_pixels(buf, path, "mask PNG")
     found = decode_gray8_box(buf)
     if found is not None:
         return found

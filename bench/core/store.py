@@ -17,15 +17,19 @@ import json
 import logging
 import math
 import os
+import shutil
 import socket
+import stat
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from rvt_bench.core import files
 from rvt_bench.core.secrets import scrub
-from rvt_bench.core.types import Prediction, RunLockedError, RunStoreError
+from rvt_bench.core.types import DatasetFormatError, Prediction, RunLockedError, RunStoreError
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +55,23 @@ class PredictionLog:
         self._fh = None
 
     def _repair_tail(self) -> None:
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        if not self.path.exists():
             return
+        if not stat.S_ISREG(os.stat(self.path).st_mode):
+            raise RunStoreError(f"{self.path} is not a regular file; refused (move it away to start this run afresh)")
         with open(self.path, "rb+") as fh:
-            data = fh.read()
-            keep = data.rfind(b"\n") + 1  # start of the last (possibly torn) line
-            tail = data[keep:]
-            if tail:  # no newline after the last record: it was being written when the run died
-                log.warning("%s: discarding a torn last line (%d bytes); that sample will be redone", self.path, len(tail))
+            size = fh.seek(0, os.SEEK_END)
+            keep = size
+            while keep > 0:  # back from the end to the last newline, in bounded pieces
+                start = max(0, keep - (1 << 16))
+                fh.seek(start)
+                found = fh.read(keep - start).rfind(b"\n")
+                if found >= 0:
+                    keep = start + found + 1
+                    break
+                keep = start
+            if keep < size:  # no newline after the last record: it was being written when the run died
+                log.warning("%s: discarding a torn last line (%d bytes); that sample will be redone", self.path, size - keep)
                 fh.truncate(keep)
 
     def append(self, pred: Prediction) -> None:
@@ -101,17 +114,17 @@ def read_predictions(paths: Iterable[str | Path], attempts: dict[str, int] | Non
     out: dict[str, Prediction] = {}
     duplicates: list[str] = []
     for path in sorted(Path(p) for p in paths):
-        lines = path.read_text(encoding="utf-8").split("\n")
-        for lineno, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
+        for lineno, line, torn in _records_of(path):
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                if lineno == len(lines):
+                if line is None:
+                    raise files.FileLimitError(f"longer than {files.limits().max_line_mb:g} MB (dataset.limits.max_line_mb)")
+                record = files.loads(line, f"{path}:{lineno}", duplicates="last")
+            except DatasetFormatError as exc:
+                if torn:
                     log.warning("%s:%d: torn last line ignored", path, lineno)
                     continue
-                raise RunStoreError(f"{path}:{lineno}: not a JSON prediction record ({exc})") from exc
+                raise RunStoreError(f"{path}:{lineno}: not a JSON prediction record ({exc}); remove or repair that "
+                                    f"line (its sample is then predicted again)") from None
             pred = Prediction.from_dict(record)
             if attempts is not None:
                 attempts[pred.sample_id] = attempts.get(pred.sample_id, 0) + 1
@@ -128,6 +141,29 @@ def read_predictions(paths: Iterable[str | Path], attempts: dict[str, int] | Non
         log.warning("%d duplicate answers ignored (the first answer of each sample kept; two runs wrote to "
                     "this run directory at once?), first: %s", len(duplicates), ", ".join(duplicates[:3]))
     return out
+
+
+def _records_of(path: Path) -> Iterator[tuple[int, str | None, bool]]:
+    """(line number, text or None when over the line limit, torn) per non-blank line of a JSONL run
+    file read through rvt_bench.core.files (a FIFO or device refused: RunStoreError naming it); torn =
+    the file's last line, without its newline (a record cut short by a kill)."""
+    try:
+        for lineno, raw in files.lines(path, "run file"):
+            if raw is None:
+                yield lineno, None, False
+            elif raw.strip():
+                yield lineno, raw.decode("utf-8", errors="replace").rstrip("\n"), not raw.endswith(b"\n")
+    except DatasetFormatError as exc:
+        raise RunStoreError(str(exc)) from None
+
+
+def read_run_json(path: str | Path) -> Any:
+    """A JSON file the harness wrote (manifest.json, metrics.json...), read through
+    rvt_bench.core.files (regular file, bounded size and depth); RunStoreError naming it otherwise."""
+    try:
+        return files.read_json(path, what="run file", duplicates="last")
+    except DatasetFormatError as exc:
+        raise RunStoreError(str(exc)) from None
 
 
 def prediction_files(run_dir: str | Path) -> list[Path]:
@@ -203,9 +239,9 @@ class RunLock:
     def holder(self) -> str:
         """'PID <pid> on host <host> (since <time>)' from the sidecar, or a plain description."""
         try:
-            owner = json.loads(self.owner_path.read_text(encoding="utf-8"))
+            owner = read_run_json(self.owner_path)
             return f"PID {owner['pid']} on host {owner['host']} (since {owner['started_utc']})"
-        except (OSError, ValueError, KeyError, TypeError):
+        except (RunStoreError, KeyError, TypeError):
             return "another process (its PID and host are not recorded yet)"
 
     def release(self) -> None:
@@ -223,23 +259,31 @@ class RunLock:
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
+    """The records of a JSONL file the harness wrote (scores.jsonl, samples.jsonl), read through
+    rvt_bench.core.files; RunStoreError naming the file and line for one it cannot use."""
+    for lineno, line, _ in _records_of(Path(path)):
+        try:
+            if line is None:
+                raise files.FileLimitError(f"longer than {files.limits().max_line_mb:g} MB")
+            yield files.loads(line, f"{path}:{lineno}", duplicates="last")
+        except DatasetFormatError as exc:
+            raise RunStoreError(f"{path}:{lineno}: not a usable record ({exc})") from None
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write a whole file so that readers see either the old file or the complete new one: a unique
     temporary file beside it (safe with concurrent writers, threads or processes; the last rename
-    wins), flushed and fsynced, then os.replace. The temporary file is removed on any error. Text
-    is written without the secrets this process knows (rvt_bench.core.secrets.scrub)."""
+    wins), flushed and fsynced, then os.replace. The file gets the permissions a plain open() would
+    give it (0666 minus the umask: 0644 under umask 022), not mkstemp's 0600, so colleagues on a
+    shared cluster can read results and leaderboards. The temporary file is removed on any error.
+    Text is written without the secrets this process knows (rvt_bench.core.secrets.scrub)."""
     path = Path(path)
     if isinstance(data, str):
         data = scrub(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:32]}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
@@ -248,3 +292,42 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A fresh folder beside `path` for the block to fill (report_images/); when the block ends
+    without error it takes `path`'s place (the old folder renamed away, the new one renamed in, the
+    old one removed), so a reader sees the old folder or the complete new one. On any error (a
+    full disk) the new folder is removed and `path` is left as it was. Permissions as `write_atomic`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{path.name[:32]}.", suffix=".new", dir=path.parent))
+    try:
+        os.chmod(fresh, 0o777 & ~umask())
+        yield fresh
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name[:32]}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / path.name)
+        os.replace(fresh, path)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (Linux: /proc/self/status); elsewhere set and
+    restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -117,9 +117,16 @@ class ServerUnreachableError(AdapterError):
     """A server the run needs (an OpenAI-compatible policy or judge) cannot be reached."""
 
 
+class ConfigError(RvtBenchError):
+    """A configuration the run cannot use (a value outside its range, a key that does not exist);
+    the message names the setting and what is allowed."""
+
+    kind = "error"
+
+
 class RunStopped(RvtBenchError):
-    """A run stopped before its end by its surroundings, not by its data or model: Ctrl-C, a full
-    disk, a read-only or forbidden run root, a missing package, a server that is down.
+    """A run stopped before its end by its surroundings, not by its data or model: Ctrl-C, SIGTERM,
+    SIGHUP, a full disk, a read-only or forbidden run root, a missing package, a server that is down.
 
     reason: one of STOP_REASONS (the command line maps it to its exit status); the message is one
     line saying what happened, what was kept and how to resume.
@@ -132,7 +139,8 @@ class RunStopped(RvtBenchError):
         self.reason = reason
 
 
-STOP_REASONS = ("interrupted", "no_space", "read_only", "permission", "missing_package", "server_down", "locked")
+STOP_REASONS = ("interrupted", "terminated", "hangup", "no_space", "read_only", "permission", "missing_package",
+                "server_down", "locked")
 
 
 # --- records --------------------------------------------------------------------------------------

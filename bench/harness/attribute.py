@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from rvt_bench.adapters.base import Adapter
+from rvt_bench.core.store import write_atomic
 from rvt_bench.core.types import RvtBenchError
 
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(result.text)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result.data, indent=2, sort_keys=True))
+        write_atomic(args.json_out, json.dumps(result.data, indent=2, sort_keys=True))
     return 0
 
 

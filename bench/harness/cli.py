@@ -12,8 +12,10 @@ from typing import Callable, NoReturn, TypeVar
 
 from omegaconf.errors import MissingMandatoryValue
 
+from rvt_bench.core.printable import printable_lines
 from rvt_bench.core.secrets import scrub
 from rvt_bench.core.types import RunLockedError, RunStopped, RvtBenchError, ServerUnreachableError
+from rvt_bench.harness import signals
 from rvt_bench.harness.stops import OS_STOPS as _OS_REASONS
 
 T = TypeVar("T")
@@ -29,6 +31,8 @@ EXIT_CODES = {
     "missing_package": 7,  # a Python package the chosen backend needs is not installed
     "server_down": 8,      # a policy or judge server cannot be reached
     "interrupted": 130,    # Ctrl-C (128 + SIGINT, as shells report it)
+    "terminated": 143,     # SIGTERM: scancel, timeout, docker stop (128 + 15)
+    "hangup": 129,         # SIGHUP: the terminal or ssh connection went away (128 + 1)
 }
 """Exit status per kind of stop (rvt_bench.core.types.STOP_REASONS plus "error"); docs/failures.md "One owner, clear stops"."""
 
@@ -46,7 +50,7 @@ def our_error(exc: BaseException | None) -> RvtBenchError | None:
 def stop_reason(exc: BaseException) -> str | None:
     """The EXIT_CODES key for `exc`, or None when it is a bug (to be shown with its traceback)."""
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
+        return signals.reason(exc)
     if isinstance(exc, MissingMandatoryValue):
         return "error"
     if isinstance(exc, OSError) and exc.errno in _OS_REASONS:
@@ -66,7 +70,7 @@ def stop_reason(exc: BaseException) -> str | None:
 def one_line(exc: BaseException) -> str:
     """The line printed for a stop (the error's own message, flattened to one line)."""
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted (Ctrl-C) before the run started; nothing was written"
+        return f"{signals.said(exc)} before the run started; nothing was written"
     if isinstance(exc, MissingMandatoryValue):
         key = exc.full_key or "a required value"
         return f"{key} is required: pass {key}=... on the command line (see conf/ for what it means)"
@@ -83,7 +87,11 @@ def one_line(exc: BaseException) -> str:
 def exit_on_known_errors(call: Callable[[], T]) -> T:
     """call(); a known stop ends the process with one line on stderr and its EXIT_CODES status.
     The traceback goes to the log files only (Hydra's job log, <run.root>/.hydra/.../run_bench.log;
-    the runner has already appended it to <run_dir>/run.log when the run directory was known)."""
+    the runner has already appended it to <run_dir>/run.log when the run directory was known).
+    Stop signals (Ctrl-C, SIGTERM, SIGHUP) are handled while `call` runs (rvt_bench.harness.signals):
+    after the first, more are ignored; once it is over they are all ignored (what is left is the
+    exit cleanup, or the next job of a sweep, which handles them again)."""
+    signals.install()
     try:
         return call()
     except (Exception, KeyboardInterrupt) as exc:
@@ -92,6 +100,8 @@ def exit_on_known_errors(call: Callable[[], T]) -> T:
             raise
         _traceback_to_log_files(exc)
         stop(reason, one_line(exc))
+    finally:
+        signals.quiet()
 
 
 def _traceback_to_log_files(exc: BaseException) -> None:
@@ -104,10 +114,14 @@ def _traceback_to_log_files(exc: BaseException) -> None:
 
 
 def stop(reason: str, message: str) -> NoReturn:
-    """Print `error: <message>` (or `stopped: ...` for Ctrl-C) on stderr and exit with EXIT_CODES[reason]."""
-    prefix = "stopped" if reason == "interrupted" else "error"
+    """Print `error: <message>` (or `stopped: ...` for a stop signal) on stderr and exit with
+    EXIT_CODES[reason]. Stop signals are ignored from here on: what is left is cleanup."""
+    signals.quiet()
+    prefix = "stopped" if reason in signals.REASONS.values() else "error"
     _close_progress_bars()
-    print(f"{prefix}: {scrub(message)}", file=sys.stderr, flush=True)
+    # names from data inside the message (a file name with a newline or an ANSI escape) are shown
+    # escaped; secrets this process knows never reach the console
+    print(f"{prefix}: {printable_lines(scrub(message))}", file=sys.stderr, flush=True)
     sys.exit(EXIT_CODES[reason])
 
 

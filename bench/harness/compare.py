@@ -28,7 +28,7 @@ from hydra.utils import instantiate
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.harness import bootstrap
 from rvt_bench.core.records import ScoreRecord
-from rvt_bench.core.store import read_jsonl
+from rvt_bench.core.store import read_jsonl, read_run_json
 from rvt_bench.core.units import unit
 from rvt_bench.core.types import RunStoreError
 
@@ -61,7 +61,7 @@ def _load(run: Path) -> tuple[dict, list[dict], Path, int | None]:
     if not scores_path.is_file():
         raise RunStoreError(f"{metrics_path}: its scores file {scores_path.name} is missing")
     run_dir = metrics_path.parent
-    return json.loads(metrics_path.read_text(encoding="utf-8")), list(read_jsonl(scores_path)), run_dir, limit
+    return read_run_json(metrics_path), list(read_jsonl(scores_path)), run_dir, limit
 
 
 def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,

@@ -16,6 +16,9 @@ Hydra's error naming the key and the schema ("Key 'fial_fast' not in 'RunConfig'
 The schemas are registered when this module is imported (with rvt_bench.loaders.config's `dataset` schema):
 run_bench.py, train_dtr1.py and tests/conftest.py import it; code that composes conf/ with
 hydra.compose must import it first.
+
+A numeric setting's range is in its schema (rvt_bench.core.ranges.within: `limit >= 1`); the runner
+checks every range before a run (`check_ranges`), so `run.limit=0` is one line, not a traceback.
 """
 from __future__ import annotations
 
@@ -29,8 +32,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from rvt_bench.core.paths import CONF_DIR, shipped
-from rvt_bench.core.types import RETRYABLE
+from rvt_bench.core.types import RETRYABLE, ConfigError
 from rvt_bench.harness.bootstrap import DEFAULT_B, DEFAULT_SEED
+from rvt_bench.core.ranges import within
 from rvt_bench.leaderboards.config import LeaderboardConfig
 import rvt_bench.loaders.config  # noqa: F401  registers the `dataset` schema (schema/dataset): one import registers every schema
 from rvt_bench.metrics.judge import Judge
@@ -45,7 +49,7 @@ OmegaConf.register_new_resolver("repo", shipped, replace=True)
 class BootstrapConfig:
     """95% CIs of the headline metrics (bench/harness/bootstrap.py). B: resamples (0 = no CIs)."""
 
-    B: int = DEFAULT_B
+    B: int = within(DEFAULT_B, ge=0)
     seed: int = DEFAULT_SEED
 
 
@@ -74,17 +78,17 @@ class RunConfig:
 
     root: str = "runs"
     name: Optional[str] = None
-    shard: int = 0
-    num_shards: int = 1
+    shard: int = within(0, ge=0)
+    num_shards: int = within(1, ge=1)
     merge: bool = False
-    limit: Optional[int] = None
+    limit: Optional[int] = within(None, ge=1)
     fail_fast: bool = False
-    score_workers: int = 1
+    score_workers: int = within(1, ge=1)
     verify_frames: bool = True
-    batch_size: Optional[int] = None
+    batch_size: Optional[int] = within(None, ge=1)
     # Any, not List[str]: the runner also takes one kind as a string (run.retry_failed=adapter).
     retry_failed: Any = field(default_factory=lambda: list(RETRYABLE))
-    max_attempts: int = 3
+    max_attempts: int = within(3, ge=1)
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     report: bool = True
     verbose: bool = False
@@ -97,7 +101,7 @@ class JudgeConfig:
     unscored-verdict rate exceeds it (metrics.json still records it)."""
 
     _target_: Optional[str] = None
-    max_failure_rate: float = 0.02
+    max_failure_rate: float = within(0.02, ge=0, le=1)
 
 
 _JUDGE = {k: p.default for k, p in inspect.signature(Judge).parameters.items() if p.default is not inspect.Parameter.empty}
@@ -114,14 +118,14 @@ class OpenAIJudgeConfig(JudgeConfig):
     api_key: Optional[str] = _JUDGE["api_key"]
     template: str = _JUDGE["template"]
     template_version: int = _JUDGE["template_version"]
-    timeout_s: float = _JUDGE["timeout_s"]
-    max_retries: int = _JUDGE["max_retries"]
-    backoff_s: float = _JUDGE["backoff_s"]
-    backoff_max_s: float = _JUDGE["backoff_max_s"]
-    max_concurrency: int = _JUDGE["max_concurrency"]
+    timeout_s: float = within(_JUDGE["timeout_s"], gt=0)
+    max_retries: int = within(_JUDGE["max_retries"], ge=0)
+    backoff_s: float = within(_JUDGE["backoff_s"], ge=0)
+    backoff_max_s: float = within(_JUDGE["backoff_max_s"], ge=0)
+    max_concurrency: int = within(_JUDGE["max_concurrency"], ge=1)
     cache_dir: Optional[str] = _JUDGE["cache_dir"]
-    temperature: float = _JUDGE["temperature"]
-    max_tokens: int = _JUDGE["max_tokens"]
+    temperature: float = within(_JUDGE["temperature"], ge=0)
+    max_tokens: int = within(_JUDGE["max_tokens"], ge=1)
 
 @dataclass
 class LoggerConfig:
@@ -214,6 +218,16 @@ def with_schemas(cfg: DictConfig) -> DictConfig:
     return out
 
 
+def check_ranges(cfg: DictConfig) -> None:
+    """Raise ConfigError listing every numeric setting of `cfg` outside its schema's range
+    (rvt_bench.core.ranges), dataset.limits included."""
+    from rvt_bench.core.ranges import problems
+
+    found = problems(cfg)
+    if found:
+        raise ConfigError("; ".join(dict.fromkeys(found)) + " (python run_bench.py --cfg job shows every setting)")
+
+
 def register(store: ConfigStore | None = None) -> None:
     """Store every schema of conf/schemas.yaml in Hydra's ConfigStore (idempotent)."""
     store = store or ConfigStore.instance()
@@ -224,5 +238,5 @@ def register(store: ConfigStore | None = None) -> None:
 register()
 
 __all__ = ["BootstrapConfig", "JudgeConfig", "LeaderboardConfig", "LoggerConfig", "OpenAIJudgeConfig", "RunConfig",
-           "SCHEMA_FILE", "TensorBoardLoggerConfig", "WandbLoggerConfig", "adapter_node", "group_node", "register",
-           "schemas", "with_schemas"]
+           "SCHEMA_FILE", "TensorBoardLoggerConfig", "WandbLoggerConfig", "adapter_node", "check_ranges", "group_node",
+           "register", "schemas", "with_schemas"]

@@ -11,6 +11,12 @@
 """
 from __future__ import annotations
 
+from rvt_bench.harness import signals as _signals
+
+# The imports below take seconds; a Ctrl-C (or SIGTERM, SIGHUP) during them is one line too (so
+# they follow this statement: E402 by design). The handlers come back at the end of this module.
+_BEFORE_IMPORTS = _signals.during_import()
+
 import importlib
 import logging
 import os
@@ -27,6 +33,9 @@ from rvt_bench.core.paths import CONF_DIR
 from rvt_bench.harness.cli import exit_on_known_errors, stop
 from rvt_bench.harness.runner import format_summary, run
 from rvt_bench.harness.secrets import hide_secret_overrides
+from rvt_bench.core.types import RvtBenchError
+from rvt_bench.harness.cli import stop_reason
+from rvt_bench.harness.overrides import config_error, normalise
 
 DEFAULT_GROUPS = {"dataset": "demo", "model": "dtr1"}
 # `rvt-bench NAME ...`: the helpers on finished runs, each a module with main(argv)
@@ -210,7 +219,28 @@ def unwritable_root(argv: list[str]) -> tuple[str, str] | None:
 
 
 def console(argv: list[str] | None = None) -> None:
-    """Entry of `rvt-bench` and `python run_bench.py`: a helper command, `--list`, or an evaluation."""
+    """Entry of `rvt-bench` and `python run_bench.py`: a helper command, `--list`, or an evaluation.
+    Every stop is one line with its exit status: a stop signal at any moment (rvt_bench.harness.signals),
+    a config mistake Hydra or a schema finds (rvt_bench.harness.overrides, status 2)."""
+    _signals.install()
+    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for Hydra's tracebacks
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises its composition errors instead of printing them
+    try:
+        _console(argv)
+    except KeyboardInterrupt as exc:  # before or after the run itself (composing the config, printing)
+        stop(_signals.reason(exc), f"{_signals.said(exc)}; the same command resumes the run")
+    except RvtBenchError as exc:  # a command-line mistake found before Hydra (normalise)
+        stop(stop_reason(exc) or "error", str(exc))
+    except Exception as exc:
+        line = None if full_error else config_error(exc)
+        if line is None:
+            raise
+        stop("error", line)
+    finally:
+        _signals.quiet()
+
+
+def _console(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         sys.argv = [f"rvt-bench {argv[0]}", *argv[1:]]
@@ -229,12 +259,12 @@ def console(argv: list[str] | None = None) -> None:
     # Secrets never reach Hydra (its multirun.yaml, logged overrides, job logs) nor any file or line we write.
     secrets.scrub_logs()
     secrets.remember_environment()
-    argv = hide_secret_overrides(with_default_groups(argv))
+    argv = hide_secret_overrides(with_default_groups(normalise(argv)))
     sys.argv = [sys.argv[0]] + argv
     problem = unwritable_root(argv)
     if problem is not None:
         stop(*problem)
-    try:
-        main()
-    except KeyboardInterrupt:  # before or after the run itself (composing the config, printing)
-        stop("interrupted", "interrupted (Ctrl-C); the same command resumes the run")
+    main()
+
+
+_signals.restore(_BEFORE_IMPORTS)

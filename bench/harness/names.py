@@ -92,8 +92,12 @@ def with_current_targets(node: Any) -> Any:
 
 
 def load_run_config(path: Any) -> Any:
-    """A run directory's config.yaml (OmegaConf DictConfig) with today's `_target_` values."""
+    """A run directory's config.yaml (OmegaConf DictConfig) with today's `_target_` values; read
+    through rvt_bench.core.files (RunStoreError naming it when it cannot be read)."""
+    from pathlib import Path
+
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    return OmegaConf.create(with_current_targets(raw))
+    from rvt_bench.harness.rundir import load_config
+
+    return OmegaConf.create(with_current_targets(load_config(Path(path))))

@@ -52,14 +52,18 @@ def semantic_overrides(overrides: list[str]) -> list[str]:
 
 def write_report(run_dir: Path, samples: list[Sample], preds: dict[str, Prediction]) -> Path | None:
     """Build <run_dir>/report.html (rvt_bench.harness.report) for a scored run from its samples and
-    predictions by id; a failure to build it is one warning line, never a failed run. Returns the
-    report's path, None when it could not be built."""
+    predictions by id; a failure to build it (a full disk included) is one warning line saying
+    whether the previous report is kept, never a failed run. Returns the report's path, None when
+    it could not be built."""
     from rvt_bench.harness import report
 
     try:
         return report.build_report(run_dir, samples=samples, preds=preds)
     except Exception as exc:  # the results are written; the page is a convenience on top of them
-        log.warning("report.html not built (%s: %s); the results are in metrics.json; retry with "
+        # written whole or not at all (rvt_bench.core.store.atomic_folder, write_atomic): what is there is complete
+        kept = ("the previous report.html is kept (it shows an earlier scoring)" if (run_dir / "report.html").exists()
+                else "no report.html was written")
+        log.warning("report.html not built (%s: %s); %s; the results are in metrics.json; retry with "
                     "python -m rvt_bench.harness.report %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-                    run_dir)
+                    kept, run_dir)
         return None

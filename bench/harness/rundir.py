@@ -6,7 +6,6 @@ files. Layout: docs/architecture.md "Run directory".
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from contextlib import contextmanager
@@ -16,8 +15,10 @@ from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from rvt_bench.core.store import RunLock, predictions_filename, write_json_atomic
-from rvt_bench.core.types import RunStoreError
+from rvt_bench.core import files
+from rvt_bench.core.printable import PRINTABLE_ARGS
+from rvt_bench.core.store import RunLock, predictions_filename, read_run_json, write_atomic, write_json_atomic
+from rvt_bench.core.types import ConfigError, DatasetFormatError, RunStoreError
 from rvt_bench.harness import manifest as manifest_mod
 from rvt_bench.leaderboards.row import run_sandbox
 
@@ -49,14 +50,14 @@ class RunIdentity:
 
 
 def identify(cfg: DictConfig, resolved: dict[str, Any], adapter_fingerprint: dict | None) -> RunIdentity:
-    """The run's identity from the composed config; raises ValueError on a shard outside
-    [0, run.num_shards)."""
+    """The run's identity from the composed config; raises ConfigError on a shard outside
+    [0, run.num_shards) (checked before, with every range: rvt_bench.harness.config.check_ranges)."""
     fp = manifest_mod.fingerprint(resolved, adapter_fingerprint)
     run_name = cfg.run.name or fp
     run_dir = Path(cfg.run.root) / resolved["dataset"]["name"] / resolved["model"]["name"] / run_name
     shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
     if not 0 <= shard < num_shards:
-        raise ValueError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
+        raise ConfigError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
     return RunIdentity(fp, run_dir, run_name, shard, num_shards)
 
 
@@ -120,6 +121,7 @@ def _attach_run_log(run_dir: Path) -> logging.Handler:
     handler = _QuietFileHandler(run_dir / RUN_LOG, encoding="utf-8", delay=True)
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(PRINTABLE_ARGS)  # a name from data cannot forge a line of run.log
     logging.getLogger().addHandler(handler)
     return handler
 
@@ -128,7 +130,7 @@ def refuse_other_config(run_dir: Path, fp: str) -> None:
     """Raise RunStoreError when `run_dir` already holds a run of another fingerprint."""
     cfg_path = run_dir / CONFIG
     if cfg_path.exists():
-        old_fp = (OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False) or {}).get("_fingerprint")
+        old_fp = (load_config(cfg_path) or {}).get("_fingerprint")
         if old_fp != fp:
             raise RunStoreError(
                 f"{run_dir} holds a run of another configuration (fingerprint {old_fp}, this one {fp}); "
@@ -149,7 +151,7 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str, sandbox: str | None =
         now["sandbox"] = sandbox
     if cfg_path.exists():
         refuse_other_config(run_dir, fp)
-        previous = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
+        previous = load_config(cfg_path)
         old_root = ((previous or {}).get("dataset") or {}).get("root")
         new_root = (body.get("dataset") or {}).get("root")
         if old_root != new_root:
@@ -157,7 +159,7 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str, sandbox: str | None =
                         "not part of the run's identity: use another run.name for a different copy of the data)",
                         run_dir, new_root, old_root)
         if manifest_path.exists():
-            first = json.loads(manifest_path.read_text(encoding="utf-8"))
+            first = read_run_json(manifest_path)
             if first.get("git_sha") != now["git_sha"]:
                 log.warning("resuming %s with code %s; its first predictions were made with %s",
                             run_dir, now["git_sha"], first.get("git_sha"))
@@ -167,9 +169,7 @@ def claim_run_dir(run_dir: Path, cfg: DictConfig, fp: str, sandbox: str | None =
             write_json_atomic(manifest_path, first)
             return
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cfg_path.with_name(".config.yaml.tmp")
-    OmegaConf.save(OmegaConf.create(body), tmp)
-    tmp.replace(cfg_path)
+    write_atomic(cfg_path, OmegaConf.to_yaml(OmegaConf.create(body)))
     write_json_atomic(manifest_path, now)
 
 
@@ -177,7 +177,7 @@ def sandbox_of(run_dir: Path) -> str:
     """How model-written code ran over every invocation of a run (manifest.json): "none" when any
     ran it unsandboxed, "bwrap", or "" when the model runs none (rvt_bench.leaderboards.row.run_sandbox)."""
     try:
-        return run_sandbox(json.loads((run_dir / MANIFEST).read_text(encoding="utf-8")))
+        return run_sandbox(read_run_json(run_dir / MANIFEST))
     except (OSError, ValueError):
         return ""
 
@@ -187,7 +187,7 @@ def note_scoring(run_dir: Path, seconds: float, metrics_name: str) -> None:
     "finished_utc", "metrics"} (the file it wrote). Timing lives in the manifest, not in
     metrics.json, so that scoring again writes a byte-identical metrics.json."""
     path = run_dir / MANIFEST
-    body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    body = read_run_json(path) if path.exists() else {}
     body["scoring"] = {"seconds": round(float(seconds), 3),
                        "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "metrics": metrics_name}
     write_json_atomic(path, body)
@@ -199,10 +199,25 @@ def note_data_source(run_dir: Path, source: dict[str, Any]) -> None:
     path = run_dir / MANIFEST
     if not path.exists():
         return
-    body = json.loads(path.read_text(encoding="utf-8"))
+    body = read_run_json(path)
     if body.get("data_source") != source:
         body["data_source"] = source
         write_json_atomic(path, body)
+
+
+def load_config(path: Path) -> Any:
+    """A run's config.yaml as plain containers, unresolved, read through rvt_bench.core.files (a
+    regular file of bounded size); RunStoreError naming it when it cannot be read or parsed."""
+    import io
+
+    import yaml
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(io.BytesIO(files.read_data(path, "run file"))), resolve=False)
+    except (DatasetFormatError, RecursionError, ValueError, yaml.YAMLError, OmegaConfBaseException) as exc:
+        raise RunStoreError(f"{path} cannot be read as the run's config: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                            f"; remove the run directory or choose another run.name") from None
 
 
 def derived_name(name: str, limit: Any) -> str:

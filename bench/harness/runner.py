@@ -19,7 +19,6 @@ predictions file (rvt_bench.core.store.RunLock).
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
@@ -31,11 +30,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rvt_bench.adapters.base import Adapter
-from rvt_bench.core import secrets
-from rvt_bench.core.store import finite, predictions_filename, write_json_atomic
+from rvt_bench.core import files, secrets
+from rvt_bench.core.printable import escape_log_args
+from rvt_bench.core.store import finite, predictions_filename, read_run_json, write_json_atomic
 from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
-from rvt_bench.harness import judging, loggers, publish, resume, rundir, score, stops
-from rvt_bench.harness.config import adapter_node, with_schemas
+from rvt_bench.harness import judging, loggers, publish, resume, rundir, score, signals, stops
+from rvt_bench.harness.config import adapter_node, check_ranges, with_schemas
+from rvt_bench.loaders.config import read_limits
 from rvt_bench.harness.predict import FrameChecker, predict
 from rvt_bench.harness.results import finish_metrics, write_sample_log
 from rvt_bench.harness.samples import load_samples
@@ -64,12 +65,15 @@ class RunResult:
 def run(cfg: DictConfig) -> RunResult:
     """Evaluate cfg.model on cfg.dataset. cfg is the composed Hydra config (conf/config.yaml).
 
-    Raises RunStopped (one line; reason "interrupted", "no_space", "read_only", "permission",
-    "missing_package", "server_down" or "locked") when the surroundings stop the run, with the
-    traceback written to <run_dir>/run.log when the run directory is known; RvtBenchError subclasses
-    for a bad config or dataset (omegaconf's ValidationError for a run / leaderboard / judge node
-    outside its schema)."""
+    Raises RunStopped (one line; reason "interrupted", "terminated", "hangup", "no_space",
+    "read_only", "permission", "missing_package", "server_down" or "locked") when the surroundings
+    stop the run (SIGTERM and SIGHUP included, rvt_bench.harness.signals), with the traceback
+    written to <run_dir>/run.log when the run directory is known; ConfigError for a setting outside
+    its range (rvt_bench.core.ranges), other RvtBenchError subclasses for a bad config or dataset
+    (omegaconf's ValidationError for a run / leaderboard / judge node outside its schema). Every
+    file is read within the dataset's limits (dataset.limits, rvt_bench.core.files)."""
     cfg = with_schemas(cfg)  # composed configs already are; one built by hand gets the same defaults
+    check_ranges(cfg)  # run.limit=0, model.max_rounds=-1...: one line naming each, before any work
     _pin_hub_data(cfg)
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
@@ -77,6 +81,13 @@ def run(cfg: DictConfig) -> RunResult:
     secrets.remember_config(resolved)
     secrets.remember_environment()
     secrets.scrub_logs()
+    with files.limits_in_force(read_limits(cfg.dataset)), signals.stopping():
+        return _run_stopping(cfg, resolved)
+
+
+def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
+    """`run` once the config is checked: a stop by the surroundings becomes one RunStopped."""
+    escape_log_args()  # names from data reach the console and run.log escaped (rvt_bench.core.printable)
     progress = stops.Progress()
     try:
         try:
@@ -228,7 +239,7 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     if worse is not None:
         kept = f"metrics.json and the leaderboard row were NOT updated: {worse}; the last good results are kept"
         log.error("%s (%s)", kept, metrics_path)
-        previous = json.loads(metrics_path.read_text(encoding="utf-8"))
+        previous = read_run_json(metrics_path)
         return RunResult(run_dir, previous, predicted, None, kept, headline, kept, scoring_s, sandbox=sandbox)
     progress.phase = "publishing"
     write_json_atomic(metrics_path, body)

@@ -45,9 +45,7 @@ def load_samples(cfg: DictConfig) -> Loaded:
         seen[s.id] = s
         unique.append(s)
     samples = unique
-    if cfg.run.limit is not None:
-        if int(cfg.run.limit) < 1:
-            raise ValueError(f"run.limit must be a positive number of samples or null, got {cfg.run.limit}")
+    if cfg.run.limit is not None:  # >= 1: rvt_bench.harness.config.check_ranges
         samples = samples[: int(cfg.run.limit)]
     if not samples:
         raise RunStoreError(f"dataset {cfg.dataset.name!r} (split {cfg.dataset.get('split')!r}) has no samples")

@@ -9,14 +9,13 @@ unusable, is treated like a sample the loader could not build: not scored, not i
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.core.records import Failure, RunMetrics, ScoreRecord
-from rvt_bench.core.store import write_jsonl_atomic
-from rvt_bench.core.types import DATA, PARSE, Prediction, Sample
+from rvt_bench.core.store import read_run_json, write_jsonl_atomic
+from rvt_bench.core.types import DATA, PARSE, Prediction, RunStoreError, Sample
 
 
 def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, scores_path: Path,
@@ -83,9 +82,11 @@ def worse_than_before(path: Path, new: dict[str, Any]) -> str | None:
     if not path.exists():
         return None
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        old = read_run_json(path)
+    except RunStoreError:
         return None  # an unreadable old file is nothing to keep
+    if not isinstance(old, dict):
+        return None
     old_judge, new_judge = old.get("judge") or {}, new.get("judge") or {}
     old_failed, new_failed = old_judge.get("n_failed"), new_judge.get("n_failed")
     if isinstance(old_failed, int) and isinstance(new_failed, int) and new_failed > old_failed:

@@ -1,4 +1,4 @@
-"""A run stopped by its surroundings, not by its data or model: Ctrl-C, a full disk, a read-only or
+"""A run stopped by its surroundings, not by its data or model: Ctrl-C, SIGTERM, SIGHUP, a full disk, a read-only or
 forbidden run root, a missing package, a server that is down. Each becomes a rvt_bench.core.types.RunStopped
 with one line saying what happened, what was kept and how to resume (the command line maps its
 reason to an exit status); the traceback goes to <run_dir>/run.log.
@@ -10,8 +10,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rvt_bench.core.printable import printable, printable_lines
 from rvt_bench.core.secrets import scrub
 from rvt_bench.core.types import RunStopped, ServerUnreachableError
+from rvt_bench.harness import signals
 from rvt_bench.harness.rundir import RUN_LOG
 
 
@@ -33,8 +35,8 @@ OS_STOPS = {errno.ENOSPC: "no_space", errno.EDQUOT: "no_space", errno.EROFS: "re
 def stop_for(exc: BaseException, progress: Progress, model_name: str) -> RunStopped | None:
     """The RunStopped that `exc` (raised while running) stands for, or None when it is not a stop
     by the surroundings (then it propagates as it is)."""
-    if isinstance(exc, KeyboardInterrupt):
-        return RunStopped(_interrupted(progress), "interrupted")
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP (rvt_bench.harness.signals)
+        return RunStopped(_interrupted(progress, signals.said(exc)), signals.reason(exc))
     if isinstance(exc, OSError):
         reason = OS_STOPS.get(exc.errno or 0)
         return None if reason is None else RunStopped(_os_stop(exc, reason, progress), reason)
@@ -57,16 +59,16 @@ def missing_module(exc: BaseException | None) -> str | None:
     return None
 
 
-def _interrupted(p: Progress) -> str:
+def _interrupted(p: Progress, what: str = "interrupted (Ctrl-C)") -> str:
     where = f" in {p.run_dir}" if p.run_dir else ""
     if p.phase == "predicting":
         flight = f"; the sample in flight ({', '.join(p.in_flight)}) was abandoned" if p.in_flight else ""
-        return (f"interrupted (Ctrl-C) while predicting: {p.predicted} predictions of this invocation are saved{where}"
+        return (f"{what} while predicting: {p.predicted} predictions of this invocation are saved{where}"
                 f"{flight}; the same command resumes from there")
     if p.phase == "scoring":
-        return (f"interrupted (Ctrl-C) while scoring: every prediction is saved{where} and metrics.json was not "
+        return (f"{what} while scoring: every prediction is saved{where} and metrics.json was not "
                 f"changed; the same command scores again without model work")
-    return f"interrupted (Ctrl-C) while {p.phase}: nothing was lost{where}; the same command starts again"
+    return f"{what} while {p.phase}: nothing was lost{where}; the same command starts again"
 
 
 def _os_stop(exc: OSError, reason: str, p: Progress) -> str:
@@ -86,6 +88,7 @@ def log_stop(p: Progress, exc: BaseException, tb: str) -> None:
         return
     try:
         with open(p.run_dir / RUN_LOG, "a", encoding="utf-8") as fh:
-            fh.write(scrub(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped: {exc}\n{tb}\n"))
+            fh.write(scrub(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} stopped: {printable(exc)}\n"
+                           f"{printable_lines(tb)}\n"))
     except OSError:
         pass  # the disk that stopped the run may not take the log either

@@ -28,7 +28,7 @@ from rvt_bench.harness.names import load_run_config
 from rvt_bench.core import masks
 from rvt_bench.core.frames import read_frame
 from rvt_bench.core.records import ScoreRecord
-from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions
+from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions, write_atomic
 from rvt_bench.core.types import Prediction, Sample
 import rvt_bench.metrics  # noqa: F401,E402  (defines the built-in kinds of score values that score_value reads)
 from rvt_bench.metrics.units.box_iou import BoxValues
@@ -229,8 +229,10 @@ def render_run(run_dir: str | Path, ids: list[str] | None = None, worst: int | N
     for sid in chosen:
         picture = render_sample(samples[sid], preds.get(sid), scores.get(sid), max_frames)
         path = out_dir / (re.sub(r"[^A-Za-z0-9._-]+", "__", sid) + ".png")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(path), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
+        ok, png = cv2.imencode(".png", cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
+        if not ok:
+            raise ValueError(f"sample {sid}: its picture could not be encoded as PNG")
+        write_atomic(path, png.tobytes())
         written.append(path)
     return written
 

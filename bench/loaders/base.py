@@ -20,20 +20,20 @@ Bad data is handled at two levels, the same way in every loader:
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
+from rvt_bench.core.files import UTF8_BOM, read_json  # noqa: F401  (loaders read every JSON file through it)
+from rvt_bench.core.printable import printable
 from rvt_bench.core.types import DATA, DatasetFormatError, Sample
 
 log = logging.getLogger(__name__)
 
 ERROR_KIND = DATA  # the failure kind (rvt_bench.core.types.FailureKind) of samples that could not be built from the data
 ALL_FAILED_SHOWN = 5  # reasons quoted when every sample failed
-UTF8_BOM = b"\xef\xbb\xbf"
 
 class Dataset(Sequence[Sample]):
     """A loaded benchmark split: ``len(ds)``, ``ds[i]``, ``iter(ds)`` over ``Sample`` in a fixed order.
@@ -82,7 +82,7 @@ class Dataset(Sequence[Sample]):
         quoting the first ALL_FAILED_SHOWN reasons."""
         if self._samples or not self.errors:
             return
-        shown = "\n".join(f"  {e['sample_id']}: {e['message']}" for e in self.errors[:ALL_FAILED_SHOWN])
+        shown = "\n".join(f"  {printable(e['sample_id'])}: {printable(e['message'])}" for e in self.errors[:ALL_FAILED_SHOWN])
         more = len(self.errors) - ALL_FAILED_SHOWN
         raise DatasetFormatError(
             f"{self.name}: every one of the {len(self.errors)} samples of {source} failed to load; first reasons:\n"
@@ -120,35 +120,14 @@ def require_dir(path: Path, *, dataset: str, layout: str, published: str) -> Pat
 
 
 def require_file(path: Path, *, dataset: str, layout: str, published: str) -> Path:
-    """Return ``path`` if it is a file, else raise DatasetFormatError like ``require_dir``."""
-    if not path.is_file():
+    """Return ``path`` if it exists (that it is a regular file is checked when it is read:
+    rvt_bench.core.files), else raise DatasetFormatError like ``require_dir``."""
+    if not path.exists():
         raise DatasetFormatError(
             f"{dataset}: expected the file {path} (not found).\n"
             f"Expected layout:\n{layout}\nThe data is published at {published}"
         )
     return path
-
-
-def read_json(path: Path, encodings: Sequence[str] = ("utf-8",)) -> Any:
-    """Parse a JSON file, trying ``encodings`` in order (LISA reads ReasonSeg as UTF-8, then cp1252).
-
-    Raises DatasetFormatError naming the file when it is missing, undecodable or not JSON.
-    """
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DatasetFormatError(f"cannot read {path}: {exc}") from exc
-    last: Exception | None = None
-    if raw.startswith(UTF8_BOM):  # written by some Windows editors; json.loads refuses it
-        raw = raw[len(UTF8_BOM):]
-    for encoding in encodings:
-        try:
-            return json.loads(raw.decode(encoding))
-        except UnicodeDecodeError as exc:
-            last = exc
-        except json.JSONDecodeError as exc:
-            raise DatasetFormatError(f"{path} is not valid JSON: {exc}") from exc
-    raise DatasetFormatError(f"{path} is not text in any of {list(encodings)}: {last}")
 
 
 def require_keys(record: Any, keys: Sequence[str], where: str) -> None:

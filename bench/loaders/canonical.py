@@ -4,7 +4,6 @@ release's own names to it. Every field, validation, bad data and mapping: docs/b
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rvt_bench.core import masks
+from rvt_bench.core import files, masks
 from rvt_bench.loaders.base import UTF8_BOM, Dataset, existing_splits, read_json, require_dir
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import RLE, TASKS, DatasetFormatError, Sample, Target
@@ -117,7 +116,7 @@ class CanonicalDataset(Dataset):
         seen: set[str] = set()
         for k, record in enumerate(records):
             if isinstance(record, _BadLine):
-                self.record_error(record.message.split(" is not", 1)[0], record.message)
+                self.record_error(record.where, record.message)
                 continue
             with self.sample_errors(self._record_id(record, f"{source} record {k}")):
                 sample = self._sample(record, f"{source} record {k}")
@@ -144,7 +143,7 @@ class CanonicalDataset(Dataset):
             candidates = [Path(annotation) if Path(annotation).is_absolute() else self.root / annotation]
         else:
             candidates = [self.root / f"{self.split}.jsonl", self.root / f"{self.split}.json"]
-        path = next((p for p in candidates if p.is_file()), None)
+        path = next((p for p in candidates if p.exists() and not p.is_dir()), None)
         if path is None:
             present = [p.stem for p in self.root.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json")]
             raise DatasetFormatError(
@@ -208,7 +207,7 @@ class CanonicalDataset(Dataset):
         if values["twin"] is not None:
             if not isinstance(values["twin"], str):
                 raise DatasetFormatError(f"{where}: twin must be a path string, got {values['twin']!r}")
-            twin = Path(values["twin"]) if Path(values["twin"]).is_absolute() else self.root / values["twin"]
+            twin = self._path(values["twin"], f"{where}: twin path")
             if not twin.is_file():
                 raise DatasetFormatError(f"{where}: twin file {twin} does not exist")
             meta["twin_path"] = str(twin)
@@ -231,8 +230,12 @@ class CanonicalDataset(Dataset):
             raise DatasetFormatError(f"{where}: task {value!r} is not one of {TASKS}; map it with dataset.loader.task_aliases")
         return task
 
+    def _path(self, name: str, what: str) -> Path:
+        """An absolute path as it is, a relative one under root (refused when it climbs out of it)."""
+        return Path(name) if Path(name).is_absolute() else files.inside(self.root, name, what)
+
     def _frames(self, video: str, names: Any, where: str) -> tuple[list[Path], tuple[int, int]]:
-        video_dir = self.frames_root / video
+        video_dir = files.inside(self.frames_root, video, f"{where}: video")
         if names is None:
             if video not in self._video_cache:
                 if not video_dir.is_dir():
@@ -245,8 +248,8 @@ class CanonicalDataset(Dataset):
             return [video_dir / n for n in listed], size
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise DatasetFormatError(f"{where}: frames must be a non-empty list of file names, got {str(names)[:120]}")
-        paths = [video_dir / n for n in names]
-        missing = [str(p) for p in paths if not p.is_file()]
+        paths = [files.inside(video_dir, n, f"{where}: frame name") for n in names]
+        missing = [str(p) for p in paths if not p.exists()]
         if missing:
             raise DatasetFormatError(f"{where}: {len(missing)} frame file(s) missing, first {missing[0]}")
         # one header read per video: the release's frames of a video share one size
@@ -267,8 +270,7 @@ class CanonicalDataset(Dataset):
                 out.append(None)
                 continue
             if isinstance(entry, str):
-                path = Path(entry) if Path(entry).is_absolute() else self.root / entry
-                mask = masks.read_png_mask(path)
+                mask = masks.read_png_mask(self._path(entry, f"{where} frame {t}: mask path"))
                 rle = masks.encode(mask) if mask.any() else None
                 got = list(mask.shape)
             elif isinstance(entry, Mapping) and "size" in entry and "counts" in entry:
@@ -328,31 +330,40 @@ def _answers(value: Any, where: str) -> list[str] | None:
 
 
 class _BadLine:
-    """A JSONL line that is not a JSON record: it fails its own sample, not the file."""
+    """A JSONL line that is not a usable JSON record: it fails its own sample, not the file.
+    where: "<file> line <n>" (the sample's name in errors)."""
 
-    def __init__(self, message: str) -> None:
-        self.message = message
+    def __init__(self, where: str, message: str) -> None:
+        self.where, self.message = where, message
 
 
 def _file_records(path: Path) -> list[Any]:
-    """The records of a .jsonl file (one per non-blank line; a line that is not UTF-8 JSON becomes a
-    _BadLine; a UTF-8 BOM at the start is skipped) or of a .json file (a list, or an object holding
-    exactly one list; the whole file fails when it is not JSON)."""
+    """The records of a .jsonl file (one per non-blank line; a line that is not UTF-8 JSON, or breaks
+    a dataset.limits bound, becomes a _BadLine; a UTF-8 BOM at the start is skipped) or of a .json
+    file (a list, or an object holding exactly one list; the whole file fails when it is not JSON)."""
     if path.suffix == ".jsonl":
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise DatasetFormatError(f"cannot read {path}: {exc}") from exc
-        if raw.startswith(UTF8_BOM):
-            raw = raw[len(UTF8_BOM):]
         records: list[Any] = []
-        for n, line in enumerate(raw.split(b"\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line.decode("utf-8")))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                records.append(_BadLine(f"{path} line {n} is not a JSON record: {exc}"))
+        try:
+            for n, line in files.lines(path, "annotation file"):
+                if n == 1 and line is not None and line.startswith(UTF8_BOM):
+                    line = line[len(UTF8_BOM):]
+                where = f"{path} line {n}"
+                if line is None:
+                    records.append(_BadLine(where, f"{where} is not a JSON record: longer than "
+                                                   f"{files.limits().max_line_mb:g} MB (dataset.limits.max_line_mb)"))
+                elif line.strip():
+                    try:
+                        records.append(files.loads(line.rstrip(b"\n").decode("utf-8"), where))
+                    except UnicodeDecodeError as exc:
+                        records.append(_BadLine(where, f"{where} is not a JSON record: {exc}"))
+                    except files.FileLimitError as exc:
+                        records.append(_BadLine(where, str(exc)))
+                    except DatasetFormatError as exc:  # "<where> is not valid JSON: ..."
+                        records.append(_BadLine(where, str(exc).replace("is not valid JSON", "is not a JSON record", 1)))
+        except FileNotFoundError as exc:
+            raise DatasetFormatError(f"annotation file {path} does not exist") from exc
+        except OSError as exc:
+            raise DatasetFormatError(f"cannot read {path}: {exc.strerror or exc}") from exc
         return records
     data = read_json(path)
     if isinstance(data, Mapping):  # {"queries": [...]} or similar single-key wrapper

@@ -11,25 +11,38 @@
         on_length_mismatch: warn
       protocol:                   # how they are scored: a rvt_bench.metrics.protocols Protocol
         _target_: rvt_bench.metrics.protocols.revos.ReVOSProtocol
+      limits:                     # what one file or sample may cost to read (rvt_bench.core.files.ReadLimits)
+        max_image_pixels: 67108864
+        ...
 
 `root` and `split` sit beside `name` because they say *which* data is evaluated (overrides read
 `dataset.root=DIR dataset.split=valid`); the loader receives them by interpolation. So do
 `hf_dataset` / `hf_revision` (data by Hugging Face Hub id, rvt_bench.loaders.hub), passed to the
 loader only when set, so that a node without them hashes as before. Every other loader argument
-is `dataset.loader.<arg>=...`. A flat node of older run directories (loader
+is `dataset.loader.<arg>=...`. `limits` (LimitsConfig, defaults from rvt_bench.core.files.ReadLimits,
+composed by conf/config.yaml for every dataset) bounds what the run reads per file and sample; like
+`root`, it is not part of the run's fingerprint (a sample within the limits scores the same under
+any limits). A flat node of older run directories (loader
 arguments beside name and protocol, `_target_` at the top) is still read.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from rvt_bench.core.files import ReadLimits
 from rvt_bench.core.types import DatasetFormatError
 
-_NOT_LOADER = ("name", "protocol")
+_NOT_LOADER = ("name", "protocol", "limits")
 HUB_KEYS = ("hf_dataset", "hf_revision")  # the dataset node's hub source, handed to the loader when set
+
+# ReadLimits is frozen (a run's limits must not change under it); a config node must take overrides.
+# metadata {"gt": 0}: the range rvt_bench.core.ranges checks before a run
+LimitsConfig = make_dataclass("LimitsConfig", [(f.name, type(f.default), field(default=f.default, metadata={"gt": 0}))
+                                               for f in fields(ReadLimits)])
+LimitsConfig.__doc__ = """`dataset.limits`: rvt_bench.core.files.ReadLimits' fields, defaults and documentation."""
 
 
 @dataclass
@@ -44,13 +57,16 @@ class DatasetConfig:
     hf_revision: Any = None
     loader: Any = field(default_factory=dict)
     protocol: Any = field(default_factory=dict)
+    limits: Any = field(default_factory=LimitsConfig)
 
 
 def register() -> None:
-    """Store the schema in Hydra's ConfigStore as `schema/dataset` (idempotent)."""
+    """Store the schema in Hydra's ConfigStore as `schema/dataset`, and the limits as
+    `dataset_limits_schema` (conf/config.yaml composes it at dataset.limits) (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(group="schema", name="dataset", node=DatasetConfig)
+    ConfigStore.instance().store(name="dataset_limits_schema", node=LimitsConfig)
 
 
 register()  # at import, as Hydra's ConfigStore convention: the runner imports this module
@@ -79,6 +95,14 @@ def validate(node: Any) -> None:
     loader = node["loader"]
     if not isinstance(loader, (dict, DictConfig)) or "_target_" not in loader:
         raise DatasetFormatError("dataset config: dataset.loader needs a _target_ (a loaders.* Dataset class)")
+
+
+def read_limits(node: Any) -> ReadLimits:
+    """The ReadLimits of a dataset node: its `limits` over ReadLimits' defaults (a node without
+    them, e.g. an older run's config, gets the defaults). Raises ValueError for a value that is not
+    a positive number."""
+    given = node.get("limits") if isinstance(node, (dict, DictConfig)) else None
+    return ReadLimits(**(_plain(given) if given else {}))
 
 
 def loader_kwargs(node: Any, root: str | None = None) -> dict:

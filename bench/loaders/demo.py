@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from rvt_bench.core import files
 from rvt_bench.loaders.base import Dataset, DatasetFormatError, require_dir
 from rvt_bench.loaders.reasonseg import ReasonSegDataset
 from rvt_bench.loaders.revos import ReVOSDataset
@@ -70,7 +71,7 @@ class DemoDataset(Dataset):
             known = ["demo", *sorted(p.stem for p in path.parent.glob("*.txt"))]
             raise DatasetFormatError(f"demo split {path.stem!r}: no {path}; splits: {known}")
         # utf-8-sig: a split file saved with a byte-order mark reads the same
-        wanted = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()
+        wanted = [line.strip() for line in files.read_data(path, "split file").decode("utf-8-sig").splitlines()
                   if line.strip() and not line.strip().startswith("#")]
         twice = sorted({i for i in wanted if wanted.count(i) > 1})
         if twice:

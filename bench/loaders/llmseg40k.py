@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core import masks
+from rvt_bench.core import files, masks
 from rvt_bench.loaders.base import Dataset, existing_splits, read_json, require_dir, require_keys
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import RLE, DatasetFormatError, Sample, Target
@@ -127,7 +127,7 @@ class LLMSeg40KDataset(Dataset):
     def _find_annotation(self, layout: str) -> Path:
         candidates = [self.root / "split" / f"{self.split}.json", self.root / f"{self.split}.json"]
         for path in candidates:
-            if path.is_file():
+            if path.exists():  # a FIFO or a device is refused when read, by name
                 return path
         present = [p.stem for d in (self.root / "split", self.root) if d.is_dir() for p in d.glob("*.json")]
         raise DatasetFormatError(
@@ -161,7 +161,7 @@ class LLMSeg40KDataset(Dataset):
         return samples
 
     def _sample(self, sample_id: str, k: int, qa: Any, image: str, source: str, qa_where: str, size_of) -> Sample:
-        image_path = self.image_dirs[source] / image
+        image_path = files.inside(self.image_dirs[source], image, f"{qa_where}: image file name")
         stem = Path(image).stem
         require_keys(qa, ("question", "answer"), qa_where)
         if not isinstance(qa["question"], str) or not qa["question"].strip():
@@ -206,8 +206,8 @@ class LLMSeg40KDataset(Dataset):
             if self.segmentation_root is not None:
                 path = self.segmentation_root / path.name
             elif not path.is_absolute():
-                path = self.root / path
-            if not path.is_file():
+                path = files.inside(self.root, str(qa["segmentation_path"]), f"{where}: segmentation_path")
+            if not path.exists():
                 raise DatasetFormatError(
                     f"{where}: mask PNG {path} does not exist (set segmentation_root to the directory holding the PNGs)"
                 )

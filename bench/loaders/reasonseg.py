@@ -138,7 +138,7 @@ class ReasonSegDataset(Dataset):
 def _image_for(json_path: Path) -> Path:
     for suffix in IMAGE_SUFFIXES:
         candidate = json_path.with_suffix(suffix)
-        if candidate.is_file():
+        if candidate.exists():  # a FIFO or a device is refused by the frame reader, by name
             return candidate
     raise DatasetFormatError(f"{json_path}: no image beside it (looked for {json_path.stem}{{{','.join(IMAGE_SUFFIXES)}}})")
 

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core import masks
+from rvt_bench.core import files, masks
 from rvt_bench.loaders.base import Dataset, existing_splits, read_json, require_dir, require_file, require_keys
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import RLE, DatasetFormatError, InstanceAnnotation, Sample, Target
@@ -88,20 +88,24 @@ class ReVOSDataset(Dataset):
         require_dir(self.root, dataset=self.name, layout=layout, published=PUBLISHED)
         require_dir(self.frames_dir, dataset=self.name, layout=layout, published=PUBLISHED)
         meta_path = self.root / f"meta_expressions_{split}_.json"
-        if not meta_path.is_file():
+        if not meta_path.exists():
             present = [p.name[len("meta_expressions_"):-len("_.json")] for p in self.root.glob("meta_expressions_*_.json")]
             raise DatasetFormatError(
                 f"{self.name}: no split {split!r}: expected the file {meta_path} (not found); splits present: "
                 f"{existing_splits(present)}.\nExpected layout:\n{layout}\nThe data is published at {PUBLISHED}"
             )
         mask_path = require_file(self.root / "mask_dict.json", dataset=self.name, layout=layout, published=PUBLISHED)
-        meta = read_json(meta_path)
+        # a repeated video, expression or anno id fails what it would silently have replaced (below)
+        meta = read_json(meta_path, duplicates="mark")
         require_keys(meta, ("videos",), str(meta_path))
+        if files.repeated_keys(meta):
+            raise DatasetFormatError(f"{meta_path}: key {files.repeated_keys(meta)[0]!r} appears twice at the top level")
         if not isinstance(meta["videos"], dict):
             raise DatasetFormatError(f"{meta_path}: 'videos' must be an object {{<video>: {{...}}}}, got {type(meta['videos']).__name__}")
-        mask_dict = read_json(mask_path)
+        mask_dict = read_json(mask_path, duplicates="mark")
         if not isinstance(mask_dict, dict):
             raise DatasetFormatError(f"{mask_path}: expected {{anno_id: [per frame RLE or null]}}")
+        self._repeated_annos = set(files.repeated_keys(mask_dict))
         self._mask_path = mask_path
         sidecar_path = self.root / "instances.json"
         sidecar = read_json(sidecar_path) if sidecar_path.is_file() else {}
@@ -109,6 +113,8 @@ class ReVOSDataset(Dataset):
         self._foreground: dict | None = None
         self._use_foreground = foreground if foreground is not None else self._foreground_path.is_file()
         self._require_foreground = foreground is True
+        for video, earlier in getattr(meta["videos"], "dropped", []):
+            self._record_repeated_video(meta_path, video, earlier)
         for video, info in meta["videos"].items():
             try:
                 self._samples.extend(self._video_samples(video, info, mask_dict, sidecar.get(video), meta_path))
@@ -116,20 +122,31 @@ class ReVOSDataset(Dataset):
                 raise
             except DatasetFormatError as exc:  # a video-level problem: every expression of the video fails
                 expressions = info.get("expressions") if isinstance(info, dict) else None
-                for exp_id in expressions if isinstance(expressions, dict) and expressions else [None]:
+                ids = [*expressions, *files.repeated_keys(expressions)] if isinstance(expressions, dict) else []
+                for exp_id in ids or [None]:
                     self.record_error(video if exp_id is None else f"{video}/{exp_id}", str(exc))
         self.require_some_samples(str(meta_path))
+
+    def _record_repeated_video(self, meta_path: Path, video: str, earlier: Any) -> None:
+        """The expressions of a video entry that a later entry of the same name replaced: data errors."""
+        expressions = earlier.get("expressions") if isinstance(earlier, dict) else None
+        for exp_id in expressions if isinstance(expressions, dict) and expressions else [None]:
+            self.record_error(video if exp_id is None else f"{video}/{exp_id}",
+                              f"{meta_path}: video {video!r} appears twice in 'videos'; this earlier entry is left out "
+                              f"(a JSON reader keeps only the last)")
 
     def _video_samples(self, video: str, info: dict, mask_dict: dict, labels: list | None, meta_path: Path) -> list[Sample]:
         where = f"{meta_path} video {video!r}"
         require_keys(info, ("frames", "expressions"), where)
+        if files.repeated_keys(info):
+            raise DatasetFormatError(f"{where}: key {files.repeated_keys(info)[0]!r} appears twice")
         if not isinstance(info["frames"], list):
             raise DatasetFormatError(f"{where}: 'frames' must be a list of frame names, got {type(info['frames']).__name__}")
         frame_ids = [str(f) for f in info["frames"]]
-        video_dir = self.frames_dir / video
+        video_dir = files.inside(self.frames_dir, video, f"{where}: video name")
         if not video_dir.is_dir():
             raise DatasetFormatError(f"{where}: frame directory {video_dir} does not exist")
-        frames = [str(video_dir / f"{f}.jpg") for f in frame_ids]
+        frames = [str(files.inside(video_dir, f"{f}.jpg", f"{where}: frame name")) for f in frame_ids]
         if not frames:
             raise DatasetFormatError(f"{where}: 'frames' is empty")
         if not isinstance(info["expressions"], dict):
@@ -154,6 +171,8 @@ class ReVOSDataset(Dataset):
         def read_track(anno_id: object) -> list[RLE | None]:
             if str(anno_id) not in mask_dict:
                 raise _BadTrack(f"anno_id {anno_id} is missing from {self._mask_path}")
+            if str(anno_id) in self._repeated_annos:
+                raise _BadTrack(f"{self._mask_path}: anno_id {anno_id} appears twice (two mask tracks for one object)")
             rles = mask_dict[str(anno_id)]
             expected = (f"{self._mask_path}: anno_id {anno_id} (video {video!r}) must map to a list "
                         f"of {len(frame_ids)} per-frame RLEs or nulls")
@@ -177,10 +196,15 @@ class ReVOSDataset(Dataset):
         samples = []
         foreground = self._video_foreground(video, len(frame_ids))
         annotations = self._annotations(video, info, track, labels, where)
+        for exp_id, _ in getattr(info["expressions"], "dropped", []):
+            self.record_error(f"{video}/{exp_id}", f"{where}: expression id {exp_id!r} appears twice in 'expressions'; "
+                                                   f"this earlier one is left out (a JSON reader keeps only the last)")
         for exp_id, exp in info["expressions"].items():
             sample_id = f"{video}/{exp_id}"
             try:
                 require_keys(exp, EXPRESSION_KEYS, f"{where} expression {exp_id!r}")
+                if files.repeated_keys(exp):
+                    raise DatasetFormatError(f"{where} expression {exp_id!r}: field {files.repeated_keys(exp)[0]!r} appears twice")
                 _check_expression(exp, f"{where} expression {exp_id!r}")
                 missing = [a for a in exp["anno_id"] if str(a) not in mask_dict]
                 if missing:

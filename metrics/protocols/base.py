@@ -11,6 +11,7 @@ equal to its baseline...); the run summary prints both.
 """
 from __future__ import annotations
 
+import signal
 from typing import Any, Iterable, Sequence
 
 from rvt_bench.core.records import ScoreRecord
@@ -89,7 +90,15 @@ class Protocol:
         else:
             import multiprocessing
 
-            with multiprocessing.get_context("spawn" if _threads_started() else None).Pool(workers) as pool:
+            context = multiprocessing.get_context("spawn" if _threads_started() else None)
+            # the workers start with the stop signals blocked (a Ctrl-C during their start-up would print a
+            # traceback each) and then ignore Ctrl-C: the main process handles it and stops the pool
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                pool = context.Pool(workers, initializer=_quiet_worker)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            with pool:
                 results = pool.imap(self._score_pair, pairs, chunksize=max(1, int(chunksize)))
                 scored = list(tqdm(results, **bar))
         self.judge_records([record for record, _ in scored])
@@ -105,6 +114,18 @@ class Protocol:
         arithmetic.
         """
         raise NotImplementedError
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _quiet_worker() -> None:
+    """A scoring worker: Ctrl-C is the main process's (it stops the pool), SIGTERM and SIGHUP end
+    the worker without a traceback; then the signals blocked while it started are let through."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 def _threads_started() -> bool:

@@ -51,9 +51,12 @@ def _trace_parts(trace: Any) -> list[dict[str, Any]]:
 
 def _scoring_seconds(run_dir: Path) -> float | None:
     """The wall time of the scoring that wrote metrics.json (manifest.json "scoring"), or None."""
+    from rvt_bench.core.store import read_run_json
+    from rvt_bench.core.types import RunStoreError
+
     try:
-        scoring = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("scoring") or {}
-    except (OSError, ValueError):
+        scoring = read_run_json(run_dir / "manifest.json").get("scoring") or {}
+    except (RunStoreError, AttributeError):
         return None
     return scoring.get("seconds") if scoring.get("metrics") == "metrics.json" else None
 
@@ -114,25 +117,18 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     (`dataset_root` if it moved) and the run's prediction files. The latest
     scoring's wall time comes from manifest.json. Raises RunStoreError when the run has no
     metrics.json yet."""
-    import cv2
-    import jinja2
     from hydra.utils import instantiate
 
-    from rvt_bench.core.records import RunMetrics, ScoreRecord
-    from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions, write_atomic
+    from rvt_bench.core.records import RunMetrics
+    from rvt_bench.core.store import atomic_folder, prediction_files, read_jsonl, read_predictions, read_run_json, write_atomic
     from rvt_bench.core.types import RunStoreError
     from rvt_bench.harness.names import load_run_config
-    from rvt_bench.harness.report import charts
-    from rvt_bench.harness.report.breakdowns import breakdown_bars
-    from rvt_bench.harness.summary import format_summary
-    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text
-    from rvt_bench.harness.visualize import render_sample, score_value
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").exists():
         raise RunStoreError(f"{run_dir}: no metrics.json (score the run first)")
     # read through the record, so a metrics.json of an older version shows its report as today's
-    m = RunMetrics.from_json(json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))).to_json()
+    m = RunMetrics.from_json(read_run_json(run_dir / "metrics.json")).to_json()
     cfg = load_run_config(run_dir / "config.yaml") if (run_dir / "config.yaml").exists() else None
     if samples is None:
         from rvt_bench.loaders.config import loader_kwargs
@@ -144,16 +140,38 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     if preds is None:
         preds = read_predictions(prediction_files(run_dir))
     records = list(read_jsonl(run_dir / "scores.jsonl")) if (run_dir / "scores.jsonl").exists() else []
+    # report_images/ and report.html are replaced whole or not at all (a full disk leaves the previous ones)
+    with atomic_folder(run_dir / IMAGES) as images:
+        html = _render(run_dir, m, cfg, samples, preds, records, images, max_frames)
+        write_atomic(run_dir / "report.html", html)  # scrubbed of secrets, as every run file
+    return run_dir / "report.html"
+
+
+def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, records: list[dict], images: Path,
+            max_frames: int) -> str:
+    """report.html's text; every sample's picture written into `images` as it goes."""
+    import cv2
+    import jinja2
+
+    from rvt_bench.core.records import ScoreRecord
+    from rvt_bench.harness.report import charts
+    from rvt_bench.harness.report.breakdowns import breakdown_bars
+    from rvt_bench.harness.rundir import sandbox_of
+    from rvt_bench.harness.summary import format_summary
+    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text
+    from rvt_bench.harness.visualize import render_sample, score_value
+
     scores = {r["sample_id"]: r for r in records}
-    images = run_dir / IMAGES
     rows = []
     per_task: dict[str, list[float]] = {}
     for k, s in enumerate(samples):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = image_name(k, s.id)
         picture = render_sample(s, pred, score, max_frames)
-        images.mkdir(exist_ok=True)  # only once a picture exists: a report that cannot render leaves no folder
-        cv2.imwrite(str(images / name), cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))
+        ok, png = cv2.imencode(".png", cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))  # in memory: no libpng file errors
+        if not ok:
+            raise ValueError(f"sample {s.id}: its picture could not be encoded as PNG")
+        (images / name).write_bytes(png.tobytes())
         value = score_value(score)
         if value is not None:
             per_task.setdefault(s.task, []).append(value)
@@ -166,8 +184,6 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
     scoring_s = _scoring_seconds(run_dir)
-    from rvt_bench.harness.rundir import sandbox_of
-
     sandbox = sandbox_of(run_dir)
     report = adapter_report(m)
     protocol = _protocol(cfg) if cfg is not None and records else None
@@ -192,9 +208,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
         header_lines=[], tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
         summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox)),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options)
-    out = run_dir / "report.html"
-    write_atomic(out, html)  # scrubbed of secrets, as every run file
-    return out
+    return html
 
 
 def image_name(index: int, sample_id: str) -> str:
