@@ -516,7 +516,7 @@ class SandboxedAdapter(FakeAdapter):
         session = get_pool(SandboxSettings(isolation="none", timeout_s=120.0)).session()
         try:
             Path(self.running).write_text(str(os.getpid()))
-            session.execute("import time\nwhile True:\n    time.sleep(1)", twin)
+            session.execute("import time\nwhile True:\n    time.sleep(1)", twin.to_code_payload())
         finally:
             session.close()  # the adapter's own close path, as DT-R1's
         return super().predict(sample)

@@ -11,6 +11,8 @@ import re
 import threading
 from typing import Any
 
+from rvt_bench.core.printable import PRINTABLE_ARGS
+
 MASK = "<redacted>"
 SECRET_KEYS = ("api_key",)
 """Config keys whose values are secrets, wherever they appear (policy.api_key, judge.api_key, model.api_key)."""
@@ -91,13 +93,16 @@ def scrub_logs() -> None:
 
         def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = make(*args, **kwargs)
+            # data in the arguments and the traceback (a file name with a newline or an ANSI escape)
+            # is escaped before the message is rendered (rvt_bench.core.printable.PrintableArgs)
+            PRINTABLE_ARGS.filter(record)
             try:
                 message = record.getMessage()
             except Exception:  # noqa: BLE001 - a malformed record is logging's to report, as it would have
                 return record
             record.msg, record.args = scrub(message), None
-            if record.exc_info and not record.exc_text:
-                record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
+            if record.exc_text:
+                record.exc_text = scrub(record.exc_text)
             if record.stack_info:
                 record.stack_info = scrub(record.stack_info)
             return record
