@@ -19,9 +19,14 @@ BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sco
 NODE = "rvtnode"
 
 
+def which(program: str) -> str | None:
+    """The program's path, looking in /usr/sbin and /sbin too (Debian's daemons; not on every PATH)."""
+    return shutil.which(program, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+
+
 def missing_binaries() -> list[str]:
     """The Slurm and munge programs this machine lacks (none once `apt-get install slurm-wlm munge`)."""
-    return [b for b in BINARIES if shutil.which(b) is None]
+    return [b for b in BINARIES if which(b) is None]
 
 
 def _free_port() -> int:
@@ -32,7 +37,7 @@ def _free_port() -> int:
 
 def _node_hardware() -> str:
     """`slurmd -C`'s view of this machine: "CPUs=2 Boards=1 ... RealMemory=24105"."""
-    line = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
+    line = subprocess.run([which("slurmd"), "-C"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
     return " ".join(f for f in line.split() if f.split("=")[0] in ("CPUs", "Boards", "SocketsPerBoard",
                                                                     "CoresPerSocket", "ThreadsPerCore", "RealMemory"))
 
@@ -92,11 +97,11 @@ class SlurmCluster:
         env = self.env()
         out = open(r / "log" / "daemons.out", "ab")
         self.procs.append(subprocess.Popen(
-            ["munged", "--foreground", f"--key-file={key}", f"--socket={socket_path}", f"--pid-file={r / 'munged.pid'}",
+            [which("munged"), "--foreground", f"--key-file={key}", f"--socket={socket_path}", f"--pid-file={r / 'munged.pid'}",
              f"--log-file={r / 'log' / 'munged.log'}", f"--seed-file={r / 'munged.seed'}"], stdout=out, stderr=out))
         self._wait(lambda: socket_path.exists(), timeout_s, "munged's socket")
-        self.procs.append(subprocess.Popen(["slurmctld", "-D", "-f", str(self.conf)], env=env, stdout=out, stderr=out))
-        self.procs.append(subprocess.Popen(["slurmd", "-D", "-N", NODE, "-f", str(self.conf)], env=env, stdout=out, stderr=out))
+        self.procs.append(subprocess.Popen([which("slurmctld"), "-D", "-f", str(self.conf)], env=env, stdout=out, stderr=out))
+        self.procs.append(subprocess.Popen([which("slurmd"), "-D", "-N", NODE, "-f", str(self.conf)], env=env, stdout=out, stderr=out))
         self._wait(lambda: self.node_state() == "idle", timeout_s, "the node to be idle")
         return self
 

@@ -67,3 +67,16 @@ def test_two_shards_and_their_merge_leave_one_row_equal_to_the_unsharded_run(tmp
     assert len(rows) == 1 and rows["n"].item() == 31
     assert rows["image/gIoU"].item() == round(whole.metrics["metrics"]["image/gIoU"], 6)
     assert rows["video/J&F"].item() == round(whole.metrics["metrics"]["video/J&F"], 6)
+
+
+def test_without_accounting_job_states_come_from_squeue_and_an_unlisted_job_has_ended():
+    from rvt_bench.harness.slurm import GONE, QueueWatcher
+
+    watcher = QueueWatcher()
+    watcher.accounting = False  # as accounting_enabled() finds on a cluster with accounting_storage/none
+    for job in ("7_0", "7_1", "8_0"):
+        watcher.register_job(job)
+    assert watcher._make_command()[0] == "squeue"
+    info = watcher.read_info(b"7_0|RUNNING|node1\n7_[1]|PENDING|\n")  # squeue --format=%i|%T|%N
+    assert info["7_0"]["State"] == "RUNNING" and info["7_1"]["State"] == "PENDING"
+    assert info["8_0"]["State"] == GONE  # slurmctld forgot it (MinJobAge): it ended without a result
