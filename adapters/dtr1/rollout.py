@@ -14,7 +14,9 @@ that batches (hf, openai) gets one request per unfinished sample at each step.
 """
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Protocol
 
@@ -144,6 +146,7 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
     results: list[Rollout | AdapterError | None] = [None] * len(jobs)
     live: dict[int, tuple[_Steps, _State]] = {}
     pending: dict[int, Request] = {}
+    twin_lock = threading.Lock()  # one twin at a time: perception holds its models once
 
     def advance(i: int, send: Generation | AdapterError | None) -> None:
         steps, st = live[i]
@@ -165,7 +168,7 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
             st = _State()
             if policy.prefill:
                 st.add("prefill", policy.prefill)
-            live[i] = (_run(policy, messages, env, limits, st), st)
+            live[i] = (_run(policy, messages, env, limits, st, twin_lock), st)
             advance(i, None)
         _step_all(policy, pending, live, advance)
     finally:
@@ -193,11 +196,22 @@ def _step_all(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
         if len(gens) != len(order):
             raise AdapterError(f"policy {policy.name}: generate_batch returned {len(gens)} results for {len(order)} requests")
         pending.clear()
-        for i, gen in zip(order, gens):
+        for i in order:
             # the batch's wall time shared by its requests, so per-sample policy seconds add up to
             # the run's (as rvt_bench.harness.predict shares a batch's total)
             live[i][1].timings["policy"] += elapsed / len(order)
-            advance(i, gen)
+        if len(order) == 1 or not policy.thread_safe:
+            for i, gen in zip(order, gens):
+                advance(i, gen)
+            continue
+        # Each rollout's next step (twin, sandbox round, answer) in its own thread: a sandbox round
+        # waits on another process, so a batch's rounds overlap instead of queueing one by one.
+        with ThreadPoolExecutor(max_workers=min(len(order), _STEP_THREADS)) as pool:
+            for future in [pool.submit(advance, i, gen) for i, gen in zip(order, gens)]:
+                future.result()
+
+
+_STEP_THREADS = 64  # rollouts a batch advances at once (policy.thread_safe); more only queue
 
 
 def _one(policy: Policy, request: Request) -> Generation | AdapterError:
@@ -208,7 +222,8 @@ def _one(policy: Policy, request: Request) -> Generation | AdapterError:
         return exc
 
 
-def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State) -> _Steps:
+def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State,
+         twin_lock: threading.Lock) -> _Steps:
     # Tag-grammar decoding: each segment is constrained by what is known when it starts.
     constrained = policy.decoding == "grammar"
     think_open = T.has_open(st.trace, T.THINK) and not T.has_close(st.trace, T.THINK)
@@ -221,7 +236,8 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
     st.events.append({"stage": "plan", "order": order})
 
     t0 = time.perf_counter()
-    twin = env.build_twin(order)
+    with twin_lock:
+        twin = env.build_twin(order)
     # The style is passed only when it is not the default, so twins of other builders (test doubles)
     # that know only the full style keep working.
     style = {} if limits.twin_style == "full" else {"style": limits.twin_style}

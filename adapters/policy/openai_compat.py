@@ -121,6 +121,8 @@ class OpenAIPolicy(BatchPolicy):
         self._prefill: str | None = None
         # neither a tokenizer nor a template: the server renders its own chat template (no hub access)
         self.server_template = not tokenizer and not chat_template
+        # rendering on the server or by a Jinja template; a transformers tokenizer is not shared by threads
+        self.thread_safe = (self.server_template or bool(chat_template)) and not self.token_prompts
         self._rendered: dict[str, str] = {}
         self._server_api: str | None = None  # "llama.cpp" | "vllm" (vLLM, SGLang): found on the first render
 
