@@ -170,7 +170,10 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
                 st.add("prefill", policy.prefill)
             live[i] = (_run(policy, messages, env, limits, st, twin_lock), st)
             advance(i, None)
-        _step_all(policy, pending, live, advance)
+        if policy.thread_safe and len(pending) > 1:
+            _run_each(policy, pending, live, advance)
+        else:
+            _step_all(policy, pending, live, advance)
     finally:
         for i in list(live):
             _close(jobs[i][1])
@@ -200,18 +203,28 @@ def _step_all(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
             # the batch's wall time shared by its requests, so per-sample policy seconds add up to
             # the run's (as rvt_bench.harness.predict shares a batch's total)
             live[i][1].timings["policy"] += elapsed / len(order)
-        if len(order) == 1 or not policy.thread_safe:
-            for i, gen in zip(order, gens):
-                advance(i, gen)
-            continue
-        # Each rollout's next step (twin, sandbox round, answer) in its own thread: a sandbox round
-        # waits on another process, so a batch's rounds overlap instead of queueing one by one.
-        with ThreadPoolExecutor(max_workers=min(len(order), _STEP_THREADS)) as pool:
-            for future in [pool.submit(advance, i, gen) for i, gen in zip(order, gens)]:
-                future.result()
+        for i, gen in zip(order, gens):
+            advance(i, gen)
 
 
-_STEP_THREADS = 64  # rollouts a batch advances at once (policy.thread_safe); more only queue
+def _run_each(policy: Policy, pending: dict, live: dict, advance: Callable) -> None:
+    """Every rollout in its own thread, for a policy whose requests are independent calls to a
+    server (policy.thread_safe): a rollout's next request goes out as soon as its own last step
+    (twin, sandbox round) is done, not when the whole batch's are, so the server keeps as many
+    requests in flight as there are unfinished rollouts (the policy's max_concurrency caps them)
+    and a sandbox round overlaps the other rollouts' requests. A rollout's "policy" seconds are
+    then its own requests' wall time."""
+    def drive(i: int) -> None:
+        while i in pending:
+            request = pending.pop(i)
+            t0 = time.perf_counter()
+            gen = _one(policy, request)
+            live[i][1].timings["policy"] += time.perf_counter() - t0
+            advance(i, gen)
+
+    with ThreadPoolExecutor(max_workers=len(pending)) as pool:
+        for future in [pool.submit(drive, i) for i in sorted(pending)]:
+            future.result()
 
 
 def _one(policy: Policy, request: Request) -> Generation | AdapterError:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -118,6 +119,8 @@ class OpenAIPolicy(BatchPolicy):
             raise AdapterError(f"openai policy: grammar_field={grammar_field!r} is not one of {list(GRAMMAR_FIELDS)}")
         self.grammar_field = grammar_field
         self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(self.max_concurrency)  # across batches and rollout threads
         self._prefill: str | None = None
         # neither a tokenizer nor a template: the server renders its own chat template (no hub access)
         self.server_template = not tokenizer and not chat_template
@@ -295,8 +298,10 @@ class OpenAIPolicy(BatchPolicy):
     def _request(self, prompt: str | list[int], stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Any:
         import openai
 
-        if self._client is None:
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        with self._client_lock:  # rollouts call from several threads; one client, one connection pool
+            if self._client is None:
+                self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s,
+                                             max_retries=0)
         extra_body = dict(self.extra_body)
         logprobs = None
         if self.token_prompts:
@@ -305,15 +310,16 @@ class OpenAIPolicy(BatchPolicy):
             logprobs = 0
         if grammar:
             extra_body.update(_grammar_body(self.grammar_field, grammar))
-        resp = call_with_retries(
-            lambda: self._client.completions.create(
-                model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
-                temperature=self.temperature, top_p=self.top_p, seed=self.seed, logprobs=logprobs,
-                extra_body=extra_body or None,
-            ),
-            what=f"policy {self.model}", base_url=self.base_url, max_retries=self.max_retries,
-            backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=AdapterError,
-        )
+        with self._in_flight:
+            resp = call_with_retries(
+                lambda: self._client.completions.create(
+                    model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
+                    temperature=self.temperature, top_p=self.top_p, seed=self.seed, logprobs=logprobs,
+                    extra_body=extra_body or None,
+                ),
+                what=f"policy {self.model}", base_url=self.base_url, max_retries=self.max_retries,
+                backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=AdapterError,
+            )
         try:
             return resp.choices[0], resp.usage
         except (AttributeError, IndexError, TypeError) as exc:
