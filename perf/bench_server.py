@@ -72,13 +72,14 @@ def get(url: str) -> dict:
         return json.loads(resp.read())
 
 
-def model_overrides(adapter: str, url: str, model: str) -> list[str]:
-    if adapter == "dtr1":
-        return ["+model=dtr1", "policy=openai", f"policy.model={model}", f"policy.base_url={url}"]
-    if adapter == "jit":
-        return ["+model=jit", "policy=openai", f"policy.model={model}", f"policy.base_url={url}"]
+def model_overrides(adapter: str, url: str, model: str, batch: int) -> list[str]:
+    """The command line of one run: a batch of `batch` samples with as many requests in flight."""
+    if adapter in ("dtr1", "jit"):
+        return [f"+model={adapter}", "policy=openai", f"policy.model={model}", f"policy.base_url={url}",
+                f"policy.max_concurrency={batch}", f"run.batch_size={batch}"]
     # no SAM2: segmentation samples fail after the reply (SAM2 is model work, like the twin's perception)
-    return ["+model=vlm", f"model.model={model}", f"model.base_url={url}", "model.sam2=null"]
+    return ["+model=vlm", f"model.model={model}", f"model.base_url={url}", "model.sam2=null",
+            f"model.max_concurrency={batch}", f"run.batch_size={batch}"]
 
 
 def compose_cfg(root: Path, overrides: list[str], samples: int):
@@ -167,7 +168,7 @@ def main() -> None:
         print(HEADER)
         for adapter in args.adapters:
             for batch in args.batch_sizes:
-                runs = [measure([*model_overrides(adapter, url, "stand-in"), f"run.batch_size={batch}"], args.samples,
+                runs = [measure(model_overrides(adapter, url, "stand-in", batch), args.samples,
                                 f"http://127.0.0.1:{port}/stats") for _ in range(args.repeats)]
                 median = sorted(runs, key=lambda m: m["wall"])[len(runs) // 2]
                 print(row(adapter, batch, median), flush=True)
@@ -186,9 +187,9 @@ def real(args: argparse.Namespace) -> None:
     for batch in [b for b in args.batch_sizes if b <= 8]:
         server = LlamaServer(parallel=max(1, batch)).start()
         try:
-            m = measure([*model_overrides("dtr1", server.url, MODEL), "policy.decoding=grammar",
-                         "policy.grammar_field=grammar", "model.twin_style=compact", "model.twin_max_chars=400",
-                         f"run.batch_size={batch}"], args.real_samples, None)
+            m = measure([*model_overrides("dtr1", server.url, MODEL, batch), "policy.decoding=grammar",
+                         "policy.grammar_field=grammar", "model.twin_style=compact", "model.twin_max_chars=400"],
+                        args.real_samples, None)
         finally:
             server.stop()
         print(row("dtr1/llama.cpp", batch, m), flush=True)
