@@ -10,7 +10,9 @@ continues (as in the paper). A missing or invalid plan, a missing closing tag wi
 budget, or more than `max_rounds` code blocks is a TagError / DAGError (kind "parse"); the
 partial trace, events, timings and segments are attached to the exception as `.trace`, `.events`,
 `.timings`, `.segments`. `run_rollouts` steps the rollouts of several samples together so a policy
-that batches (hf, openai) gets one request per unfinished sample at each step.
+that batches (hf, vLLM) gets one request per unfinished sample at each step; with a served policy
+(openai: policy.thread_safe) each rollout runs in its own thread instead, so the server always has
+a request from every rollout that is not busy with its twin or sandbox.
 """
 from __future__ import annotations
 
@@ -214,17 +216,24 @@ def _run_each(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
     requests in flight as there are unfinished rollouts (the policy's max_concurrency caps them)
     and a sandbox round overlaps the other rollouts' requests. A rollout's "policy" seconds are
     then its own requests' wall time."""
+    stop = threading.Event()  # set when one rollout's thread raised or the run is interrupted
+
     def drive(i: int) -> None:
-        while i in pending:
+        while i in pending and not stop.is_set():
             request = pending.pop(i)
             t0 = time.perf_counter()
             gen = _one(policy, request)
             live[i][1].timings["policy"] += time.perf_counter() - t0
             advance(i, gen)
 
-    with ThreadPoolExecutor(max_workers=len(pending)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(pending), thread_name_prefix="rollout")
+    try:
         for future in [pool.submit(drive, i) for i in sorted(pending)]:
             future.result()
+    finally:
+        # on Ctrl-C or an error the other rollouts stop after their current step (no wait for them)
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _one(policy: Policy, request: Request) -> Generation | AdapterError:
@@ -248,8 +257,8 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
     order = env.plan(plan_text)
     st.events.append({"stage": "plan", "order": order})
 
-    t0 = time.perf_counter()
-    with twin_lock:
+    with twin_lock:  # its seconds are the build's, not the wait for another rollout's twin
+        t0 = time.perf_counter()
         twin = env.build_twin(order)
     # The style is passed only when it is not the default, so twins of other builders (test doubles)
     # that know only the full style keep working.
