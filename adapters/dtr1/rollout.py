@@ -171,10 +171,11 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
             if policy.prefill:
                 st.add("prefill", policy.prefill)
             live[i] = (_run(policy, messages, env, limits, st, twin_lock), st)
-            advance(i, None)
-        if policy.thread_safe and len(pending) > 1:
+        if policy.thread_safe and len(jobs) > 1:
             _run_each(policy, pending, live, advance)
         else:
+            for i in list(live):
+                advance(i, None)
             _step_all(policy, pending, live, advance)
     finally:
         for i in list(live):
@@ -219,6 +220,7 @@ def _run_each(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
     stop = threading.Event()  # set when one rollout's thread raised or the run is interrupted
 
     def drive(i: int) -> None:
+        advance(i, None)  # the first prompt's rendering may itself ask the server (its chat template)
         while i in pending and not stop.is_set():
             request = pending.pop(i)
             t0 = time.perf_counter()
@@ -226,9 +228,9 @@ def _run_each(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
             live[i][1].timings["policy"] += time.perf_counter() - t0
             advance(i, gen)
 
-    pool = ThreadPoolExecutor(max_workers=len(pending), thread_name_prefix="rollout")
+    pool = ThreadPoolExecutor(max_workers=len(live), thread_name_prefix="rollout")
     try:
-        for future in [pool.submit(drive, i) for i in sorted(pending)]:
+        for future in [pool.submit(drive, i) for i in sorted(live)]:
             future.result()
     finally:
         # on Ctrl-C or an error the other rollouts stop after their current step (no wait for them)
