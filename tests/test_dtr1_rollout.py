@@ -1,10 +1,12 @@
 """The rollout loop with a scripted policy and a fake harness (plan validator, twin, sandbox)."""
+import threading
+import time
 from dataclasses import dataclass
 
 import pytest
 
 from rvt_bench.adapters.dtr1.tags import TagError
-from rvt_bench.adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout
+from rvt_bench.adapters.dtr1.rollout import RolloutEnv, RolloutLimits, run_rollout, run_rollouts
 from rvt_bench.adapters.policy.scripted import ScriptedPolicy
 from rvt_bench.core.types import ParseError
 
@@ -138,3 +140,57 @@ def test_execute_stop_without_opening_tag_is_a_parse_failure():
     with pytest.raises(TagError) as info:
         run_rollout(ScriptedPolicy([PLAN, "print(1)</execute>"]), MESSAGES, make_env([]), RolloutLimits())
     assert info.value.reason == "missing_tag"
+
+
+class ServedPolicy(ScriptedPolicy):
+    """A scripted policy that, like the openai policy, may be called from several threads; it
+    counts the requests in flight at once."""
+
+    thread_safe = True
+
+    def __init__(self, turns):
+        super().__init__(turns, per_rollout=True)
+        self.lock = threading.Lock()
+        self.now = self.peak = 0
+
+    def generate(self, prompt, stop, max_new_tokens):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(0.05)
+        with self.lock:
+            self.now -= 1
+            return super().generate(prompt, stop, max_new_tokens)
+
+
+def test_a_served_policys_rollouts_go_on_while_one_waits_on_its_sandbox():
+    slow = threading.Event()
+
+    def env(k):
+        def execute(code, twin):
+            if k == 0:  # the first rollout's sandbox round waits until every other rollout has finished
+                assert slow.wait(10), "the other rollouts waited for this sandbox round"
+            return FakeResult(True, str(k))
+
+        return RolloutEnv(plan=lambda text: ["SAM2"], build_twin=lambda order: FakeTwin(), execute=execute)
+
+    policy = ServedPolicy([PLAN, EXEC, ANSWER])
+    jobs = [([MESSAGES[0], {"role": "user", "content": f"query {k}"}], env(k)) for k in range(4)]
+    done = []
+    results = [None] * 4
+
+    def run():
+        results[:] = run_rollouts(policy, jobs, RolloutLimits())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(policy.prompts) < 1 + 3 * 3 and time.monotonic() < deadline:  # rollouts 1-3 answered
+        time.sleep(0.01)
+    done.append(len(policy.prompts))
+    slow.set()
+    thread.join(10)
+    assert done[0] >= 10  # 3 finished rollouts + the first one's plan and code requests
+    assert policy.peak == 4  # the four rollouts' first requests were in flight together
+    for k, r in enumerate(results):
+        assert r.trace.endswith(ANSWER) and f"<results>{k}</results>" in r.trace

@@ -12,16 +12,24 @@ from rvt_bench.harness.runner import run
 from tests.demo_runs import REPO, demo_cfg, write_predictions
 
 
-def launcher(name):
+def launcher(name, model="precomputed", *overrides):
+    root = ["model.root=x"] if model == "precomputed" else []
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose("config", overrides=["+dataset=demo", "+model=precomputed", "model.root=x", f"hydra/launcher={name}"],
+        return compose("config", overrides=["+dataset=demo", f"+model={model}", *root, f"hydra/launcher={name}", *overrides],
                        return_hydra_config=True).hydra.launcher
 
 
-def test_slurm_launcher_composes_to_submitit():
+def test_slurm_launcher_composes_to_submitit_with_the_models_resources():
     cfg = launcher("slurm")
     assert cfg._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
-    assert cfg.gpus_per_node == 1 and cfg.timeout_min == 240 and cfg.partition is None
+    assert cfg.timeout_min == 240 and cfg.partition is None
+    # conf/model/precomputed.yaml asks for no GPU (sbatch refuses a GPU request on a cluster without GPUs)
+    assert (cfg.gpus_per_node, cfg.cpus_per_task, cfg.mem_gb) == (0, 2, 4)
+
+
+def test_slurm_resources_default_to_one_gpu_and_the_user_wins():
+    assert launcher("slurm", "dtr1").gpus_per_node == 1  # a model that names no resources
+    assert launcher("slurm", "precomputed", "hydra.launcher.gpus_per_node=2").gpus_per_node == 2
 
 
 def test_local_parallel_launcher_composes_to_joblib():
@@ -59,3 +67,16 @@ def test_two_shards_and_their_merge_leave_one_row_equal_to_the_unsharded_run(tmp
     assert len(rows) == 1 and rows["n"].item() == 31
     assert rows["image/gIoU"].item() == round(whole.metrics["metrics"]["image/gIoU"], 6)
     assert rows["video/J&F"].item() == round(whole.metrics["metrics"]["video/J&F"], 6)
+
+
+def test_without_accounting_job_states_come_from_squeue_and_an_unlisted_job_has_ended():
+    from rvt_bench.harness.slurm import GONE, QueueWatcher
+
+    watcher = QueueWatcher()
+    watcher.accounting = False  # as accounting_enabled() finds on a cluster with accounting_storage/none
+    for job in ("7_0", "7_1", "8_0"):
+        watcher.register_job(job)
+    assert watcher._make_command()[0] == "squeue"
+    info = watcher.read_info(b"7_0|RUNNING|node1\n7_[1]|PENDING|\n")  # squeue --format=%i|%T|%N
+    assert info["7_0"]["State"] == "RUNNING" and info["7_1"]["State"] == "PENDING"
+    assert info["8_0"]["State"] == GONE  # slurmctld forgot it (MinJobAge): it ended without a result

@@ -162,6 +162,8 @@ class TemplatingServer(Server):
                     return self.send_json(200, {"tokens": [ord(c) for c in text], "count": len(text)})
                 if self.path == "/detokenize":
                     return self.send_json(200, {"prompt": "".join(chr(t) for t in body["tokens"])})
+                if self.path != "/v1/completions":  # e.g. llama.cpp's /apply-template
+                    return self.send_json(404, {"detail": "Not Found"})
                 self.send_json(200, server.complete(body))
 
         self.loopback = Loopback(Handler)

@@ -223,9 +223,11 @@ def test_jsonl_layout_without_predictions_file_and_unknown_layout_fail_at_constr
 
 
 def test_hydra_config_instantiates_the_adapter_with_a_fingerprint_naming_root_and_layout(tmp_path):
+    from rvt_bench.harness.config import adapter_node
+
     cfg = OmegaConf.load(REPO / "conf" / "model" / "precomputed.yaml")
     cfg.root = str(tmp_path)
-    adapter = instantiate(cfg, _convert_="all")
+    adapter = instantiate(adapter_node(cfg), _convert_="all")  # as the runner does: without `resources`
     assert isinstance(adapter, PrecomputedAdapter)
     assert adapter.fingerprint() == {"name": "precomputed", "root": str(tmp_path.resolve()), "layout": "auto"}
 

@@ -10,11 +10,15 @@ continues (as in the paper). A missing or invalid plan, a missing closing tag wi
 budget, or more than `max_rounds` code blocks is a TagError / DAGError (kind "parse"); the
 partial trace, events, timings and segments are attached to the exception as `.trace`, `.events`,
 `.timings`, `.segments`. `run_rollouts` steps the rollouts of several samples together so a policy
-that batches (hf, openai) gets one request per unfinished sample at each step.
+that batches (hf, vLLM) gets one request per unfinished sample at each step; with a served policy
+(openai: policy.thread_safe) each rollout runs in its own thread instead, so the server always has
+a request from every rollout that is not busy with its twin or sandbox.
 """
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Protocol
 
@@ -145,6 +149,7 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
     results: list[Rollout | AdapterError | None] = [None] * len(jobs)
     live: dict[int, tuple[_Steps, _State]] = {}
     pending: dict[int, Request] = {}
+    twin_lock = threading.Lock()  # one twin at a time: perception holds its models once
 
     def advance(i: int, send: Generation | AdapterError | None) -> None:
         steps, st = live[i]
@@ -166,9 +171,13 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
             st = _State()
             if policy.prefill:
                 st.add("prefill", policy.prefill)
-            live[i] = (_run(policy, messages, env, limits, st), st)
-            advance(i, None)
-        _step_all(policy, pending, live, advance)
+            live[i] = (_run(policy, messages, env, limits, st, twin_lock), st)
+        if policy.thread_safe and len(jobs) > 1:
+            _run_each(policy, pending, live, advance)
+        else:
+            for i in list(live):
+                advance(i, None)
+            _step_all(policy, pending, live, advance)
     finally:
         for i in list(live):
             _close(jobs[i][1])
@@ -194,11 +203,40 @@ def _step_all(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
         if len(gens) != len(order):
             raise AdapterError(f"policy {policy.name}: generate_batch returned {len(gens)} results for {len(order)} requests")
         pending.clear()
-        for i, gen in zip(order, gens):
+        for i in order:
             # the batch's wall time shared by its requests, so per-sample policy seconds add up to
             # the run's (as rvt_bench.harness.predict shares a batch's total)
             live[i][1].timings["policy"] += elapsed / len(order)
+        for i, gen in zip(order, gens):
             advance(i, gen)
+
+
+def _run_each(policy: Policy, pending: dict, live: dict, advance: Callable) -> None:
+    """Every rollout in its own thread, for a policy whose requests are independent calls to a
+    server (policy.thread_safe): a rollout's next request goes out as soon as its own last step
+    (twin, sandbox round) is done, not when the whole batch's are, so the server keeps as many
+    requests in flight as there are unfinished rollouts (the policy's max_concurrency caps them)
+    and a sandbox round overlaps the other rollouts' requests. A rollout's "policy" seconds are
+    then its own requests' wall time."""
+    stop = threading.Event()  # set when one rollout's thread raised or the run is interrupted
+
+    def drive(i: int) -> None:
+        advance(i, None)  # the first prompt's rendering may itself ask the server (its chat template)
+        while i in pending and not stop.is_set():
+            request = pending.pop(i)
+            t0 = time.perf_counter()
+            gen = _one(policy, request)
+            live[i][1].timings["policy"] += time.perf_counter() - t0
+            advance(i, gen)
+
+    pool = ThreadPoolExecutor(max_workers=len(live), thread_name_prefix="rollout")
+    try:
+        for future in [pool.submit(drive, i) for i in sorted(live)]:
+            future.result()
+    finally:
+        # on Ctrl-C or an error the other rollouts stop after their current step (no wait for them)
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _one(policy: Policy, request: Request) -> Generation | AdapterError:
@@ -209,7 +247,8 @@ def _one(policy: Policy, request: Request) -> Generation | AdapterError:
         return exc
 
 
-def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State) -> _Steps:
+def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutLimits, st: _State,
+         twin_lock: threading.Lock) -> _Steps:
     # Tag-grammar decoding: each segment is constrained by what is known when it starts.
     constrained = policy.decoding == "grammar"
     think_open = T.has_open(st.trace, T.THINK) and not T.has_close(st.trace, T.THINK)
@@ -221,8 +260,9 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
     order = env.plan(plan_text)
     st.events.append({"stage": "plan", "order": order})
 
-    t0 = time.perf_counter()
-    twin = env.build_twin(order)
+    with twin_lock:  # its seconds are the build's, not the wait for another rollout's twin
+        t0 = time.perf_counter()
+        twin = env.build_twin(order)
     # The style is passed only when it is not the default, so twins of other builders (test doubles)
     # that know only the full style keep working.
     style = {} if limits.twin_style == "full" else {"style": limits.twin_style}

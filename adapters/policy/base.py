@@ -75,6 +75,9 @@ class Policy(ABC):
     decoding: str = "free"
     # True: generate_batch continues Request.prompt_ids when set (and `encode` works).
     token_prompts: bool = False
+    # True: render may be called from several threads at once (a server renders, or a Jinja
+    # template does), so the rollouts of a batch take their harness steps side by side.
+    thread_safe: bool = False
 
     @abstractmethod
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int) -> Generation:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -46,8 +47,9 @@ class OpenAIPolicy(BatchPolicy):
                     tokenizer; None: `chat_template`, or else the server's own template.
     chat_template:  a Jinja2 template or a name of rvt_bench.adapters.policy.chat.NAMED_TEMPLATES; overrides
                     the tokenizer's. With neither tokenizer nor chat_template (the default), the
-                    server renders its own chat template: POST /tokenize with the messages, then
-                    /detokenize (vLLM, SGLang), so nothing is fetched from the hub.
+                    server renders its own chat template (POST /apply-template on llama.cpp's
+                    server; /tokenize with the messages, then /detokenize on vLLM and SGLang), so
+                    nothing is fetched from the hub.
     bos_token:      the template's `bos_token` variable when chat_template is given (else the
                     tokenizer's own).
     extra_body:     extra request fields, e.g. {"add_special_tokens": false} so vLLM does not add
@@ -61,7 +63,8 @@ class OpenAIPolicy(BatchPolicy):
     decoding:       "free" | "grammar": send each request's protocol grammar (GBNF) as the
                     server's structured-output field `grammar_field`.
     grammar_field:  "structured_outputs" (vLLM >= 0.12: {"structured_outputs": {"grammar": G}}),
-                    "guided_grammar" (older vLLM: {"guided_grammar": G}) or "ebnf" (SGLang: {"ebnf": G}).
+                    "guided_grammar" (older vLLM: {"guided_grammar": G}), "ebnf" (SGLang: {"ebnf": G}) or
+                    "grammar" (llama.cpp's server: {"grammar": G}).
     Raises AdapterError for a missing model or template, and, naming the server, when a request
     fails past its retries or the response is malformed.
     """
@@ -116,10 +119,15 @@ class OpenAIPolicy(BatchPolicy):
             raise AdapterError(f"openai policy: grammar_field={grammar_field!r} is not one of {list(GRAMMAR_FIELDS)}")
         self.grammar_field = grammar_field
         self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(self.max_concurrency)  # across batches and rollout threads
         self._prefill: str | None = None
         # neither a tokenizer nor a template: the server renders its own chat template (no hub access)
         self.server_template = not tokenizer and not chat_template
+        # rendering on the server or by a Jinja template; a transformers tokenizer is not shared by threads
+        self.thread_safe = (self.server_template or bool(chat_template)) and not self.token_prompts
         self._rendered: dict[str, str] = {}
+        self._server_api: str | None = None  # "llama.cpp" | "vllm" (vLLM, SGLang): found on the first render
 
     # --- Policy interface --------------------------------------------------------------------------
 
@@ -168,28 +176,40 @@ class OpenAIPolicy(BatchPolicy):
 
     def encode(self, text: str) -> list[int]:
         if self.server_template:
+            self.prefill  # noqa: B018  (the first render finds out which server this is)
+            if self._server_api == "llama.cpp":
+                return list(self._post("tokenize", {"content": text, "add_special": False})["tokens"])
             return list(self._post("tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False})["tokens"])
         return self._load_tokenizer()(text, add_special_tokens=False)["input_ids"]
 
-    # --- the server's own chat template (vLLM / SGLang /tokenize and /detokenize) ------------------
+    # --- the server's own chat template -------------------------------------------------------------
 
     def _render_on_server(self, messages: list[dict]) -> str:
-        """`messages` through the served model's chat template with the generation prompt, as text:
-        POST /tokenize {messages, add_generation_prompt} then /detokenize {tokens} (vLLM's endpoints,
-        beside /v1). Memoised per message list: a rollout renders the same messages every round."""
+        """`messages` through the served model's chat template with the generation prompt, as text,
+        by the server's endpoints beside /v1: llama.cpp's server POST /apply-template {messages}
+        -> {prompt}; vLLM and SGLang POST /tokenize {messages, add_generation_prompt} then
+        /detokenize {tokens} -> {prompt} (llama.cpp's /tokenize reads text only). The first render
+        asks /apply-template; a 404 there means the other kind. Memoised per message list: a
+        rollout renders the same messages every round."""
         import json
 
         key = json.dumps(messages, sort_keys=True)
         if key not in self._rendered:
-            tokens = self._post("tokenize", {"model": self.model, "messages": messages, "add_generation_prompt": True,
-                                             "add_special_tokens": False})["tokens"]
-            self._rendered[key] = str(self._post("detokenize", {"model": self.model, "tokens": tokens})["prompt"])
+            if self._server_api in (None, "llama.cpp"):
+                out = self._post("apply-template", {"messages": messages}, missing_ok=self._server_api is None)
+                self._server_api = "llama.cpp" if out is not None else "vllm"
+            if self._server_api == "llama.cpp":
+                self._rendered[key] = str(out["prompt"])
+            else:
+                tokens = self._post("tokenize", {"model": self.model, "messages": messages, "add_generation_prompt": True,
+                                                 "add_special_tokens": False})["tokens"]
+                self._rendered[key] = str(self._post("detokenize", {"model": self.model, "tokens": tokens})["prompt"])
         return self._rendered[key]
 
-    def _post(self, endpoint: str, body: dict) -> dict:
+    def _post(self, endpoint: str, body: dict, missing_ok: bool = False) -> dict | None:
         """POST <server root>/<endpoint> (the root is base_url without its /v1). Raises
         ServerUnreachableError when nothing answers, AdapterError naming the settings to use
-        instead when the server has no such endpoint or answers an error."""
+        instead when the server has no such endpoint (None then, with missing_ok) or answers an error."""
         import json
         import urllib.error
         import urllib.request
@@ -203,9 +223,12 @@ class OpenAIPolicy(BatchPolicy):
             with urllib.request.urlopen(request, timeout=min(self.timeout_s, 60.0)) as resp:
                 text = resp.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
+            if exc.code in (404, 405) and missing_ok:
+                return None
             if exc.code in (404, 405):
                 raise AdapterError(f"openai policy: the server at policy.base_url={self.base_url} has no /{endpoint} "
-                                   f"endpoint to render its chat template (vLLM and SGLang have one): set policy.tokenizer "
+                                   f"endpoint to render its chat template (vLLM and SGLang have one, llama.cpp's server has "
+                                   f"/apply-template): set policy.tokenizer "
                                    f"to a local tokenizer directory or policy.chat_template") from exc
             raise AdapterError(f"openai policy: {url} answered HTTP {exc.code}: {exc.read()[:200]!r}") from exc
         except (urllib.error.URLError, OSError) as exc:  # refused, unreachable, timed out
@@ -215,7 +238,7 @@ class OpenAIPolicy(BatchPolicy):
             out = json.loads(text)
         except ValueError as exc:
             raise AdapterError(f"openai policy: {url} returned {text[:200]!r}, not JSON") from exc
-        if not isinstance(out, dict) or ("tokens" not in out and "prompt" not in out):
+        if not isinstance(out, dict) or not {"tokens", "prompt", "content"} & set(out):
             raise AdapterError(f"openai policy: {url} returned {str(out)[:200]}, expected 'tokens' or 'prompt'")
         return out
 
@@ -275,8 +298,10 @@ class OpenAIPolicy(BatchPolicy):
     def _request(self, prompt: str | list[int], stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Any:
         import openai
 
-        if self._client is None:
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
+        with self._client_lock:  # rollouts call from several threads; one client, one connection pool
+            if self._client is None:
+                self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s,
+                                             max_retries=0)
         extra_body = dict(self.extra_body)
         logprobs = None
         if self.token_prompts:
@@ -285,22 +310,23 @@ class OpenAIPolicy(BatchPolicy):
             logprobs = 0
         if grammar:
             extra_body.update(_grammar_body(self.grammar_field, grammar))
-        resp = call_with_retries(
-            lambda: self._client.completions.create(
-                model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
-                temperature=self.temperature, top_p=self.top_p, seed=self.seed, logprobs=logprobs,
-                extra_body=extra_body or None,
-            ),
-            what=f"policy {self.model}", base_url=self.base_url, max_retries=self.max_retries,
-            backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=AdapterError,
-        )
+        with self._in_flight:
+            resp = call_with_retries(
+                lambda: self._client.completions.create(
+                    model=self.model, prompt=prompt, stop=stop or None, max_tokens=max_new_tokens,
+                    temperature=self.temperature, top_p=self.top_p, seed=self.seed, logprobs=logprobs,
+                    extra_body=extra_body or None,
+                ),
+                what=f"policy {self.model}", base_url=self.base_url, max_retries=self.max_retries,
+                backoff_s=self.backoff_s, backoff_max_s=self.backoff_max_s, error=AdapterError,
+            )
         try:
             return resp.choices[0], resp.usage
         except (AttributeError, IndexError, TypeError) as exc:
             raise AdapterError(f"policy {self.model}: malformed completion response from {self.base_url}: {exc}") from exc
 
 
-GRAMMAR_FIELDS = ("structured_outputs", "guided_grammar", "ebnf")
+GRAMMAR_FIELDS = ("structured_outputs", "guided_grammar", "ebnf", "grammar")
 
 
 def _grammar_body(field: str, grammar: str) -> dict:

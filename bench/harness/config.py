@@ -186,14 +186,20 @@ def group_node(group: str, option: str, overrides: list[str] | None = None) -> D
 # Read by conf/model/dtr1.yaml (`${oc.select:policy.rollout...}`: a policy sizes DT-R1's twin for
 # itself), an argument of no policy.
 POLICY_ROLLOUT = "rollout"
+# The model node's resource request for one Slurm job (conf/model/precomputed.yaml): not an argument.
+MODEL_RESOURCES = "resources"
 
 
 def adapter_node(model: DictConfig) -> DictConfig:
     """The `model` node as hydra.utils.instantiate takes it: resolved (the policy's `rollout` block
-    has been read), without its policy's `rollout` block. The block stays in the config, and so in
-    the run's fingerprint and config.yaml; `model` itself is not changed."""
+    has been read), without its policy's `rollout` block and without `resources` (what one Slurm job
+    asks for, read by conf/hydra/launcher/slurm.yaml). The rollout block stays in the config, and so
+    in the run's fingerprint and config.yaml; `model` itself is not changed."""
     node = copy.deepcopy(model)  # keeps its parent, so interpolations resolve against the whole config
     OmegaConf.resolve(node)
+    if MODEL_RESOURCES in node:
+        with open_dict(node):
+            del node[MODEL_RESOURCES]
     policy = node.get("policy")
     if isinstance(policy, DictConfig) and POLICY_ROLLOUT in policy:
         with open_dict(policy):

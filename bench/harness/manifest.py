@@ -25,6 +25,9 @@ _NON_SEMANTIC_DATASET_KEYS = {"root"}
 # server or raising a timeout resumes the same run (and retries its failed samples).
 _NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "max_concurrency"}
 
+# Model keys that say what a job asks of the cluster (conf/hydra/launcher/slurm.yaml), not what it computes.
+_NON_SEMANTIC_MODEL_KEYS = {"resources"}
+
 _VERSIONED_PACKAGES = (
     "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
     "hydra-core", "llama_cpp_python", "pandas", "sam2",
@@ -43,7 +46,7 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
     dataset = {k: v for k, v in flat(cfg["dataset"]).items() if k not in _NON_SEMANTIC_DATASET_KEYS}
     # the same keys at the model's top level: models that reach a server themselves (vlm)
-    model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
+    model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS | _NON_SEMANTIC_MODEL_KEYS}
     if isinstance(model.get("policy"), dict):
         model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
     out = {"dataset": dataset, "model": _redact(model, scrub_text=False)}  # what the fingerprint hashes: keys only
