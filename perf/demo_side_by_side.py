@@ -1,9 +1,9 @@
 """The demo's wall time with two checkouts side by side, interleaved (A B A B ...), on this machine.
 
 Each round runs `python run_bench.py` of each checkout in a fresh run directory (so every run does
-all the model work) and prints its wall seconds, the 1-minute load average before it, the policy's
-token counts (from run.log) and whether its scores (metrics.json without the run's name) and its
-predicted texts equal those of the first run. Used to
+all the model work) and prints its wall seconds, the 1-minute load average before it, the seconds
+the policy generated (metrics.json's analytics) and whether its scores (metrics.json without the
+run's name) and its rollouts equal those of the first run. Used to
 compare the embedded policy's runtimes (docs/demo-run.md): a checkout before the runtime swap
 needs llama-cpp-python installed in the interpreter given by --python. Not a test.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 MAPPED = ("adapters", "metrics", "leaderboards", "conf", "demo")  # pyproject.toml's package-dir
-SCORES = ("n", "aggregate", "failures", "failures_by_kind", "funnel")  # metrics.json minus run name and fingerprint
+SCORES = ("n", "metrics", "breakdown", "failures", "failures_by_kind", "funnel")  # metrics.json's scores
 
 
 def shim(checkout: Path, root: Path) -> Path:
@@ -53,10 +53,10 @@ def run_once(python: str, checkout: Path, path: Path, work: Path, extra: list[st
     for line in (preds[0].read_text().splitlines() if preds else []):
         rec = json.loads(line)
         texts[rec.get("sample_id")] = (rec.get("trace") or {}).get("rollout")
-    logs = "".join(p.read_text() for p in (work / "runs").rglob("run.log"))
-    counts = re.findall(r"(\d+) prompt tokens evaluated \((\d+) reused from the KV cache\), (\d+) tokens generated", logs)
-    return {"rc": proc.returncode, "wall": wall, "load": load, "counts": counts[-1] if counts else None,
-            "scores": {k: json.loads(metrics[0].read_text()).get(k) for k in SCORES} if metrics else None,
+    body = json.loads(metrics[0].read_text()) if metrics else {}
+    generation = ((body.get("analytics") or {}).get("latency_s") or {}).get("generation")
+    return {"rc": proc.returncode, "wall": wall, "load": load, "generation": generation,
+            "scores": {k: body.get(k) for k in SCORES} if metrics else None,
             "texts": texts, "tail": proc.stderr[-400:]}
 
 
@@ -72,8 +72,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="side-by-side-") as tmp:
         paths = {n: shim(d, Path(tmp) / "shim" / n) for n, d in named}
         first = None
-        print(f"{'round':>5} {'checkout':<10} {'wall_s':>7} {'load1':>6}  prompt_evaluated/reused/generated  "
-              f"scores, rollouts vs the first run")
+        print(f"{'round':>5} {'checkout':<10} {'wall_s':>7} {'load1':>6} {'policy_s':>8}  scores, rollouts vs the first run")
         walls: dict[str, list[float]] = {n: [] for n, _ in named}
         for r in range(args.rounds):
             for name, checkout in named:
@@ -90,11 +89,11 @@ def main() -> None:
                 same = (f"scores {'same' if res['scores'] == first['scores'] else 'DIFFERENT'}, "
                         f"{same_texts}/{len(first['texts'])} rollouts identical")
                 walls[name].append(res["wall"])
-                print(f"{r:>5} {name:<10} {res['wall']:7.1f} {res['load']:6.2f}  {'/'.join(res['counts'] or ['?'])}  {same}",
+                print(f"{r:>5} {name:<10} {res['wall']:7.1f} {res['load']:6.2f} {res['generation'] or 0:8.1f}  {same}",
                       flush=True)
         for name, w in walls.items():
             if w:
-                print(f"{name}: median {sorted(w)[len(w) // 2]:.1f} s over {len(w)} runs")
+                print(f"{name}: mean {statistics.mean(w):.1f} s, median {statistics.median(w):.1f} s over {len(w)} runs")
 
 
 if __name__ == "__main__":
