@@ -9,6 +9,7 @@ from pathlib import Path
 from rvt_bench.adapters.policy import gguf_grammar
 from rvt_bench.adapters.policy.base import Generation, fit_budget, split_at_stop
 from rvt_bench.adapters.policy.llama_model import LlamaContext, LlamaModel, common_prefix
+from rvt_bench.core.types import AdapterError
 
 
 class LlamaInstance:
@@ -71,6 +72,8 @@ class LlamaInstance:
     def generate(self, prompt: str, stop: list[str], max_new_tokens: int, grammar: str | None = None) -> Generation:
         ctx, model = self.ctx, self.model
         tokens = self.tokenize(prompt)
+        if not tokens:
+            raise AdapterError("the prompt is empty: there is nothing to continue")
         budget = fit_budget(len(tokens), max_new_tokens, ctx.n_ctx)
         # the last prompt token is evaluated again even when cached (for fresh logits)
         reused = common_prefix(ctx.ids[:ctx.n_tokens], tokens[:-1])

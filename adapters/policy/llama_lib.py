@@ -212,8 +212,8 @@ def load_cpu_backend() -> SimpleNamespace:
             with quiet_stderr():
                 registered = fns.ggml_backend_load(str(fns.cpu_backend).encode())
             if not registered:
-                raise AdapterError(f"llama.cpp's CPU backend {fns.cpu_backend} did not load: it needs an x86-64 CPU "
-                                   f"with AVX2, FMA and F16C; on another CPU use policy.runtime=transformers")
+                raise AdapterError(f"llama.cpp's CPU backend {fns.cpu_backend} did not load: it needs an x86-64-v3 CPU "
+                                   f"(AVX2, FMA); on another CPU use policy.runtime=transformers")
             fns.cpu_backend_loaded = True
     return fns
 
