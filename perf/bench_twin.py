@@ -154,20 +154,17 @@ def part2(max_chars: int) -> None:
     view = json.loads(text)
     print(f"\ntwin JSON, 16 frames x 10 instances, max_chars={max_chars}: {len(text)} chars, "
           f"detail={view['detail']}" + (f" stride={view['track_stride']}" if "track_stride" in view else ""))
-    try:
-        from llama_cpp import Llama
+    from rvt_bench.adapters.policy.gguf_files import resolve_gguf
+    from rvt_bench.adapters.policy.llama_model import LlamaModel
 
-        from rvt_bench.adapters.policy.gguf_files import resolve_gguf
-    except ImportError as exc:
-        print(f"  (no token counts: {exc})")
-        return
     for key in ("smollm2", "gemma3_270m"):
         try:
-            llm = Llama(model_path=str(resolve_gguf(key)), vocab_only=True, verbose=False)
+            vocab = LlamaModel(resolve_gguf(key), vocab_only=True)
         except Exception as exc:  # a missing optional GGUF package is a line in the table, not a crash
             print(f"  {key:<12} unavailable ({type(exc).__name__}: {exc})")
             continue
-        n = len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        n = len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        vocab.close()
         print(f"  {key:<12} {n:>6} tokens ({len(text) / n:.2f} chars/token)")
 
 

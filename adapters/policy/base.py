@@ -140,6 +140,17 @@ class BatchPolicy(Policy):
         """generate_batch's work, on requests already checked."""
 
 
+def fit_budget(n_prompt: int, max_new_tokens: int, n_ctx: int) -> int:
+    """The tokens a continuation may generate: max_new_tokens, at most what the context window
+    `n_ctx` has left after the prompt. Raises AdapterError when the prompt alone does not fit."""
+    from rvt_bench.core.types import AdapterError
+
+    room = n_ctx - n_prompt
+    if room < 1:
+        raise AdapterError(f"prompt of {n_prompt} tokens does not fit the context window n_ctx={n_ctx}")
+    return min(max_new_tokens, room)
+
+
 def split_at_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
     """(text before the earliest stop string, that stop string) or (text, None) when none occurs.
     Ties at the same position go to the longer stop string."""

