@@ -2,7 +2,7 @@
 
 Each round runs `python run_bench.py` of each checkout in a fresh run directory (so every run does
 all the model work) and prints its wall seconds, the 1-minute load average before it, the seconds
-the policy generated (metrics.json's analytics) and whether its scores (metrics.json without the
+the policy generated (metrics.json's adapter report) and whether its scores (metrics.json without the
 run's name) and its rollouts equal those of the first run. Used to
 compare the embedded policy's runtimes (docs/demo-run.md): a checkout before the runtime swap
 needs llama-cpp-python installed in the interpreter given by --python. Not a test.
@@ -54,7 +54,9 @@ def run_once(python: str, checkout: Path, path: Path, work: Path, extra: list[st
         rec = json.loads(line)
         texts[rec.get("sample_id")] = (rec.get("trace") or {}).get("rollout")
     body = json.loads(metrics[0].read_text()) if metrics else {}
-    generation = ((body.get("analytics") or {}).get("latency_s") or {}).get("generation")
+    # the adapter's report (metrics.json schema 3), else a version 2 file's analytics
+    measures = {m.get("key"): m.get("value") for m in (body.get("adapter_report") or {}).get("measures") or []}
+    generation = measures.get("generation_s", ((body.get("analytics") or {}).get("latency_s") or {}).get("generation"))
     return {"rc": proc.returncode, "wall": wall, "load": load, "generation": generation,
             "scores": {k: body.get(k) for k in SCORES} if metrics else None,
             "texts": texts, "tail": proc.stderr[-400:]}
