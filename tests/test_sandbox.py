@@ -334,3 +334,19 @@ def test_an_interpreter_started_long_before_its_first_use_is_ready(twin):
     finally:
         pool.close()
     assert result.output == "1\n"
+
+
+def test_sandboxes_start_from_several_long_lived_threads_at_once():
+    # two starts in flight at once: the first waits until the second has begun, which one spawner
+    # thread could never do (it would wait for the timeout instead)
+    import threading
+
+    from rvt_bench.adapters.sandbox import pool
+
+    if pool.SPAWNER_THREADS < 2:
+        pytest.skip("one CPU: sandboxes start from one thread")
+    spawner = pool._spawner()  # the one the pools use
+    second_began = threading.Event()
+    first = spawner.submit(lambda: second_began.wait(timeout=30))
+    second = spawner.submit(second_began.set)
+    assert first.result(timeout=60) is True and second.exception(timeout=60) is None

@@ -1,11 +1,12 @@
 """Sandboxes started ahead of use: a pool per SandboxSettings, one interpreter per sample (its
-rounds share it), every sandbox started from one long-lived thread, all of them ended at exit."""
+rounds share it), every sandbox started from a few long-lived threads, all of them ended at exit."""
 from __future__ import annotations
 
 import atexit
 import concurrent.futures
 import functools
 import logging
+import os
 import queue
 import threading
 from collections import deque
@@ -19,13 +20,17 @@ log = logging.getLogger(__name__)
 
 
 class _Spawner:
-    """Starts every sandbox from one daemon thread that lives as long as the harness: the kernel
-    sends bwrap's parent-death signal when the *thread* that forked it ends, so sandboxes started
-    from a short-lived worker thread would die with it."""
+    """Starts sandboxes from a few daemon threads that live as long as the harness: the kernel sends
+    bwrap's parent-death signal when the *thread* that forked it ends, so sandboxes started from a
+    short-lived worker thread would die with it. Several threads, because a start (bwrap, then an
+    interpreter importing NumPy and OpenCV) takes ~0.5 s of its own CPU: with many rollouts in
+    flight (run.batch_size against a server) one thread made each sample wait for the starts of
+    all the samples before it."""
 
-    def __init__(self):
+    def __init__(self, threads: int):
         self._q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._loop, name="sandbox-spawner", daemon=True).start()
+        for k in range(threads):
+            threading.Thread(target=self._loop, name=f"sandbox-spawner-{k}", daemon=True).start()
 
     def _loop(self) -> None:
         while True:
@@ -42,9 +47,12 @@ class _Spawner:
         return fut
 
 
+SPAWNER_THREADS = max(1, min(8, os.cpu_count() or 1))  # sandbox starts in parallel, up to the CPUs (8 at most)
+
+
 @functools.lru_cache(maxsize=1)
 def _spawner() -> _Spawner:
-    return _Spawner()
+    return _Spawner(SPAWNER_THREADS)
 
 
 class SandboxPool:
