@@ -23,6 +23,7 @@ from rvt_bench.harness.cli import EXIT_CODES
 from rvt_bench.harness.runner import run
 from rvt_bench.core.store import RunLock, read_jsonl
 from rvt_bench.core.types import Prediction, RunLockedError, RunStopped
+from tests.procs import children_of, running
 from tests.fakes import FakeAdapter, MeanIoUProtocol, calls, make_cfg
 
 REPO = Path(__file__).resolve().parent.parent
@@ -522,28 +523,6 @@ class SandboxedAdapter(FakeAdapter):
         return super().predict(sample)
 
 
-def _children_of(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(d.name))
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
-
-
-def _running(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if "State:\tZ" not in Path(f"/proc/{pid}/status").read_text():
-                alive.append(pid)
-        except OSError:
-            pass
-    return alive
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_while_model_code_runs_in_the_sandbox_leaves_no_process_or_cgroup(tmp_path, sig):
     """What `timeout`, `scancel` and a dropped ssh do to a DT-R1 run: one line, and the sandbox's
@@ -556,17 +535,17 @@ def test_a_signal_while_model_code_runs_in_the_sandbox_leaves_no_process_or_cgro
     proc = start(cfg, tmp_path)
     wait_for(lambda: (tmp_path / "running").exists())
     time.sleep(0.5)  # the code is running
-    sandboxes = _children_of(proc.pid)
-    assert _running(sandboxes), "no sandbox process found"
+    sandboxes = children_of(proc.pid)
+    assert running(sandboxes), "no sandbox process found"
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, stderr[-2000:]
     shown = lines_of(stderr)
     assert len(shown) == 1 and shown[0].startswith("stopped: ") and "while predicting" in shown[0], shown
     deadline = time.monotonic() + 5
-    while _running(sandboxes) and time.monotonic() < deadline:
+    while running(sandboxes) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _running(sandboxes) == []
+    assert running(sandboxes) == []
     layout = cgroup._layout()
     left = [d for base in (layout[1].values() if layout else []) for d in base.glob(f"{cgroup.PREFIX}{proc.pid}-*")]
     assert left == []

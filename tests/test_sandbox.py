@@ -20,6 +20,7 @@ from rvt_bench.adapters.twin.builder import build_twin
 from rvt_bench.adapters.twin.oracle import OraclePerception
 from rvt_bench.core import masks as mask_io
 from rvt_bench.core.types import SandboxError
+from tests.procs import children_of, running
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -263,28 +264,6 @@ def _processes_of_uid(uid: int) -> list[int]:
     return pids
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(d.name))
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
-
-
-def _alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if "State:\tZ" not in Path(f"/proc/{pid}/status").read_text():
-                alive.append(pid)
-        except OSError:
-            pass
-    return alive
-
-
 @needs_bwrap
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_killing_the_harness_ends_every_sandbox_process(sig):
@@ -295,14 +274,14 @@ def test_killing_the_harness_ends_every_sandbox_process(sig):
     try:
         uid = json.loads(harness.stdout.readline())["uid"]
         time.sleep(0.5)  # the second round is running
-        children = _children(harness.pid)  # bwrap of the running sandbox and of the warm one
+        children = children_of(harness.pid)  # bwrap of the running sandbox and of the warm one
         assert _processes_of_uid(uid) and len(children) >= 2
         harness.send_signal(sig)
         harness.wait(timeout=10)
         deadline = time.monotonic() + 1.0
-        while (_processes_of_uid(uid) or _alive(children)) and time.monotonic() < deadline:
+        while (_processes_of_uid(uid) or running(children)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _processes_of_uid(uid) == [] and _alive(children) == []
+        assert _processes_of_uid(uid) == [] and running(children) == []
     finally:
         harness.kill()
         harness.wait()

@@ -166,9 +166,6 @@ def requantize_gguf(path: Path, ftype: str, cache_dir: str | Path | None = None)
 
 
 def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
+    """Hex sha256 of a file."""
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()

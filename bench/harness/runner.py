@@ -90,22 +90,9 @@ def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
     escape_log_args()  # names from data reach the console and run.log escaped (rvt_bench.core.printable)
     progress = stops.Progress()
     try:
-        try:
-            adapter = instantiate(adapter_node(cfg.model), _convert_="all")  # cheap: weights load on the first predict
-        except Exception as exc:
-            missing = stops.missing_module(exc)
-            if missing is None:
-                raise
-            raise RunStopped(f"model {resolved['model']['name']!r} needs the Python package {missing!r}, which is "
-                             f"not installed: pip install {missing.split('.')[0]}", "missing_package") from exc
-        try:
-            tracker = loggers.make_logger(cfg.logger)  # before any model work: a missing wandb stops here
-        except Exception as exc:
-            missing = stops.missing_module(exc)
-            if missing is None:
-                raise
-            raise RunStopped(f"logger {cfg.logger._target_!r} needs the Python package {missing!r}, which is not "
-                             f"installed: pip install {missing.split('.')[0]}", "missing_package") from exc
+        # cheap: an adapter loads its weights on the first predict; a missing wandb stops before any model work
+        adapter = _built(f"model {resolved['model']['name']!r}", lambda: instantiate(adapter_node(cfg.model), _convert_="all"))
+        tracker = _built(f"logger {cfg.logger.get('_target_')!r}", lambda: loggers.make_logger(cfg.logger))
         try:
             result = _run(cfg, resolved, adapter, progress)
         finally:
@@ -122,6 +109,18 @@ def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
             raise
         stops.log_stop(progress, stop, traceback.format_exc())
         raise stop from (None if isinstance(exc, KeyboardInterrupt) else exc)
+
+
+def _built(what: str, build: Any) -> Any:
+    """build(), or RunStopped("missing_package") naming `what` and the Python package it needs."""
+    try:
+        return build()
+    except Exception as exc:
+        missing = stops.missing_module(exc)
+        if missing is None:
+            raise
+        raise RunStopped(f"{what} needs the Python package {missing!r}, which is not installed: "
+                         f"pip install {missing.split('.')[0]}", "missing_package") from exc
 
 
 def _pin_hub_data(cfg: DictConfig) -> None:

@@ -187,11 +187,8 @@ def find_dirs(base: Path, test, limit: int = 6) -> list[Path]:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def pin(node: Any) -> None:
