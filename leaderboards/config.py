@@ -1,5 +1,5 @@
 """The `leaderboard` config node: where runs publish their rows. Its defaults live here only
-(registered as a Hydra structured config by bench/harness/config.py; `python -m rvt_bench.leaderboards.render`
+(registered as a Hydra structured config by bench/harness/config.py; `rvt-bench render`
 takes its --dir default from it)."""
 from __future__ import annotations
 

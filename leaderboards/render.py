@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--digits", type=int, default=1, help="decimals of the percentages of runs")
     ap.add_argument("--format", choices=FORMATS, default="markdown", help="latex: the paper-layout table alone (booktabs)")
     args = ap.parse_args(argv)
+    if not (Path(args.dir) / f"{args.dataset}.csv").is_file() and not paper_rows(args.dataset):
+        boards = sorted(p.stem for p in Path(args.dir).glob("*.csv")) if Path(args.dir).is_dir() else []
+        print(f"error: no leaderboard {args.dataset}.csv in {args.dir} and no published rows for it; "
+              f"boards there: {', '.join(boards) or 'none'}", file=sys.stderr)
+        raise SystemExit(2)
     print(render(args.dataset, args.dir, not args.no_paper, args.digits, args.format))
 
 

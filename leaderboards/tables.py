@@ -21,6 +21,8 @@ A run's cell shows its 95% bootstrap interval when metrics.json has one ("ci").
 """
 from __future__ import annotations
 
+import json
+
 import math
 import re
 from dataclasses import dataclass, field
@@ -105,8 +107,25 @@ def layout(dataset: str, runs: list[Mapping[str, Any]] | None = None) -> Layout:
         return LAYOUTS[dataset]
     heads: list[str] = []
     for run in runs or []:
-        heads += [k for k in run.get("headline") or [] if k not in heads]
+        heads += [k for k in _headlines(run) if k not in heads]
     return Layout(dataset, f"{dataset}: headline metrics", tuple(Column("", k, k) for k in heads))
+
+
+def _headlines(run: Mapping[str, Any]) -> list[str]:
+    """A run's headline metrics: a metrics.json body lists them under "headline"; a leaderboard row
+    holds the list JSON-encoded under "headlines" and the first of them under "headline"."""
+    for key in ("headlines", "headline"):
+        value = run.get(key)
+        if isinstance(value, str) and value.startswith("["):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue
+        if isinstance(value, str) and value:
+            return [value]
+        if isinstance(value, (list, tuple)) and value:
+            return [str(v) for v in value]
+    return []
 
 
 def cell_keys(dataset: str, body: Mapping[str, Any]) -> list[str]:
@@ -299,6 +318,7 @@ def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[l
         ident = (row["paper_id"], row["model"], row["status"], _what(line))
         target = lines.setdefault(ident, Line(row["model"], mark=row["status"], what=_what(line)))
         table = row["table"].split(" (", 1)[0]
+        table = "(table not known)" if table == "unknown" else table
         target.source = (f"{target.source}; {table}" if target.source and table not in target.source
                          else target.source or f"{row['paper_id']} {table}")
         for i, col in enumerate(lay.columns):

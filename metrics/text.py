@@ -37,11 +37,18 @@ CIDER_MIN_SAMPLES = 50
 """Below this many samples CIDEr's corpus IDF is coarse; we log a warning (N = 1 gives 0)."""
 
 
+def small_cider_warning(n: int) -> str | None:
+    """Why CIDEr over `n` samples should not be read as a score (None from CIDER_MIN_SAMPLES on)."""
+    if n >= CIDER_MIN_SAMPLES:
+        return None
+    return (f"CIDEr over {n} sample(s) is unreliable: its IDF comes from the scored samples themselves "
+            f"(stable from about {CIDER_MIN_SAMPLES}; with 1 sample it is always 0)")
+
+
 @functools.lru_cache(maxsize=None)
 def _warn_small_cider(n: int) -> None:
     """Once per corpus size and process (breakdowns score many small groups)."""
-    log.warning("CIDEr over %d sample(s) is unreliable: its IDF comes from the scored samples themselves "
-                "(stable from about %d; with 1 sample it is always 0)", n, CIDER_MIN_SAMPLES)
+    log.warning("%s", small_cider_warning(n))
 
 
 @contextlib.contextmanager
@@ -174,7 +181,8 @@ def tokenize_captions(predictions: Iterable[tuple[Hashable, str]],
     return res, gts
 
 
-def score_tokenized(res: Mapping[Hashable, list], gts: Mapping[Hashable, list], metrics: Sequence[str] = METRICS) -> dict:
+def score_tokenized(res: Mapping[Hashable, list], gts: Mapping[Hashable, list], metrics: Sequence[str] = METRICS,
+                    warn: bool = True) -> dict:
     """caption_scores' result from tokenize_captions' output (or a subset of its ids, in the
     order of `gts`). Raises ValueError on unknown metrics or mismatched ids."""
     unknown = [m for m in metrics if m not in METRICS]
@@ -212,7 +220,7 @@ def score_tokenized(res: Mapping[Hashable, list], gts: Mapping[Hashable, list], 
         elif name == "CIDEr":
             from pycocoevalcap.cider.cider import Cider
 
-            if len(ids) < CIDER_MIN_SAMPLES:
+            if warn and len(ids) < CIDER_MIN_SAMPLES:
                 _warn_small_cider(len(ids))
             record("CIDEr", *Cider().compute_score(gts, res))
     return {"corpus": corpus, "per_sample": per_sample, "n": len(ids)}

@@ -9,6 +9,7 @@ installed without dependencies into a scratch directory that mkdocstrings reads,
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -32,6 +33,9 @@ def source_copy(dest: Path) -> Path:
 
 
 def build(out: Path) -> int:
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None:
+        print(f'error: the site needs MkDocs: {sys.executable} -m pip install -e ".[docs]"', file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="rvt-bench-api-") as tmp:
         src = source_copy(Path(tmp) / "src")
         # --no-build-isolation: the environment's setuptools, nothing downloaded

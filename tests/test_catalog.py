@@ -23,6 +23,8 @@ def test_descriptions_are_whole_sentences():
 
     text = description(REPO / "conf/model/jit.yaml")
     assert text.startswith("JiT, zero-shot") and text.endswith("(spatial / temporal).")
+    suite = description(REPO / "conf/suite/reasoning_seg.yaml")  # its usage example is not part of it
+    assert suite == "Reasoning segmentation: ReasonSeg val + test (LISA), ReVOS valid (VISA), LLM-Seg40K validation."
     flat = " ".join(catalog(width=100).split())
     for path in (REPO / "conf").glob("*/*.yaml"):
         if path.parent.name in ("dataset", "model", "policy", "perception", "judge", "logger"):

@@ -62,3 +62,24 @@ def test_a_value_whose_unit_does_not_fit_the_column_is_kept_out_of_it():
     assert published_value({"value_printed": "0.837", "unit": "fraction"}, "J") == "83.7"
     assert published_value({"value_printed": "0.670", "unit": "fraction"}, "J") == "67.0"
     assert published_value({"value_printed": "56.2", "unit": "percent"}, "gIoU") == "56.2"
+
+
+def test_a_board_without_a_paper_layout_has_one_column_per_headline_metric(tmp_path):
+    # a leaderboard row holds the headline list JSON-encoded ("headlines") and its first one ("headline")
+    upsert(tmp_path, "mybench", {**run_row("a1", "mine", 0.5), "dataset": "mybench"})
+    table = render("mybench", tmp_path, fmt="latex")
+    header = next(line for line in table.splitlines() if line.startswith("Method &"))
+    assert [c.strip() for c in header.rstrip("\\ ").split("&")] == ["Method", "gIoU", "cIoU", "Source"]
+
+
+def test_render_of_a_board_that_does_not_exist_stops_in_one_line(tmp_path, capsys):
+    import pytest
+
+    from rvt_bench.leaderboards.render import main
+
+    upsert(tmp_path, "reasonseg", run_row("a1", "mine", 0.5))
+    with pytest.raises(SystemExit) as stop:
+        main(["nope", "--dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.count("\n") == 0
+    assert err.startswith("error: no leaderboard nope.csv") and err.endswith("boards there: reasonseg")

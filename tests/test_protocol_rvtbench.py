@@ -114,6 +114,10 @@ def test_text_tasks_are_scored_at_corpus_level_per_task():
                               metrics=("BLEU", "CIDEr"))["corpus"]
     assert out["metrics"]["vqa/BLEU-4"] == expected["BLEU-4"] and out["metrics"]["vqa/CIDEr"] == expected["CIDEr"]
     assert out["metrics"]["summarization/BLEU-1"] == pytest.approx(1.0)
+    # CIDEr over 3 and 1 samples is not a score to read: said once per task in metrics.json "warnings"
+    cider = [w for w in out["warnings"] if "CIDEr over" in w]
+    assert len(cider) == 2 and any(w.startswith("vqa") and "3 sample(s)" in w for w in cider)
+    assert any(w.startswith("summarization") and "1 sample(s)" in w for w in cider)
 
 
 @needs_java

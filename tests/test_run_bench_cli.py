@@ -88,12 +88,18 @@ def test_config_composes(args, expect):
         assert line in out
 
 
-def test_missing_dataset_root_says_what_to_fix(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "+dataset=revos", f"dataset.root={tmp_path / 'nope'}",
-                           f"run.root={tmp_path / 'runs'}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("dataset, expected", [("revos", "JPEGImages/<video>/<frame>.jpg"),
+                                               ("reasonseg", "<split>/<name>.json"),
+                                               ("llmseg40k", "split/<split>.json"),
+                                               ("rvtbench", "<split>.jsonl")])
+def test_missing_dataset_root_says_what_to_fix_in_one_line(tmp_path, dataset, expected):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), f"+dataset={dataset}",
+                           f"dataset.root={tmp_path / 'nope'}", f"run.root={tmp_path / 'runs'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
-    assert "DatasetFormatError" in proc.stderr and "nope" in proc.stderr and "JPEGImages" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr  # one line, its layout and download included
+    assert "DatasetFormatError" in proc.stderr and "nope" in proc.stderr and expected in proc.stderr
+    assert "the data is published at" in proc.stderr
 
 
 def test_a_backend_that_cannot_run_stops_once_with_the_setting_to_fix(tmp_path):

@@ -24,8 +24,9 @@ from tests.procs import children_of, running
 from tests.test_twin_oracle import ALL_TOOLS, synthetic_sample
 
 REPO = Path(__file__).resolve().parents[1]
-# As root (CI) bubblewrap needs no user namespaces, so these run; a normal user on a kernel without
-# unprivileged user namespaces gets the documented fallback instead and skips the isolation tests.
+# As root (CI) bubblewrap needs no user namespaces, so these run; for a normal user on a kernel without
+# unprivileged user namespaces a run stops at preflight (tested below with a failing bwrap), so the
+# tests that need a working sandbox skip there.
 needs_bwrap = pytest.mark.skipif(os.geteuid() != 0 and bwrap_problem() is not None,
                                  reason=f"bwrap cannot run for this user: {bwrap_problem() if os.geteuid() else ''}")
 

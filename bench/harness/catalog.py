@@ -34,8 +34,8 @@ def description(path: Path) -> str:
         text = line.lstrip("#").strip()
         if text.startswith("@package"):
             continue
-        if not text and lines:
-            break
+        if (not text or text.startswith(("python ", "rvt-bench "))) and lines:
+            break  # a blank comment line or a usage example ends the description
         if text:
             lines.append(text)
     text = " ".join(lines)

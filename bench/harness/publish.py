@@ -64,6 +64,6 @@ def write_report(run_dir: Path, samples: list[Sample], preds: dict[str, Predicti
         kept = ("the previous report.html is kept (it shows an earlier scoring)" if (run_dir / "report.html").exists()
                 else "no report.html was written")
         log.warning("report.html not built (%s: %s); %s; the results are in metrics.json; retry with "
-                    "python -m rvt_bench.harness.report %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                    "rvt-bench report %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                     kept, run_dir)
         return None

@@ -1,8 +1,8 @@
 """Pictures of a run: ground truth against prediction, per sample, to see why a model failed.
 
-    python -m rvt_bench.harness.visualize runs/demo/dtr1/<run_name>              # every sample
-    python -m rvt_bench.harness.visualize runs/demo/dtr1/<run_name> --worst 10   # the 10 lowest-scoring
-    python -m rvt_bench.harness.visualize RUN_DIR --ids image/coffee_cup --frames 4
+    rvt-bench visualize runs/demo/dtr1/<run_name>              # every sample
+    rvt-bench visualize runs/demo/dtr1/<run_name> --worst 10   # the 10 lowest-scoring
+    rvt-bench visualize RUN_DIR --ids image/coffee_cup --frames 4
 
 Writes `<run_dir>/overlays/<sample id>.png`: one panel per shown frame (frames where the GT or the
 prediction is non-empty, the worst by per-frame J or IoU among them), GT mask filled green and GT
@@ -14,7 +14,6 @@ among the samples that have a per-sample score (corpus-scored text samples have 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import textwrap
 from pathlib import Path
@@ -247,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dataset-root", default=None, help="the dataset's root, if it moved since the run")
     args = ap.parse_args(argv)
     paths = render_run(args.run_dir, args.ids, args.worst, args.frames, args.out, args.dataset_root)
-    print(json.dumps({"written": len(paths), "dir": str(paths[0].parent) if paths else None}))
+    print(f"overlays: {len(paths)} written to {paths[0].parent}" if paths else "overlays: no sample matched")
 
 
 if __name__ == "__main__":

@@ -108,13 +108,21 @@ class Dataset(Sequence[Sample]):
         return f"{type(self).__name__}(name={self.name!r}, samples={len(self)})"
 
 
+def layout_hint(layout: str, published: str) -> str:
+    """The expected layout (one entry per line, indented under its root) and where the data is
+    published, on one line: a stop is one line on stderr."""
+    entries = [" ".join(ln.split()) for ln in layout.splitlines() if ln.strip()]
+    root = entries.pop(0) if entries and entries[0].endswith("/") and len(layout.splitlines()) > 1 else ""
+    return f"expected layout{' of ' + root if root else ''}: {'; '.join(entries)}; the data is published at {published}"
+
+
 def require_dir(path: Path, *, dataset: str, layout: str, published: str) -> Path:
     """Return ``path`` if it is a directory, else raise DatasetFormatError that says which directory
     was expected, the layout expected inside it and where the data is published."""
     if not path.is_dir():
         raise DatasetFormatError(
-            f"{dataset}: expected the dataset directory {path} (not found or not a directory).\n"
-            f"Expected layout inside it:\n{layout}\nThe data is published at {published}"
+            f"{dataset}: expected the dataset directory {path} (not found or not a directory); "
+            f"{layout_hint(layout, published)}"
         )
     return path
 
@@ -123,10 +131,7 @@ def require_file(path: Path, *, dataset: str, layout: str, published: str) -> Pa
     """Return ``path`` if it exists (that it is a regular file is checked when it is read:
     rvt_bench.core.files), else raise DatasetFormatError like ``require_dir``."""
     if not path.exists():
-        raise DatasetFormatError(
-            f"{dataset}: expected the file {path} (not found).\n"
-            f"Expected layout:\n{layout}\nThe data is published at {published}"
-        )
+        raise DatasetFormatError(f"{dataset}: expected the file {path} (not found); {layout_hint(layout, published)}")
     return path
 
 

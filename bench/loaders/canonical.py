@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from rvt_bench.core import files, masks
-from rvt_bench.loaders.base import UTF8_BOM, Dataset, existing_splits, read_json, require_dir
+from rvt_bench.loaders.base import UTF8_BOM, Dataset, existing_splits, layout_hint, read_json, require_dir
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import RLE, TASKS, DatasetFormatError, Sample, Target
 
@@ -146,11 +146,11 @@ class CanonicalDataset(Dataset):
         path = next((p for p in candidates if p.exists() and not p.is_dir()), None)
         if path is None:
             present = [p.stem for p in self.root.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json")]
+            layout = f"{self.root}/\n{self.layout}"
             raise DatasetFormatError(
                 f"{self.name}: no annotation file for split {self.split!r}: looked for {[str(p) for p in candidates]}; "
-                f"splits present: {existing_splits(present)}.\n"
-                f"Expected layout:\n{self.root}/\n{self.layout}\nThe data is published at {self.published}\n"
-                f"A release with other file or field names: set dataset.loader.annotation and dataset.loader.fields "
+                f"splits present: {existing_splits(present)}; {layout_hint(layout, self.published)}; "
+                f"a release with other file or field names: set dataset.loader.annotation and dataset.loader.fields "
                 f"(conf/dataset/{self.name}.yaml)"
             )
         return str(path), _file_records(path)

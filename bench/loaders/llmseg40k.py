@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
-from rvt_bench.loaders.base import Dataset, existing_splits, read_json, require_dir, require_keys
+from rvt_bench.loaders.base import Dataset, existing_splits, layout_hint, read_json, require_dir, require_keys
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import RLE, DatasetFormatError, Sample, Target
 
@@ -132,8 +132,8 @@ class LLMSeg40KDataset(Dataset):
         present = [p.stem for d in (self.root / "split", self.root) if d.is_dir() for p in d.glob("*.json")]
         raise DatasetFormatError(
             f"{self.name}: no annotation file for split {self.split!r}; looked for "
-            f"{' and '.join(str(p) for p in candidates)}; splits present: {existing_splits(present)}.\n"
-            f"Expected layout:\n{layout}\nThe data is published at {PUBLISHED}"
+            f"{' and '.join(str(p) for p in candidates)}; splits present: {existing_splits(present)}; "
+            f"{layout_hint(layout, PUBLISHED)}"
         )
 
     def _image_samples(self, image: str, source: str, qa_pairs: list, where: str) -> list[Sample]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from rvt_bench.core import masks
-from rvt_bench.loaders.base import Dataset, existing_splits, read_json, require_dir, require_keys
+from rvt_bench.loaders.base import Dataset, existing_splits, layout_hint, read_json, require_dir, require_keys
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import DatasetFormatError, InstanceAnnotation, Sample, Target
 
@@ -72,15 +72,13 @@ class ReasonSegDataset(Dataset):
             present = [d.name for d in self.root.iterdir() if d.is_dir() and any(d.glob("*.json"))]
             raise DatasetFormatError(
                 f"{self.name}: no split {split!r} in {self.root} (expected the directory {self.root / split}); "
-                f"splits present: {existing_splits(present)}.\nExpected layout:\n{layout}\n"
-                f"The data is published at {PUBLISHED}"
+                f"splits present: {existing_splits(present)}; {layout_hint(layout, PUBLISHED)}"
             )
         split_dir = self.root / split
         json_paths = sorted(split_dir.glob("*.json"))
         if not json_paths:
             raise DatasetFormatError(
-                f"{self.name}: {split_dir} holds no <name>.json annotation; expected layout:\n{LAYOUT}\n"
-                f"The data is published at {PUBLISHED}"
+                f"{self.name}: {split_dir} holds no <name>.json annotation; {layout_hint(LAYOUT, PUBLISHED)}"
             )
         keep = QUERY_LENGTHS[query_length]
         for path in json_paths:

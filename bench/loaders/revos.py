@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
-from rvt_bench.loaders.base import Dataset, existing_splits, read_json, require_dir, require_file, require_keys
+from rvt_bench.loaders.base import (Dataset, existing_splits, layout_hint, read_json, require_dir, require_file,
+                                    require_keys)
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import RLE, DatasetFormatError, InstanceAnnotation, Sample, Target
 
@@ -92,7 +93,7 @@ class ReVOSDataset(Dataset):
             present = [p.name[len("meta_expressions_"):-len("_.json")] for p in self.root.glob("meta_expressions_*_.json")]
             raise DatasetFormatError(
                 f"{self.name}: no split {split!r}: expected the file {meta_path} (not found); splits present: "
-                f"{existing_splits(present)}.\nExpected layout:\n{layout}\nThe data is published at {PUBLISHED}"
+                f"{existing_splits(present)}; {layout_hint(layout, PUBLISHED)}"
             )
         mask_path = require_file(self.root / "mask_dict.json", dataset=self.name, layout=layout, published=PUBLISHED)
         # a repeated video, expression or anno id fails what it would silently have replaced (below)

@@ -110,6 +110,7 @@ class UnitProtocol(Protocol):
         for unit in self.units:
             baseline.update(unit.baseline(records))
         warnings = self._empty_gt_warnings(records)
+        warnings += [w for unit in self.units for w in unit.warnings(records)]
         warnings += baseline_warnings(metrics, baseline, self.headline if self.baseline_keys is None else self.baseline_keys)
         for w in warnings:
             log.warning("%s: %s", self.name, w)

@@ -47,6 +47,7 @@ class Unit:
     judge_records(records): add judge verdicts in place (only the judge unit does anything).
     gt_empty(record) -> bool | None: whether the sample's GT is empty everywhere, read from this
         unit's values; None when the unit cannot tell.
+    warnings(records) -> [str]: caveats about its metrics over `records` ([] by default).
     """
 
     name: str = ""
@@ -67,6 +68,11 @@ class Unit:
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found | None:
         """None: no metric of this unit is named `key`."""
         return None
+
+    def warnings(self, records: list[ScoreRecord]) -> list[str]:
+        """What a reader of this family's metrics over all of `records` must know (e.g. a corpus
+        too small for CIDEr); the protocol adds them to metrics.json "warnings" and the summary."""
+        return []
 
     def of(self, record: ScoreRecord) -> Any:
         """This unit's values in `record`; RunStoreError when it has none."""

@@ -68,7 +68,14 @@ class Captions(Unit):
         self._tokenize(records)
         res = {r.sample_id: self._tokens[self._key(r)][0] for r in records}
         gts = {r.sample_id: self._tokens[self._key(r)][1] for r in records}
-        return score_tokenized(res, gts, metrics=self.metrics)["corpus"]
+        # a small corpus's CIDEr is reported once, for the whole run, by warnings()
+        return score_tokenized(res, gts, metrics=self.metrics, warn=False)["corpus"]
+
+    def warnings(self, records: list[ScoreRecord]) -> list[str]:
+        from rvt_bench.metrics.text import small_cider_warning
+
+        said = small_cider_warning(len(records)) if "CIDEr" in self.metrics else None
+        return [said] if said else []
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found | None:
         if key not in CAPTION_KEYS:

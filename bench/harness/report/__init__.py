@@ -2,7 +2,7 @@
 The runner writes it at the end of every full run (rvt_bench.harness.publish.write_report, run.report);
 this rebuilds it:
 
-    python -m rvt_bench.harness.report RUN_DIR [--frames 4] [--dataset-root DIR]
+    rvt-bench report RUN_DIR [--frames 4] [--dataset-root DIR]
 
 The page (template.html.j2, Jinja2 with autoescaping) starts with figures: the headline table (value,
 95% CI, empty-prediction baseline, unit, n), the model's funnel chart and measures (its
