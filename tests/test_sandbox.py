@@ -216,6 +216,24 @@ def test_without_bwrap_auto_and_bwrap_stop_naming_the_one_unsandboxed_setting(no
     assert "\n" not in line
 
 
+def test_a_runtime_whose_libraries_the_sandbox_cannot_see_is_named_as_that(monkeypatch):
+    # bubblewrap starts, but the interpreter inside finds no numpy (here: its site-packages covered)
+    import site
+
+    from rvt_bench.adapters.sandbox import world
+
+    monkeypatch.setattr(world, "HIDDEN", tuple(os.path.realpath(p) for p in site.getsitepackages()))
+    bwrap_problem.cache_clear()
+    try:
+        with pytest.raises(SandboxError) as err:
+            preflight(SandboxSettings(isolation="auto", pool_size=0, timeout_s=5.0, memory_mb=1500), "model.sandbox")
+    finally:
+        bwrap_problem.cache_clear()
+    line = str(err.value)
+    assert line.startswith("the sandbox started, but its Python cannot import") and "No module named" in line, line
+    assert "isolation=none" not in line and "\n" not in line  # not bubblewrap's fault: no unsandboxed advice
+
+
 def test_a_sandbox_without_bwrap_never_falls_back_to_running_the_code(monkeypatch, twin):
     # the pool itself has no fallback either: no bwrap executable, no code run at all
     from rvt_bench.adapters.sandbox import world

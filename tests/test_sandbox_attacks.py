@@ -465,6 +465,7 @@ def test_runs_unprivileged_with_no_new_privs(attack):
     ("libc.syscall(425, 8, 0)", errno.EPERM),                # io_uring_setup
     ("libc.syscall(321, 0, 0, 0)", errno.EPERM),             # bpf
     ("libc.ioctl(0, 0x5412, ctypes.c_char_p(b'x'))", errno.EPERM),  # TIOCSTI
+    ("libc.syscall(154, 0, 0, 0)", errno.EPERM),             # modify_ldt
 ])
 def test_dangerous_system_calls_are_refused(attack, call, expected):
     code = f"import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint({call}, ctypes.get_errno())"

@@ -121,3 +121,57 @@ def _system_python() -> Path | None:
 def test_the_system_python(tmp_path):
     python = _system_python()
     assert_isolated(probe(python, "", str(SITE)), python)
+
+
+# Started by a venv that has rvt-bench installed from its wheel (not editable): what the sandbox sees
+# of the installed package, whose demo/ holds ground truth, and of the site-packages around it.
+WHEEL_PROBE = """
+import json, os
+from rvt_bench.core.paths import CHECKOUT, PACKAGE_DIR
+from rvt_bench.adapters.sandbox.runner import SandboxSettings, preflight, run_code
+settings = dict(isolation="auto", pool_size=0, timeout_s=20.0)
+mode = preflight(SandboxSettings(**settings))
+gt = str(PACKAGE_DIR / "demo" / "revos" / "mask_dict.json")
+seen = run_code(f"import os\\nprint(os.listdir({str(PACKAGE_DIR)!r}), len(os.listdir({str(PACKAGE_DIR.parent)!r})) > 1)",
+                {"variables": {}, "masks": None}, **settings)
+read = run_code(f"print(open({gt!r}).read()[:20])", {"variables": {}, "masks": None}, **settings)
+print(json.dumps({"mode": mode, "checkout": str(CHECKOUT), "gt": os.path.isfile(gt), "seen": seen.output,
+                  "read": read.output}))
+"""
+
+
+def test_a_wheel_installed_in_a_venvs_site_packages_runs_and_its_demo_is_invisible(tmp_path):
+    from tests.test_packaging import build_docs
+
+    src = build_docs().source_copy(tmp_path / "src")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "--disable-pip-version-check", "-w", str(tmp_path / "dist"), str(src)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("rvt_bench-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([str(BASE), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--disable-pip-version-check",
+                    "--target", purelib, str(wheel)], check=True, timeout=300)
+    (Path(purelib) / "rvt_layout.pth").write_text(f"{SITE}\n")  # the dependencies (a path line: no editable finder)
+    proc = subprocess.run([str(python), "-c", WHEEL_PROBE], capture_output=True, text=True, timeout=180, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (out["mode"], out["checkout"], out["gt"]) == ("bwrap", "None", True), out
+    # the site-packages around it is bound (the runtime), the package is an empty directory
+    assert out["seen"] == "[] True\n" and out["read"].startswith("FileNotFoundError"), out
+
+
+def test_usr_shows_only_where_a_runtime_runs_from():
+    from rvt_bench.adapters.sandbox.runner import run_code
+
+    code = ("import json, os\nprint(json.dumps([sorted(os.listdir('/usr')), "
+            "sorted(os.listdir('/usr/local')) if os.path.isdir('/usr/local') else []]))")
+    r = run_code(code, {"variables": {}, "masks": None}, isolation="bwrap", pool_size=0, timeout_s=20.0)
+    assert r.reason == "ok", r
+    usr, local = json.loads(r.output)
+    assert set(usr) <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "libexec", "local"}, usr
+    assert set(local) <= {"bin", "sbin", "lib", "lib64"}, local  # no src/, share/: checkouts and data live there

@@ -74,6 +74,11 @@ def preflight(settings: SandboxSettings, key: str = "model.sandbox") -> str:
     if why is not None:
         # Which one failed: bubblewrap itself (then only isolation=none runs code here), or these limits?
         problem = bwrap_problem() if mode == "bwrap" else None
+        if problem is not None and any(m in problem for m in ("No module named", "ImportError", "ModuleNotFoundError")):
+            # bubblewrap started; the interpreter inside could not import what the code needs
+            raise SandboxError(f"the sandbox started, but its Python cannot import what model-written code needs: "
+                               f"{problem}; this install layout is not one the sandbox binds yet (docs/sandbox.md "
+                               "'Per Python layout'): please report it with the output of `pip list -v`")
         if problem is not None:
             raise SandboxError(f"model-written code runs only inside bubblewrap, which cannot start here: {problem}; "
                                f"fix that (docs/sandbox.md), or set {key}.isolation=none to run the code unsandboxed "

@@ -8,7 +8,8 @@ charged; the other families (AF_VSOCK to a hypervisor, AF_PACKET, AF_ALG, AF_NET
 all confined by a network namespace. New namespaces (unshare, setns, clone with CLONE_NEW* flags;
 clone3 reports ENOSYS so libc falls back to clone); mounts; ptrace and cross-process memory
 access; kernel keyrings; io_uring; bpf; perf_event_open; userfaultfd; module, kexec, reboot, swap,
-clock and quota calls; file-handle opens; TIOCSTI; and every call through a foreign ABI (i386 int
+clock and quota calls; modify_ldt (16-bit segments: no use to Python, a history of
+kernel bugs); file-handle opens; TIOCSTI; and every call through a foreign ABI (i386 int
 0x80, x32). x86_64 only: elsewhere `filter_fd` returns None and the sandbox runs without the
 filter (namespaces still apply).
 """
@@ -28,7 +29,7 @@ CLONE_NEW_FLAGS = 0x7E020000   # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEW
 TIOCSTI = 0x5412
 # x86_64 system call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
 DENIED = {
-    "ptrace": 101, "syslog": 103, "personality": 135, "vhangup": 153, "adjtimex": 159, "pivot_root": 155,
+    "ptrace": 101, "syslog": 103, "personality": 135, "vhangup": 153, "modify_ldt": 154, "adjtimex": 159, "pivot_root": 155,
     "chroot": 161, "acct": 163, "settimeofday": 164, "mount": 165, "umount2": 166, "swapon": 167,
     "swapoff": 168, "reboot": 169, "init_module": 175, "delete_module": 176, "quotactl": 179,
     "clock_settime": 227, "kexec_load": 246, "add_key": 248, "request_key": 249, "keyctl": 250,

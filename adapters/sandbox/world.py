@@ -1,7 +1,11 @@
 """The minimal world a sandbox interpreter sees, as a bubblewrap (bwrap) command line.
 
 Inside: a read-only Python runtime (this interpreter's prefixes, the directories its NumPy and
-OpenCV load from, /usr and the dynamic loader's cache), child.py read-only at /sandbox, a tmpfs
+OpenCV load from, the program and library directories of /usr (USR_DIRS: not /usr/src, /usr/share or
+/usr/local/src, where checkouts and data live in many images) and the dynamic loader's cache), with
+rvt-bench's own package and checkout covered by an empty read-only tmpfs wherever they lie inside
+it (HIDDEN: a wheel installed in site-packages or under /usr ships the demo's ground truth), child.py
+read-only at /sandbox, a tmpfs
 scratch directory /scratch of `disk_mb` MiB (the working directory, HOME and TMPDIR), a /proc of
 its own PID namespace (/proc/sys and /proc/sysrq-trigger read-only), a /dev with null, zero, random
 and urandom only, on a read-only tmpfs; no /sys, /tmp, /home, /root, /etc (beyond ld.so's files),
@@ -47,7 +51,14 @@ SANDBOX_DIR = "/sandbox"
 SCRATCH = "/scratch"
 DEVICES = ("null", "zero", "random", "urandom")
 REPO_ROOT = CHECKOUT or PACKAGE_DIR  # what the sandbox must never see
+# what the sandbox must never see even where it lies inside a bound runtime (site-packages, /usr/lib):
+# the installed package (conf/, demo/ with its ground truth) and the checkout
+HIDDEN = tuple(dict.fromkeys(os.path.realpath(p) for p in (PACKAGE_DIR, CHECKOUT) if p is not None))
 SYSTEM_TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# The parts of /usr a Python runtime runs from; the rest of /usr (src, share, local/src, games, ...)
+# is where images keep checkouts, datasets and runs (Docker's WORKDIR /usr/src/app).
+USR_DIRS = ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec",
+            "/usr/local/bin", "/usr/local/sbin", "/usr/local/lib", "/usr/local/lib64")
 # Random uids for root-mode sandboxes come from a range no distribution hands out to accounts.
 UID_RANGE = (1 << 24, 1 << 30)
 # Threads of the numeric libraries: one each, so RLIMIT_NPROC and the memory limit are not spent on
@@ -82,9 +93,10 @@ def runtime_paths() -> list[str]:
     """Directories of the Python runtime to bind read-only, as real paths (symbolic links
     resolved): prefixes of this interpreter, the directory of its real executable, its
     site-packages and where numpy and cv2 really live (a user-site or PYTHONPATH install), minus
-    those already under /usr or under another path of the list. A path that contains the
-    repository (a prefix of "/" or of a home directory holding the checkout) is left out with a
-    warning: binding it would show the code the datasets and runs."""
+    those already under USR_DIRS or under another path of the list. A path that contains the
+    checkout (a prefix of "/" or of a home directory holding it) is left out with a warning:
+    binding it would show the code the datasets and runs. (An installed package inside a bound
+    site-packages is covered instead: HIDDEN.)"""
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                   str(Path(os.path.realpath(sys.executable)).parent.parent)}
     home = venv_home()
@@ -95,15 +107,32 @@ def runtime_paths() -> list[str]:
     out: list[str] = []
     for raw in sorted({os.path.realpath(c) for c in candidates if c}, key=len):
         p = Path(raw)
-        if not p.is_dir() or raw in ("/", "/usr") or raw.startswith("/usr/"):
+        if not p.is_dir() or raw == "/" or _under(raw, _usr_bound()):
             continue
-        if REPO_ROOT == p or p in REPO_ROOT.parents:
-            log.warning("sandbox: not binding %s into the sandbox (it contains the repository %s)", p, REPO_ROOT)
+        if CHECKOUT is not None and (CHECKOUT == p or p in CHECKOUT.parents):
+            log.warning("sandbox: not binding %s into the sandbox (it contains the repository %s)", p, CHECKOUT)
             continue
         if any(raw.startswith(o.rstrip("/") + "/") for o in out):
             continue
         out.append(raw)
     return out
+
+
+def _under(path: str, tops) -> bool:
+    """Whether `path` is one of `tops` or lies inside one."""
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
+
+
+def _usr_bound() -> list[str]:
+    """The real directories of USR_DIRS that exist here (a link among them is bound as its target)."""
+    return sorted({os.path.realpath(d) for d in USR_DIRS if os.path.isdir(d)})
+
+
+def hidden_paths(bound: list[str]) -> list[str]:
+    """The HIDDEN paths that lie inside what the sandbox binds (`bound`: runtime paths, USR_DIRS,
+    the system directories): each gets an empty read-only tmpfs over it."""
+    tops = [*bound, *_usr_bound(), *(os.path.realpath(t) for t in SYSTEM_TOPS if os.path.isdir(t))]
+    return [h for h in HIDDEN if _under(h, tops)]
 
 
 def import_paths() -> list[str]:
@@ -174,7 +203,7 @@ def runtime_links(bound: list[str]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for path in paths:
         for link, target in symlinks_on(path):
-            inside = [p for p in ("/usr", *SYSTEM_TOPS, *bound) if link == p or link.startswith(p.rstrip("/") + "/")]
+            inside = [p for p in (*_usr_bound(), *SYSTEM_TOPS, *bound) if link == p or link.startswith(p.rstrip("/") + "/")]
             if not inside and (link, target) not in out:
                 out.append((link, target))
     return out
@@ -191,7 +220,12 @@ def free_path(preferred: str, taken: list[str]) -> str:
 
 
 def _system_binds() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
+    args = []
+    for d in USR_DIRS:
+        if os.path.islink(d) and os.path.isdir(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
     for top in SYSTEM_TOPS:
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -222,9 +256,10 @@ def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_
         args += ["--setenv", key, scratch if value == SCRATCH else value]
     # bwrap makes missing parents of a bind 0700 (root-owned): unreadable for the sandbox's uid.
     made: set[str] = set()
-    for target in [*runtime, *(link for link, _ in links), "/etc/ld.so.cache", sandbox_dir + "/child.py"]:
+    usr = _usr_bound()
+    for target in [*USR_DIRS, *runtime, *(link for link, _ in links), "/etc/ld.so.cache", sandbox_dir + "/child.py"]:
         for parent in reversed(Path(target).parents[:-1]):
-            if str(parent) not in made and not str(parent).startswith("/usr"):
+            if str(parent) not in made and not _under(str(parent), usr):
                 made.add(str(parent))
                 args += ["--perms", "0755", "--dir", str(parent)]
     args += _system_binds()
@@ -232,6 +267,8 @@ def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_
         args += ["--ro-bind", p, p]
     for link, target in links:
         args += ["--symlink", target, link]
+    for h in hidden_paths(runtime):
+        args += ["--perms", "0555", "--size", "4096", "--tmpfs", h]
     # /proc of the sandbox's own PID namespace; its kernel knobs read-only in every mode (bwrap
     # covers them only when its own access check says they are writable, which it does not as root).
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
