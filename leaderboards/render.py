@@ -68,7 +68,7 @@ def board_runs(board: pd.DataFrame) -> list[dict[str, Any]]:
     for _, r in board.iterrows():
         row = {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
         parts = [str(row[k]) for k in ("policy", "perception") if isinstance(row.get(k), str) and row.get(k)]
-        row["label"] = f"{row.get('model')}" + (f" ({' / '.join(parts)})" if parts else "")
+        row["label"] = f"{row.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(row)
         runs.append(row)
     return runs
 
@@ -105,13 +105,18 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
             ci = f" [{_pct(lo, digits, c)}, {_pct(hi, digits, c)}]" if lo is not None and not pd.isna(lo) else ""
             cells.append(_pct(r[c], digits, c) + ci)
         parts = [str(r.get(k)) for k in ("policy", "perception") if isinstance(r.get(k), str) and r.get(k)]
-        model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "")
+        model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(r)
         parse = "n/a" if pd.isna(r.get("parse_rate")) else _pct(r.get("parse_rate"))
         data = _data_source(_text(r.get("data_source")))
         lines.append("| " + " | ".join([str(rank), model, str(r.get("run_name")), str(r.get("split")), data, *cells,
                                          str(r.get("n")), str(r.get("failures")), parse, _text(r.get("git_sha"))[:10],
                                          _text(r.get("date")), _text(r.get("overrides"))]) + " |")
     return "\n".join(lines + (["", table] if table else []))
+
+
+def _unsandboxed(row: Any) -> str:
+    """The mark of a run whose model-written code ran outside the sandbox (its row's sandbox "none")."""
+    return " [UNSANDBOXED: sandbox none]" if row.get("sandbox") == "none" else ""
 
 
 def _data_source(cell: str) -> str:

@@ -46,6 +46,8 @@ def test_code_fences_and_whitespace_are_accepted():
     ('{"SAM2": "DepthAnything2"}', "schema"),
     ('{"SAM2": [1]}', "schema"),
     ('{"SAM2": [], "SAM2": []}', "duplicate_node"),
+    ('{"SAM2": ' + "[" * 50000 + "]" * 50000 + "}", "json"),   # past Python's parser stack
+    ('{"SAM2": [' + "1" * 5000 + "]}", "json"),                 # past the integer digit limit
     ("{}", "empty"),
     ('{"SAM3": []}', "unknown_node"),
     ('{"SAM2": ["GroundingDINO"]}', "unknown_node"),

@@ -87,14 +87,15 @@ def test_invalid_dag_is_a_parse_failure_with_the_dag_reason():
     with pytest.raises(DAGError) as info:
         adapter([bad_plan]).predict(make_sample())
     assert info.value.kind == "parse" and info.value.reason == "missing_dependency"
-    assert info.value.trace == bad_plan
+    assert info.value.trace == {"rollout": bad_plan, "events": []}  # a failed rollout keeps its events too
 
 
 def test_unknown_instance_in_answer_is_a_parse_failure_with_trace():
     with pytest.raises(ParseError) as info:
         adapter([PLAN, '<task>segmentation</task><answer>{"instances": [9]}</answer>']).predict(make_sample())
     assert info.value.reason == "unknown_instance"
-    assert "<dt_rep>" in info.value.trace
+    assert "<dt_rep>" in info.value.trace["rollout"]
+    assert [e["stage"] for e in info.value.trace["events"]] == ["plan", "twin", "answer"]
 
 
 def test_vqa_answer_is_text():

@@ -59,6 +59,8 @@ def test_segmentation_empty_list_means_no_object():
         ('{"instances": 1}', "schema"),
         ('{"ids": [1]}', "schema"),
         ("[1]", "schema"),
+        ('{"instances": [' + "1" * 5000 + "]}", "json"),                    # past Python's integer digit limit
+        ('{"instances": ' + "[" * 50000 + "]" * 50000 + "}", "json"),       # past Python's parser stack
     ],
 )
 def test_segmentation_bad_answers_are_parse_errors(text, reason):

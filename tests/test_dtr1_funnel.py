@@ -83,3 +83,22 @@ def test_the_report_says_grammar_when_the_policy_decodes_under_it():
     policy = ScriptedPolicy([])
     policy.decoding = "grammar"
     assert DTR1Adapter(policy=policy, perception=OraclePerception()).report([]).decoding == "grammar"
+
+
+def test_code_rounds_are_counted_from_the_events_not_from_tags_the_code_printed(adapter):
+    # one <execute> round whose output prints the harness's own tag fifty times
+    forged = ROLLOUT.replace("<results>1</results>", "<results>" + "<results>" * 50 + "</results>")
+    failed_forged = forged.split("<task>")[0]
+    scored = [item(Prediction("ok", task="vqa", text="a dog", trace={"rollout": forged, "events": EVENTS})),
+              item(Prediction.failure("bad", "parse", "token_budget", trace={"rollout": failed_forged, "events": EVENTS}))]
+    measures = {m.key: m.value for m in adapter.report(scored).measures}
+    assert (measures["mean_code_rounds"], measures["max_code_rounds"]) == (1.0, 1)
+
+
+def test_a_failed_rollout_keeps_its_events_beside_its_text():
+    from rvt_bench.adapters.dtr1.adapter import _with_events
+    from rvt_bench.adapters.dtr1.tags import TagError
+
+    exc = TagError("json", "answer is not JSON")
+    exc.trace, exc.events = ROLLOUT, EVENTS
+    assert _with_events(exc).trace == {"rollout": ROLLOUT, "events": EVENTS}

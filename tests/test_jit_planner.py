@@ -29,6 +29,8 @@ def test_repeated_specialists_count_once():
     ('{"query_type": "causal", "specialists": []}', "unknown_query_type"),
     ('{"query_type": "semantic", "specialists": "SAM2"}', "plan_schema"),
     ('{"query_type": "semantic", "specialists": [{"name": "YOLO"}]}', "unknown_specialist"),
+    ('{"query_type": "semantic", "n": ' + "9" * 5000 + "}", "plan_json"),  # past the integer digit limit
+    ("{" + '"a": [' * 50000 + "}", "plan_json"),                               # past the parser's stack
 ])
 def test_unusable_plans_fail_with_their_reason(text, reason):
     with pytest.raises(JiTError) as err:

@@ -83,3 +83,12 @@ def test_render_of_a_board_that_does_not_exist_stops_in_one_line(tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and err.count("\n") == 0
     assert err.startswith("error: no leaderboard nope.csv") and err.endswith("boards there: reasonseg")
+
+
+def test_an_unsandboxed_run_is_marked_in_every_rendered_table(tmp_path):
+    upsert(tmp_path, "reasonseg", {**run_row("a1", "open", 0.5), "sandbox": "none"})
+    upsert(tmp_path, "reasonseg", {**run_row("b2", "boxed", 0.4), "sandbox": "bwrap"})
+    runs = runs_table(render("reasonseg", tmp_path, paper=False))
+    assert [("UNSANDBOXED" in r) for r in runs] == [True, False]
+    latex = render("reasonseg", tmp_path, fmt="latex")
+    assert sum("UNSANDBOXED" in line for line in latex.splitlines()) == 1

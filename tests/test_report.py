@@ -96,3 +96,14 @@ def test_the_twin_is_a_collapsed_part_of_the_trace():
                           "n_tokens": 7})
     assert [p["twin"] for p in parts] == [False, True, False, False]
     assert parts[1]["text"] == '<dt_rep>{"video": 1}</dt_rep>' and '"n_tokens": 7' in parts[-1]["text"]
+
+
+def test_a_value_outside_its_interval_still_draws_its_interval():
+    # ReasonSeg's gIoU divides by N + 1e-5 and its bootstrap does not: a group of one can sit outside
+    # its interval; the chart draws the interval as it is (report.html was not built at all before)
+    from rvt_bench.harness.report.breakdowns import Bar
+    from rvt_bench.harness.report.charts import breakdown_chart
+
+    svg = breakdown_chart([Bar("image · level 1", "image/gIoU", 0.99999, 0.2, 0.9, 0.0, 1),
+                           Bar("image · level 2", "image/gIoU", 0.5, 0.4, 0.6, None, 3)])
+    assert svg is not None and svg.lstrip().startswith("<svg") and "95% CI" in svg

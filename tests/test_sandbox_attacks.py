@@ -3,6 +3,7 @@ reward would write it. Every attack asserts containment (the host and the harnes
 the outcome the model gets back (`reason` and its one line), and that the harness process is
 unaffected (autouse `host_unchanged`). Runs as CI runs: as root, where bubblewrap needs no user
 namespaces, so none of these skip there; isolation="bwrap" makes a missing sandbox a failure."""
+import base64
 import errno
 import json
 import os
@@ -658,15 +659,21 @@ class _EchoingServer:
 
         class Handler(JSONHandler):
             def do_GET(self):
+                if self.path.startswith("/refuse/"):  # the policy's check before the run: the point stops
+                    raw = self.headers.get("Authorization") or ""
+                    self.send_json(401, json.dumps({"error": {"message": f"bad credentials: {raw}"}}).encode())
+                    return
                 self.send_json(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
 
             def do_POST(self):
                 self.rfile.read(int(self.headers["Content-Length"]))
-                scheme, _, cred = (self.headers.get("Authorization") or "").partition(" ")
+                raw = self.headers.get("Authorization") or ""
+                scheme, _, cred = raw.partition(" ")
                 if scheme == "Basic":
                     cred = base64.b64decode(cred).decode().partition(":")[2]
                 seen.append(cred)
-                self.send_json(401, json.dumps({"error": {"message": f"Incorrect API key provided: {cred}",
+                # the key as sent, and the header itself (Basic: base64 of "user:password")
+                self.send_json(401, json.dumps({"error": {"message": f"Incorrect API key provided: {cred} ({raw})",
                                                           "code": "invalid_api_key"}}).encode())
 
         self.loopback = Loopback(Handler)
@@ -689,16 +696,19 @@ def test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep(tmp_path):
             [sys.executable, str(REPO / "run_bench.py"), "-m", "+dataset=reasonseg", f"dataset.root={root}",
              "dataset.split=val", "+model=dtr1", "policy=openai", "policy.model=m", "policy.chat_template=gemma3",
              "policy.max_retries=0", f"policy.api_key={KEY}",
-             f"policy.base_url=http://user:{URL_SECRET}@{server.host}/v1,http://{server.host}/v1",
+             f"policy.base_url=http://user:{URL_SECRET}@{server.host}/v1,http://{server.host}/v1,"
+             f"http://user:{URL_SECRET}@{server.host}/refuse/v1,http://{server.host}/refuse/v1",
              f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}"],
             cwd=REPO, capture_output=True, text=True, timeout=600)
     finally:
         server.loopback.close()
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 2, proc.stderr[-3000:]  # the two refused points failed; the sweep went on
     assert set(server.seen) == {KEY, URL_SECRET}  # both were sent, and echoed
     written = [f for f in tmp_path.rglob("*") if f.is_file() and "data" not in f.parts]
     assert any(f.name == "multirun.yaml" for f in written) and any(f.name == "run_bench.log" for f in written)
-    for secret in (KEY, URL_SECRET):
+    assert any(f.name == "rvt_point.json" for f in written) and any(f.name == "points.md" for f in written)
+    basic = base64.b64encode(f"user:{URL_SECRET}".encode()).decode()
+    for secret in (KEY, URL_SECRET, basic):
         assert secret not in proc.stdout + proc.stderr
         for f in written:
             assert secret not in f.read_text(errors="replace"), f

@@ -128,3 +128,12 @@ def test_compare_takes_run_limit_runs_as_partial_and_several_runs_against_the_fi
     assert [r["n_shared"] for r in results] == [1, 2]
     text = format_many(results)
     assert "PARTIAL" in text and "| gIoU | run 2 |" in text
+
+
+def test_an_unsandboxed_benchmark_is_marked_in_the_suite_table():
+    metrics = {"metrics": {"gIoU": 0.5}, "ci": {}, "headline": ["gIoU"], "n": 2, "failures": 0}
+    table = suite_table("s", [Outcome("reasonseg", "val", metrics, "runs/a", sandbox="none"),
+                              Outcome("revos", "valid", {**metrics, "metrics": {"J&F": 0.4}, "headline": ["J&F"]},
+                                      "runs/b", sandbox="bwrap")])
+    assert "WARNING: model-written code ran UNSANDBOXED (isolation=none) in: reasonseg" in table
+    assert "| reasonseg [UNSANDBOXED] | val | gIoU |" in table and "| revos | valid | J&F |" in table

@@ -79,3 +79,14 @@ def test_boxes_are_clamped_to_the_frame():
 def test_unknown_family_is_a_config_error():
     with pytest.raises(AdapterError, match="model.coords"):
         to_frame(Detection([0, 0, 1, 1]), "pixels", INPUT_HW, FRAME_HW)
+
+
+def test_json_python_cannot_read_is_not_a_crash():
+    from rvt_bench.adapters.vlm.reply import ReplyError
+
+    with pytest.raises(ReplyError) as err:  # nesting past the parser's stack: no box anywhere
+        parse_detections("[" * 50000 + "]" * 50000)
+    assert err.value.reason == "no_boxes"
+    # an integer past Python's digit limit: the JSON is skipped, the bracketed numbers still read
+    (det,) = parse_detections('{"bbox_2d": [' + "1" * 5000 + ", 2, 3, 4]}")
+    assert det.box == [3.0, 2.0, float("inf"), 4.0]  # an infinite box: refused by the range check later

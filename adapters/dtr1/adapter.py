@@ -124,7 +124,10 @@ class DTR1Adapter(Adapter):
         within the token budget, bad answer) and AdapterError / SandboxError from perception or the
         sandbox, each with `.trace`, `.events`, `.timings` of the partial rollout attached.
         """
-        return self._finish(sample, run_rollout(self.policy, self._messages(sample), self._env(sample), self.limits))
+        try:
+            return self._finish(sample, run_rollout(self.policy, self._messages(sample), self._env(sample), self.limits))
+        except AdapterError as exc:
+            raise _with_events(exc)
 
     def predict_batch(self, samples: list[Sample]) -> list[Prediction | AdapterError]:
         """Roll out on all `samples` together (one policy request per sample in flight at each
@@ -133,12 +136,12 @@ class DTR1Adapter(Adapter):
         out: list[Prediction | AdapterError] = []
         for sample, result in zip(samples, run_rollouts(self.policy, jobs, self.limits)):
             if isinstance(result, AdapterError):
-                out.append(result)
+                out.append(_with_events(result))
                 continue
             try:
                 out.append(self._finish(sample, result))
             except AdapterError as exc:
-                out.append(exc)
+                out.append(_with_events(exc))
         return out
 
     def prompt(self, sample: Sample) -> list[dict]:
@@ -208,6 +211,15 @@ class DTR1Adapter(Adapter):
         from rvt_bench.adapters.dtr1.env import sandbox_env
 
         return sandbox_env(sample, self.perception, self._sandbox_pool())
+
+
+def _with_events(exc: AdapterError) -> AdapterError:
+    """`exc` with its partial rollout recorded as a successful sample's is ({"rollout": text,
+    "events": [...]}): the funnel counts code rounds from the events, never from the text, where
+    code can print a tag."""
+    if isinstance(exc.trace, str) and exc.events is not None:
+        exc.trace = {"rollout": exc.trace, "events": exc.events}
+    return exc
 
 
 def _trace(rollout: Rollout) -> dict:

@@ -77,6 +77,9 @@ def _json_object(text: str, key: str, example: str) -> Any:
         obj = json.loads(body)
     except json.JSONDecodeError as exc:
         raise TagError("json", f"answer is not JSON ({exc.msg} at char {exc.pos}); expected {example}, got {body[:120]!r}") from exc
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, nesting past its stack
+        raise TagError("json", f"answer is JSON Python cannot read ({type(exc).__name__}); expected {example}, "
+                               f"got {body[:120]!r}") from None
     if not isinstance(obj, dict) or set(obj) != {key}:
         raise TagError("schema", f"expected {example}, got {body[:120]!r}")
     return obj[key]

@@ -67,12 +67,16 @@ def measures(scored: Sequence[ScoredSample]) -> list[Measure]:
         stages, pred = passed(item), item.prediction
         plans += stages["plan_emitted"]
         dags += stages["dag_valid"]
+        events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
         if stages["twin_built"]:
-            rounds.append(len(re.findall(r"<\s*results\s*>", rollout_text(pred), re.IGNORECASE)))
+            # the execute events the rollout recorded; runs written before failed samples kept
+            # them: their <results> blocks counted (code that prints the tag inflates that count)
+            rounds.append(sum(1 for e in events if isinstance(e, dict) and e.get("stage") == "execute")
+                          if isinstance(events, list) else
+                          len(re.findall(r"<\s*results\s*>", rollout_text(pred), re.IGNORECASE)))
         if not pred.error:
             answered += 1
             consistent += pred.task == item.sample.task
-        events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
         for event in events or []:
             if isinstance(event, dict) and event.get("stage") == "execute":
                 known_rounds += 1

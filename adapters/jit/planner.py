@@ -57,7 +57,7 @@ def json_object(text: str, what: str, reason: str) -> dict:
     for body in candidates:
         try:
             obj = json.loads(body)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, an integer past the digit limit, nesting past the stack
             continue
         if isinstance(obj, dict):
             return obj

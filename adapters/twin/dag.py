@@ -45,6 +45,8 @@ def parse_dag(text: str) -> dict[str, list[str]]:
         obj = json.loads(body, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise DAGError("json", f"not valid JSON ({exc.msg} at char {exc.pos}): {body[:120]!r}") from exc
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, nesting past its stack
+        raise DAGError("json", f"JSON Python cannot read ({type(exc).__name__}): {body[:120]!r}") from None
     if not isinstance(obj, dict):
         raise DAGError("json", f"expected a JSON object {{node: [dependencies]}}, got {type(obj).__name__}")
     for node, deps in obj.items():

@@ -64,7 +64,7 @@ def parse_detections(text: str) -> list[Detection]:
             continue
         try:
             parsed = json.loads(body)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, an integer past the digit limit, nesting past the stack
             continue
         items = parsed if isinstance(parsed, list) else [parsed]
         dets = [d for d in (_from_json(item) for item in items) if d is not None]

@@ -5,11 +5,13 @@ run.log) is scrubbed when it is made (`scrub_logs`). A server that echoes the ke
 key written into `policy.base_url`, is then `<redacted>` wherever it would have been shown."""
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
 import threading
 from typing import Any
+from urllib.parse import unquote
 
 from rvt_bench.core.printable import PRINTABLE_ARGS
 
@@ -53,6 +55,9 @@ def remember_config(node: Any) -> None:
         for m in _URL_USERINFO.finditer(node):
             userinfo = m.group("userinfo")
             remember(userinfo.partition(":")[2] or userinfo)
+            # as an HTTP client sends it (Authorization: Basic base64("user:password")), which a
+            # server may echo back
+            remember(base64.b64encode(unquote(userinfo).encode()).decode("ascii"))
 
 
 def remember_environment(environ: dict[str, str] | None = None) -> None:

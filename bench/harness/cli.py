@@ -81,7 +81,7 @@ def one_line(exc: BaseException) -> str:
     ours = our_error(exc) or exc
     text = " ".join(str(ours).split("\n")[0].split()) if isinstance(ours, RunStopped) else str(ours)
     # a message may quote several reasons on indented lines (every sample failed): keep them, they name the files
-    return text if isinstance(ours, RunStopped) else f"{type(ours).__name__}: {text}"
+    return scrub(text if isinstance(ours, RunStopped) else f"{type(ours).__name__}: {text}")
 
 
 def exit_on_known_errors(call: Callable[[], T]) -> T:

@@ -179,7 +179,7 @@ def _suite(cfg: DictConfig) -> None:
 
     outcomes = run_suite(cfg.suite, task_overrides(),
                          lambda overrides: compose("config", overrides=overrides), run)
-    print(format_suite(str(cfg.suite.name), outcomes))
+    print(secrets.scrub(format_suite(str(cfg.suite.name), outcomes)))
     if _multirun():
         from rvt_bench.harness.rundir import derived_name
         from rvt_bench.harness.sweep_table import note_point

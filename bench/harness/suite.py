@@ -43,6 +43,7 @@ class Outcome:
     run_dir: str = ""
     error: str = ""                          # why it failed ("" when it ran)
     overrides: list[str] = field(default_factory=list)
+    sandbox: str = ""                        # how model-written code ran ("bwrap", "none"; "" when none ran)
 
 
 def _quote(value: Any) -> str:
@@ -111,6 +112,7 @@ def run_suite(suite: DictConfig, user: list[str], compose: Callable[[list[str]],
                 cfg._overrides = overrides
             result = run(cfg)
             outcome.metrics, outcome.run_dir = result.metrics, str(result.run_dir)
+            outcome.sandbox = str(getattr(result, "sandbox", "") or "")
             if result.metrics is None:
                 outcome.error = "scoring waits for the other shards (run.merge=true once all are done)"
         except KeyboardInterrupt:
@@ -129,9 +131,12 @@ def run_suite(suite: DictConfig, user: list[str], compose: Callable[[list[str]],
 def suite_table(name: str, outcomes: list[Outcome], digits: int = 1) -> str:
     """One markdown table of a suite: per benchmark and headline metric, value [95% CI] in its unit,
     n, failures and the run directory; a failed benchmark is one line saying why."""
-    lines = [f"## suite {name}: {sum(1 for o in outcomes if not o.error)} of {len(outcomes)} benchmarks ran", "",
-             "| benchmark | split | metric | value | 95% CI | unit | n | failures | run directory |",
-             "|---|---|---|---:|---|---|---:|---:|---|"]
+    lines = [f"## suite {name}: {sum(1 for o in outcomes if not o.error)} of {len(outcomes)} benchmarks ran", ""]
+    unsandboxed = [o.dataset for o in outcomes if o.sandbox == "none"]
+    if unsandboxed:
+        lines += [f"WARNING: model-written code ran UNSANDBOXED (isolation=none) in: {', '.join(unsandboxed)}", ""]
+    lines += ["| benchmark | split | metric | value | 95% CI | unit | n | failures | run directory |",
+              "|---|---|---|---:|---|---|---:|---:|---|"]
     for o in outcomes:
         m = o.metrics
         if o.error or m is None:
@@ -140,7 +145,8 @@ def suite_table(name: str, outcomes: list[Outcome], digits: int = 1) -> str:
         values, cis = m.get("metrics") or {}, m.get("ci") or {}
         keys = [k for k in m.get("headline") or [] if k in values] or list(values)
         for key in keys:
-            lines.append(f"| {o.dataset} | {o.split} | {key} | {show(key, values.get(key), digits)} | "
+            bench = o.dataset + (" [UNSANDBOXED]" if o.sandbox == "none" else "")
+            lines.append(f"| {bench} | {o.split} | {key} | {show(key, values.get(key), digits)} | "
                          f"{ci_text(cis.get(key), digits, key)} | {unit(key)} | {m.get('n')} | {m.get('failures')} | "
                          f"{o.run_dir} |")
     return "\n".join(lines)

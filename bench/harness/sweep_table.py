@@ -17,6 +17,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from rvt_bench.core.secrets import scrub
 from rvt_bench.core.units import NA, ci_text, show
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,8 @@ def note_point(output_dir: str | Path, overrides: list[str], runs: list[dict[str
     "split", "run_dir", "metrics": metrics file name or None, "error"}]}."""
     path = Path(output_dir) / POINT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"overrides": overrides, "runs": runs}, indent=1), encoding="utf-8")
+    # a server's error can echo a key; the overrides name secrets by ${oc.env:...} only
+    path.write_text(scrub(json.dumps({"overrides": overrides, "runs": runs}, indent=1)), encoding="utf-8")
 
 
 def _pairs(overrides: list[str]) -> dict[str, str]:
@@ -89,7 +91,7 @@ class SweepTable(Callback):
         points = read_points(sweep_dir)
         if not points:
             return
-        table = points_table(points)
+        table = scrub(points_table(points))
         (sweep_dir / "points.md").write_text(table + "\n", encoding="utf-8")
         print(f"\n{table}\n(also in {sweep_dir / 'points.md'})", flush=True)
         failed = sum(1 for p in points for r in p.get("runs") or [] if r.get("error"))

@@ -146,7 +146,7 @@ def parse_boxes(text: str) -> list[list[float]]:
     body = re.sub(r"^```[A-Za-z]*\s*|\s*```$", "", text.strip())
     try:
         parsed = json.loads(body)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, an integer past the digit limit, nesting past the stack
         parsed = None
     items = parsed if isinstance(parsed, list) else [parsed] if isinstance(parsed, dict) else []
     for item in items:

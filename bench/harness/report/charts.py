@@ -86,8 +86,10 @@ def breakdown_chart(bars: Sequence[Bar]) -> str | None:
     ax.barh(y, values, color=BAR_COLOR, height=0.6, label="value")
     ci = [(yy, b) for yy, b in zip(y, bars) if b.low is not None and b.high is not None]
     if ci:
-        ax.errorbar([100 * b.value for _, b in ci], [yy for yy, _ in ci],
-                    xerr=[[100 * (b.value - b.low) for _, b in ci], [100 * (b.high - b.value) for _, b in ci]],
+        # drawn from low to high around the interval's middle: a protocol's value can lie outside
+        # its bootstrap interval (LISA's gIoU divides by N + 1e-5; a group of one sample)
+        ax.errorbar([50 * (b.low + b.high) for _, b in ci], [yy for yy, _ in ci],
+                    xerr=[50 * (b.high - b.low) for _, b in ci],
                     fmt="none", ecolor="#222", elinewidth=1.2, capsize=3, label="95% CI")
     base = [(yy, b) for yy, b in zip(y, bars) if b.baseline is not None]
     if base:
