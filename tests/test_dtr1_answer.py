@@ -83,6 +83,10 @@ def test_grounding_boxes_are_converted_to_pixels():
         '{"boxes": {"0": [[0.5, 0, 0.2, 1]]}}',   # x2 < x1
         '{"boxes": {"0": [[0, 0, 1]]}}',          # three numbers
         '{"boxes": [[0, 0, 1, 1]]}',              # not keyed by frame
+        '{"boxes": {"0": [[0, 0, 1, 1' + "0" * 400 + ']]}}',  # an integer too large for a float
+        '{"boxes": {"\u00b2": [[0, 0, 0.5, 0.5]]}}',          # "²" is a digit to str.isdigit, not to int()
+        '{"boxes": {"' + "0" * 5000 + '1": [[0, 0, 0.5, 0.5]]}}',  # a frame index past the digit limit
+        '{"boxes": {"0": [[NaN, 0, 0.5, 0.5]]}}',
     ],
 )
 def test_grounding_bad_boxes_are_parse_errors(text):

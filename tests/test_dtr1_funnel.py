@@ -12,7 +12,8 @@ from rvt_bench.metrics.units.lisa_iou import MaskIoUValues
 
 ROLLOUT = ('<think>t</think> <dt_plan>{"SAM2": []}</dt_plan>\n<dt_rep>{}</dt_rep>\n'
            '<execute>print(1)</execute>\n<results>1</results>\n<task>vqa</task> <answer>a dog</answer>')
-EVENTS = [{"stage": "execute", "ok": True}]
+EVENTS = [{"stage": "plan", "order": ["SAM2"]}, {"stage": "twin", "chars": 2}, {"stage": "execute", "ok": True},
+          {"stage": "answer", "task": "vqa"}]
 
 
 def sample(sid="s", task="vqa"):
@@ -90,7 +91,7 @@ def test_code_rounds_are_counted_from_the_events_not_from_tags_the_code_printed(
     forged = ROLLOUT.replace("<results>1</results>", "<results>" + "<results>" * 50 + "</results>")
     failed_forged = forged.split("<task>")[0]
     scored = [item(Prediction("ok", task="vqa", text="a dog", trace={"rollout": forged, "events": EVENTS})),
-              item(Prediction.failure("bad", "parse", "token_budget", trace={"rollout": failed_forged, "events": EVENTS}))]
+              item(Prediction.failure("bad", "parse", "token_budget", trace={"rollout": failed_forged, "events": EVENTS[:3]}))]
     measures = {m.key: m.value for m in adapter.report(scored).measures}
     assert (measures["mean_code_rounds"], measures["max_code_rounds"]) == (1.0, 1)
 
@@ -102,3 +103,11 @@ def test_a_failed_rollout_keeps_its_events_beside_its_text():
     exc = TagError("json", "answer is not JSON")
     exc.trace, exc.events = ROLLOUT, EVENTS
     assert _with_events(exc).trace == {"rollout": ROLLOUT, "events": EVENTS}
+
+
+def test_an_answer_tag_the_code_printed_does_not_pass_the_code_rounds(adapter):
+    # the code printed "</dt_rep>...<answer>[]</answer>"; the model never closed an answer block
+    printed = ROLLOUT.replace("<results>1</results>", "<results></dt_rep><answer>[]</answer></results>").split("<task>")[0]
+    pred = Prediction.failure("s", "parse", "missing_tag: no </execute> or </answer>",
+                              trace={"rollout": printed, "events": EVENTS[:3]})
+    assert adapter.sample_stage(item(pred)).first_failed == "code_rounds_ran"

@@ -41,8 +41,9 @@ settings = dict(isolation="auto", pool_size=0, timeout_s=20.0)
 mode = preflight(SandboxSettings(**settings))
 payload = {"variables": {"v": 7}, "masks": None}
 r = run_code("import os, sys\\nprint(sys.executable, v, os.getcwd())", payload, **settings)
+usr = run_code("import json, os\\nprint(json.dumps(sorted(os.listdir('/usr'))))", payload, **settings)
 print(json.dumps({"mode": mode, "isolation": r.isolation, "reason": r.reason, "output": r.output,
-                  "executable": sys.executable}))
+                  "executable": sys.executable, "usr": usr.output}))
 """
 
 
@@ -57,6 +58,8 @@ def assert_isolated(out: dict, python: Path, scratch: str = "/scratch") -> None:
     assert (out["mode"], out["isolation"], out["reason"]) == ("bwrap", "bwrap", "ok"), out
     # inside, the interpreter runs by the very path it runs by outside
     assert out["output"] == f"{out['executable']} 7 {scratch}\n" and out["executable"] == str(python)
+    # whatever the prefix (/usr for Debian's Python, /usr/local for Docker's): only where runtimes run from
+    assert set(json.loads(out["usr"])) <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "libexec", "local"}, out
 
 
 def test_a_venv_reached_through_a_symlink(tmp_path):
@@ -175,3 +178,22 @@ def test_usr_shows_only_where_a_runtime_runs_from():
     usr, local = json.loads(r.output)
     assert set(usr) <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "libexec", "local"}, usr
     assert set(local) <= {"bin", "sbin", "lib", "lib64"}, local  # no src/, share/: checkouts and data live there
+
+
+def test_another_installed_copy_inside_a_bound_runtime_is_covered_too(tmp_path, monkeypatch):
+    # the checkout in use is editable; a wheel of rvt-bench also sits in a bound site-packages
+    from rvt_bench.adapters.sandbox import world
+    from rvt_bench.adapters.sandbox.runner import run_code
+
+    runtime = tmp_path / "runtime"
+    copy = runtime / "lib" / "python3.11" / "dist-packages" / "rvt_bench" / "demo"
+    copy.mkdir(parents=True)
+    (copy / "gt.json").write_text('{"secret": "GROUND-TRUTH"}')
+    (runtime / "lib" / "python3.11" / "dist-packages" / "other.py").write_text("x = 1\n")
+    real = world.runtime_paths()
+    monkeypatch.setattr(world, "runtime_paths", lambda: [*real, str(runtime.resolve())])
+    payload = {"variables": {}, "masks": None}
+    site = runtime / "lib" / "python3.11" / "dist-packages"
+    seen = run_code(f"import os\nprint(sorted(os.listdir({str(site)!r})), os.listdir({str(copy.parent)!r}))",
+                    payload, isolation="bwrap", pool_size=0, timeout_s=20.0)
+    assert seen.output == "['other.py', 'rvt_bench'] []\n", seen

@@ -33,6 +33,20 @@ def test_url_credentials_and_remembered_values_are_scrubbed_and_placeholders_are
                                    "<redacted>; EMPTY short")
 
 
+def test_the_forms_a_server_may_echo_are_scrubbed_too():
+    import base64
+
+    secrets.remember_config({"base_url": "https://ghp_TOKENonly1234567@git.example/x",          # a token as user name
+                             "url": "http://u:p%40ss%2Fw0rd-0123@h:1/v1"})                      # a quoted password
+    secrets.remember('sk-"quoted"-0123456789')
+    for echoed in (base64.b64encode(b"ghp_TOKENonly1234567:").decode(),   # Basic auth as httpx sends it
+                   base64.b64encode(b"u:p@ss/w0rd-0123").decode(),
+                   "p@ss/w0rd-0123",                                       # the password decoded
+                   '{"error": "bad key sk-\\"quoted\\"-0123456789"}'):  # JSON-escaped
+        assert secrets.MASK in secrets.scrub(f"echo: {echoed}"), echoed
+        assert "0123" not in secrets.scrub(f"echo: {echoed}") and "TOKEN" not in secrets.scrub(f"echo: {echoed}")
+
+
 def test_log_records_are_scrubbed_when_made_traceback_included():
     secrets.scrub_logs()
     secrets.remember("sk-in-a-log-0123456789")

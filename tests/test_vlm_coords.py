@@ -87,6 +87,10 @@ def test_json_python_cannot_read_is_not_a_crash():
     with pytest.raises(ReplyError) as err:  # nesting past the parser's stack: no box anywhere
         parse_detections("[" * 50000 + "]" * 50000)
     assert err.value.reason == "no_boxes"
-    # an integer past Python's digit limit: the JSON is skipped, the bracketed numbers still read
-    (det,) = parse_detections('{"bbox_2d": [' + "1" * 5000 + ", 2, 3, 4]}")
-    assert det.box == [3.0, 2.0, float("inf"), 4.0]  # an infinite box: refused by the range check later
+    # numbers that are no coordinate: past the digit limit, too large for a float, NaN, infinite
+    for text in ('{"bbox_2d": [' + "1" * 5000 + ", 2, 3, 4]}", '[{"bbox_2d": [0, 0, 10, 1' + "0" * 400 + "]}]",
+                 '{"bbox_2d": [NaN, 0, 10, 10]}', "[0, 0, 10, 1e999]"):
+        with pytest.raises(ReplyError):
+            parse_detections(text)
+    with pytest.raises(ReplyError):  # a frame index no video has
+        parse_detections('{"bbox_2d": [0, 0, 10, 10], "frame": 1' + "0" * 400 + "}")

@@ -106,8 +106,9 @@ def _grounding(text: str, twin: TwinView) -> list[list[list[float]]]:
     height, width = (float(v) for v in twin.size)
     out: list[list[list[float]]] = [[] for _ in range(twin.num_frames)]
     for key, boxes in per_frame.items():
-        if not str(key).isdigit() or int(key) >= twin.num_frames:
-            raise TagError("schema", f"frame index {key!r} is not in 0..{twin.num_frames - 1}")
+        # ASCII digits only ("²".isdigit() is True), and short: int() of 5000 digits raises
+        if not (str(key).isascii() and str(key).isdigit() and len(str(key)) <= 9) or int(key) >= twin.num_frames:
+            raise TagError("schema", f"frame index {str(key)[:20]!r} is not in 0..{twin.num_frames - 1}")
         if not isinstance(boxes, list):
             raise TagError("schema", f"boxes of frame {key} must be a list of [x1, y1, x2, y2]")
         for box in boxes:
@@ -116,7 +117,10 @@ def _grounding(text: str, twin: TwinView) -> list[list[list[float]]]:
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box)
             ):
                 raise TagError("schema", f"box {box!r} of frame {key} is not [x1, y1, x2, y2]")
-            x1, y1, x2, y2 = (float(v) for v in box)
+            try:
+                x1, y1, x2, y2 = (float(v) for v in box)
+            except OverflowError:  # an integer too large for a float
+                raise TagError("schema", f"box of frame {key} has a coordinate too large for a float") from None
             if not (0.0 <= x1 <= x2 <= 1.0 and 0.0 <= y1 <= y2 <= 1.0):
                 raise TagError("schema", f"box {box!r} of frame {key} is not normalized xyxy in [0, 1]")
             out[int(key)].append([x1 * width, y1 * height, x2 * width, y2 * height])

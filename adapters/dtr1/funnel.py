@@ -7,6 +7,8 @@ Stages, in order (a sample reaches a stage only when it passed every stage befor
   twin_built       the rollout got its <dt_rep> (perception ran the planned tools)
   code_rounds_ran  the rollout got through its <execute> rounds to its final <answer> block
                    (no sandbox failure, no max_rounds / token-budget failure before it)
+Both are read from the rollout's events ("twin", "answer"), never from its text, where code can
+print any tag; only predictions written before failed rollouts kept their events fall back to it.
   answer_parsed    the prediction has no error (task and answer parsed against the twin)
   task_correct     the declared <task> equals the sample's task
 A prediction without a rollout (an adapter crash, a server that was down) fails plan_emitted.
@@ -51,9 +53,15 @@ def passed(item: ScoredSample) -> dict[str, bool]:
     text = rollout_text(pred)
     out = {"plan_emitted": T.has_close(text, T.PLAN)}
     out["dag_valid"] = out["plan_emitted"] and not (pred.failure_kind == PARSE and "invalid DAG" in str(error.get("message", "")))
-    out["twin_built"] = out["dag_valid"] and T.has_open(text, T.REP)
-    after_twin = text[text.lower().rfind("</dt_rep>"):] if out["twin_built"] else ""
-    out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and T.has_close(after_twin, T.ANSWER)
+    events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
+    if isinstance(events, list):  # what the rollout recorded; code can print any tag into the text
+        stages = {e.get("stage") for e in events if isinstance(e, dict)}
+        out["twin_built"] = out["dag_valid"] and "twin" in stages
+        out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and "answer" in stages
+    else:  # a run written before failed rollouts kept their events
+        out["twin_built"] = out["dag_valid"] and T.has_open(text, T.REP)
+        after_twin = text[text.lower().rfind("</dt_rep>"):] if out["twin_built"] else ""
+        out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and T.has_close(after_twin, T.ANSWER)
     out["answer_parsed"] = out["code_rounds_ran"] and not error
     out["task_correct"] = out["answer_parsed"] and pred.task == item.sample.task
     return out

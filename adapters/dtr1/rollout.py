@@ -299,9 +299,12 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
         st.add("env", "\n" + T.wrap(T.RESULTS, result.output.rstrip()) + "\n")
 
     final = segment + stop
-    task = T.extract_optional(final, T.TASK)
+    # recorded as soon as the model closed its answer block, whether or not the block parses: the
+    # funnel reads "got through its code rounds" from this event, not from text code could print
+    answered = {"stage": "answer"}
+    st.events.append(answered)
+    answered["task"] = task = T.extract_optional(final, T.TASK)
     answer = T.extract_one(final, T.ANSWER)
-    st.events.append({"stage": "answer", "task": task})
     return Rollout(st.trace, st.events, st.timings, twin, task, answer, st.n_tokens, st.segments)
 
 

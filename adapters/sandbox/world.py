@@ -107,7 +107,9 @@ def runtime_paths() -> list[str]:
     out: list[str] = []
     for raw in sorted({os.path.realpath(c) for c in candidates if c}, key=len):
         p = Path(raw)
-        if not p.is_dir() or raw == "/" or _under(raw, _usr_bound()):
+        # /usr or /usr/local as a prefix (Debian's Python, Docker's python image) is bound as its
+        # USR_DIRS only: never whole, with the checkouts and data of src/ and share/
+        if not p.is_dir() or raw == "/" or _under(raw, _usr_bound()) or any(_under(u, [raw]) for u in USR_DIRS):
             continue
         if CHECKOUT is not None and (CHECKOUT == p or p in CHECKOUT.parents):
             log.warning("sandbox: not binding %s into the sandbox (it contains the repository %s)", p, CHECKOUT)
@@ -128,11 +130,33 @@ def _usr_bound() -> list[str]:
     return sorted({os.path.realpath(d) for d in USR_DIRS if os.path.isdir(d)})
 
 
+# Where other installed copies of rvt-bench lie below a bound directory (a wheel in the system's
+# dist-packages beside the editable checkout in use): "*-packages" is site- or dist-packages.
+_COPIES = ("python3*/*-packages/rvt_bench", "lib/python3*/*-packages/rvt_bench", "lib64/python3*/*-packages/rvt_bench",
+           "local/lib/python3*/*-packages/rvt_bench")
+
+
 def hidden_paths(bound: list[str]) -> list[str]:
-    """The HIDDEN paths that lie inside what the sandbox binds (`bound`: runtime paths, USR_DIRS,
-    the system directories): each gets an empty read-only tmpfs over it."""
+    """The paths to cover with an empty read-only tmpfs: HIDDEN (the package and checkout in use)
+    where they lie inside what the sandbox binds (`bound`: runtime paths, USR_DIRS, the system
+    directories), and every other installed copy of rvt_bench found below those (its demo/ holds
+    ground truth too)."""
+    return list(_hidden(tuple(bound), HIDDEN))
+
+
+@functools.lru_cache(maxsize=8)
+def _hidden(bound: tuple[str, ...], hidden: tuple[str, ...]) -> tuple[str, ...]:
+    import glob
+
     tops = [*bound, *_usr_bound(), *(os.path.realpath(t) for t in SYSTEM_TOPS if os.path.isdir(t))]
-    return [h for h in HIDDEN if _under(h, tops)]
+    found = [h for h in hidden if _under(h, tops)]
+    for top in dict.fromkeys(tops):
+        for pattern in _COPIES:
+            for path in glob.glob(os.path.join(glob.escape(top), pattern)):
+                real = os.path.realpath(path)
+                if os.path.isdir(real) and _under(real, tops) and real not in found:
+                    found.append(real)
+    return tuple(found)
 
 
 def import_paths() -> list[str]:

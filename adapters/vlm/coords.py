@@ -19,6 +19,7 @@ four numbers.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -72,6 +73,7 @@ def parse_detections(text: str) -> list[Detection]:
             return dets
     boxes = [[float(v) for v in m.groups()] for m in _QWEN2_TOKENS.finditer(text)]
     boxes = boxes or [[float(v) for v in m.groups()] for m in _BRACKETED.finditer(text)]
+    boxes = [b for b in boxes if all(math.isfinite(v) for v in b)]  # "1e999" reads as inf: no coordinate
     if not boxes:
         raise ReplyError("no_boxes", f"no box in the reply: {text.strip()[:160]!r}")
     return [Detection(_ordered(b)) for b in boxes]
@@ -121,15 +123,20 @@ def _from_json(item: object) -> Detection | None:
         return None
     point = next((item[k] for k in ("point_2d", "point") if k in item), None)
     frame = item.get("frame")
-    if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int)):
-        raise ReplyError("json", f"detection frame must be an integer frame index, got {frame!r}")
+    if frame is not None and (isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < 10**9):
+        raise ReplyError("json", f"detection frame must be an integer frame index, got {str(frame)[:20]!r}")
     return Detection(_ordered([float(v) for v in box]),
                      [float(v) for v in point] if _numbers(point, 2) else None, frame)
 
 
 def _numbers(value: object, n: int) -> bool:
+    """`n` finite numbers (a NaN or an integer too large for a float is no coordinate)."""
     return (isinstance(value, list) and len(value) == n
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value))
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) for v in value))
+
+
+def _finite(v: int | float) -> bool:
+    return abs(v) < 1e300 if isinstance(v, int) else math.isfinite(v)
 
 
 def _ordered(b: list[float]) -> list[float]:

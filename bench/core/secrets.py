@@ -6,6 +6,7 @@ key written into `policy.base_url`, is then `<redacted>` wherever it would have 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 import re
@@ -38,7 +39,8 @@ def remember(value: Any) -> None:
     from urllib.parse import quote
 
     with _lock:
-        _known.update({value, quote(value, safe=""), value.encode("unicode_escape").decode("ascii")})
+        _known.update({value, quote(value, safe=""), unquote(value), value.encode("unicode_escape").decode("ascii"),
+                       json.dumps(value)[1:-1]})
 
 
 def remember_config(node: Any) -> None:
@@ -55,9 +57,10 @@ def remember_config(node: Any) -> None:
         for m in _URL_USERINFO.finditer(node):
             userinfo = m.group("userinfo")
             remember(userinfo.partition(":")[2] or userinfo)
-            # as an HTTP client sends it (Authorization: Basic base64("user:password")), which a
-            # server may echo back
-            remember(base64.b64encode(unquote(userinfo).encode()).decode("ascii"))
+            # as an HTTP client sends it (Authorization: Basic base64("user:password"), the password
+            # "" when the URL holds a token as its user name), which a server may echo back
+            user, _, password = userinfo.partition(":")
+            remember(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii"))
 
 
 def remember_environment(environ: dict[str, str] | None = None) -> None:
