@@ -46,6 +46,13 @@ def rollout_text(pred: Prediction) -> str:
     return text if isinstance(text, str) else ""
 
 
+def rollout_events(pred: Prediction) -> list | None:
+    """The events the rollout recorded ({"stage": "plan"|"twin"|"execute"|"answer", ...}); None for
+    a prediction without them (written before failed rollouts kept theirs, or with no rollout)."""
+    events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
+    return events if isinstance(events, list) else None
+
+
 def passed(item: ScoredSample) -> dict[str, bool]:
     """Per stage of STAGES: passed or not (see the module docstring); a stage after a failed one
     is False too."""
@@ -53,8 +60,8 @@ def passed(item: ScoredSample) -> dict[str, bool]:
     text = rollout_text(pred)
     out = {"plan_emitted": T.has_close(text, T.PLAN)}
     out["dag_valid"] = out["plan_emitted"] and not (pred.failure_kind == PARSE and "invalid DAG" in str(error.get("message", "")))
-    events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
-    if isinstance(events, list):  # what the rollout recorded; code can print any tag into the text
+    events = rollout_events(pred)
+    if events is not None:  # what the rollout recorded; code can print any tag into the text
         stages = {e.get("stage") for e in events if isinstance(e, dict)}
         out["twin_built"] = out["dag_valid"] and "twin" in stages
         out["code_rounds_ran"] = out["twin_built"] and pred.failure_kind != SANDBOX and "answer" in stages
@@ -75,12 +82,12 @@ def measures(scored: Sequence[ScoredSample]) -> list[Measure]:
         stages, pred = passed(item), item.prediction
         plans += stages["plan_emitted"]
         dags += stages["dag_valid"]
-        events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
+        events = rollout_events(pred)
         if stages["twin_built"]:
             # the execute events the rollout recorded; runs written before failed samples kept
             # them: their <results> blocks counted (code that prints the tag inflates that count)
             rounds.append(sum(1 for e in events if isinstance(e, dict) and e.get("stage") == "execute")
-                          if isinstance(events, list) else
+                          if events is not None else
                           len(re.findall(r"<\s*results\s*>", rollout_text(pred), re.IGNORECASE)))
         if not pred.error:
             answered += 1

@@ -50,8 +50,7 @@ CHILD = Path(__file__).with_name("child.py")
 SANDBOX_DIR = "/sandbox"
 SCRATCH = "/scratch"
 DEVICES = ("null", "zero", "random", "urandom")
-REPO_ROOT = CHECKOUT or PACKAGE_DIR  # what the sandbox must never see
-# what the sandbox must never see even where it lies inside a bound runtime (site-packages, /usr/lib):
+# what the sandbox must never see, even where it lies inside a bound runtime (site-packages, /usr/lib):
 # the installed package (conf/, demo/ with its ground truth) and the checkout
 HIDDEN = tuple(dict.fromkeys(os.path.realpath(p) for p in (PACKAGE_DIR, CHECKOUT) if p is not None))
 SYSTEM_TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
