@@ -13,7 +13,7 @@ ids (Request.prompt_ids) and each completion comes back with vLLM's `token_ids` 
 tokens' `logprobs`, read by rvt_bench.adapters.policy.vllm_output.from_vllm; the server should run with
 `--logprobs-mode processed_logprobs` so they include temperature.
 
-Retries: HTTP 429, 5xx, timeouts and connection errors are retried `max_retries` times after
+Retries: HTTP 408, 429, 502, 503, 504, timeouts and connection errors are retried `max_retries` times after
 `backoff_s * 2**attempt` seconds (capped at backoff_max_s); the openai client's own retries are
 off so this loop is the only one. generate_batch sends up to `max_concurrency` requests at once
 (the server batches them).

@@ -6,7 +6,7 @@ Reproducing the baseline rows on a GPU (docs/models.md): e.g.
     vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image": 16}'
     python run_bench.py +dataset=revos dataset.root=DIR +model=vlm model.model=Qwen/Qwen2.5-VL-7B-Instruct
 
-Retries follow rvt_bench.core.http (HTTP 429, 5xx, timeouts, connection errors); requests of a batch run
+Retries follow rvt_bench.core.http (HTTP 408, 429, 502-504, timeouts, resets; a 500 is not retried); requests of a batch run
 ``max_concurrency`` at a time (the server batches them).
 """
 from __future__ import annotations
@@ -64,6 +64,17 @@ class OpenAIChatVLM(VLMBackend):
                               what="model.base_url")
         if self.model not in names:
             raise AdapterError(f"vlm: model.model={self.model!r} is not served at {self.base_url}; it serves {names}")
+        # One request WITH an image, so a text-only server is refused here, before any sample, not
+        # once per sample (its answer, e.g. HTTP 500 "image input is not supported", is not retried).
+        import numpy as np
+
+        probe = VLMRequest(None, [("text", "Image:"), ("image", np.full((32, 32, 3), 128, np.uint8)),
+                                  ("text", "Reply with one word.")], 1)
+        try:
+            self._generate(probe)
+        except AdapterError as exc:
+            raise AdapterError(f"vlm: model.model={self.model!r} at model.base_url={self.base_url} cannot answer a "
+                               f"request with an image (is it a vision-language model?): {exc}") from exc
 
     def generate(self, requests: list[VLMRequest]) -> list[Reply | AdapterError]:
         if len(requests) <= 1 or self.batch_size == 1:
