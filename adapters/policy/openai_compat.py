@@ -24,13 +24,13 @@ import logging
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rvt_bench.adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
 from rvt_bench.adapters.policy.chat import render_chat
 from rvt_bench.adapters.policy.vllm_output import from_vllm
 from rvt_bench.core.http import call_with_retries
+from rvt_bench.core.threads import map_threads
 from rvt_bench.core.types import AdapterError, ServerUnreachableError, first_line
 
 log = logging.getLogger(__name__)
@@ -245,9 +245,8 @@ class OpenAIPolicy(BatchPolicy):
     def decode_batch(self, requests: list[Request]) -> list[Generation]:
         if len(requests) <= 1 or self.max_concurrency == 1:
             return [self._generate(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
-            futures = [pool.submit(self._generate, r) for r in requests]
-            return [f.result() for f in futures]
+        # daemon threads: a stop signal does not wait for the requests in flight (rvt_bench.core.threads)
+        return map_threads(self._generate, requests, self.max_concurrency, "openai-policy")
 
     def _generate(self, r: Request) -> Generation:
         stop = list(r.stop)

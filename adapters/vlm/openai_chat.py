@@ -12,7 +12,6 @@ Retries follow rvt_bench.core.http (HTTP 408, 429, 502-504, timeouts, resets; a 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rvt_bench.adapters.policy.base import decoding_fingerprint
@@ -20,6 +19,7 @@ from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest
 from rvt_bench.adapters.vlm.frames import data_url
 from rvt_bench.adapters.vlm.reply import Reply
 from rvt_bench.core.http import call_with_retries
+from rvt_bench.core.threads import map_threads
 from rvt_bench.core.types import AdapterError
 
 
@@ -79,8 +79,8 @@ class OpenAIChatVLM(VLMBackend):
     def generate(self, requests: list[VLMRequest]) -> list[Reply | AdapterError]:
         if len(requests) <= 1 or self.batch_size == 1:
             return [self._safe(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(self.batch_size, len(requests))) as pool:
-            return list(pool.map(self._safe, requests))
+        # daemon threads: a stop signal does not wait for the requests in flight (rvt_bench.core.threads)
+        return map_threads(self._safe, requests, self.batch_size, "vlm")
 
     def messages(self, request: VLMRequest) -> list[dict]:
         """The chat messages of a request: text parts as {"type": "text"}, images as

@@ -124,7 +124,29 @@ def stop(reason: str, message: str) -> NoReturn:
     # names from data inside the message (a file name with a newline or an ANSI escape) are shown
     # escaped; secrets this process knows never reach the console
     print(f"{prefix}: {printable_lines(scrub(message))}", file=sys.stderr, flush=True)
+    if prefix == "stopped":
+        _exit_now(EXIT_CODES[reason])
     sys.exit(EXIT_CODES[reason])
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process at once after a stop signal, its cleanup done: the atexit handlers (the sandbox
+    pools) run and the logs and streams are flushed, but the interpreter's own finalization is skipped
+    (collecting torch's and transformers' objects took ~5 s, past the 2 s a stop may take), and
+    requests still in flight on daemon threads (rvt_bench.core.threads) are abandoned, not awaited."""
+    import atexit
+    import os
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 def _close_progress_bars() -> None:
