@@ -17,6 +17,7 @@ from rvt_bench.core.secrets import scrub
 from rvt_bench.core.types import RunLockedError, RunStopped, RvtBenchError, ServerUnreachableError
 from rvt_bench.harness import signals
 from rvt_bench.harness.stops import OS_STOPS as _OS_REASONS
+from rvt_bench.harness.stops import install_hint
 
 T = TypeVar("T")
 
@@ -77,7 +78,7 @@ def one_line(exc: BaseException) -> str:
         key = exc.full_key or "a required value"
         return f"{key} is required: pass {key}=... on the command line (see conf/ for what it means)"
     if isinstance(exc, ModuleNotFoundError):
-        return f"the Python package {exc.name!r} is not installed: pip install {str(exc.name).split('.')[0]}"
+        return f"the Python package {exc.name!r} is not installed: {install_hint(str(exc.name))}"
     if isinstance(exc, OSError) and exc.errno in _OS_REASONS:
         return f"{exc.strerror or exc} ({exc.filename}); set run.root to a writable directory with free space"
     ours = our_error(exc) or exc

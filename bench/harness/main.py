@@ -171,7 +171,10 @@ def _sweep_point(cfg: DictConfig) -> float | None:
         reason = stop_reason(exc)
         if reason in (None, "interrupted"):
             raise
-        note_point(where, task_overrides(), [{**bench, "run_dir": "", "metrics": None, "error": one_line(exc)}])
+        from rvt_bench.harness.cli import EXIT_CODES
+
+        note_point(where, task_overrides(), [{**bench, "run_dir": "", "metrics": None, "error": one_line(exc),
+                                              "exit_code": EXIT_CODES[reason]}])
         print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
         return None
     from rvt_bench.harness.rundir import derived_name
