@@ -12,7 +12,8 @@ class Boom(Exception):
 
 def api_error(status: int) -> openai.APIStatusError:
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/x")
-    cls = {429: openai.RateLimitError, 500: openai.InternalServerError, 400: openai.BadRequestError}[status]
+    cls = {429: openai.RateLimitError, 400: openai.BadRequestError}.get(status, openai.InternalServerError if status >= 500
+                                                                          else openai.APIStatusError)
     return cls("msg", response=httpx.Response(status, request=request), body=None)
 
 
@@ -37,11 +38,26 @@ def test_rate_limit_then_success_is_retried():
     assert call_with_retries(once, **KW) == "ok" and len(calls) == 2
 
 
-def test_server_errors_are_retried_up_to_the_limit():
-    once, calls = call([api_error(500)])
-    with pytest.raises(Boom, match=r"judge, sample 1: HTTP 500 after 3 attempt\(s\) at http://127.0.0.1:9/v1"):
+@pytest.mark.parametrize("status", [408, 429, 502, 503, 504])
+def test_transient_server_errors_are_retried_up_to_the_limit(status):
+    once, calls = call([api_error(status)])
+    with pytest.raises(Boom, match=rf"judge, sample 1: HTTP {status} after 3 attempt\(s\) at http://127.0.0.1:9/v1"):
         call_with_retries(once, **KW)
     assert len(calls) == 3
+
+
+def test_timeouts_and_resets_are_retried():
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/x")
+    once, calls = call([openai.APITimeoutError(request), openai.APIConnectionError(request=request), "ok"])
+    assert call_with_retries(once, **KW) == "ok" and len(calls) == 3
+
+
+@pytest.mark.parametrize("status", [500, 501, 422])
+def test_deterministic_server_errors_are_not_retried(status):
+    once, calls = call([api_error(status), "ok"])
+    with pytest.raises(Boom, match=rf"HTTP {status} after 1 attempt"):
+        call_with_retries(once, **KW)
+    assert len(calls) == 1
 
 
 def test_client_errors_and_unreadable_bodies_are_not_retried():

@@ -113,8 +113,8 @@ def test_server_errors_are_retried_with_backoff(serve):
 
 def test_persistent_errors_raise_adapter_error_naming_the_server(serve):
     server = serve(lambda p: "ok")
-    server.fail = [500, 500, 500]
-    with pytest.raises(AdapterError, match=r"HTTP 500 after 2 attempt\(s\)") as info:
+    server.fail = [502, 502, 502]
+    with pytest.raises(AdapterError, match=r"HTTP 502 after 2 attempt\(s\)") as info:
         _policy(server.url, max_retries=1).generate("x", [], 5)
     assert server.url in str(info.value)
     server.fail = [400]

@@ -190,6 +190,7 @@ def test_data_errors_are_listed_and_counted_apart(tmp_path):
 
 def test_a_run_where_every_sample_failed_outside_the_model_is_not_published(tmp_path):
     cfg = make_cfg(tmp_path, crash=[f"s{k:02d}" for k in range(6)])
+    cfg.run.stop_after_same_failures = 0  # run to the end (K alike crashes would stop it: test_cannot_succeed.py)
     result = run(cfg)
     assert result.leaderboard is None and "none because of the model's output" in result.not_published
     assert not (tmp_path / "boards" / "fake.csv").exists()
@@ -300,7 +301,9 @@ def test_preflight_failure_stops_the_run_before_any_sample(tmp_path):
 def test_parse_rate_is_not_available_when_the_model_answered_nothing(tmp_path):
     from rvt_bench.harness.runner import format_summary
 
-    result = run(make_cfg(tmp_path, crash=[f"s{k:02d}" for k in range(6)]))
+    cfg = make_cfg(tmp_path, crash=[f"s{k:02d}" for k in range(6)])
+    cfg.run.stop_after_same_failures = 0  # run to the end
+    result = run(cfg)
     assert result.metrics["parse_rate"] is None
     assert "parse_rate=n/a" in format_summary(result)
 

@@ -48,7 +48,7 @@ def test_openai_backend_against_a_local_server_runs_every_task(small_demo, tmp_p
         server.close()
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["n"] == 6 and metrics["failures"] == 0 and metrics["tasks"] == TASKS
-    assert len(server.bodies) == 6
+    assert len(server.bodies) == 1 + 6  # the preflight's probe with an image, then one request per sample
     assert all(p["type"] == "image_url" for b in server.bodies for p in b["messages"][-1]["content"][:-1]
                if p["type"] != "text")
     preds = _predictions(run_dir)

@@ -102,6 +102,34 @@ def test_a_server_that_keeps_failing_fails_the_sample_naming_it(server, demo):
         adapter(server, max_retries=1).predict(demo["rvt/vqa/launch_pad"])
 
 
+def test_a_deterministic_server_error_is_not_retried(server, demo):
+    server.fail = [500] * 10  # the same answer every time: "image input is not supported"
+    with pytest.raises(AdapterError, match="HTTP 500 after 1 attempt"):
+        adapter(server, max_retries=4).predict(demo["rvt/vqa/launch_pad"])
+    assert len(server.bodies) == 1
+
+
+class TextOnlyServer(ChatServer):
+    """A chat server of a text-only model: any request with an image part gets HTTP 500, as vLLM
+    answers for a model without a vision tower."""
+
+    def take(self, body):
+        super().take(body)
+        parts = [p for m in body["messages"] if isinstance(m["content"], list) for p in m["content"]]
+        return 500 if any(p.get("type") == "image_url" for p in parts) else 200
+
+
+def test_a_text_only_server_is_refused_at_preflight():
+    srv = TextOnlyServer()
+    try:
+        with pytest.raises(AdapterError, match=r"cannot answer a request with an image .*HTTP 500 after 1 attempt"):
+            adapter(srv, max_retries=4).preflight()
+        assert len(srv.bodies) == 1  # one probe, not retried
+        assert any(p["type"] == "image_url" for p in srv.bodies[0]["messages"][-1]["content"])
+    finally:
+        srv.close()
+
+
 def test_preflight_names_a_model_the_server_does_not_serve(server):
     with pytest.raises(AdapterError, match="tiny-vlm"):
         adapter(server, model="other").preflight()

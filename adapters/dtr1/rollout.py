@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Protocol
 
@@ -27,6 +26,7 @@ from rvt_bench.adapters.dtr1 import tags as T
 from rvt_bench.adapters.dtr1.tokens import turn_ids
 from rvt_bench.adapters.policy.base import Generation, Policy, Request
 from rvt_bench.adapters.twin.schema import DEFAULT_MAX_CHARS
+from rvt_bench.core.threads import map_threads
 from rvt_bench.core.types import AdapterError
 
 
@@ -229,14 +229,12 @@ def _run_each(policy: Policy, pending: dict, live: dict, advance: Callable) -> N
             live[i][1].timings["policy"] += time.perf_counter() - t0
             advance(i, gen)
 
-    pool = ThreadPoolExecutor(max_workers=len(live), thread_name_prefix="rollout")
     try:
-        for future in [pool.submit(drive, i) for i in sorted(live)]:
-            future.result()
+        # daemon threads (rvt_bench.core.threads): a stop signal does not wait for the requests in flight
+        map_threads(drive, sorted(live), len(live), "rollout")
     finally:
         # on Ctrl-C or an error the other rollouts stop after their current step (no wait for them)
         stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _one(policy: Policy, request: Request) -> Generation | AdapterError:

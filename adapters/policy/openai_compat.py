@@ -13,7 +13,7 @@ ids (Request.prompt_ids) and each completion comes back with vLLM's `token_ids` 
 tokens' `logprobs`, read by rvt_bench.adapters.policy.vllm_output.from_vllm; the server should run with
 `--logprobs-mode processed_logprobs` so they include temperature.
 
-Retries: HTTP 429, 5xx, timeouts and connection errors are retried `max_retries` times after
+Retries: HTTP 408, 429, 502, 503, 504, timeouts and connection errors are retried `max_retries` times after
 `backoff_s * 2**attempt` seconds (capped at backoff_max_s); the openai client's own retries are
 off so this loop is the only one. generate_batch sends up to `max_concurrency` requests at once
 (the server batches them).
@@ -24,13 +24,13 @@ import logging
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rvt_bench.adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
 from rvt_bench.adapters.policy.chat import render_chat
 from rvt_bench.adapters.policy.vllm_output import from_vllm
 from rvt_bench.core.http import call_with_retries
+from rvt_bench.core.threads import map_threads
 from rvt_bench.core.types import AdapterError, ServerUnreachableError, first_line
 
 log = logging.getLogger(__name__)
@@ -245,9 +245,8 @@ class OpenAIPolicy(BatchPolicy):
     def decode_batch(self, requests: list[Request]) -> list[Generation]:
         if len(requests) <= 1 or self.max_concurrency == 1:
             return [self._generate(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
-            futures = [pool.submit(self._generate, r) for r in requests]
-            return [f.result() for f in futures]
+        # daemon threads: a stop signal does not wait for the requests in flight (rvt_bench.core.threads)
+        return map_threads(self._generate, requests, self.max_concurrency, "openai-policy")
 
     def _generate(self, r: Request) -> Generation:
         stop = list(r.stop)

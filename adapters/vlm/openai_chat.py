@@ -6,13 +6,12 @@ Reproducing the baseline rows on a GPU (docs/models.md): e.g.
     vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image": 16}'
     python run_bench.py +dataset=revos dataset.root=DIR +model=vlm model.model=Qwen/Qwen2.5-VL-7B-Instruct
 
-Retries follow rvt_bench.core.http (HTTP 429, 5xx, timeouts, connection errors); requests of a batch run
+Retries follow rvt_bench.core.http (HTTP 408, 429, 502-504, timeouts, resets; a 500 is not retried); requests of a batch run
 ``max_concurrency`` at a time (the server batches them).
 """
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rvt_bench.adapters.policy.base import decoding_fingerprint
@@ -20,6 +19,7 @@ from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest
 from rvt_bench.adapters.vlm.frames import data_url
 from rvt_bench.adapters.vlm.reply import Reply
 from rvt_bench.core.http import call_with_retries
+from rvt_bench.core.threads import map_threads
 from rvt_bench.core.types import AdapterError
 
 
@@ -64,12 +64,23 @@ class OpenAIChatVLM(VLMBackend):
                               what="model.base_url")
         if self.model not in names:
             raise AdapterError(f"vlm: model.model={self.model!r} is not served at {self.base_url}; it serves {names}")
+        # One request WITH an image, so a text-only server is refused here, before any sample, not
+        # once per sample (its answer, e.g. HTTP 500 "image input is not supported", is not retried).
+        import numpy as np
+
+        probe = VLMRequest(None, [("text", "Image:"), ("image", np.full((32, 32, 3), 128, np.uint8)),
+                                  ("text", "Reply with one word.")], 1)
+        try:
+            self._generate(probe)
+        except AdapterError as exc:
+            raise AdapterError(f"vlm: model.model={self.model!r} at model.base_url={self.base_url} cannot answer a "
+                               f"request with an image (is it a vision-language model?): {exc}") from exc
 
     def generate(self, requests: list[VLMRequest]) -> list[Reply | AdapterError]:
         if len(requests) <= 1 or self.batch_size == 1:
             return [self._safe(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(self.batch_size, len(requests))) as pool:
-            return list(pool.map(self._safe, requests))
+        # daemon threads: a stop signal does not wait for the requests in flight (rvt_bench.core.threads)
+        return map_threads(self._safe, requests, self.batch_size, "vlm")
 
     def messages(self, request: VLMRequest) -> list[dict]:
         """The chat messages of a request: text parts as {"type": "text"}, images as

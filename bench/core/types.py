@@ -140,7 +140,7 @@ class RunStopped(RvtBenchError):
 
 
 STOP_REASONS = ("interrupted", "terminated", "hangup", "no_space", "read_only", "permission", "missing_package",
-                "server_down", "locked")
+                "server_down", "locked", "cannot_succeed", "all_failed")
 
 
 # --- records --------------------------------------------------------------------------------------

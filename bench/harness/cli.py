@@ -17,6 +17,7 @@ from rvt_bench.core.secrets import scrub
 from rvt_bench.core.types import RunLockedError, RunStopped, RvtBenchError, ServerUnreachableError
 from rvt_bench.harness import signals
 from rvt_bench.harness.stops import OS_STOPS as _OS_REASONS
+from rvt_bench.harness.stops import install_hint
 
 T = TypeVar("T")
 
@@ -30,6 +31,8 @@ EXIT_CODES = {
     "permission": 6,       # EACCES / EPERM
     "missing_package": 7,  # a Python package the chosen backend needs is not installed
     "server_down": 8,      # a policy or judge server cannot be reached
+    "cannot_succeed": 9,   # the first run.stop_after_same_failures samples all failed alike: a setting to fix
+    "all_failed": 10,      # a finished run whose every sample failed, or that published nothing
     "interrupted": 130,    # Ctrl-C (128 + SIGINT, as shells report it)
     "terminated": 143,     # SIGTERM: scancel, timeout, docker stop (128 + 15)
     "hangup": 129,         # SIGHUP: the terminal or ssh connection went away (128 + 1)
@@ -75,7 +78,7 @@ def one_line(exc: BaseException) -> str:
         key = exc.full_key or "a required value"
         return f"{key} is required: pass {key}=... on the command line (see conf/ for what it means)"
     if isinstance(exc, ModuleNotFoundError):
-        return f"the Python package {exc.name!r} is not installed: pip install {str(exc.name).split('.')[0]}"
+        return f"the Python package {exc.name!r} is not installed: {install_hint(str(exc.name))}"
     if isinstance(exc, OSError) and exc.errno in _OS_REASONS:
         return f"{exc.strerror or exc} ({exc.filename}); set run.root to a writable directory with free space"
     ours = our_error(exc) or exc
@@ -122,7 +125,29 @@ def stop(reason: str, message: str) -> NoReturn:
     # names from data inside the message (a file name with a newline or an ANSI escape) are shown
     # escaped; secrets this process knows never reach the console
     print(f"{prefix}: {printable_lines(scrub(message))}", file=sys.stderr, flush=True)
+    if prefix == "stopped":
+        _exit_now(EXIT_CODES[reason])
     sys.exit(EXIT_CODES[reason])
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process at once after a stop signal, its cleanup done: the atexit handlers (the sandbox
+    pools) run and the logs and streams are flushed, but the interpreter's own finalization is skipped
+    (collecting torch's and transformers' objects took ~5 s, past the 2 s a stop may take), and
+    requests still in flight on daemon threads (rvt_bench.core.threads) are abandoned, not awaited."""
+    import atexit
+    import os
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 def _close_progress_bars() -> None:

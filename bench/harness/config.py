@@ -70,6 +70,9 @@ class RunConfig:
                    outside the model's output (a server that was down, a missing package, a frame
                    since repaired); parse failures (the model's own output) are final.
     max_attempts:  records per sample at most: a failure that keeps recurring stays a failure.
+    stop_after_same_failures: K; when the first K samples an invocation predicts all fail alike for a
+                   reason of the setup (no prediction file, the same server error, a model that cannot
+                   load), the run stops with one line naming the setting to fix (exit 9); 0: never.
     bootstrap:     BootstrapConfig.
     report:        write report.html at the end of every full run (bench/harness/report); a failure is one warning.
     verbose:       the terminal summary prints every metric and breakdown value (default: the headline
@@ -89,6 +92,7 @@ class RunConfig:
     # Any, not List[str]: the runner also takes one kind as a string (run.retry_failed=adapter).
     retry_failed: Any = field(default_factory=lambda: list(RETRYABLE))
     max_attempts: int = within(3, ge=1)
+    stop_after_same_failures: int = within(5, ge=0)
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     report: bool = True
     verbose: bool = False

@@ -114,7 +114,24 @@ def main(cfg: DictConfig) -> float | None:
         return _sweep_point(cfg)
     # A known problem (missing data, a run dir of another config...): one line saying what to fix.
     result = exit_on_known_errors(lambda: run(cfg))
-    return _report(result, bool(cfg.run.verbose))
+    value = _report(result, bool(cfg.run.verbose))
+    failed = _nothing_to_show(result)
+    if failed is not None:
+        stop("all_failed", failed)
+    return value
+
+
+def _nothing_to_show(result) -> str | None:
+    """Why a finished run is a failure although it ran to its end (every sample failed, or no
+    leaderboard row was published when publishing was on), else None: the run exits 10 with it."""
+    body = result.metrics or {}
+    n, failures = body.get("n"), body.get("failures")
+    if isinstance(n, int) and n > 0 and failures == n:
+        return (f"every one of the {n} samples failed ({body.get('failures_by_kind')}): see failed_samples in "
+                f"{result.run_dir}/metrics.json for the reasons")
+    if result.not_published is not None and result.kept is None:
+        return f"nothing was published: {result.not_published}"
+    return None
 
 
 def _report(result, verbose: bool = False) -> float | None:
@@ -154,7 +171,10 @@ def _sweep_point(cfg: DictConfig) -> float | None:
         reason = stop_reason(exc)
         if reason in (None, "interrupted"):
             raise
-        note_point(where, task_overrides(), [{**bench, "run_dir": "", "metrics": None, "error": one_line(exc)}])
+        from rvt_bench.harness.cli import EXIT_CODES
+
+        note_point(where, task_overrides(), [{**bench, "run_dir": "", "metrics": None, "error": one_line(exc),
+                                              "exit_code": EXIT_CODES[reason]}])
         print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
         return None
     from rvt_bench.harness.rundir import derived_name

@@ -10,6 +10,7 @@ its traceback as the trace; a frame that does not decode or disagrees in size is
 from __future__ import annotations
 
 import logging
+import re
 import time
 import traceback
 from pathlib import Path
@@ -19,7 +20,7 @@ from tqdm import tqdm
 
 from rvt_bench.adapters.base import Adapter
 from rvt_bench.core.store import PredictionLog
-from rvt_bench.core.types import DATA, EXCEPTION, AdapterError, Prediction, RvtBenchError, Sample
+from rvt_bench.core.types import DATA, EXCEPTION, PARSE, SANDBOX, AdapterError, Prediction, RunStopped, RvtBenchError, Sample
 from rvt_bench.harness.stops import Progress
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,14 @@ def predict(cfg: DictConfig, adapter: Adapter, todo: list[Sample], path: Path, c
     progress = progress or Progress()
     out = PredictionLog(path)
     failures = 0
+    alike = SameFailures(int(cfg.run.get("stop_after_same_failures", 0) or 0))
     batch_size = max(1, int(cfg.run.batch_size or adapter.preferred_batch_size))
     bar = tqdm(total=len(todo), desc=f"{cfg.dataset.name}/{cfg.model.name}", unit="sample", dynamic_ncols=True)
     try:
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start:start + batch_size]
+        # the first batch holds at most K samples, so a run that cannot succeed stops after K (SameFailures)
+        first = min(batch_size, alike.k) if alike.k > 0 else batch_size
+        for start, stop in _batches(len(todo), first, batch_size):
+            batch = todo[start:stop]
             bad = {s.id: p for s in batch if checker and (p := checker.check(s)) is not None}
             batch = [s for s in batch if s.id not in bad]
             preds = list(bad.values())
@@ -50,12 +54,66 @@ def predict(cfg: DictConfig, adapter: Adapter, todo: list[Sample], path: Path, c
                 out.append(pred)
                 progress.predicted += 1
             progress.in_flight = []
+            alike.check([p for p in preds if p.failure_kind != DATA])
             bar.update(len(preds))
             bar.set_postfix(failed=failures)
     finally:
         bar.close()
         out.close()
     return len(todo)
+
+
+def _batches(n: int, first: int, size: int) -> list[tuple[int, int]]:
+    """[start, stop) of each batch over n samples: the first `first` long, then `size` each."""
+    bounds = [0, min(first, n)]
+    while bounds[-1] < n:
+        bounds.append(min(n, bounds[-1] + size))
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class SameFailures:
+    """Stops a run that cannot succeed: when the first `k` samples this invocation predicts (data
+    errors aside) all fail with the same reason of the setup, RunStopped("cannot_succeed") names the
+    setting to fix. A setup reason is a prediction that is not there (precomputed: trace
+    {"found": False}, model.root), an HTTP error of the server, or an adapter that cannot run
+    (kinds adapter, exception); the model's own output (parse, sandbox) never is. Two messages are
+    alike once the sample's id, paths and numbers are taken out. k = 0: never stops."""
+
+    def __init__(self, k: int) -> None:
+        self.k, self.seen, self.done = k, [], k <= 0
+
+    def check(self, preds: list[Prediction]) -> None:
+        for pred in preds:
+            if self.done:
+                return
+            sig = setup_failure(pred)
+            if sig is None or (self.seen and sig != self.seen[0]):
+                self.done = True
+                return
+            self.seen.append(sig)
+            if len(self.seen) >= self.k:
+                self.done = True
+                kind, setting, _ = sig
+                raise RunStopped(f"the first {self.k} samples all failed alike ({kind}): "
+                                 f"{' '.join(str(pred.error['message']).split())[:300]}; fix {setting} "
+                                 f"(run.stop_after_same_failures=0 runs on regardless); the same command resumes",
+                                 "cannot_succeed")
+
+
+def setup_failure(pred: Prediction) -> tuple[str, str, str] | None:
+    """(kind, the setting to fix, the message without ids, paths and numbers) when `pred` failed for a
+    reason of the setup; None for a success or the model's own failure (parse, sandbox)."""
+    if pred.error is None or pred.failure_kind in (PARSE, SANDBOX, DATA):
+        return None
+    message = str(pred.error.get("message", ""))
+    shape = re.sub(r"\d+", "N", re.sub(r"\S*/\S*", "<path>", message.replace(pred.sample_id, "<id>")))
+    if isinstance(pred.trace, dict) and pred.trace.get("found") is False:
+        setting = "model.root (no prediction of this benchmark was found there)"
+    elif re.search(r"\bHTTP [45]\d\d\b", message):
+        setting = "the server behind model.base_url / model.model (it answers every request with the same error)"
+    else:
+        setting = "the model's settings (model.*)"
+    return str(pred.failure_kind), setting, shape
 
 
 class FrameChecker:

@@ -120,7 +120,7 @@ def _built(what: str, build: Any) -> Any:
         if missing is None:
             raise
         raise RunStopped(f"{what} needs the Python package {missing!r}, which is not installed: "
-                         f"pip install {missing.split('.')[0]}", "missing_package") from exc
+                         f"{stops.install_hint(missing)}", "missing_package") from exc
 
 
 def _pin_hub_data(cfg: DictConfig) -> None:

@@ -42,10 +42,41 @@ def stop_for(exc: BaseException, progress: Progress, model_name: str) -> RunStop
         return None if reason is None else RunStopped(_os_stop(exc, reason, progress), reason)
     if isinstance(exc, ModuleNotFoundError):  # a backend imports its package on first use
         return RunStopped(f"the Python package {exc.name!r} is not installed (needed by model "
-                          f"{model_name!r}): pip install {str(exc.name).split('.')[0]}", "missing_package")
+                          f"{model_name!r}): {install_hint(str(exc.name))}", "missing_package")
     if isinstance(exc, ServerUnreachableError):
         return RunStopped(f"{exc}; nothing was lost: the same command resumes once the server is up", "server_down")
     return None
+
+
+# import names whose distribution is named otherwise (the rest: the import name, "_" read as "-")
+_DISTRIBUTIONS = {"skimage": "scikit-image", "hydra_plugins.hydra_submitit_launcher": "hydra-submitit-launcher",
+                  "hydra_plugins.hydra_joblib_launcher": "hydra-joblib-launcher", "submitit": "hydra-submitit-launcher",
+                  "joblib": "hydra-joblib-launcher"}
+
+
+def install_hint(module: str) -> str:
+    """The one install line for a missing module: the project's extra that lists its distribution
+    (`pip install -e ".[tensorboard]"`; from the installed metadata of rvt-bench, so it follows
+    pyproject.toml; the narrowest extra, `test` last), else `pip install <distribution>`."""
+    import re
+    from importlib import metadata
+
+    dist = next((d for m, d in _DISTRIBUTIONS.items() if module == m or module.startswith(m + ".")),
+                module.split(".")[0].replace("_", "-"))
+    extras: list[str] = []
+    try:
+        requires = metadata.requires("rvt-bench") or []
+    except metadata.PackageNotFoundError:
+        requires = []
+    for req in requires:
+        name = re.split(r"[\s\[<>=!~;(]", req, maxsplit=1)[0].lower()
+        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", req)
+        if extra and name == dist.lower() and extra.group(1) not in extras:
+            extras.append(extra.group(1))
+    if extras:
+        best = sorted(extras, key=lambda e: (e == "test", len(e)))[0]
+        return f'pip install -e ".[{best}]"'
+    return f"pip install {dist}"
 
 
 def missing_module(exc: BaseException | None) -> str | None:

@@ -94,9 +94,12 @@ class SweepTable(Callback):
         table = scrub(points_table(points))
         (sweep_dir / "points.md").write_text(table + "\n", encoding="utf-8")
         print(f"\n{table}\n(also in {sweep_dir / 'points.md'})", flush=True)
-        failed = sum(1 for p in points for r in p.get("runs") or [] if r.get("error"))
+        failed = [r for p in points for r in p.get("runs") or [] if r.get("error")]
         if failed:
             import sys
 
-            print(f"error: {failed} runs of the sweep failed; the table above says why", file=sys.stderr, flush=True)
-            sys.exit(2)
+            # the exit status a single run would have given when every failed point agrees (a missing
+            # package: 7 in both), else 2
+            codes = {r.get("exit_code", 2) for r in failed}
+            print(f"error: {len(failed)} runs of the sweep failed; the table above says why", file=sys.stderr, flush=True)
+            sys.exit(codes.pop() if len(codes) == 1 else 2)
