@@ -31,7 +31,7 @@ def max_reply_bytes(max_output_chars: int) -> int:
     line of max_output_chars + 1 characters each (the child keeps one beyond the limit so the
     harness can mark a truncation), every one of them the widest a JSON escape makes it."""
     widest = _WIDEST * (max_output_chars + 1)
-    return len(json.dumps({"ok": False, "output": widest, "error": widest}).encode())
+    return len(json.dumps({"ok": False, "output": widest, "error": widest, "end": ["signal", 2**31]}).encode())
 
 
 def decode(body: bytes) -> Any:
@@ -53,15 +53,21 @@ def decode(body: bytes) -> Any:
         return None
 
 
-def valid_reply(msg: Any) -> tuple[bool, str, str | None] | None:
-    """(ok, output, error) of a run's reply, None when it does not have exactly that shape."""
-    if not isinstance(msg, dict) or set(msg) != {"ok", "output", "error"} or not isinstance(msg["ok"], bool):
+def valid_reply(msg: Any) -> tuple[bool, str, str | None, tuple[str, int] | None] | None:
+    """(ok, output, error, end) of a run's reply, None when it does not have exactly that shape.
+    end: None, or ("signal", n) / ("exit", status) when the round's worker did not finish."""
+    if not isinstance(msg, dict) or set(msg) != {"ok", "output", "error", "end"} or not isinstance(msg["ok"], bool):
         return None
+    end = msg["end"]
+    if end is not None:
+        if not (isinstance(end, list) and len(end) == 2 and end[0] in ("signal", "exit") and type(end[1]) is int):
+            return None
+        return False, "", None, (end[0], end[1])
     if not isinstance(msg["output"], str) or not (msg["error"] is None or isinstance(msg["error"], str)):
         return None
     if not msg["ok"] and msg["error"] is None:
         return None
-    return msg["ok"], msg["output"], msg["error"]
+    return msg["ok"], msg["output"], msg["error"], None
 
 
 def truncate(text: str, max_chars: int) -> str:

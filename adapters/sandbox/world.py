@@ -295,7 +295,11 @@ def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_
     # /proc of the sandbox's own PID namespace; its kernel knobs read-only in every mode (bwrap
     # covers them only when its own access check says they are writable, which it does not as root).
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
-             "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--tmpfs", "/dev"]
+             "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+             # bwrap's init (PID 1): in the user-namespace mode it runs as the code's uid and is
+             # dumpable, so its /proc entry (mem, fd, cmdline) is covered by an empty read-only tmpfs
+             "--perms", "0555", "--size", "4096", "--tmpfs", "/proc/1", "--remount-ro", "/proc/1",
+             "--tmpfs", "/dev"]
     for dev in DEVICES:
         args += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
     child = f"{sandbox_dir}/child.py"
