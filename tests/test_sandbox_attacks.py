@@ -672,8 +672,9 @@ while True:
 
 
 @pytest.mark.parametrize("body, length, reason, words", [
-    (b"[" * 20000 + b"]" * 20000, None, "protocol", "nests deeper"),   # deeper than any parser's recursion
+    (b"[" * 20000 + b"]" * 20000, None, "protocol", "brackets"),   # deeper than any parser's recursion
     (b'{"ok": tru', None, "protocol", "not JSON"),
+    (b"\"" + b"\\\"" * 20000, None, "protocol", "not JSON"),   # ~12 s in the old, quadratic scan
     (b"", 2**31, "output_limit", "output limit"),
 ])
 def test_a_reply_no_supervisor_sends_is_a_protocol_outcome_at_once(twin, tmp_path, monkeypatch, body, length, reason,

@@ -158,6 +158,10 @@ class Sandbox:
         if why is None:
             msg, why = self._read_message(deadline, protocol.max_reply_bytes(s.max_output_chars))
         duration = time.monotonic() - t0
+        if why is None and time.monotonic() > deadline:
+            # the round's timeout covers the harness's own reading and decoding of the reply
+            return self._stop("protocol", "SandboxError: the reply took the harness past the round's "
+                                          f"{s.timeout_s:g} s to read and was refused", duration)
         if self.cgroup and self.cgroup.oom_kills() > oom_before:
             return self._stop("memory", f"MemoryError: the code's processes together exceeded {s.memory_mb} MiB "
                                         "and the kernel killed them", duration)
@@ -174,7 +178,7 @@ class Sandbox:
             return SandboxResult(False, line, line, duration, "error", self.mode)
         if why == "malformed":
             return self._stop("protocol", "SandboxError: the sandbox sent a reply that is not JSON of the protocol "
-                                          f"(or nests deeper than {protocol.MAX_DEPTH} levels)", duration)
+                                          f"(or holds more than {protocol.MAX_BRACKETS} brackets outside its strings)", duration)
         if why == "timeout":
             return self._stop("timeout", f"TimeoutError: code ran longer than {s.timeout_s:g} s and was killed", duration)
         if why == "too_large":
