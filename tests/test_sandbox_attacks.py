@@ -823,3 +823,21 @@ def test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep(tmp_path):
     errors = [json.loads(line)["error"]["message"] for f in written if f.name == "predictions.jsonl"
               for line in f.read_text().splitlines()]
     assert len(errors) == 2 and all("Incorrect API key provided: <redacted>" in e for e in errors), errors
+
+
+def test_34_no_host_path_of_the_checkout_or_bwraps_options_is_visible_inside(attack):
+    # bwrap's options travel on an fd (--args), child.py is copied in (--file), /proc/1 is hidden:
+    # the checkout's adapters/ path and bwrap's options appear in no cmdline and no mount.
+    from rvt_bench.adapters.sandbox import world
+
+    code = ("import os\nseen = open('/proc/self/mountinfo').read()\n"
+            "for p in os.listdir('/proc'):\n"
+            "    try:\n"
+            "        seen += open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace')\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print(seen)")
+    result = attack(code)
+    assert result.ok and "/sandbox/child.py" in result.output, result
+    for needle in (str(world.CHILD.parent), "--ro-bind", "--seccomp", "--args"):
+        assert needle not in result.output, needle

@@ -70,6 +70,7 @@ class Sandbox:
         reply_r, reply_w = os.pipe()
         child_settings = {"nproc": nproc, "max_output_chars": settings.max_output_chars, "fds": [request_r, reply_w]}
         workdir, seccomp_fd = None, None
+        handed: list[int] = []  # fds bwrap reads once (seccomp filter, options, child.py), closed here after the start
         try:
             if mode == "bwrap":
                 bwrap = world.bwrap_path()
@@ -78,7 +79,12 @@ class Sandbox:
                 from rvt_bench.adapters.sandbox.seccomp import filter_fd
 
                 seccomp_fd = filter_fd()
-                argv = world.bwrap_argv(bwrap, child_settings, settings.disk_mb, as_root, seccomp_fd)
+                if seccomp_fd is not None:
+                    handed.append(seccomp_fd)
+                handed.append(world.memfd(world.CHILD.read_bytes(), "rvt-sandbox-child"))
+                argv, options_fd = world.args_fd(world.bwrap_argv(bwrap, child_settings, settings.disk_mb, as_root,
+                                                                  seccomp_fd, child_fd=handed[-1]))
+                handed.append(options_fd)
                 env, cwd = {"PATH": world.ENV["PATH"], "LANG": "C.UTF-8"}, "/"
             else:
                 workdir = tempfile.mkdtemp(prefix="rvt-sandbox-")
@@ -94,7 +100,7 @@ class Sandbox:
                 for which, value in limits:
                     resource.setrlimit(which, (value, value))
 
-            passed = (request_r, reply_w) + ((seccomp_fd,) if seccomp_fd is not None else ())
+            passed = (request_r, reply_w, *handed)
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     cwd=cwd, env=env, start_new_session=True, preexec_fn=prepare, pass_fds=passed)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -106,8 +112,8 @@ class Sandbox:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise SandboxError(f"could not start the sandbox process ({mode}): {exc}") from exc
         finally:
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
+            for fd in handed:
+                os.close(fd)
         os.close(request_r)
         os.close(reply_w)
         return cls(settings, mode, proc, cgroup, workdir, request_w, reply_r)
