@@ -41,6 +41,7 @@ PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 if __name__ == "__main__" and _LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise SystemExit("child.py: prctl(PR_SET_DUMPABLE, 0) failed")  # fail closed
 
+import gc  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -54,6 +55,7 @@ import traceback  # noqa: E402
 from collections.abc import Mapping  # noqa: E402
 
 _HEADER = struct.Struct(">I")
+PREFETCH_BYTES = 128 * 2**20  # masks decoded once per sample in the supervisor up to this size
 STATUS_FD = 1000  # the worker's closing record; its only descriptor besides stdio
 _NOFILE = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 _MAX_FD = _NOFILE if 0 < _NOFILE < (1 << 20) else 1 << 20  # no descriptor lies at or above the hard limit
@@ -116,6 +118,18 @@ class LazyMasks(Mapping):
 
     def __iter__(self):
         return iter(sorted(self._rles))
+
+    def prefetch(self, max_bytes: int) -> None:
+        """Decode every mask now when they take at most max_bytes together (run in the supervisor,
+        so each round's forked worker finds them decoded); on any failure keep them lazy (the
+        round that reads a broken mask gets the error)."""
+        if len(self._rles) * self._shape[0] * self._shape[1] * self._shape[2] > max_bytes:
+            return
+        try:
+            for iid in self._rles:
+                self[iid]
+        except BaseException:  # noqa: BLE001 - a malformed RLE is the code's error, in its round
+            self._cache = {}
 
     def __len__(self):
         return len(self._rles)
@@ -380,6 +394,7 @@ def main() -> None:
         # total of the sandbox's processes and threads, not a per-process limit.
         resource.setrlimit(resource.RLIMIT_NPROC, (settings["nproc"], settings["nproc"]))
     limit = int(settings["max_output_chars"])
+    gc.freeze()  # what is imported now is never traversed by a worker's collector (fewer copied pages per fork)
     _send(reply_fd, {"ready": True})
     variables, masks = {}, None
     while True:
@@ -390,6 +405,8 @@ def main() -> None:
             variables = dict(msg.get("variables") or {})
             given = msg.get("masks")
             masks = None if given is None else LazyMasks(given["rles"], given["shape"], np)
+            if masks is not None:
+                masks.prefetch(PREFETCH_BYTES)
         elif msg["op"] == "run":
             _send(reply_fd, _round(msg["code"], variables, masks, np, cv2, limit))
 
