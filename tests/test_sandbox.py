@@ -149,8 +149,9 @@ def test_isolation_none_runs_in_a_private_directory_that_is_removed(twin):
 def test_rounds_of_one_sample_share_the_interpreter_with_fresh_globals(twin):
     session = get_pool(SandboxSettings()).session()
     try:
-        first = session.execute("import os\nx = 1\nprint(os.getpid())", twin)
-        second = session.execute("import os\nprint(os.getpid(), 'x' in globals())", twin)
+        # each round is a fresh worker forked from the same supervisor (adapters/sandbox/child.py)
+        first = session.execute("import os\nx = 1\nprint(os.getppid())", twin)
+        second = session.execute("import os\nprint(os.getppid(), 'x' in globals())", twin)
     finally:
         session.close()
     assert second.output == f"{first.output.strip()} False\n"

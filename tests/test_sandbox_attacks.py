@@ -9,6 +9,8 @@ import json
 import os
 import resource
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -163,8 +165,8 @@ def test_harness_environment_is_not_readable_through_proc(attack):
             "        found.append(open(f'/proc/{pid}/environ', 'rb').read())\n"
             "    except Exception:\n"
             "        pass\n"
-            f"print(any(b'{SECRET}' in e for e in found), sorted(p for p in os.listdir('/proc') if p.isdigit()))\n")
-    assert attack(code).output == "False ['1', '2']\n"  # bwrap's init and the interpreter only
+            f"print(any(b'{SECRET}' in e for e in found), len([p for p in os.listdir('/proc') if p.isdigit()]))\n")
+    assert attack(code).output == "False 3\n"  # bwrap's init, the supervisor and the round's worker only
 
 
 def test_own_environment_has_no_secrets(attack):
@@ -281,48 +283,22 @@ def test_a_directory_named_like_a_result_file_is_only_the_models_outcome(attack)
     assert (result.reason, result.output) == ("error", "SystemExit: 2")
 
 
-def test_a_forged_reply_on_the_pipe_is_the_models_output(attack):
-    # The code writes a well-formed reply on the reply channel itself: what it forges is only text
-    # it could have printed; its reason stays a model outcome.
-    code = ("import json, os, struct\n"
-            "msg = json.dumps({'ok': True, 'output': 'forged', 'error': None}).encode()\n"
-            "for fd in range(3, 10):\n"
+def test_bytes_written_to_every_descriptor_reach_only_the_rounds_own_output(attack):
+    # A frame header announcing 2 GiB and garbage, on every fd the code has: none of them is the
+    # reply pipe, so the round ends normally with those bytes as (part of) its own output.
+    code = ("import os, struct\n"
+            "for fd in range(1024):\n"
             "    try:\n"
-            "        os.write(fd, struct.pack('>I', len(msg)) + msg)\n"
-            "    except OSError:\n"
-            "        pass\n")
-    result = attack(code)
-    assert result.reason in ("ok", "protocol") and result.output in ("forged", "")
-
-
-def test_a_huge_frame_header_is_an_output_limit(attack):
-    code = ("import os, struct, time\n"
-            "for fd in range(3, 10):\n"
-            "    try:\n"
-            "        os.write(fd, struct.pack('>I', 2**31))\n"
+            "        os.write(fd, struct.pack('>I', 2**31) + b'\\x00\\x00')\n"
             "    except OSError:\n"
             "        pass\n"
-            "time.sleep(30)")
-    start = time.monotonic()
+            "print('done')")
     result = attack(code)
-    assert (result.ok, result.reason) == (False, "output_limit") and time.monotonic() - start < 4
+    assert (result.ok, result.reason) == (True, "ok") and result.output.endswith("done\n"), result
 
 
-def test_garbage_on_the_pipe_then_silence_is_a_timeout(attack):
-    code = ("import os, time\n"
-            "for fd in range(3, 10):\n"
-            "    try:\n"
-            "        os.write(fd, b'\\x00\\x00')\n"
-            "    except OSError:\n"
-            "        pass\n"
-            "time.sleep(60)")
-    result = attack(code)
-    assert (result.ok, result.reason) == (False, "timeout")
-
-
-def test_closing_the_reply_channel_is_an_exit(attack):
-    result = attack("import os\nfor fd in range(3, 10):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\n"
-                    "os._exit(0)")
+def test_closing_every_descriptor_then_exiting_is_an_exit(attack):
+    result = attack("import os\nos.closerange(0, 1024)\nos._exit(0)")
     assert (result.ok, result.reason) == (False, "exit") and "status 0" in result.output
 
 
@@ -413,13 +389,16 @@ def test_infinite_loop_is_a_timeout(attack):
 # --- signals, orphans, daemons ---------------------------------------------------------------------
 
 def test_signalling_everything_reaches_only_the_sandbox(attack):
-    # kill(-1) reaches every process the uid may signal except the caller: there is none.
-    _error(attack("import os, signal\nos.kill(-1, signal.SIGKILL)"), "ProcessLookupError")
+    # kill(-1) reaches every process the uid may signal except the caller: inside the sandbox only
+    # its own supervisor, so the round fails (the harness, outside, is untouched: host_unchanged).
+    result = attack("import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('survived')")
+    assert not result.ok and result.reason in ("signal", "exit"), result
 
 
-def test_killing_its_parent_is_refused(attack):
-    # Its parent is the PID namespace's init (bwrap, another uid); the harness is not even visible.
-    _error(attack("import os, signal\nprint(os.getppid())\nos.kill(os.getppid(), signal.SIGKILL)"), "PermissionError")
+def test_killing_its_supervisor_fails_the_round(attack):
+    # The worker's parent is the supervisor (same uid): killing it ends the sandbox, never a result.
+    result = attack("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('all good')")
+    assert not result.ok and result.reason in ("signal", "exit"), result
 
 
 def test_killing_itself_is_recorded_with_the_signal(attack):
@@ -516,29 +495,31 @@ def test_the_harness_cannot_be_imported_to_change_scores(attack, module):
 
 # --- the seven holes of issue 23, each closed -----------------------------------------------------
 
-def _forge(body: str, then: str = "import time\ntime.sleep(30)") -> str:
-    """Code that writes one frame holding `body` (bytes literal source) on every fd that may be the
-    reply channel, then `then`."""
-    return ("import os, struct\n"
-            f"body = {body}\n"
-            "for fd in range(3, 10):\n"
-            "    try:\n"
-            "        os.write(fd, struct.pack('>I', len(body)) + body)\n"
-            "    except OSError:\n"
-            "        pass\n" + then)
+# Issue 34: the code never holds the reply channel. This snippet once wrote a framed `ok` reply to
+# fd 3 (the reply pipe) and was recorded as an "ok" round ("code runs OK 100.0 %"), its real reply
+# queued as the next round's result; GRPO's execution reward read the same events.
+FORGED = ("import json, os, struct\n"
+          "msg = json.dumps({'ok': True, 'output': 'all good'}).encode()\n"
+          "for fd in range(1024):\n"
+          "    try:\n"
+          "        os.write(fd, struct.pack('>I', len(msg)) + msg)\n"
+          "    except OSError:\n"
+          "        pass\n"
+          "1/0\n")
 
 
-DEEP_REPLY = _forge("b'[' * 20000 + b']' * 20000")  # within the size bound, deeper than any parser's recursion
+def test_34_a_forged_reply_on_every_descriptor_is_an_error_round(pool, twin):
+    session = pool.session()
+    try:
+        first = session.execute(FORGED, twin)
+        second = session.execute("print('second')", twin)  # no forged frame waits in the pipe
+    finally:
+        session.close()
+    _error(first, "ZeroDivisionError")
+    assert (second.ok, second.output) == (True, "second\n")
 
 
-def test_1_a_deeply_nested_reply_is_the_models_protocol_outcome(attack):
-    start = time.monotonic()
-    result = attack(DEEP_REPLY)
-    assert (result.ok, result.reason) == (False, "protocol") and "nests deeper" in result.output
-    assert time.monotonic() - start < 4
-
-
-def _scripted_samples(n: int):
+def _scripted_samples(n: int, code: str):
     # distinct queries: the scripted policy replays its script for every distinct chat
     from rvt_bench.adapters.policy.scripted import ScriptedPolicy
 
@@ -548,36 +529,172 @@ def _scripted_samples(n: int):
         s.id, s.query = f"synthetic/{i}", f"the ball, take {i}"
         samples.append(s)
     turns = ['<think>p</think><dt_plan>{"SAM2": []}</dt_plan>',
-             f"<think>x</think><execute>\n{DEEP_REPLY}</execute>",
+             f"<think>x</think><execute>\n{code}</execute>",
              '<think>a</think><task>segmentation</task><answer>{"instances": [2]}</answer>']
     return samples, ScriptedPolicy(turns, per_rollout=True)
 
 
-def test_1_a_deeply_nested_reply_in_an_evaluation_batch_of_four_fails_no_sample():
+def test_34_a_forged_reply_in_an_evaluation_is_an_error_round_in_predictions_jsonl(tmp_path):
     from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+    from rvt_bench.core.store import PredictionLog, read_jsonl
     from rvt_bench.harness.predict import predict_batch
 
-    samples, policy = _scripted_samples(4)
+    samples, policy = _scripted_samples(2, FORGED)
     adapter = DTR1Adapter(policy=policy, perception=OraclePerception(), sandbox={"timeout_s": 5.0, "isolation": "bwrap"})
-    preds = predict_batch(adapter, samples, fail_fast=False)
-    assert [p.error for p in preds] == [None] * 4
-    for p in preds:
-        assert [e["reason"] for e in p.trace["events"] if e["stage"] == "execute"] == ["protocol"]
+    log = PredictionLog(tmp_path / "predictions.jsonl")
+    try:
+        for pred in predict_batch(adapter, samples, fail_fast=False):
+            log.append(pred)
+    finally:
+        log.close()
+    records = list(read_jsonl(tmp_path / "predictions.jsonl"))
+    assert len(records) == 2
+    for record in records:
+        rounds = [e for e in record["trace"]["events"] if e["stage"] == "execute"]
+        assert [(e["ok"], e["reason"]) for e in rounds] == [(False, "error")], rounds
+        assert "all good" not in json.dumps(rounds)
 
 
-def test_1_a_deeply_nested_reply_in_grpo_rollouts_is_the_policys_outcome():
+def test_34_a_forged_reply_in_grpo_rollouts_gets_the_execution_penalty():
     from rvt_bench.adapters.dtr1 import prompt as prompts
+    from rvt_bench.adapters.dtr1.rewards import r_exec
     from rvt_bench.adapters.dtr1.rollout import Rollout, RolloutLimits, run_rollouts
     from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc
     from rvt_bench.adapters.twin.registry import describe_tools
 
-    samples, policy = _scripted_samples(4)
+    samples, policy = _scripted_samples(2, FORGED)
     func = DTR1RolloutFunc({s.id: s for s in samples}, OraclePerception(), RolloutLimits(),
-                           sandbox={"timeout_s": 5.0, "isolation": "bwrap"}, policy=policy, batch_size=4)
+                           sandbox={"timeout_s": 5.0, "isolation": "bwrap"}, policy=policy, batch_size=2)
     jobs = [(prompts.messages(s, describe_tools(), 10), func._env(s)) for s in samples]
     results = run_rollouts(policy, jobs, RolloutLimits())
     assert all(isinstance(r, Rollout) for r in results), results
-    assert [[e["reason"] for e in r.events if e["stage"] == "execute"] for r in results] == [["protocol"]] * 4
+    assert [[e["reason"] for e in r.events if e["stage"] == "execute"] for r in results] == [["error"]] * 2
+    assert [r_exec(r.events) for r in results] == [-0.5, -0.5]
+
+
+def test_34_the_reply_channel_is_unreachable_through_proc_pidfd_and_ptrace(attack):
+    # The supervisor (the worker's parent) is non-dumpable: its /proc entries are root's, and the
+    # kernel refuses ptrace, pidfd_getfd and /proc/<pid>/mem to a process without CAP_SYS_PTRACE;
+    # /proc/1 (bwrap's init) is an empty read-only tmpfs.
+    code = ("import ctypes, errno, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "def try_(f):\n"
+            "    try:\n"
+            "        f()\n"
+            "        return 'reached'\n"
+            "    except OSError as exc:\n"
+            "        return type(exc).__name__\n"
+            "ppid = os.getppid()\n"
+            "out = [try_(lambda: os.listdir(f'/proc/{ppid}/fd')), try_(lambda: os.listdir('/proc/1/fd')),\n"
+            "       try_(lambda: open(f'/proc/{ppid}/mem', 'rb').read(1)), os.listdir('/proc/1')]\n"
+            "pidfd = os.pidfd_open(ppid)\n"
+            "got = [libc.syscall(438, pidfd, fd, 0) for fd in range(64)]\n"  # pidfd_getfd
+            "out.append(max(got))\n"
+            "out.append((libc.ptrace(16, ppid, 0, 0), ctypes.get_errno() == errno.EPERM))\n"  # PTRACE_ATTACH
+            "print(out)")
+    result = attack(code)
+    assert result.output == "['PermissionError', 'FileNotFoundError', 'PermissionError', [], -1, (-1, True)]\n", result
+
+
+def test_34_a_sigkilled_worker_is_a_signal_round(attack):
+    result = attack("import os, signal\nprint('all good')\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert (result.reason, result.output) == ("signal", "SandboxError: the interpreter was killed by SIGKILL")
+
+
+def test_34_leftovers_of_a_round_cannot_write_into_the_next(pool, twin):
+    session = pool.session()
+    leftover = ("import json, os, struct, time\n"
+                "if os.fork() == 0:\n"
+                "    os.setsid()\n"
+                "    time.sleep(0.3)\n"
+                "    msg = json.dumps({'ok': True, 'output': 'from the leftover', 'error': None, 'end': None}).encode()\n"
+                "    for fd in range(1024):\n"
+                "        try:\n"
+                "            os.write(fd, struct.pack('>I', len(msg)) + msg)\n"
+                "        except OSError:\n"
+                "            pass\n"
+                "    os._exit(0)\n"
+                "print('first')")
+    try:
+        first = session.execute(leftover, twin)
+        second = session.execute("import time\ntime.sleep(0.6)\nprint('second')", twin)
+    finally:
+        session.close()
+    assert (first.output, second.output) == ("first\n", "second\n")
+
+
+def test_34_cleanup_after_a_forking_round_spares_every_process_outside_the_sandbox(twin):
+    # isolation=none runs the code as the harness's own uid, outside any PID namespace: a cleanup
+    # by uid or kill(-1) would end this test process and CI's runner. The round's daemon dies; a
+    # process of the same uid outside the sandbox lives on.
+    outside = subprocess.Popen(["sleep", "30"])
+    pool = SandboxPool(SandboxSettings(timeout_s=5.0, isolation="none", pool_size=0))
+    try:
+        session = pool.session()
+        try:
+            result = session.execute("import os, time\n"
+                                     "r, w = os.pipe()\n"
+                                     "if os.fork() == 0:\n"
+                                     "    os.setsid()\n"
+                                     "    if os.fork() == 0:\n"
+                                     "        os.write(w, str(os.getpid()).encode()); time.sleep(30); os._exit(0)\n"
+                                     "    os._exit(0)\n"
+                                     "print(os.read(r, 32).decode())", twin)
+            after = session.execute("print('next')", twin)
+        finally:
+            session.close()
+        daemon = int(result.output)
+        assert after.output == "next\n"
+        assert outside.poll() is None  # alive
+        assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split(")")[-1][:3]
+    finally:
+        pool.close()
+        outside.kill()
+        outside.wait(timeout=5)
+
+
+# A stand-in supervisor that answers every run with the body given in its settings: what the
+# harness does with a reply no real supervisor sends (adapters/sandbox/protocol.py).
+FAKE_SUPERVISOR = r"""
+import json, os, struct, sys
+settings = json.loads(sys.argv[1])
+req, rep = settings["fds"]
+body = bytes.fromhex(settings["body"])
+os.write(rep, struct.pack(">I", len(json.dumps({"ready": True}))) + json.dumps({"ready": True}).encode())
+while True:
+    head = os.read(req, 1 << 20)
+    if not head:
+        os._exit(0)
+    if b'"op": "run"' in head:
+        header = struct.pack(">I", settings.get("length", len(body)))
+        os.write(rep, header + body)
+"""
+
+
+@pytest.mark.parametrize("body, length, reason, words", [
+    (b"[" * 20000 + b"]" * 20000, None, "protocol", "brackets"),   # deeper than any parser's recursion
+    (b'{"ok": tru', None, "protocol", "not JSON"),
+    (b"\"" + b"\\\"" * 20000, None, "protocol", "not JSON"),   # ~12 s in the old, quadratic scan
+    (b"", 2**31, "output_limit", "output limit"),
+])
+def test_a_reply_no_supervisor_sends_is_a_protocol_outcome_at_once(twin, tmp_path, monkeypatch, body, length, reason,
+                                                                      words):
+    from rvt_bench.adapters.sandbox import process, world
+
+    script = tmp_path / "fake_child.py"
+    script.write_text(FAKE_SUPERVISOR)
+    extra = {"body": body.hex(), **({"length": length} if length else {})}
+    monkeypatch.setattr(world, "plain_argv", lambda settings: [sys.executable, "-I", str(script),
+                                                               json.dumps({**settings, **extra})])
+    box = process.Sandbox.start(SandboxSettings(timeout_s=5.0, isolation="none"))
+    start = time.monotonic()
+    try:
+        box.load(twin)
+        result = box.run("print(1)")
+    finally:
+        box.kill()
+    assert (result.ok, result.reason) == (False, reason) and words in result.output, result
+    assert time.monotonic() - start < 3  # not the whole timeout_s
 
 
 def test_2_no_ip_socket_holds_memory_outside_the_cgroup(pool, twin):
@@ -611,13 +728,6 @@ def test_5_non_ascii_output_at_a_large_limit_is_a_legal_reply(twin, error):
         pool.close()
     assert result.reason == ("error" if error else "ok"), result.output[:200]
     assert len(result.output) == 8192 and result.output.startswith("ValueError: \U0001F600" if error else "\U0001F600")
-
-
-def test_6_a_reply_that_is_not_json_is_a_protocol_outcome_at_once(attack):
-    start = time.monotonic()
-    result = attack(_forge("b'{\"ok\": tru'"))
-    assert (result.ok, result.reason) == (False, "protocol") and "not JSON" in result.output
-    assert time.monotonic() - start < 3  # not the whole timeout_s
 
 
 @pytest.mark.parametrize("mode", ["as root (a fresh uid)", "as a user (a user namespace)"])
@@ -684,8 +794,6 @@ def test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep(tmp_path):
     # A sweep (-m) with policy.api_key on the command line, one point with a password inside
     # policy.base_url, against a server that echoes the credential in its 401 body: Hydra's
     # multirun.yaml and job logs, every run file, the leaderboard and the console stay clean.
-    import subprocess
-    import sys
 
     from tests.test_sandbox_cli import _small_reasonseg
 
@@ -715,3 +823,20 @@ def test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep(tmp_path):
     errors = [json.loads(line)["error"]["message"] for f in written if f.name == "predictions.jsonl"
               for line in f.read_text().splitlines()]
     assert len(errors) == 2 and all("Incorrect API key provided: <redacted>" in e for e in errors), errors
+
+
+def test_34_no_host_path_of_the_checkout_or_bwraps_options_is_visible_inside(attack):
+    # bwrap's options travel on an fd (--args), child.py is copied in (--file), /proc/1 is hidden:
+    # the checkout's adapters/ path and bwrap's options appear in no cmdline and no mount.
+    from rvt_bench.adapters.sandbox import world
+
+    needles = [str(world.CHILD.parent), "--ro-bind", "--seccomp", "--args", "/sandbox/child.py"]
+    code = ("import os\nseen = open('/proc/self/mountinfo').read()\n"
+            "for p in os.listdir('/proc'):\n"
+            "    try:\n"
+            "        seen += open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace')\n"
+            "    except OSError:\n"
+            "        pass\n"
+            f"print([n in seen for n in {needles!r}])")
+    result = attack(code)
+    assert result.output == "[False, False, False, False, True]\n", result  # child.py by its inside path only

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import fields, make_dataclass
 
 from rvt_bench.adapters.sandbox.runner import SandboxSettings
+from rvt_bench.adapters.sandbox.settings import MAX_OUTPUT_CHARS
 from rvt_bench.core.ranges import within
 
 # SandboxSettings' own checks (its __post_init__), stated as schema ranges so that they fail before
 # the run; what a probe round needs at least is the sandbox preflight's to say
-RANGES = {"timeout_s": {"gt": 0}, "memory_mb": {"gt": 0}, "max_output_chars": {"gt": 0},
+RANGES = {"timeout_s": {"gt": 0}, "memory_mb": {"gt": 0}, "max_output_chars": {"gt": 0, "le": MAX_OUTPUT_CHARS},
           "max_processes": {"gt": 0}, "disk_mb": {"gt": 0}, "pool_size": {"ge": 0}, "start_timeout_s": {"gt": 0}}
 
 

@@ -36,8 +36,9 @@ class Sandbox:
     one sample's rollout uses it at a time. Start with `SandboxPool.acquire` (or `Sandbox.start`)."""
 
     def __init__(self, settings: SandboxSettings, mode: str, proc: subprocess.Popen, cgroup: CgroupSet | None,
-                 workdir: str | None):
+                 workdir: str | None, request_fd: int, reply_fd: int):
         self.settings, self.mode, self.proc, self.cgroup, self.workdir = settings, mode, proc, cgroup, workdir
+        self.request_fd, self.reply_fd = request_fd, reply_fd  # the harness's ends of the protocol pipes
         self.started = time.monotonic()
         self.ready = False
         self.dead = False
@@ -45,8 +46,8 @@ class Sandbox:
         self._loaded: Any = None          # the payload the interpreter holds (None: none yet, or an empty one)
         self._pending: bytes | None = None  # its load message, sent along with the next run
         LIVE.add(self)
-        os.set_blocking(proc.stdout.fileno(), False)
-        os.set_blocking(proc.stdin.fileno(), False)
+        os.set_blocking(reply_fd, False)
+        os.set_blocking(request_fd, False)
 
     @classmethod
     def start(cls, settings: SandboxSettings, mode: str | None = None) -> "Sandbox":
@@ -60,11 +61,16 @@ class Sandbox:
         cgroup = CgroupSet.create(settings.memory_mb * 2**20) if mode == "bwrap" else None
         nproc = None
         if mode == "bwrap":
-            # root mode: the interpreter is the only process of its fresh uid; user-namespace mode:
-            # bwrap's init shares the namespace's count.
-            nproc = settings.max_processes if as_root else settings.max_processes + 1
-        child_settings = {"nproc": nproc, "max_output_chars": settings.max_output_chars}
+            # The supervisor (child.py) is one process beyond the code's; in the user-namespace mode
+            # bwrap's init shares the namespace's count too.
+            nproc = settings.max_processes + 1 if as_root else settings.max_processes + 2
+        # The protocol pipes travel as descriptors above stdio: bwrap's init (PID 1) keeps only its
+        # stdio and closes the rest, so inside only the supervisor (child.py) holds them.
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        child_settings = {"nproc": nproc, "max_output_chars": settings.max_output_chars, "fds": [request_r, reply_w]}
         workdir, seccomp_fd = None, None
+        handed: list[int] = []  # fds bwrap reads once (seccomp filter, options, child.py), closed here after the start
         try:
             if mode == "bwrap":
                 bwrap = world.bwrap_path()
@@ -73,7 +79,12 @@ class Sandbox:
                 from rvt_bench.adapters.sandbox.seccomp import filter_fd
 
                 seccomp_fd = filter_fd()
-                argv = world.bwrap_argv(bwrap, child_settings, settings.disk_mb, as_root, seccomp_fd)
+                if seccomp_fd is not None:
+                    handed.append(seccomp_fd)
+                handed.append(world.memfd(world.CHILD.read_bytes(), "rvt-sandbox-child"))
+                argv, options_fd = world.args_fd(world.bwrap_argv(bwrap, child_settings, settings.disk_mb, as_root,
+                                                                  seccomp_fd, child_fd=handed[-1]))
+                handed.append(options_fd)
                 env, cwd = {"PATH": world.ENV["PATH"], "LANG": "C.UTF-8"}, "/"
             else:
                 workdir = tempfile.mkdtemp(prefix="rvt-sandbox-")
@@ -89,19 +100,23 @@ class Sandbox:
                 for which, value in limits:
                     resource.setrlimit(which, (value, value))
 
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=cwd, env=env, start_new_session=True, preexec_fn=prepare,
-                                    pass_fds=(seccomp_fd,) if seccomp_fd is not None else ())
+            passed = (request_r, reply_w, *handed)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    cwd=cwd, env=env, start_new_session=True, preexec_fn=prepare, pass_fds=passed)
         except (OSError, subprocess.SubprocessError) as exc:
+            for fd in (request_r, request_w, reply_r, reply_w):
+                os.close(fd)
             if cgroup:
                 cgroup.remove()
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise SandboxError(f"could not start the sandbox process ({mode}): {exc}") from exc
         finally:
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
-        return cls(settings, mode, proc, cgroup, workdir)
+            for fd in handed:
+                os.close(fd)
+        os.close(request_r)
+        os.close(reply_w)
+        return cls(settings, mode, proc, cgroup, workdir, request_w, reply_r)
 
     # The harness side of the protocol: every read and write has a deadline and a size bound.
 
@@ -149,6 +164,10 @@ class Sandbox:
         if why is None:
             msg, why = self._read_message(deadline, protocol.max_reply_bytes(s.max_output_chars))
         duration = time.monotonic() - t0
+        if why is None and time.monotonic() > deadline:
+            # the round's timeout covers the harness's own reading and decoding of the reply
+            return self._stop("protocol", "SandboxError: the reply took the harness past the round's "
+                                          f"{s.timeout_s:g} s to read and was refused", duration)
         if self.cgroup and self.cgroup.oom_kills() > oom_before:
             return self._stop("memory", f"MemoryError: the code's processes together exceeded {s.memory_mb} MiB "
                                         "and the kernel killed them", duration)
@@ -156,14 +175,16 @@ class Sandbox:
             reply = protocol.valid_reply(msg)
             if reply is None:
                 return self._stop("protocol", "SandboxError: the sandbox sent a malformed reply", duration)
-            ok, output, error = reply
+            ok, output, error, end = reply
+            if end is not None:  # the round's worker did not finish it: the supervisor saw how it ended
+                return self._ended(end, duration)
             if ok:
                 return SandboxResult(True, protocol.truncate(output, s.max_output_chars), None, duration, "ok", self.mode)
             line = protocol.truncate(error, s.max_output_chars)
             return SandboxResult(False, line, line, duration, "error", self.mode)
         if why == "malformed":
             return self._stop("protocol", "SandboxError: the sandbox sent a reply that is not JSON of the protocol "
-                                          f"(or nests deeper than {protocol.MAX_DEPTH} levels)", duration)
+                                          f"(or holds more than {protocol.MAX_BRACKETS} brackets outside its strings)", duration)
         if why == "timeout":
             return self._stop("timeout", f"TimeoutError: code ran longer than {s.timeout_s:g} s and was killed", duration)
         if why == "too_large":
@@ -179,9 +200,15 @@ class Sandbox:
             return self._failed("parent_gone", f"SandboxError: the sandbox's supervisor was killed by "
                                                f"{_signal_name(status[1])} from outside; the code's processes ended "
                                                "with it", duration)
+        return self._ended(status, duration)
+
+    def _ended(self, status: tuple[str, int] | None, duration: float) -> SandboxResult:
+        """The round of code that did not finish: ("signal", n), ("exit", status) or None (unknown)."""
+        self.kill()
         if status is not None and status[0] == "signal":
             sig = status[1]
-            hint = {signal.SIGXFSZ: f" (file size limit, {s.disk_mb} MiB)", signal.SIGXCPU: " (CPU time limit)"}.get(sig, "")
+            hint = {signal.SIGXFSZ: f" (file size limit, {self.settings.disk_mb} MiB)",
+                    signal.SIGXCPU: " (CPU time limit)"}.get(sig, "")
             return self._failed("signal", f"SandboxError: the interpreter was killed by {_signal_name(sig)}{hint}", duration)
         code_ = status[1] if status is not None else None
         return self._failed("exit", f"SystemExit: the interpreter ended with status {code_} before reporting "
@@ -196,7 +223,7 @@ class Sandbox:
         return SandboxResult(False, line, line, duration, reason, self.mode)
 
     def _write(self, data: bytes, deadline: float) -> str | None:
-        fd = self.proc.stdin.fileno()
+        fd = self.request_fd
         view = memoryview(data)
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_WRITE)
@@ -216,7 +243,7 @@ class Sandbox:
 
     def _read_message(self, deadline: float, max_bytes: int) -> tuple[Any, str | None]:
         """(message, None), or (None, "timeout" | "eof" | "too_large" | "malformed")."""
-        fd = self.proc.stdout.fileno()
+        fd = self.reply_fd
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while True:
@@ -291,11 +318,15 @@ class Sandbox:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             log.warning("sandbox: process %d did not end within 5 s of SIGKILL", self.proc.pid)
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for fd in (self.request_fd, self.reply_fd):
             try:
-                f.close()
+                os.close(fd)
             except OSError:
                 pass
+        try:
+            self.proc.stderr.close()
+        except OSError:
+            pass
         if self.cgroup:
             for _ in range(50):  # the PID namespace's processes are reaped just after its init
                 if not self.cgroup.pids():

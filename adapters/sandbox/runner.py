@@ -19,9 +19,13 @@ The code never runs in the harness process, and the harness trusts nothing the c
 - **Per-sandbox totals**: memory summed over its processes, tmpfs included (cgroup, where
   writable), processes and threads (RLIMIT_NPROC on a uid or user namespace of its own), scratch
   disk (tmpfs size), wall time per round (the harness kills the whole sandbox), at most one CPU.
-- **Pipe protocol** (child.py, protocol.py): requests on the child's stdin, replies as
-  length-prefixed JSON on its stdout, read without blocking, with a deadline, a size bound measured
-  on the encoded bytes and a nesting bound. The harness reads no file of the sandbox.
+- **Pipe protocol** (child.py, protocol.py): requests and length-prefixed JSON replies on two pipes
+  only child.py's supervisor holds (fds above stdio; it runs no model code and is non-dumpable):
+  each round runs in a forked worker that has no descriptor of them, and the supervisor builds
+  the reply from the worker's real exit status, output and closing record, then kills what the
+  round left. The harness reads replies without blocking, with a deadline covering its own
+  decoding, a size bound measured on the encoded bytes and a bracket bound, in linear time. The
+  harness reads no file of the sandbox.
 - **Nothing outlives the harness**: bwrap --die-with-parent and a PID namespace, so kill -9 or
   Ctrl-C of the harness takes every sandbox process down; `close_pools` (at exit) kills the rest.
 - **The sandbox knows no model**: it is handed plain JSON (`Sandbox.load`: variables and RLE

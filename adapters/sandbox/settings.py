@@ -8,6 +8,9 @@ from rvt_bench.core.types import SandboxError
 ISOLATION = ("auto", "bwrap", "none")
 REASONS = ("ok", "error", "timeout", "memory", "output_limit", "signal", "exit", "parent_gone", "protocol")
 TRUNCATION_MARK = "\n...[output truncated]"
+MAX_OUTPUT_CHARS = 20_000
+"""The largest max_output_chars a sandbox accepts: its largest reply (about 480 KB of JSON escapes)
+then decodes in well under 50 ms (perf/decode_reply.py), and no round builds a bigger string."""
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,8 @@ class SandboxSettings:
     memory_mb: MiB summed over the sandbox's processes (its tmpfs scratch included) where a cgroup
         is writable; always also the address-space limit of each process (a larger allocation
         raises MemoryError in the code).
-    max_output_chars: characters of stdout (or of the error line) the policy gets back.
+    max_output_chars: characters of stdout (or of the error line) the policy gets back (at most
+        MAX_OUTPUT_CHARS).
     max_processes: processes and threads the sandbox may have at once (its main thread included).
     disk_mb: size of the scratch tmpfs (and the largest file the code may write).
     isolation: "auto" (the default) and "bwrap": bubblewrap namespaces, or no run at all (the
@@ -46,6 +50,8 @@ class SandboxSettings:
         for key in ("timeout_s", "memory_mb", "max_output_chars", "max_processes", "disk_mb", "start_timeout_s"):
             if not getattr(self, key) > 0:
                 raise SandboxError(f"sandbox {key}={getattr(self, key)!r}: expected a positive number")
+        if self.max_output_chars > MAX_OUTPUT_CHARS:
+            raise SandboxError(f"sandbox max_output_chars={self.max_output_chars!r}: expected at most {MAX_OUTPUT_CHARS}")
         if self.pool_size < 0:
             raise SandboxError(f"sandbox pool_size={self.pool_size!r}: expected >= 0")
 

@@ -262,11 +262,14 @@ def _system_binds() -> list[str]:
     return args
 
 
-def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_fd: int | None = None) -> list[str]:
+def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_fd: int | None = None,
+               child_fd: int | None = None) -> list[str]:
     """The full command line that starts one sandbox interpreter (see the module docstring).
     settings: child.py's settings (its "path" is filled in here); seccomp_fd: an inherited fd
-    holding a seccomp BPF program (rvt_bench.adapters.sandbox.seccomp) or None. Raises OSError when
-    the interpreter's path cannot be resolved (a loop of links)."""
+    holding a seccomp BPF program (rvt_bench.adapters.sandbox.seccomp) or None; child_fd: an
+    inherited fd holding child.py, copied in (`--file`: no host path in the sandbox's mounts), or
+    None to bind the file. Raises OSError when the interpreter's path cannot be resolved (a loop of
+    links). `args_fd` turns the options into a descriptor bwrap reads (`--args`)."""
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
     if not as_root:
@@ -295,12 +298,17 @@ def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_
     # /proc of the sandbox's own PID namespace; its kernel knobs read-only in every mode (bwrap
     # covers them only when its own access check says they are writable, which it does not as root).
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
-             "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--tmpfs", "/dev"]
+             "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+             # bwrap's init (PID 1): in the user-namespace mode it runs as the code's uid and is
+             # dumpable, so its /proc entry (mem, fd, cmdline) is covered by an empty read-only tmpfs
+             "--perms", "0555", "--size", "4096", "--tmpfs", "/proc/1", "--remount-ro", "/proc/1",
+             "--tmpfs", "/dev"]
     for dev in DEVICES:
         args += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
     child = f"{sandbox_dir}/child.py"
     args += ["--remount-ro", "/dev",
-             "--ro-bind", str(CHILD), child,
+             *(["--perms", "0444", "--file", str(child_fd), child] if child_fd is not None
+               else ["--ro-bind", str(CHILD), child]),
              "--perms", "0777", "--size", str(int(disk_mb) * 2**20), "--tmpfs", scratch,
              "--remount-ro", "/", "--chdir", scratch]
     if seccomp_fd is not None:
@@ -316,6 +324,27 @@ def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_
     else:
         args += ["--"]
     return args + command
+
+
+def args_fd(argv: list[str]) -> tuple[list[str], int]:
+    """`argv` as bwrap started with its options on a new inheritable fd (`--args FD`, NUL-separated;
+    the command after "--" stays on the command line, where bwrap wants it), and that fd: bwrap's
+    own command line then holds no option (the runtime's host paths), so neither a /proc/1/cmdline
+    nor `ps` outside shows them. The caller closes the fd."""
+    cut = argv.index("--")
+    fd = memfd(b"".join(a.encode() + b"\0" for a in argv[1:cut]), "rvt-sandbox-bwrap-args")
+    return [argv[0], "--args", str(fd), *argv[cut:]], fd
+
+
+def memfd(data: bytes, name: str) -> int:
+    """A new inheritable fd at offset 0 holding `data` (read once by bwrap)."""
+    fd = os.memfd_create(name, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    return fd
 
 
 def plain_argv(settings: dict) -> list[str]:
