@@ -40,7 +40,8 @@ from tqdm.auto import tqdm
 from rvt_bench.core.http import call_with_retries
 from rvt_bench.core.records import JudgeVerdict
 from rvt_bench.core.store import write_atomic
-from rvt_bench.core.types import JudgeError
+from rvt_bench.core import files
+from rvt_bench.core.types import DatasetFormatError, JudgeError
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +165,10 @@ class JudgeCache:
         """The stored record, or None when absent or unreadable (then it is redone and rewritten)."""
         path = self.path(key)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = files.loads(files.read_text(path, "judge cache entry"), str(path), duplicates="last")
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, DatasetFormatError) as exc:
             log.warning("judge cache: ignoring unreadable %s (%s)", path, exc)
             return None
         return record if isinstance(record, dict) and isinstance(record.get("reply"), str) else None
