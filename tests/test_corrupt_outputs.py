@@ -18,7 +18,7 @@ from tests.fakes import calls, make_cfg
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("folder, why", [("/dev/null", "exists and is not a directory"),
+@pytest.mark.parametrize("folder, why", [("/dev/null", "/dev/null is not a directory"),
                                          ("/proc/self", "No such file or directory")])
 def test_a_leaderboard_dir_that_cannot_hold_files_stops_before_the_first_sample(tmp_path, folder, why):
     cfg = make_cfg(tmp_path)
@@ -64,6 +64,6 @@ def test_run_bench_with_leaderboard_dir_dev_null_is_one_line_with_status_2(tmp_p
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == EXIT_CODES["error"], proc.stderr[-2000:]
     shown = [ln for ln in proc.stderr.splitlines() if ln.strip() and "%|" not in ln]
-    assert shown == ["error: ConfigError: leaderboard.dir=/dev/null cannot hold files (exists and is not a directory); "
+    assert shown == ["error: ConfigError: leaderboard.dir=/dev/null cannot hold files (/dev/null is not a directory); "
                      "set leaderboard.dir to a writable directory"]
     assert not list((tmp_path / "runs").rglob("predictions*.jsonl"))

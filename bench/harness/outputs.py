@@ -6,6 +6,7 @@ machine's own stop (no space, read-only, permission: rvt_bench.harness.stops.OS_
 """
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -20,32 +21,29 @@ PROBE_PREFIX = ".rvt-bench-write-check."
 
 
 def try_folder(path: str | Path, setting: str) -> None:
-    """Write, then remove, a temporary file in the folder `path`, creating it (with its parents)
-    for the try and removing what was created: nothing is left behind. setting: the config key that named it (in the message). Raises ConfigError (one
-    line, naming the setting) when it cannot hold files (not a directory, a pseudo file system);
-    the OSError itself for the machine's own stops (OS_STOPS: ENOSPC, EROFS, EACCES...), which
-    the runner turns into their one-line stop."""
-    where = Path(path)
-    made = [p for p in (where, *where.parents) if not p.exists()]  # deepest first; removed again below
+    """Write, then remove, a temporary file in the folder `path`, or, while it does not exist yet,
+    in the nearest folder above it that does (where the run will create it): nothing is created or
+    left behind, so shards starting together on a fresh root do not race. setting: the config key
+    that named it (in the message). Raises ConfigError (one line, naming the setting) when it
+    cannot hold files (a file, a pseudo file system such as /proc); the OSError itself for the
+    machine's own stops (OS_STOPS: ENOSPC, EROFS, EACCES...), which the runner turns into their
+    one-line stop."""
+    where = Path(path).absolute()
+    probe = next((p for p in (where, *where.parents) if p.exists()), Path("/"))
     try:
+        if not probe.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{printable(probe)} is not a directory")
+        fd, name = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=probe)
         try:
-            where.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=where)
-            try:
-                os.write(fd, b"\n")
-            finally:
-                os.close(fd)
-                os.unlink(name)
+            os.write(fd, b"\n")
         finally:
-            for folder in made:
-                if folder.is_dir():
-                    folder.rmdir()
+            os.close(fd)
+            os.unlink(name)
     except OSError as exc:
         if exc.errno in OS_STOPS:
             raise
-        why = "exists and is not a directory" if where.exists() and not where.is_dir() else (exc.strerror or str(exc))
-        raise ConfigError(f"{setting}={printable(path)} cannot hold files ({why}); set {setting} to a writable "
-                          f"directory") from None
+        raise ConfigError(f"{setting}={printable(path)} cannot hold files ({exc.strerror or exc}); set {setting} to a "
+                          f"writable directory") from None
 
 
 def try_outputs(cfg: DictConfig) -> None:
