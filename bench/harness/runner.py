@@ -34,7 +34,7 @@ from rvt_bench.core import files, secrets
 from rvt_bench.core.printable import escape_log_args
 from rvt_bench.core.store import finite, predictions_filename, read_run_json, write_json_atomic
 from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
-from rvt_bench.harness import judging, loggers, outputs, publish, resume, rundir, score, signals, stops
+from rvt_bench.harness import judging, loggers, logs, outputs, publish, resume, rundir, score, signals, stops
 from rvt_bench.harness.config import adapter_node, check_ranges, with_schemas
 from rvt_bench.loaders.config import read_limits
 from rvt_bench.harness.predict import FrameChecker, predict
@@ -81,6 +81,7 @@ def run(cfg: DictConfig) -> RunResult:
     secrets.remember_config(resolved)
     secrets.remember_environment()
     secrets.scrub_logs()
+    logs.quiet_log_files()  # a full disk is one stop line, not a logging traceback per record
     with files.limits_in_force(read_limits(cfg.dataset)), signals.stopping():
         return _run_stopping(cfg, resolved)
 
