@@ -59,3 +59,40 @@ def test_a_stop_with_a_full_log_file_is_one_line(tmp_path, full_log_file, capsys
     shown = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip() and "%|" not in ln]  # progress bars aside
     assert len(shown) == 1 and shown[0].startswith("error: no space left on the device"), shown
     assert "Logging error" not in err
+
+
+def test_a_failure_that_echoes_a_huge_answer_is_bounded_with_a_count():
+    from rvt_bench.core.types import Prediction
+
+    answer = "ids " + ",".join(str(i) for i in range(200_000)) + " are not in the twin"
+    message = Prediction.failure("s", "parse", answer).error["message"]
+    assert message == f"{answer[:2000]}... ({len(answer) - 2000:,} more characters)"
+
+
+def test_a_run_root_with_a_newline_is_printed_escaped(tmp_path, capsys):
+    from rvt_bench.harness.main import _report
+
+    root = tmp_path / "a\nb"
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(self.format(record))
+
+    from rvt_bench.core.printable import escape_log_args
+
+    keep = Keep()
+    logging.getLogger().addHandler(keep)
+    level, logging.getLogger().level = logging.getLogger().level, logging.INFO
+    try:
+        escape_log_args()
+        cfg = make_cfg(tmp_path)
+        cfg.run.root = str(root)
+        result = run(cfg)
+        _report(result)
+    finally:
+        logging.getLogger().removeHandler(keep)
+        logging.getLogger().setLevel(level)
+    out = capsys.readouterr().out
+    assert f"run directory: {tmp_path}/a\\nb/" in out and "a\nb" not in out
+    assert records and not any("a\nb" in r for r in records) and any("a\\nb" in r for r in records)

@@ -122,14 +122,14 @@ def _report(result, verbose: bool = False) -> float | None:
     """Print a finished run's summary and where its files are; the headline value for sweepers."""
     print(format_summary(result, verbose=verbose))
     if result.leaderboard is not None:
-        print(f"leaderboard: {result.leaderboard}")
+        print(f"leaderboard: {printable(result.leaderboard)}")
     if result.not_published is not None:
-        print(f"leaderboard: {result.not_published}", file=sys.stderr)
+        print(f"leaderboard: {printable(result.not_published)}", file=sys.stderr)
     if result.report is not None:
-        print(f"report: {result.report}")
+        print(f"report: {printable(result.report)}")
     if result.logged is not None:
-        print(f"logged: {result.logged}")
-    print(f"run directory: {result.run_dir}")
+        print(f"logged: {printable(result.logged)}")
+    print(f"run directory: {printable(result.run_dir)}")  # a run.root with a newline prints escaped
     # The protocol's headline metric, for Hydra sweepers (optuna & co.); None while shards run.
     value = (result.metrics or {}).get("metrics", {}).get(result.headline) if result.headline else None
     return float(value) if isinstance(value, (int, float)) else None

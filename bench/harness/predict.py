@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from rvt_bench.adapters.base import Adapter
+from rvt_bench.core.printable import bounded
 from rvt_bench.core.store import PredictionLog
 from rvt_bench.core.types import DATA, EXCEPTION, AdapterError, Prediction, RvtBenchError, Sample
 from rvt_bench.harness.stops import Progress
@@ -133,7 +134,7 @@ def predict_one(adapter: Adapter, sample: Sample, fail_fast: bool) -> Prediction
     except RvtBenchError as exc:
         if fail_fast:
             raise
-        log.info("sample %s failed (%s): %s", sample.id, exc.kind, exc)
+        log.info("sample %s failed (%s): %s", sample.id, exc.kind, bounded(exc))  # escaped as a str argument
         pred = Prediction.failure(sample.id, exc.kind, str(exc), **_partial(exc))
     except Exception as exc:  # an adapter bug must not end a long run; it is recorded with its traceback
         if fail_fast:
