@@ -51,7 +51,7 @@ MEGABYTES = 1 << 20
 ROUNDS = 1000
 """Code rounds of one rollout, frames window: 1000."""
 COUNT = 1_000_000_000
-"""Counts of samples, shards, bootstrap resamples, points, pixels per side: 10^9."""
+"""Counts of samples, shards, bootstrap resamples, polygon points, frames, images: 10^9."""
 PIXELS = 1 << 32
 """Pixels of one image (width x height): 2^32 = a 65536 x 65536 image."""
 SIDE = 65_536
