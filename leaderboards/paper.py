@@ -4,9 +4,10 @@ verification rule: leaderboards/paper/README.md."""
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
-from rvt_bench.core import benchmark
+from rvt_bench.core import benchmark, files
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 COLUMNS = ("paper_id", "paper_title", "table", "dataset", "benchmark", "split", "subset", "metric", "model",
@@ -17,12 +18,12 @@ UNITS = ("percent", "fraction", "score", "seconds", "count (mean)")
 
 def read(path: str | Path) -> list[dict[str, str]]:
     """The rows of one paper's CSV as strings (nothing parsed). Raises ValueError naming the file
-    when its header is not COLUMNS."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
-            raise ValueError(f"{path}: published-row columns must be {list(COLUMNS)}, got {reader.fieldnames}")
-        return list(reader)
+    when its header is not COLUMNS; as rvt_bench.core.files.read_text when it is not a regular
+    UTF-8 file within its size cap."""
+    reader = csv.DictReader(io.StringIO(files.read_text(path, "published-row CSV"), newline=""))
+    if tuple(reader.fieldnames or ()) != COLUMNS:
+        raise ValueError(f"{path}: published-row columns must be {list(COLUMNS)}, got {reader.fieldnames}")
+    return list(reader)
 
 
 def paper_rows(dataset: str | None = None, paper_dir: str | Path = PAPER_DIR) -> list[dict[str, str]]:

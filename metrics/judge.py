@@ -40,7 +40,9 @@ from tqdm.auto import tqdm
 from rvt_bench.core.http import call_with_retries
 from rvt_bench.core.records import JudgeVerdict
 from rvt_bench.core.store import write_atomic
-from rvt_bench.core.types import JudgeError
+from rvt_bench.core import files
+from rvt_bench.core.codec import unencodable_reason
+from rvt_bench.core.types import DatasetFormatError, JudgeError
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +166,10 @@ class JudgeCache:
         """The stored record, or None when absent or unreadable (then it is redone and rewritten)."""
         path = self.path(key)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = files.loads(files.read_text(path, "judge cache entry"), str(path), duplicates="last")
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, DatasetFormatError) as exc:
             log.warning("judge cache: ignoring unreadable %s (%s)", path, exc)
             return None
         return record if isinstance(record, dict) and isinstance(record.get("reply"), str) else None
@@ -270,7 +272,14 @@ class Judge:
             raise JudgeError(f"sample {item.sample_id}: malformed chat-completion response from {self.base_url}: {exc}") from exc
 
     def score(self, item: JudgeItem) -> JudgeVerdict:
-        """Verdict on one item: from the cache when present, else one request (with retries)."""
+        """Verdict on one item: from the cache when present, else one request (with retries). An item
+        holding text no codec accepts (a lone surrogate: rvt_bench.core.codec) is unscored with that
+        reason, without a request (its cache key and request body could not be encoded)."""
+        texts = [("the question", item.question), ("the prediction", item.prediction),
+                 *((f"reference {i}", r) for i, r in enumerate(item.references))]
+        why = next((r for r in (unencodable_reason(what, text) for what, text in texts) if r), None)
+        if why is not None:
+            return JudgeVerdict(None, why, False, f"input: {why}", self.template.tag, self.model, None)
         key = cache_key(self.model, self.template, item,
                         {"base_url": self.base_url, "temperature": self.temperature, "max_tokens": self.max_tokens})
         if self.cache is not None:

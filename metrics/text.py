@@ -26,6 +26,7 @@ import shutil
 import subprocess
 from typing import Hashable, Iterable, Mapping, Sequence
 
+from rvt_bench.core.codec import unencodable_reason
 from rvt_bench.core.types import RvtBenchError
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,12 @@ def _check_inputs(
         refs = references[sid]
         if isinstance(refs, str) or not refs or not all(isinstance(r, str) for r in refs):
             raise ValueError(f"caption_scores: sample {sid!r} needs a non-empty list of reference strings, got {str(refs)[:120]!r}")
+    for sid, text in hyps.items():  # Java's tokenizer would die of it (UnicodeEncodeError), whole corpus and all
+        why = unencodable_reason("hypothesis", text) or next(
+            (r for r in (unencodable_reason(f"reference {i}", ref) for i, ref in enumerate(references[sid])) if r), None)
+        if why is not None:
+            raise ValueError(f"caption_scores: sample {sid!r}: {why}; the harness fails such a sample before "
+                             f"scoring (rvt_bench.core.codec)")
     if not hyps:
         raise ValueError("caption_scores: no samples to score")
     return hyps

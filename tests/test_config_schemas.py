@@ -246,3 +246,68 @@ def test_a_hand_built_config_gets_the_schema_defaults():
     assert plain(cfg.judge) == asdict(JudgeConfig())
     with pytest.raises(ConfigKeyError, match="fial_fast"):
         with_schemas(OmegaConf.create({"run": {"fial_fast": True}}))
+
+
+# --- every numeric setting bounded above and finite --------------------------------------------------
+
+
+def _numeric_fields(schema, path, seen):
+    """(dotted path, field) of every int / float field of `schema` and the schemas nested in it."""
+    import dataclasses
+    import typing
+
+    if schema in seen:
+        return
+    seen.add(schema)
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        types = [t for t in (typing.get_args(hints[f.name]) or (hints[f.name],)) if t is not type(None)]
+        nested = [t for t in types if dataclasses.is_dataclass(t)]
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
+            nested.append(f.default_factory)
+        for t in nested:
+            yield from _numeric_fields(t, f"{path}.{f.name}", seen)
+        if not nested and any(t in (int, float) for t in types):
+            yield f"{path}.{f.name}", f
+
+
+def test_every_numeric_setting_of_every_schema_has_an_upper_bound():
+    from rvt_bench.harness.config import schemas
+    from rvt_bench.loaders.config import LimitsConfig
+
+    seen, found = set(), []
+    for name, (_, schema) in [*schemas().items(), ("dataset_limits", (None, LimitsConfig))]:
+        found += list(_numeric_fields(schema, name, seen))
+    assert len(found) > 60  # the walk reached the nested schemas (sandbox, grammar, frames...)
+    unbounded = [path for path, f in found if not {"le", "lt"} & set(f.metadata)]
+    assert unbounded == []
+    outside = [path for path, f in found if isinstance(f.default, (int, float)) and
+               not f.metadata.get("le", f.metadata.get("lt", float("inf"))) >= f.default]
+    assert outside == []
+
+
+@pytest.mark.parametrize("override, line", [
+    ("model.sandbox.timeout_s=inf", "model.sandbox.timeout_s=inf must be a finite number"),
+    ("model.sandbox.timeout_s=nan", "model.sandbox.timeout_s=nan must be a finite number"),
+    ("model.sandbox.timeout_s=1e308", "model.sandbox.timeout_s=1e+308 must be > 0 and <= 86400.0"),
+    ("model.sandbox.pool_size=100000", "model.sandbox.pool_size=100000 must be >= 0 and <= 1024"),
+    ("model.sandbox.max_output_chars=100000000", "model.sandbox.max_output_chars=100000000 must be > 0 and <= 20000"),
+    ("run.bootstrap.seed=-1", "run.bootstrap.seed=-1 must be >= 0 and <= 4294967295"),
+    ("+model.policy.temperature=inf", "model.policy.temperature=inf must be a finite number"),
+])
+def test_a_value_past_its_upper_bound_or_not_finite_is_refused_before_the_run(override, line):
+    from rvt_bench.core.types import ConfigError
+    from rvt_bench.harness.config import check_ranges
+
+    cfg = composed("+dataset=demo", "+model=dtr1", override)
+    with pytest.raises(ConfigError) as err:
+        check_ranges(cfg)
+    assert str(err.value).startswith(line)
+
+
+def test_the_shipped_configs_are_within_their_ranges():
+    from rvt_bench.core.ranges import problems
+
+    for model in ("dtr1", "jit", "vlm", "precomputed"):
+        extra = ["model.root=x"] if model == "precomputed" else []
+        assert problems(composed("+dataset=demo", f"+model={model}", "judge=openai", "judge.model=m", *extra)) == []

@@ -567,10 +567,11 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("args, line", [
-    (["run.limit=0"], "error: ConfigError: run.limit=0 must be >= 1"),
+    (["run.limit=0"], "error: ConfigError: run.limit=0 must be >= 1 and <= 1000000000"),
     (["run.limit=-3"], "error: ConfigError: run.limit=-3 must be >= 1"),
     (["run.shard=5", "run.num_shards=2"], "error: ConfigError: run.shard=5 must be in [0, run.num_shards=2)"),
-    (["model.max_rounds=-1"], "error: ConfigError: model.max_rounds=-1 must be >= 1"),
+    (["model.max_rounds=-1"], "error: ConfigError: model.max_rounds=-1 must be >= 1 and <= 1000"),
+    (["model.sandbox.timeout_s=inf"], "error: ConfigError: model.sandbox.timeout_s=inf must be a finite number"),
     (["run.fial_fast=true"], "error: run.fial_fast is not a setting; did you mean run.fail_fast?"),
     (["+datset=revos"], "error: 'datset' is not a config group; did you mean +dataset=revos?"),
     (["dataset.limits.max_json_depth=0"], "error: ConfigError: dataset.limits.max_json_depth=0 must be > 0"),

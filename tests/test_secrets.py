@@ -78,3 +78,61 @@ def test_run_files_configs_and_overrides_hold_no_secret(tmp_path):
     assert redact(cfg) == {"policy": {"api_key": "<redacted>", "base_url": "http://<redacted>@h/v1"},
                            "_overrides": ["policy.base_url=<redacted>", "policy.api_key=<redacted>", "model.max_rounds=2"]}
     assert redact_overrides(["run_bench.py", "policy.base_url=http://u:p@h/v1"]) == ["run_bench.py", "policy.base_url=http://<redacted>@h/v1"]
+
+
+# --- credential query parameters and header values, scrubbed like user-info ----------------------------
+
+
+def test_credential_query_parameters_are_scrubbed_and_other_parameters_kept():
+    text = ("http://h:1/v1?api_key=sk-q-0123 https://b.example/c?sv=2024&sig=AbC%2Fxyz0&se=2 "
+            "wss://h/s?access_token=at-0123&x=1 https://h/?key=AIzaSyQ0123;token=t-0123#frag")
+    assert secrets.scrub(text) == ("http://h:1/v1?api_key=<redacted> https://b.example/c?sv=2024&sig=<redacted>&se=2 "
+                                   "wss://h/s?access_token=<redacted>&x=1 https://h/?key=<redacted>;token=<redacted>#frag")
+    assert secrets.scrub("x=1 monkey=2 a?model=m") == "x=1 monkey=2 a?model=m"
+
+
+def test_secret_header_values_are_scrubbed_in_every_form_a_library_prints():
+    assert secrets.scrub("Authorization: Bearer sk-h-0123456789") == "Authorization: Bearer <redacted>"
+    assert secrets.scrub('{"x-api-key": "k-0123456789", "accept": "json"}') == '{"x-api-key": "<redacted>", "accept": "json"}'
+    assert secrets.scrub("headers={'Cookie': 'sid=s-0123'}") == "headers={'Cookie': '<redacted>'}"
+
+
+def test_a_config_s_query_and_header_secrets_are_remembered_wherever_they_are_echoed():
+    secrets.remember_config({"base_url": "http://h/v1?api_key=sk-param-0123456789&model=m",
+                             "headers": {"Authorization": "Bearer tok-header-0123456789"}})
+    echoed = "server: bad key sk-param-0123456789; bad token tok-header-0123456789"
+    assert secrets.scrub(echoed) == "server: bad key <redacted>; bad token <redacted>"
+
+
+def test_a_command_line_url_with_a_credential_parameter_leaves_the_command_line():
+    env: dict[str, str] = {}
+    argv = ["policy.base_url='http://h:1/v1?api_key=sk-cli-0123456789'", "policy.model=m"]
+    assert hide_secret_overrides(argv, env) == ["policy.base_url=${oc.env:RVT_BENCH_SECRET_0}", "policy.model=m"]
+    assert env == {"RVT_BENCH_SECRET_0": "http://h:1/v1?api_key=sk-cli-0123456789"}
+
+
+def test_credential_parameters_reach_no_log_record_file_or_stop_line(tmp_path, capsys):
+    from rvt_bench.harness.cli import stop
+
+    secrets.scrub_logs()
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(self.format(record))
+
+    log = logging.getLogger("test_secrets_params")
+    log.addHandler(Keep())
+    try:
+        log.warning("retrying %s", "http://h/v1?access_token=at-log-0123")
+    finally:
+        log.handlers.clear()
+    write_atomic(tmp_path / "run.json", '{"url": "http://h/v1?token=t-file-0123"}')
+    try:
+        stop("server_down", "the server at policy.base_url=http://h/v1?api_key=sk-stop-0123 cannot be reached")
+    except SystemExit:
+        pass
+    shown = capsys.readouterr().err
+    assert records == ["retrying http://h/v1?access_token=<redacted>"]
+    assert (tmp_path / "run.json").read_text() == '{"url": "http://h/v1?token=<redacted>"}'
+    assert "sk-stop" not in shown and "api_key=<redacted>" in shown

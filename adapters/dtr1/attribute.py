@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core.types import RvtBenchError
+from rvt_bench.core import files
+from rvt_bench.core.types import DatasetFormatError, RvtBenchError
 
 LABELS = ("format", "plan", "perception", "reasoning")
 _FORMAT_STAGES = ("plan_emitted", "code_rounds_ran", "answer_parsed")
@@ -74,30 +75,46 @@ def load_run(path: str | Path) -> RunView:
     for p in (cfg_path, scores_path):
         if not p.is_file():
             raise AttributionError(f"{root}: expected a finished run directory with {p.name}")
-    cfg = yaml.safe_load(cfg_path.read_text()) or {}
+    try:
+        cfg = yaml.safe_load(files.read_text(cfg_path, "run file")) or {}
+        funnel = _funnels(scores_path)
+        errors = _errors(sorted(root.glob("predictions*.jsonl")))
+    except (OSError, DatasetFormatError, yaml.YAMLError) as exc:
+        raise AttributionError(f"{root}: cannot read the run's files ({exc})") from exc
     model = cfg.get("model") or {}
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
     perception = model.get("perception") if isinstance(model.get("perception"), dict) else {}
     target = str(perception.get("_target_", ""))
     kind = "oracle" if target.rsplit(".", 1)[-1].lower().startswith("oracle") else "foundation"
-    funnel: dict[str, dict] = {}
-    for line in scores_path.read_text().splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            if "funnel" not in rec:
-                raise AttributionError(f"{scores_path}: records have no 'funnel' (scored before stage funnels); "
-                                       "re-score with run.merge=true")
-            funnel[rec["sample_id"]] = rec["funnel"]
-    errors: dict[str, str] = {}
-    for pred_file in sorted(root.glob("predictions*.jsonl")):
-        for line in pred_file.read_text().splitlines():
-            try:
-                pred = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line: the runner redoes it
-            if pred.get("error"):
-                errors[pred["sample_id"]] = str(pred["error"].get("message", ""))[:200]
     return RunView(root, str(policy.get("decoding") or "free"), kind, _model_identity(model), funnel, errors)
+
+
+def _funnels(scores_path: Path) -> dict[str, dict]:
+    """sample id -> its funnel, from a run's scores.jsonl (each line bounded: rvt_bench.core.files.lines)."""
+    funnel: dict[str, dict] = {}
+    for number, line in files.lines(scores_path, "scores file"):
+        if line is None or not line.strip():
+            continue
+        rec = files.loads(line, f"{scores_path} line {number}", duplicates="last")
+        if "funnel" not in rec:
+            raise AttributionError(f"{scores_path}: records have no 'funnel' (scored before stage funnels); "
+                                   "re-score with run.merge=true")
+        funnel[rec["sample_id"]] = rec["funnel"]
+    return funnel
+
+
+def _errors(pred_files: list[Path]) -> dict[str, str]:
+    """sample id -> its failure's message (200 characters), from a run's predictions files."""
+    errors: dict[str, str] = {}
+    for pred_file in pred_files:
+        for number, line in files.lines(pred_file, "predictions file"):
+            try:
+                pred = files.loads(line, f"{pred_file} line {number}", duplicates="last") if line else None
+            except DatasetFormatError:
+                continue  # a torn last line: the runner redoes it
+            if isinstance(pred, dict) and pred.get("error"):
+                errors[pred["sample_id"]] = str(pred["error"].get("message", ""))[:200]
+    return errors
 
 
 def _model_identity(model: dict) -> str:

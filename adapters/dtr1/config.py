@@ -18,17 +18,22 @@ from rvt_bench.adapters.dtr1.grammar import Spans
 from rvt_bench.adapters.dtr1.rollout import RolloutLimits
 from rvt_bench.adapters.sandbox.config import sandbox_schema
 from rvt_bench.adapters.sandbox.runner import SandboxSettings
-from rvt_bench.core.ranges import within
+from rvt_bench.core.ranges import BATCH, CHARS, ROUNDS, SANDBOX_CAPS, TOKENS, ranged, within
 
+# llama.cpp expands a grammar's {0,n} repetition into n rules: a span of more than 2^16 characters
+# would build a grammar of that many rules per span before the first token
+_SPAN_CAPS = {"think_chars": 1 << 16, "code_chars": 1 << 16, "text_chars": 1 << 16, "max_boxes": 1000, "code_rounds": ROUNDS}
 # Spans is frozen (a grammar's bounds must not change under it); a config node must take overrides.
-SpansConfig = make_dataclass("SpansConfig", [(f.name, int, within(f.default, ge=1)) for f in fields(Spans)])
+SpansConfig = make_dataclass("SpansConfig", [(f.name, int, within(f.default, ge=1, le=_SPAN_CAPS[f.name]))
+                                             for f in fields(Spans)])
 
 
-SandboxConfig = sandbox_schema(
-    "SandboxConfig", tuple(f.name for f in fields(SandboxSettings) if f.name != "start_timeout_s"),
-    """The DT-R1 sandbox (`model.sandbox`, `rollout.sandbox`): rvt_bench.adapters.sandbox.runner.SandboxSettings'
+_SANDBOX_DOC = """The DT-R1 sandbox (`model.sandbox`, `rollout.sandbox`): rvt_bench.adapters.sandbox.runner.SandboxSettings'
     fields, defaults and documentation. start_timeout_s is left out: interpreter start-up patience,
-    not a limit, and a key that was never in the config (a new key would rename every run directory).""")
+    not a limit, and a key that was never in the config (a new key would rename every run directory)."""
+# the sandbox's schema with the upper bounds of rvt_bench.core.ranges (SANDBOX_CAPS) added
+SandboxConfig = ranged(sandbox_schema("SandboxConfig", tuple(f.name for f in fields(SandboxSettings) if f.name != "start_timeout_s"),
+                                      _SANDBOX_DOC), SANDBOX_CAPS, "SandboxConfig", _SANDBOX_DOC)
 
 
 @dataclass
@@ -36,10 +41,10 @@ class RolloutBudgetsConfig:
     """The DT-R1 rollout budgets, shared by evaluation (DTR1Config) and training
     (TrainRolloutConfig) so both roll out alike; defaults from RolloutLimits and Spans."""
 
-    max_rounds: int = within(RolloutLimits.max_rounds, ge=1)
-    max_new_tokens: int = within(RolloutLimits.max_new_tokens, ge=1)
-    max_total_tokens: int = within(RolloutLimits.max_total_tokens, ge=1)
-    twin_max_chars: int = within(RolloutLimits.twin_max_chars, ge=1)
+    max_rounds: int = within(RolloutLimits.max_rounds, ge=1, le=ROUNDS)
+    max_new_tokens: int = within(RolloutLimits.max_new_tokens, ge=1, le=TOKENS)
+    max_total_tokens: int = within(RolloutLimits.max_total_tokens, ge=1, le=TOKENS)
+    twin_max_chars: int = within(RolloutLimits.twin_max_chars, ge=1, le=CHARS)
     twin_style: str = RolloutLimits.twin_style
     grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # type: ignore[valid-type]
@@ -62,7 +67,7 @@ class TrainRolloutConfig(RolloutBudgetsConfig):
     """The `rollout` node of GRPO training (conf/train/dtr1_grpo.yaml): the budgets of evaluation.
     batch_size: rollouts decoded together / requests in flight to a vLLM server."""
 
-    batch_size: int = within(8, ge=1)
+    batch_size: int = within(8, ge=1, le=BATCH)
 
 
 def rollout_default(key: str) -> Any:

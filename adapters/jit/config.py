@@ -14,18 +14,18 @@ from omegaconf import MISSING
 
 from rvt_bench.adapters.jit.adapter import SANDBOX_KEYS, JiTAdapter, Smoothing, TokenBudgets
 from rvt_bench.adapters.sandbox.config import sandbox_schema
-from rvt_bench.core.ranges import ranged, within
+from rvt_bench.core.ranges import CHARS, ROUNDS, SANDBOX_CAPS, SIDE, TOKENS, VERSION, ranged, within
 
 _JIT = {k: p.default for k, p in inspect.signature(JiTAdapter).parameters.items() if p.default is not inspect.Parameter.empty}
 
 # the adapter's settings dataclasses stay its own; the schemas are copies with ranges
 SmoothingConfig = ranged(Smoothing, {"alpha": {"ge": 0, "le": 1}})
-TokenBudgetsConfig = ranged(TokenBudgets, {f.name: {"ge": 1} for f in fields(TokenBudgets)})
+TokenBudgetsConfig = ranged(TokenBudgets, {f.name: {"ge": 1, "le": TOKENS} for f in fields(TokenBudgets)})
 
-JiTSandboxConfig = sandbox_schema(
-    "JiTSandboxConfig", SANDBOX_KEYS,
-    """JiT's reasoning-program sandbox (`model.sandbox` of conf/model/jit.yaml): the SandboxSettings
-    fields rvt_bench.adapters.jit.adapter.SANDBOX_KEYS names, with SandboxSettings' defaults.""")
+_SANDBOX_DOC = """JiT's reasoning-program sandbox (`model.sandbox` of conf/model/jit.yaml): the SandboxSettings
+    fields rvt_bench.adapters.jit.adapter.SANDBOX_KEYS names, with SandboxSettings' defaults, and the upper bounds of rvt_bench.core.ranges.SANDBOX_CAPS."""
+JiTSandboxConfig = ranged(sandbox_schema("JiTSandboxConfig", SANDBOX_KEYS, _SANDBOX_DOC), SANDBOX_CAPS, "JiTSandboxConfig",
+                          _SANDBOX_DOC)
 
 
 @dataclass
@@ -33,7 +33,7 @@ class JiTPromptsConfig:
     """JiT's prompts (adapters/jit/prompts.py, which documents the fields): no defaults, the texts
     live in conf/model/jit.yaml; the schema names the keys so that a typo fails at compose time."""
 
-    version: int = MISSING
+    version: int = within(MISSING, ge=1, le=VERSION)
     specialists: Dict[str, str] = MISSING
     planner_system: str = MISSING
     planner_user: str = MISSING
@@ -54,10 +54,10 @@ class JiTConfig:
     policy: Any = MISSING
     perception: Any = MISSING
     specialists: List[str] = field(default_factory=lambda: list(_JIT["specialists"]))
-    window: int = within(_JIT["window"], ge=1)
-    min_motion: float = within(_JIT["min_motion"], ge=0)
+    window: int = within(_JIT["window"], ge=1, le=ROUNDS)
+    min_motion: float = within(_JIT["min_motion"], ge=0, le=SIDE)
     similarity: float = within(_JIT["similarity"], ge=0, le=1)
-    graph_max_chars: int = within(_JIT["graph_max_chars"], ge=1)
+    graph_max_chars: int = within(_JIT["graph_max_chars"], ge=1, le=CHARS)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)  # type: ignore[valid-type]
     max_new_tokens: TokenBudgetsConfig = field(default_factory=TokenBudgetsConfig)  # type: ignore[valid-type]
     sandbox: JiTSandboxConfig = field(default_factory=JiTSandboxConfig)  # type: ignore[valid-type]

@@ -6,12 +6,12 @@ JSON is read here and a plain ``LlamaConfig`` is built from its LLaMA fields.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core.types import AdapterError
+from rvt_bench.core import files
+from rvt_bench.core.types import AdapterError, DatasetFormatError
 
 LLAMA_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "hidden_act", "max_position_embeddings", "rms_norm_eps", "initializer_range",
@@ -53,8 +53,8 @@ class LisaConfig:
         if not path.is_file():
             raise AdapterError(f"lisa: {path} is missing (a LISA checkpoint directory holds config.json)")
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+            raw = files.loads(files.read_text(path, "lisa config"), str(path), duplicates="last")
+        except (OSError, DatasetFormatError) as exc:
             raise AdapterError(f"lisa: {path} is not valid JSON ({exc})") from exc
         return cls.from_dict(raw, str(path))
 

@@ -18,11 +18,11 @@ model directly. Tested against ids printed by transformers 4.31 (tests/data/lisa
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from rvt_bench.core.types import AdapterError
+from rvt_bench.core import files
+from rvt_bench.core.types import AdapterError, DatasetFormatError
 
 
 class LisaTokenizer:
@@ -116,8 +116,8 @@ def _read_json(path: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        return files.loads(files.read_text(path, "lisa tokenizer file"), str(path), duplicates="last")
+    except (OSError, DatasetFormatError) as exc:
         raise AdapterError(f"lisa: {path} is not valid JSON ({exc})") from exc
 
 

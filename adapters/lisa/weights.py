@@ -11,11 +11,11 @@ SAM names map to transformers' ``SamModel`` by the rules of transformers' own co
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from rvt_bench.core.types import AdapterError
+from rvt_bench.core import files
+from rvt_bench.core.types import AdapterError, DatasetFormatError
 
 SAM_RULES = (
     ("iou_prediction_head.layers.0", "iou_prediction_head.proj_in"),
@@ -82,7 +82,10 @@ def checkpoint_files(directory: str | Path) -> list[Path]:
     for index_name in ("pytorch_model.bin.index.json", "model.safetensors.index.json"):
         index = directory / index_name
         if index.is_file():
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            try:
+                shards = sorted(set(files.loads(files.read_text(index, "checkpoint index"), str(index))["weight_map"].values()))
+            except (OSError, DatasetFormatError, KeyError, TypeError, AttributeError) as exc:
+                raise AdapterError(f"lisa: cannot read {index} ({exc})") from exc
             missing = [s for s in shards if not (directory / s).is_file()]
             if missing:
                 raise AdapterError(f"lisa: shard {directory / missing[0]} named by {index_name} is missing ({len(missing)} of {len(shards)})")

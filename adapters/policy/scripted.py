@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from rvt_bench.adapters.policy.base import Generation, Policy, split_at_stop
-from rvt_bench.core.types import AdapterError
+from rvt_bench.core import files
+from rvt_bench.core.types import AdapterError, DatasetFormatError
 
 _ASSISTANT = "[assistant]\n"
 
@@ -37,11 +38,12 @@ class ScriptedPolicy(Policy):
     @classmethod
     def from_file(cls, turns_file: str, name: str = "scripted", per_rollout: bool = True) -> "ScriptedPolicy":
         """turns_file: a JSON file holding a list of strings (the continuations). Raises
-        AdapterError naming the file when it is missing or not such a list."""
+        AdapterError naming the file when it is missing, not a regular file (a FIFO, a device), over
+        rvt_bench.core.files.TEXT_MB, or not such a list."""
         path = Path(turns_file)
         try:
-            turns = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            turns = files.loads(files.read_text(path, "turns_file"), str(path))
+        except (OSError, ValueError, DatasetFormatError) as exc:
             raise AdapterError(f"scripted policy: cannot read turns_file {path}: {exc}") from exc
         if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
             raise AdapterError(f"scripted policy: turns_file {path} must hold a JSON list of strings")

@@ -32,7 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 from rvt_bench.core.store import write_atomic
-from rvt_bench.core.types import AdapterError
+from rvt_bench.core import files
+from rvt_bench.core.types import AdapterError, DatasetFormatError
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ def video_digest(frames: list[str]) -> str:
     h.update(f"frames:{len(frames)}".encode())
     for path in frames:
         try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
+            data = files.read_bytes(path, "frame")
+        except (OSError, DatasetFormatError) as exc:
             raise AdapterError(f"cannot read frame {path} to address the perception cache: {exc}") from exc
         h.update(f"\n{len(data)}\n".encode())
         h.update(data)
@@ -101,8 +102,8 @@ class ToolCache:
         if not path.exists():
             return None
         try:
-            return _decode(path.read_bytes())
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+            return _decode(files.read_bytes(path, "perception cache entry"))
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, DatasetFormatError) as exc:
             log.warning("perception cache entry %s is unreadable (%s); recomputing", path, exc)
             self.stats.corrupt += 1
             return None

@@ -15,13 +15,16 @@ from omegaconf import MISSING
 from rvt_bench.adapters.vlm.adapter import FrameSampling, Generation, Think, VLMAdapter
 from rvt_bench.adapters.vlm.hf import HFVLM
 from rvt_bench.adapters.vlm.openai_chat import OpenAIChatVLM
-from rvt_bench.core.ranges import ranged, within
+from rvt_bench.core.ranges import (BATCH, COUNT, FPS, PIXELS, RETRIES, SECONDS, SEED, SIDE, TEMPERATURE, TOKENS, VERSION,
+                                   WORKERS, ranged, within)
 
 # the adapter's settings dataclasses stay its own; the schemas are copies with ranges
-FrameSamplingConfig = ranged(FrameSampling, {"num_frames": {"ge": 1}, "fps": {"gt": 0}, "min_pixels": {"ge": 1},
-                                             "max_pixels": {"ge": 1}, "factor": {"ge": 1}})
-GenerationConfig = ranged(Generation, {"max_new_tokens": {"ge": 1}, "temperature": {"ge": 0}, "top_p": {"gt": 0, "le": 1}})
-ThinkConfig = ranged(Think, {"budget": {"ge": 1}})
+FrameSamplingConfig = ranged(FrameSampling, {"num_frames": {"ge": 1, "le": COUNT}, "fps": {"gt": 0, "le": FPS},
+                                             "min_pixels": {"ge": 1, "le": PIXELS}, "max_pixels": {"ge": 1, "le": PIXELS},
+                                             "factor": {"ge": 1, "le": SIDE}})
+GenerationConfig = ranged(Generation, {"max_new_tokens": {"ge": 1, "le": TOKENS}, "temperature": {"ge": 0, "le": TEMPERATURE},
+                                       "top_p": {"gt": 0, "le": 1}, "seed": {"ge": 0, "le": SEED}})
+ThinkConfig = ranged(Think, {"budget": {"ge": 1, "le": TOKENS}})
 
 
 def _keyword_defaults(cls: type) -> dict[str, Any]:
@@ -36,7 +39,7 @@ class VLMPromptsConfig:
     """The VLM's prompts (adapters/vlm/prompts.py, which documents the fields): no defaults but
     `system` (None = no system turn), the texts live in conf/model/vlm.yaml."""
 
-    version: int = MISSING
+    version: int = within(MISSING, ge=1, le=VERSION)
     system: Optional[str] = None
     media: Dict[str, str] = MISSING
     frame_label: str = MISSING
@@ -69,17 +72,17 @@ class VLMConfig:
     sam2: Any = _VLM["sam2"]
     base_url: str = "http://localhost:8000/v1"
     api_key: Optional[str] = _OPENAI["api_key"]
-    timeout_s: float = within(_OPENAI["timeout_s"], gt=0)
-    max_retries: int = within(_OPENAI["max_retries"], ge=0)
-    backoff_s: float = within(_OPENAI["backoff_s"], ge=0)
-    backoff_max_s: float = within(_OPENAI["backoff_max_s"], ge=0)
-    max_concurrency: int = within(_OPENAI["max_concurrency"], ge=1)
+    timeout_s: float = within(_OPENAI["timeout_s"], gt=0, le=SECONDS)
+    max_retries: int = within(_OPENAI["max_retries"], ge=0, le=RETRIES)
+    backoff_s: float = within(_OPENAI["backoff_s"], ge=0, le=SECONDS)
+    backoff_max_s: float = within(_OPENAI["backoff_max_s"], ge=0, le=SECONDS)
+    max_concurrency: int = within(_OPENAI["max_concurrency"], ge=1, le=WORKERS)
     image_format: str = _OPENAI["image_format"]
     # {} rather than the backend's None: the config's value since the first release (fingerprints)
     extra_body: Dict[str, Any] = field(default_factory=dict)
     revision: str = _HF["revision"]
     device: str = _HF["device"]
     dtype: str = _HF["dtype"]
-    batch_size: int = within(_HF["batch_size"], ge=1)
+    batch_size: int = within(_HF["batch_size"], ge=1, le=BATCH)
     trust_remote_code: bool = _HF["trust_remote_code"]
     prompts: VLMPromptsConfig = field(default_factory=VLMPromptsConfig)

@@ -137,6 +137,23 @@ def read_bytes(path: str | Path, what: str = "file", max_mb: float | None = None
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+TEXT_MB = 64.0
+"""The size cap of a text file the harness reads whole outside a dataset (a turns file, a cache
+entry, a run's own files, a paper CSV, a tokenizer or config): 64 MB, past any of them."""
+
+
+def read_text(path: str | Path, what: str = "file", max_mb: float = TEXT_MB) -> str:
+    """The content of the regular file `path` as UTF-8 text (a UTF-8 BOM kept, as Path.read_text
+    keeps it), at most `max_mb` megabytes. Raises as `read_bytes` (FileLimitError for a FIFO, a
+    device, a directory or an oversize file; FileNotFoundError; OSError), and DatasetFormatError
+    naming the file when it is not UTF-8."""
+    raw = read_bytes(path, what, max_mb)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(f"{what} {path} is not UTF-8 text: {exc}") from None
+
+
 def read_data(path: str | Path, what: str = "file") -> bytes:
     """`read_bytes`, with every failure to read raised as DatasetFormatError naming the file (for
     loaders: a missing or unreadable file is bad data)."""

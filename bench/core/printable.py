@@ -5,6 +5,7 @@ ANSI escape cannot rewrite the console. JSON files and report.html escape by the
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
@@ -25,13 +26,34 @@ def printable(text: Any) -> str:
     return _CONTROL.sub(_escape, str(text))
 
 
+MAX_ECHO = 2000
+"""Characters of model output (an answer, a reply, an exception quoting them) a message may echo:
+an answer with 200k unknown ids was one 1.5 MB line on the console and in run.log (issue 34)."""
+
+
+def bounded(text: Any, limit: int = MAX_ECHO) -> str:
+    """str(text) cut at `limit` characters, with how many were cut: "... (N more characters)"."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def echo(text: Any, limit: int = MAX_ECHO) -> str:
+    """`bounded`, then `printable`: model output as a console or log line may show it."""
+    return printable(bounded(text, limit))
+
+
 def printable_lines(text: Any) -> str:
     """`printable` line by line: the text's own line breaks kept, everything else escaped."""
     return "\n".join(printable(line) for line in str(text).split("\n"))
 
 
+_TEXT = (str, os.PathLike)  # a path argument (a run.root with a newline) is data too
+
+
 class PrintableArgs(logging.Filter):
-    """A handler filter that escapes the string arguments of every record (`log.warning("sample %s
+    """A handler filter that escapes the string and path arguments of every record (`log.warning("sample %s
     ...", sample_id)`: the data goes in as arguments, the format string is ours) and the lines of
     its traceback (whose messages may quote data)."""
 
@@ -39,9 +61,9 @@ class PrintableArgs(logging.Filter):
         if record.exc_info and not record.exc_text:  # Formatter.format uses a record's exc_text when set
             record.exc_text = printable_lines(logging.Formatter().formatException(record.exc_info))
         if isinstance(record.args, tuple) and record.args:
-            record.args = tuple(printable(a) if isinstance(a, str) else a for a in record.args)
+            record.args = tuple(printable(a) if isinstance(a, _TEXT) else a for a in record.args)
         elif isinstance(record.args, dict):
-            record.args = {k: printable(v) if isinstance(v, str) else v for k, v in record.args.items()}
+            record.args = {k: printable(v) if isinstance(v, _TEXT) else v for k, v in record.args.items()}
         return True
 
 

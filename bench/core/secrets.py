@@ -1,5 +1,6 @@
-"""Secret values this process knows (API keys, passwords and tokens inside URLs), and their removal
-from any text before it reaches a file or the console: every run file goes through
+"""Secret values this process knows (API keys, passwords and tokens inside URLs, credential query
+parameters such as `?api_key=`, secret header values), and their removal from any text before it
+reaches a file or the console: every run file goes through
 rvt_bench.core.store, whose writers call `scrub`; every log record (console, Hydra's job log,
 run.log) is scrubbed when it is made (`scrub_logs`). A server that echoes the key in an error, or a
 key written into `policy.base_url`, is then `<redacted>` wherever it would have been shown."""
@@ -23,6 +24,21 @@ SECRET_KEYS = ("api_key",)
 _SECRET_ENV = re.compile(r"API_KEY|TOKEN|SECRET|PASSWORD", re.I)
 # scheme://userinfo@ : whatever stands before the @ of a URL is a credential.
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
+# A URL query parameter whose value is a credential (?api_key=..., &access_token=..., &sig=...): the
+# names of OpenAI-compatible servers, OAuth, Google, Azure SAS and S3 presigned URLs, and the generic ones.
+_PARAM_NAMES = (r"api[_-]?key|apikey|key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|token|"
+                r"auth|authorization|sig|signature|secret|client[_-]?secret|password|passwd|pwd|code|session|"
+                r"x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|"
+                r"private[_-]?token|bearer|credential|credentials|subscription[_-]?key")
+_URL_PARAM = re.compile(rf"(?P<name>[?&;](?:{_PARAM_NAMES})=)(?P<value>[^&#;\s'\"<>]+)", re.I)
+# An HTTP header whose value is a credential, as a config key (headers: {Authorization: ...}) or a
+# "Name: value" line a server or client library may print; an auth scheme word is kept.
+_HEADER_NAMES = (r"authorization|proxy-authorization|x-api-key|api-key|x-auth-token|x-access-token|cookie|"
+                 r"set-cookie|ocp-apim-subscription-key|x-goog-api-key")
+_HEADER_KEY = re.compile(rf"^(?:{_HEADER_NAMES})$", re.I)
+_HEADER_LINE = re.compile(rf"(?P<name>\b(?:{_HEADER_NAMES})['\"]?\s*[:=]\s*['\"]?(?:(?:bearer|basic|token|digest)\s+)?)"
+                          rf"(?P<value>[^\s,;'\"<>]+)", re.I)
+_SCHEME = re.compile(r"^(?:bearer|basic|token|digest)\s+", re.I)
 # Values that are placeholders, not secrets (vLLM's "EMPTY"): too short or too common to scrub.
 _MIN_LENGTH = 8
 _NOT_SECRETS = {"EMPTY", "<redacted>", "none", "null"}
@@ -44,16 +60,23 @@ def remember(value: Any) -> None:
 
 
 def remember_config(node: Any) -> None:
-    """Remember the secrets of a (resolved) config: values of SECRET_KEYS and credentials inside URLs."""
+    """Remember the secrets of a (resolved) config: values of SECRET_KEYS, of secret HTTP headers
+    (a key named Authorization, X-Api-Key, ...: the value without its "Bearer"), credentials inside
+    URLs and the values of credential query parameters (`?api_key=`, `&sig=`)."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key in SECRET_KEYS:
                 remember(value)
+            if isinstance(key, str) and _HEADER_KEY.match(key) and isinstance(value, str):
+                remember(value)
+                remember(_SCHEME.sub("", value))
             remember_config(value)
     elif isinstance(node, (list, tuple)):
         for value in node:
             remember_config(value)
     elif isinstance(node, str):
+        for m in _URL_PARAM.finditer(node):
+            remember(m.group("value"))
         for m in _URL_USERINFO.finditer(node):
             userinfo = m.group("userinfo")
             remember(userinfo.partition(":")[2] or userinfo)
@@ -61,6 +84,12 @@ def remember_config(node: Any) -> None:
             # "" when the URL holds a token as its user name), which a server may echo back
             user, _, password = userinfo.partition(":")
             remember(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii"))
+
+
+def in_url(text: str) -> bool:
+    """Whether `text` holds a URL credential: user-info (`http://user:key@host`) or a credential
+    query parameter (`?api_key=...`)."""
+    return bool(_URL_USERINFO.search(text) or _URL_PARAM.search(text))
 
 
 def remember_environment(environ: dict[str, str] | None = None) -> None:
@@ -72,11 +101,16 @@ def remember_environment(environ: dict[str, str] | None = None) -> None:
 
 
 def scrub(text: str) -> str:
-    """`text` with every remembered secret and every URL credential replaced by MASK."""
+    """`text` with every remembered secret, every URL credential (user-info, credential query
+    parameters) and every secret header value ("Authorization: Bearer ...") replaced by MASK."""
     if not text:
         return text
     if "://" in text:
         text = _URL_USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
+    if "=" in text:
+        text = _URL_PARAM.sub(lambda m: m.group("name") + MASK, text)
+    if ":" in text or "=" in text:
+        text = _HEADER_LINE.sub(lambda m: m.group("name") + MASK, text)
     with _lock:
         known = sorted(_known, key=len, reverse=True)
     for value in known:

@@ -285,7 +285,9 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     try:
         os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            # a lone surrogate (rvt_bench.core.codec) is written as its escape: in a JSON string that
+            # is the same character back, and the file is written instead of a UnicodeEncodeError
+            fh.write(data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from rvt_bench.core.codec import encodable
+from rvt_bench.core.printable import bounded
+
 SCHEMA_VERSION = 1
 
 Modality = Literal["image", "video"]
@@ -244,8 +247,11 @@ class Prediction:
 
     @classmethod
     def failure(cls, sample_id: str, kind: FailureKind | str, message: str, **kw: Any) -> "Prediction":
-        """A failed sample: scored as an empty prediction, counted and listed in metrics.json."""
-        return cls(sample_id=sample_id, error={"kind": kind, "message": message}, **kw)
+        """A failed sample: scored as an empty prediction, counted and listed in metrics.json. The
+        message, which may quote the model's output, is cut at rvt_bench.core.printable.MAX_ECHO
+        characters with a count of the rest (the full output stays in `trace`), and a lone
+        surrogate in it is written as its escape (rvt_bench.core.codec)."""
+        return cls(sample_id=sample_id, error={"kind": kind, "message": encodable(bounded(message))}, **kw)
 
     @property
     def failure_kind(self) -> str | None:

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 from rvt_bench.core.benchmark import conf_dirs
+from rvt_bench.core import files
 from rvt_bench.core.paths import CONF_DIR
 
 CONF = CONF_DIR
@@ -29,7 +30,7 @@ _SENTENCE_END = re.compile(r"\.(?=\s+[A-Z(`]|\s*$)")
 def description(path: Path) -> str:
     """The first sentence of the yaml's leading comment block, whole ("" when it has none)."""
     lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in files.read_text(path, "config file").splitlines():
         if not line.startswith("#"):
             break
         text = line.lstrip("#").strip()

@@ -34,7 +34,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from rvt_bench.core.paths import CONF_DIR, shipped
 from rvt_bench.core.types import RETRYABLE, ConfigError
 from rvt_bench.harness.bootstrap import DEFAULT_B, DEFAULT_SEED
-from rvt_bench.core.ranges import within
+from rvt_bench.core.ranges import BATCH, COUNT, RETRIES, SECONDS, SEED, TEMPERATURE, TOKENS, VERSION, WORKERS, within
 from rvt_bench.leaderboards.config import LeaderboardConfig
 import rvt_bench.loaders.config  # noqa: F401  registers the `dataset` schema (schema/dataset): one import registers every schema
 from rvt_bench.metrics.judge import Judge
@@ -49,8 +49,8 @@ OmegaConf.register_new_resolver("repo", shipped, replace=True)
 class BootstrapConfig:
     """95% CIs of the headline metrics (bench/harness/bootstrap.py). B: resamples (0 = no CIs)."""
 
-    B: int = within(DEFAULT_B, ge=0)
-    seed: int = DEFAULT_SEED
+    B: int = within(DEFAULT_B, ge=0, le=COUNT)
+    seed: int = within(DEFAULT_SEED, ge=0, le=SEED)
 
 
 @dataclass
@@ -81,18 +81,18 @@ class RunConfig:
 
     root: str = "runs"
     name: Optional[str] = None
-    shard: int = within(0, ge=0)
-    num_shards: int = within(1, ge=1)
+    shard: int = within(0, ge=0, le=COUNT)
+    num_shards: int = within(1, ge=1, le=COUNT)
     merge: bool = False
-    limit: Optional[int] = within(None, ge=1)
+    limit: Optional[int] = within(None, ge=1, le=COUNT)
     fail_fast: bool = False
-    score_workers: int = within(1, ge=1)
+    score_workers: int = within(1, ge=1, le=WORKERS)
     verify_frames: bool = True
-    batch_size: Optional[int] = within(None, ge=1)
+    batch_size: Optional[int] = within(None, ge=1, le=BATCH)
     # Any, not List[str]: the runner also takes one kind as a string (run.retry_failed=adapter).
     retry_failed: Any = field(default_factory=lambda: list(RETRYABLE))
-    max_attempts: int = within(3, ge=1)
-    stop_after_same_failures: int = within(5, ge=0)
+    max_attempts: int = within(3, ge=1, le=RETRIES)
+    stop_after_same_failures: int = within(5, ge=0, le=COUNT)
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     report: bool = True
     verbose: bool = False
@@ -121,15 +121,15 @@ class OpenAIJudgeConfig(JudgeConfig):
     base_url: str = "https://api.openai.com/v1"
     api_key: Optional[str] = _JUDGE["api_key"]
     template: str = _JUDGE["template"]
-    template_version: int = _JUDGE["template_version"]
-    timeout_s: float = within(_JUDGE["timeout_s"], gt=0)
-    max_retries: int = within(_JUDGE["max_retries"], ge=0)
-    backoff_s: float = within(_JUDGE["backoff_s"], ge=0)
-    backoff_max_s: float = within(_JUDGE["backoff_max_s"], ge=0)
-    max_concurrency: int = within(_JUDGE["max_concurrency"], ge=1)
+    template_version: int = within(_JUDGE["template_version"], ge=1, le=VERSION)
+    timeout_s: float = within(_JUDGE["timeout_s"], gt=0, le=SECONDS)
+    max_retries: int = within(_JUDGE["max_retries"], ge=0, le=RETRIES)
+    backoff_s: float = within(_JUDGE["backoff_s"], ge=0, le=SECONDS)
+    backoff_max_s: float = within(_JUDGE["backoff_max_s"], ge=0, le=SECONDS)
+    max_concurrency: int = within(_JUDGE["max_concurrency"], ge=1, le=WORKERS)
     cache_dir: Optional[str] = _JUDGE["cache_dir"]
-    temperature: float = within(_JUDGE["temperature"], ge=0)
-    max_tokens: int = within(_JUDGE["max_tokens"], ge=1)
+    temperature: float = within(_JUDGE["temperature"], ge=0, le=TEMPERATURE)
+    max_tokens: int = within(_JUDGE["max_tokens"], ge=1, le=TOKENS)
 
 @dataclass
 class LoggerConfig:
@@ -144,7 +144,7 @@ class TensorBoardLoggerConfig(LoggerConfig):
 
     _target_: Optional[str] = "rvt_bench.harness.loggers.tensorboard_logger.TensorBoardLogger"
     dir: Optional[str] = None
-    max_images: int = 32
+    max_images: int = within(32, ge=0, le=COUNT)
 
 
 @dataclass
@@ -158,7 +158,7 @@ class WandbLoggerConfig(LoggerConfig):
     tags: list = field(default_factory=list)
     mode: Optional[str] = None
     dir: Optional[str] = None
-    max_images: int = 64
+    max_images: int = within(64, ge=0, le=COUNT)
 
 
 SCHEMA_FILE = CONF / "schemas.yaml"

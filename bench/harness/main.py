@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import rvt_bench.harness.config  # noqa: F401  registers the structured configs conf/ extends (run, leaderboard, judge, model)
 from rvt_bench.core import secrets
+from rvt_bench.core.printable import printable
 from rvt_bench.core.paths import CONF_DIR
 from rvt_bench.harness.cli import exit_on_known_errors, stop
 from rvt_bench.harness.runner import format_summary, run
@@ -138,14 +139,14 @@ def _report(result, verbose: bool = False) -> float | None:
     """Print a finished run's summary and where its files are; the headline value for sweepers."""
     print(format_summary(result, verbose=verbose))
     if result.leaderboard is not None:
-        print(f"leaderboard: {result.leaderboard}")
+        print(f"leaderboard: {printable(result.leaderboard)}")
     if result.not_published is not None:
-        print(f"leaderboard: {result.not_published}", file=sys.stderr)
+        print(f"leaderboard: {printable(result.not_published)}", file=sys.stderr)
     if result.report is not None:
-        print(f"report: {result.report}")
+        print(f"report: {printable(result.report)}")
     if result.logged is not None:
-        print(f"logged: {result.logged}")
-    print(f"run directory: {result.run_dir}")
+        print(f"logged: {printable(result.logged)}")
+    print(f"run directory: {printable(result.run_dir)}")  # a run.root with a newline prints escaped
     # The protocol's headline metric, for Hydra sweepers (optuna & co.); None while shards run.
     value = (result.metrics or {}).get("metrics", {}).get(result.headline) if result.headline else None
     return float(value) if isinstance(value, (int, float)) else None
@@ -230,12 +231,15 @@ def unwritable_root(argv: list[str]) -> tuple[str, str] | None:
     probe = root.absolute()
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
+    if not probe.is_dir():
+        return "error", (f"run.root={printable(root)} cannot hold files ({printable(probe)} is not a directory); "
+                         f"set run.root to a directory")
     if os.access(probe, os.W_OK | os.X_OK):
         return None
     read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
     what = "is on a read-only file system" if read_only else "is not writable (permission denied)"
     return ("read_only" if read_only else "permission",
-            f"run.root={root} {what} ({probe}); set run.root to a writable directory")
+            f"run.root={printable(root)} {what} ({printable(probe)}); set run.root to a writable directory")
 
 
 def console(argv: list[str] | None = None) -> None:

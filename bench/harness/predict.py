@@ -19,6 +19,8 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from rvt_bench.adapters.base import Adapter
+from rvt_bench.core.codec import unencodable_reason
+from rvt_bench.core.printable import bounded
 from rvt_bench.core.store import PredictionLog
 from rvt_bench.core.types import DATA, EXCEPTION, PARSE, SANDBOX, AdapterError, Prediction, RunStopped, RvtBenchError, Sample
 from rvt_bench.harness.stops import Progress
@@ -177,8 +179,18 @@ def predict_batch(adapter: Adapter, batch: list[Sample], fail_fast: bool) -> lis
                 raise result
             result = Prediction.failure(sample.id, result.kind, str(result), **_partial(result))
         result.timings["total"] = share
-        preds.append(result)
+        preds.append(text_checked(result))
     return preds
+
+
+def text_checked(pred: Prediction) -> Prediction:
+    """`pred`, or, when its answer text holds text no codec accepts (a lone surrogate:
+    rvt_bench.core.codec), the model's parse failure naming where: scored as the empty answer, as
+    the reference scores a malformed one; its trace and timings are kept."""
+    why = None if pred.error is not None else unencodable_reason("the answer", pred.text)
+    if why is None:
+        return pred
+    return Prediction.failure(pred.sample_id, PARSE, why, task=pred.task, trace=pred.trace, timings=pred.timings)
 
 
 def predict_one(adapter: Adapter, sample: Sample, fail_fast: bool) -> Prediction:
@@ -191,7 +203,7 @@ def predict_one(adapter: Adapter, sample: Sample, fail_fast: bool) -> Prediction
     except RvtBenchError as exc:
         if fail_fast:
             raise
-        log.info("sample %s failed (%s): %s", sample.id, exc.kind, exc)
+        log.info("sample %s failed (%s): %s", sample.id, exc.kind, bounded(exc))  # escaped as a str argument
         pred = Prediction.failure(sample.id, exc.kind, str(exc), **_partial(exc))
     except Exception as exc:  # an adapter bug must not end a long run; it is recorded with its traceback
         if fail_fast:
@@ -199,4 +211,4 @@ def predict_one(adapter: Adapter, sample: Sample, fail_fast: bool) -> Prediction
         log.exception("sample %s crashed the adapter", sample.id)
         pred = Prediction.failure(sample.id, EXCEPTION, f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
     pred.timings["total"] = round(time.perf_counter() - start, 4)
-    return pred
+    return text_checked(pred)

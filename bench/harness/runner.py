@@ -34,7 +34,7 @@ from rvt_bench.core import benchmark, files, secrets
 from rvt_bench.core.printable import escape_log_args
 from rvt_bench.core.store import finite, predictions_filename, read_run_json, write_json_atomic
 from rvt_bench.core.types import ConfigError, RunStopped, RvtBenchError, Sample
-from rvt_bench.harness import judging, loggers, publish, resume, rundir, score, signals, stops
+from rvt_bench.harness import judging, loggers, logs, outputs, publish, resume, rundir, score, signals, stops
 from rvt_bench.harness.config import adapter_node, check_ranges, with_schemas
 from rvt_bench.loaders.config import read_limits
 from rvt_bench.harness.predict import FrameChecker, predict
@@ -81,6 +81,7 @@ def run(cfg: DictConfig) -> RunResult:
     secrets.remember_config(resolved)
     secrets.remember_environment()
     secrets.scrub_logs()
+    logs.quiet_log_files()  # a full disk is one stop line, not a logging traceback per record
     with files.limits_in_force(read_limits(cfg.dataset)), signals.stopping():
         return _run_stopping(cfg, resolved)
 
@@ -90,6 +91,7 @@ def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
     escape_log_args()  # names from data reach the console and run.log escaped (rvt_bench.core.printable)
     progress = stops.Progress()
     try:
+        outputs.try_outputs(cfg)  # leaderboard.dir=/dev/null: one line now, not a traceback after all the work
         # cheap: an adapter loads its weights on the first predict; a missing wandb stops before any model work
         adapter = _built(f"model {resolved['model']['name']!r}", lambda: instantiate(adapter_node(cfg.model), _convert_="all"))
         tracker = _built(f"logger {cfg.logger.get('_target_')!r}", lambda: loggers.make_logger(cfg.logger))

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from rvt_bench.core.codec import unencodable_reason
 from rvt_bench.core.records import Failure
 from rvt_bench.core.types import DATA, RunStoreError, Sample
 from rvt_bench.loaders.config import loader_kwargs
@@ -25,10 +26,16 @@ class Loaded(NamedTuple):
     warnings: list[str]                 # the loader's warnings about the data (a non-official copy)
 
 
+def unreadable_text(sample: Sample) -> str | None:
+    """Why the sample's query or a reference holds text no codec accepts (a lone surrogate), or None."""
+    texts = [("the query", sample.query), *((f"reference {i}", a) for i, a in enumerate(sample.target.answers or []))]
+    return next((r for r in (unencodable_reason(what, text) for what, text in texts) if r), None)
+
+
 def load_samples(cfg: DictConfig) -> Loaded:
     """The dataset's samples in dataset order (first run.limit of them), the samples its loader
     could not build (unreadable image, malformed annotation) or whose id repeats an earlier one's
-    (the first is kept), and the loader's data source and warnings. Raises ValueError on
+    (the first is kept) or whose query or reference holds text no codec accepts, and the loader's data source and warnings. Raises ValueError on
     run.limit < 1 and RunStoreError when no sample is left."""
     dataset = instantiate(loader_kwargs(cfg.dataset), _convert_="all")
     samples = list(dataset)
@@ -43,6 +50,10 @@ def load_samples(cfg: DictConfig) -> Loaded:
                 f"ids must be unique, the first one is kept")))
             continue
         seen[s.id] = s
+        why = unreadable_text(s)
+        if why is not None:  # no model and no metric may see it (rvt_bench.core.codec)
+            errors.append(Failure(s.id, DATA, f"dataset {cfg.dataset.name!r}: sample {s.id!r}: {why}"))
+            continue
         unique.append(s)
     samples = unique
     if cfg.run.limit is not None:  # >= 1: rvt_bench.harness.config.check_ranges

@@ -16,6 +16,8 @@ from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.core.records import Failure, RunMetrics, ScoreRecord
 from rvt_bench.core.store import read_run_json, write_jsonl_atomic
 from rvt_bench.core.types import DATA, PARSE, Prediction, RunStoreError, Sample
+from rvt_bench.harness.predict import text_checked
+from rvt_bench.harness.samples import unreadable_text
 
 
 def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, scores_path: Path,
@@ -29,6 +31,7 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
     timestamps: a re-run of a finished run gives the same metrics."""
     # load-time errors are samples that never made it into `samples` (a repeated id names a kept one)
     data_errors = list(load_errors or [])
+    preds.update({s.id: text_checked_pair(s, preds[s.id]) for s in samples})  # also predictions made before the check
     bad_data = {s.id for s in samples if preds[s.id].failure_kind == DATA}
     data_errors += [Failure.of(s.id, preds[s.id].error) for s in samples if s.id in bad_data]
     samples = [s for s in samples if s.id not in bad_data]
@@ -64,6 +67,16 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
         adapter_report=adapter.report(items),
     )
     return metrics, records
+
+
+def text_checked_pair(sample: Sample, pred: Prediction) -> Prediction:
+    """`pred` checked for text no codec accepts (rvt_bench.core.codec), which no metric may see: in
+    the sample's query or a reference it is the sample's data error; in the answer, the model's
+    parse failure (scored as the empty answer; rvt_bench.harness.predict.text_checked)."""
+    why = unreadable_text(sample)
+    if why is not None:
+        return Prediction.failure(sample.id, DATA, f"sample {sample.id}: {why}", trace=pred.trace, timings=pred.timings)
+    return text_checked(pred)
 
 
 def count_by(values: list[str]) -> dict[str, int]:

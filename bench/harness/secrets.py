@@ -1,4 +1,5 @@
-"""Secrets given on the command line (`policy.api_key=sk-...`, `policy.base_url=http://user:key@host`)
+"""Secrets given on the command line (`policy.api_key=sk-...`, `policy.base_url=http://user:key@host`,
+`policy.base_url='http://host/v1?api_key=...'`)
 kept out of everything Hydra writes and prints: the sweep's multirun.yaml, the overrides it logs for
 each job, job logs. Each secret value moves into an environment variable of this process (inherited
 by local and Slurm jobs) and the override names it instead: `policy.api_key=${oc.env:RVT_BENCH_SECRET_0}`,
@@ -12,12 +13,11 @@ import re
 from rvt_bench.core import secrets
 
 ENV_PREFIX = "RVT_BENCH_SECRET_"
-_URL_CREDENTIAL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]+@")
 
 
 def hide_secret_overrides(argv: list[str], environ: dict[str, str] | None = None) -> list[str]:
     """`argv` with the value of every secret override (a key in rvt_bench.core.secrets.SECRET_KEYS,
-    or a value holding a URL credential) replaced by an `${oc.env:RVT_BENCH_SECRET_<n>}`
+    or a value holding a URL credential: user-info or a credential query parameter, `?api_key=`) replaced by an `${oc.env:RVT_BENCH_SECRET_<n>}`
     interpolation of a new variable of `environ` (default os.environ) that holds it, each element of
     a sweep (`key=a,b`) on its own; each value is also remembered for scrubbing. Flags and other
     overrides are kept as they are."""
@@ -31,7 +31,7 @@ def hide_secret_overrides(argv: list[str], environ: dict[str, str] | None = None
         by_key = key.lstrip("+~").rsplit(".", 1)[-1] in secrets.SECRET_KEYS
         elements = _sweep_elements(value)
         hidden = [_hide(e, environ, whole=True) if by_key and e not in ("", "null", "None") else
-                  _hide(e, environ, whole=False) if _URL_CREDENTIAL.search(e) else e for e in elements]
+                  _hide(e, environ, whole=False) if secrets.in_url(e) else e for e in elements]
         out.append(arg if hidden == elements else f"{key}={','.join(hidden)}")
     return out
 

@@ -91,7 +91,7 @@ def missing_module(exc: BaseException | None) -> str | None:
 
 
 def _interrupted(p: Progress, what: str = "interrupted (Ctrl-C)") -> str:
-    where = f" in {p.run_dir}" if p.run_dir else ""
+    where = f" in {printable(p.run_dir)}" if p.run_dir else ""  # a run.root with a newline stays one line
     if p.phase == "predicting":
         flight = f"; the sample in flight ({', '.join(p.in_flight)}) was abandoned" if p.in_flight else ""
         return (f"{what} while predicting: {p.predicted} predictions of this invocation are saved{where}"
@@ -109,7 +109,7 @@ def _os_stop(exc: OSError, reason: str, p: Progress) -> str:
            "permission": "fix the permissions or set run.root to a directory you own"}[reason]
     kept = (f"; the {p.predicted} predictions made so far are saved and the same command resumes"
             if p.phase == "predicting" else "")
-    return f"{what} writing {exc.filename or 'a run file'} while {p.phase}{kept}; {fix}"
+    return f"{what} writing {printable(exc.filename or 'a run file')} while {p.phase}{kept}; {fix}"
 
 
 def log_stop(p: Progress, exc: BaseException, tb: str) -> None:

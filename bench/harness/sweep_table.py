@@ -17,7 +17,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from rvt_bench.core import files as checked
 from rvt_bench.core.secrets import scrub
+from rvt_bench.core.types import RvtBenchError
 from rvt_bench.core.units import NA, ci_text, show
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,18 @@ def _pairs(overrides: list[str]) -> dict[str, str]:
 def read_points(sweep_dir: str | Path) -> list[dict[str, Any]]:
     """The rvt_point.json files of a sweep directory, in job order (subdirectory number)."""
     files = sorted(Path(sweep_dir).glob(f"*/{POINT_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name))
-    return [json.loads(p.read_text(encoding="utf-8")) for p in files]
+    return [checked.loads(checked.read_text(p, "sweep point"), str(p), duplicates="last") for p in files]
+
+
+def _metrics(path: Path) -> dict | None:
+    """A point's metrics.json, or None when it is missing or cannot be read (the row says not scored)."""
+    try:
+        body = checked.loads(checked.read_text(path, "metrics file"), str(path), duplicates="last")
+    except (OSError, RvtBenchError) as exc:
+        if path.exists():
+            log.warning("sweep table: %s", exc)
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def points_table(points: list[dict[str, Any]], digits: int = 1) -> str:
@@ -62,7 +75,7 @@ def points_table(points: list[dict[str, Any]], digits: int = 1) -> str:
             body = None
             if run.get("metrics"):
                 path = Path(run["run_dir"]) / run["metrics"]
-                body = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+                body = _metrics(path)
             if body is not None:
                 metric_keys += [k for k in body.get("headline") or [] if k not in metric_keys]
             lines_data.append((pp, run, body))

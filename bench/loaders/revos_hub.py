@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rvt_bench.core import files
 from rvt_bench.core.types import DatasetFormatError
 from rvt_bench.loaders import hub
 
@@ -65,7 +66,11 @@ def _sums(root: Path, work: Path) -> dict[str, str | None]:
     """sha256 of the release's JSONs in `root` (None when absent), remembered in `work` by size and
     mtime: mask_dict.json is gigabytes."""
     cache_path = work / "sha256.json"
-    cache = json.loads(cache_path.read_text(encoding="utf-8")) if cache_path.is_file() else {}
+    try:
+        cache = files.loads(files.read_text(cache_path, "checksum cache"), str(cache_path), duplicates="last")
+    except (OSError, DatasetFormatError):  # missing or unreadable: the sums are computed again
+        cache = {}
+    cache = cache if isinstance(cache, dict) else {}
     out: dict[str, str | None] = {}
     for name in RELEASE_SHA256:
         path = root / name
