@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,8 @@ FACTORIES = {
     "ReasonSegProtocol": lambda rng, node: image_samples(rng),
     "LLMSegProtocol": lambda rng, node: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
     "ReVOSProtocol": lambda rng, node: revos_samples(rng),
+    "ReasonVOSProtocol": lambda rng, node: [replace(s, meta={"is_sent": i % 2 == 0, "source": "mevis"})
+                                            for i, s in enumerate(revos_samples(rng, 10))],
     "RVTBenchProtocol": lambda rng, node: task_samples(rng, tasks=tuple(dict.fromkeys(
         h.split("/", 1)[0] for h in node.get("headline") or ["segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4",
                                                              "summarization/BLEU-4"]))),
@@ -107,8 +110,6 @@ FACTORIES = {
 def samples_for(node, rng) -> list[Sample]:
     """Synthetic samples for the protocol config `node`: its class's factory, or a composite's parts'
     samples routed as it routes them (by task, or by a meta key: "meta.source")."""
-    from dataclasses import replace
-
     kind = node["_target_"].rsplit(".", 1)[-1]
     if kind != "CompositeProtocol":
         if kind not in FACTORIES:
