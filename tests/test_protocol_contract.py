@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +92,6 @@ def task_samples(rng, tasks=("segmentation", "grounding", "vqa", "summarization"
 
 
 def demo_samples(rng) -> list[Sample]:
-    from dataclasses import replace
-
     parts = [("image", "reasonseg", image_samples(rng, 4)), ("video", "revos", revos_samples(rng, 4)),
              ("rvt", "rvtbench", task_samples(rng, n=8))]
     return [replace(s, id=f"{prefix}/{s.id}", meta={**s.meta, "source": source}) for prefix, source, group in parts for s in group]
@@ -102,6 +101,7 @@ FACTORIES = {
     "demo": demo_samples,
     "jitbench": lambda rng: task_samples(rng, tasks=("segmentation",)),
     "llmseg40k": lambda rng: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
+    "mevis": lambda rng: [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)],
     "reasonseg": image_samples,
     "revos": revos_samples,
     "rvtbench": task_samples,
