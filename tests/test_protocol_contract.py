@@ -103,10 +103,12 @@ FACTORIES = {
     "llmseg40k": lambda rng: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
     "mevis": lambda rng: [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)],
     "reasonseg": image_samples,
+    "refytvos": lambda rng: [replace(s, target=Target(), meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)],
     "revos": revos_samples,
     "rvtbench": task_samples,
 }
 TEXT = {"demo", "rvtbench"}  # configs whose samples include free text (pycocoevalcap needs Java)
+SERVER = {"refytvos"}  # configs scored by the benchmark's server (no public GT): no metrics here, a warning instead
 
 
 def prediction(rng: np.random.Generator, s: Sample) -> Prediction:
@@ -186,6 +188,9 @@ def test_the_records_are_not_trivial(case):
     name, protocol, _, records = case
     body = protocol.aggregate(records)
     assert body["n"] == len(records) > 0
+    if name in SERVER:
+        assert body["metrics"] == {} and "submission" in body["warnings"][0]
+        return
     numbers = [v for v in body["metrics"].values() if isinstance(v, float) and np.isfinite(v)]
     assert numbers and any(0 < v < 1 for v in numbers), (name, body["metrics"])
 
@@ -195,7 +200,7 @@ def test_every_headline_metric_has_an_estimator_that_reproduces_it(case):
     name, protocol, _, records = case
     metrics = protocol.aggregate(records)["metrics"]
     numeric = [k for k in protocol.headline if isinstance(metrics.get(k), float) and np.isfinite(metrics[k])]
-    assert numeric, (name, metrics)
+    assert numeric or (name in SERVER and protocol.headline == []), (name, metrics)
     for key in numeric:
         est = protocol.estimator(key, records)
         assert not isinstance(est, str), (name, key, est)

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 
 from rvt_bench.core.records import ScoreRecord, UnitValues
-from rvt_bench.core.types import Prediction, Sample
+from rvt_bench.core.types import DatasetFormatError, Prediction, Sample
 from rvt_bench.metrics.estimators import Found, mean_of
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH
 from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, record_header
@@ -78,6 +78,9 @@ class MeViSProtocol(Protocol):
         """Record: header + MeViSValues. Raises DatasetFormatError when the sample has no GT masks
         (the `valid` split: its score is the server's); AdapterError when the prediction's frame
         count or mask size differs from the sample's."""
+        if sample.target.masks is None:
+            raise DatasetFormatError(f"sample {sample.id!r} has no GT masks (MeViS valid: the CodaLab server scores it; "
+                                     "python -m rvt_bench.harness.submission mevis DATA_ROOT RUN_DIR submission.zip)")
         gt_masks = gt_mask_list(sample)
         record = record_header(sample, pred, ())
         gt_empty = all(m is None for m in gt_masks)

@@ -1,0 +1,239 @@
+"""The zip a benchmark's evaluation server takes, written from a run's predictions or a folder of
+prediction PNGs, and checked before upload (MeViS valid, Ref-YouTube-VOS valid: their GT is not public).
+
+    python -m rvt_bench.harness.submission mevis DATA_ROOT PRED submission.zip [--split valid]
+    python -m rvt_bench.harness.submission --check refytvos DATA_ROOT submission.zip
+
+DATA_ROOT: the benchmark's data (dataset.root); PRED: a run directory (predictions*.jsonl), one
+.jsonl file of predictions, or a folder of PNGs <video>/<exp_id>/<frame>.png. The layout is the
+benchmark loader's ``submission_prefix`` + ``<video>/<exp_id>/<frame>.png``: one 8-bit gray PNG per
+frame of every expression, 255 = the object, 0 = background (ReferFormer's inference_ytvos.py);
+MeViS: "" (VISA tools/zip_mp_mevis.py), Ref-YouTube-VOS: "Annotations/" (VISA
+tools/zip_mp_refytvos.py, ReferFormer's `zip -r submission.zip Annotations`). Docs:
+docs/benchmarks/mevis.md, docs/benchmarks/refytvos.md.
+
+An expression without a usable prediction (missing, failed, wrong frame count or size) stops the
+export with one line naming the first few, unless --empty-missing writes empty masks for them (and
+names them). --check reads an archive back: every expected entry present, nothing else, each a PNG
+of its frame's size; exit status 0 when it passes, 1 with one line per problem (at most 20) when not.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Sequence
+
+import numpy as np
+from PIL import Image
+
+from rvt_bench.core import files, masks, png
+from rvt_bench.core.frames import frame_size
+from rvt_bench.core.paths import CONF_DIR
+from rvt_bench.core.store import prediction_files, read_predictions
+from rvt_bench.core.types import DatasetFormatError, RunStoreError, RvtBenchError, Sample
+
+SHOWN = 20  # problems listed before "... and N more"
+ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed entry times: the same predictions give the same archive bytes
+
+
+class SubmissionError(RvtBenchError):
+    """The export or the check cannot go on; the message is one line saying what and what to do."""
+
+    kind = "submission"
+
+
+def samples(benchmark: str, root: str | Path, split: str) -> tuple[list[Sample], str]:
+    """(the split's samples, the zip prefix) of conf/dataset/<benchmark>.yaml's loader on `root`.
+    Raises SubmissionError when there is no such benchmark or it declares no server layout."""
+    from rvt_bench.loaders.config import from_yaml
+
+    path = CONF_DIR / "dataset" / f"{benchmark}.yaml"
+    if not path.is_file():
+        raise SubmissionError(f"no benchmark {benchmark!r} (conf/dataset/{benchmark}.yaml not found)")
+    dataset = from_yaml(str(path), root=str(root), split=split)
+    prefix = getattr(dataset, "submission_prefix", None)
+    if prefix is None:
+        raise SubmissionError(f"benchmark {benchmark!r} has no server submission (its loader declares no "
+                              "submission_prefix); score it with rvt-bench")
+    return list(dataset), prefix
+
+
+def entry_names(sample: Sample, prefix: str) -> list[str]:
+    """The archive names of a sample's PNGs: <prefix><video>/<exp_id>/<frame>.png, one per frame."""
+    return [f"{prefix}{sample.meta['video']}/{sample.meta['exp_id']}/{frame}.png" for frame in sample.frame_ids]
+
+
+def png_bytes(mask: np.ndarray) -> bytes:
+    """An (H, W) bool mask as an 8-bit gray PNG, 255 = the object."""
+    out = io.BytesIO()
+    Image.fromarray(mask.astype(np.uint8) * 255, mode="L").save(out, format="PNG", optimize=False)
+    return out.getvalue()
+
+
+def _frame_masks(sample: Sample, pred_root: Path, predictions: dict | None) -> list[np.ndarray]:
+    """The sample's predicted (H, W) bool masks, one per frame; DatasetFormatError saying why not."""
+    sizes = [frame_size(f) for f in sample.frames]
+    if predictions is not None:
+        pred = predictions.get(sample.id)
+        if pred is None:
+            raise DatasetFormatError("no prediction record")
+        if pred.error is not None:
+            raise DatasetFormatError(f"failed: {pred.error.get('message', pred.error.get('kind'))}"[:200])
+        rles = pred.masks or []
+        if len(rles) != sample.num_frames:
+            raise DatasetFormatError(f"{len(rles)} masks for {sample.num_frames} frames")
+        out = []
+        for rle, size in zip(rles, sizes):
+            mask = np.zeros(size, dtype=bool) if rle is None else masks.decode(rle)
+            if mask.shape != size:
+                raise DatasetFormatError(f"a mask of size {list(mask.shape)} for a frame of {list(size)}")
+            out.append(mask)
+        return out
+    out = []
+    for name, size in zip(entry_names(sample, ""), sizes):
+        path = files.inside(pred_root, name, f"sample {sample.id}: prediction PNG")
+        if not path.is_file():
+            raise DatasetFormatError(f"{path} does not exist")
+        shape, box, crop = png.read_gray(path)
+        if shape != size:
+            raise DatasetFormatError(f"{path} is {list(shape)} [H, W], its frame {list(size)}")
+        mask = np.zeros(shape, dtype=bool)
+        if box is not None:
+            mask[box[0]:box[1], box[2]:box[3]] = crop != 0
+        out.append(mask)
+    return out
+
+
+def export(benchmark: str, root: str | Path, pred: str | Path, out: str | Path, split: str = "valid",
+           empty_missing: bool = False) -> dict:
+    """Write the server's zip of `pred` (module docstring) to `out` (atomically: a temporary file
+    renamed). Returns {"expressions", "entries", "empty": ids written as empty masks}. Raises
+    SubmissionError when an expression has no usable prediction (without empty_missing), `pred`
+    does not exist, or its predictions file is unreadable."""
+    pred = Path(pred)
+    if not pred.exists():
+        raise SubmissionError(f"predictions {pred} do not exist (a run directory, a .jsonl file or a folder of PNGs)")
+    jsonl = [pred] if pred.is_file() else prediction_files(pred)
+    try:
+        predictions = read_predictions(jsonl) if jsonl else None
+    except RunStoreError as exc:
+        raise SubmissionError(str(exc)) from exc
+    chosen, prefix = samples(benchmark, root, split)
+    problems, empty, written = [], [], 0
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.partial")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for sample in chosen:
+            try:
+                frames = _frame_masks(sample, pred, predictions)
+            except DatasetFormatError as exc:
+                if not empty_missing:
+                    problems.append(f"{sample.id}: {exc}")
+                    continue
+                empty.append(sample.id)
+                frames = [np.zeros(frame_size(f), dtype=bool) for f in sample.frames]
+            for name, mask in zip(entry_names(sample, prefix), frames):
+                archive.writestr(zipfile.ZipInfo(name, ZIP_TIME), png_bytes(mask), zipfile.ZIP_DEFLATED)
+                written += 1
+    if problems:
+        tmp.unlink()
+        shown = "; ".join(problems[:3]) + (f"; ... and {len(problems) - 3} more" if len(problems) > 3 else "")
+        raise SubmissionError(f"{len(problems)} of {len(chosen)} expressions have no usable prediction, no zip written "
+                              f"({shown}); predict them, or pass --empty-missing to submit them as empty masks")
+    tmp.replace(out)
+    return {"expressions": len(chosen), "entries": written, "empty": empty}
+
+
+def check(benchmark: str, root: str | Path, archive_path: str | Path, split: str = "valid") -> list[str]:
+    """The problems of a submission zip (empty list = it passes): entries missing, unexpected
+    (other names, folders, paths with ".." or a leading "/"), or not a PNG of the frame's size."""
+    chosen, prefix = samples(benchmark, root, split)
+    expected = {}
+    for sample in chosen:
+        for name, frame in zip(entry_names(sample, prefix), sample.frames):
+            expected[name] = frame
+    try:
+        archive = zipfile.ZipFile(archive_path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        return [f"{archive_path}: not a readable zip ({exc})"]
+    problems = []
+    with archive:
+        names = archive.namelist()
+        for name in names:
+            if name.endswith("/"):
+                continue  # a folder entry (zip -r writes them): harmless
+            if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts:
+                problems.append(f"{name}: a path outside the archive's root")
+            elif name not in expected:
+                problems.append(f"{name}: not a frame of any expression of the split (expected {prefix or 'no prefix'}"
+                                "<video>/<exp_id>/<frame>.png)")
+        missing = sorted(set(expected) - set(names))
+        problems += [f"{name}: missing" for name in missing]
+        for name in names:
+            if name in expected:
+                problems += _entry_problem(archive, name, frame_size(expected[name]))
+    return problems
+
+
+def _entry_problem(archive: zipfile.ZipFile, name: str, size: tuple[int, int]) -> list[str]:
+    data = archive.read(name)
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return [f"{name}: not a PNG"]
+    found = png.decode_gray8_box(data)
+    if found is None:
+        try:
+            shape = Image.open(io.BytesIO(data)).size[::-1]
+        except OSError as exc:
+            return [f"{name}: cannot be decoded ({exc})"]
+    else:
+        shape = found[0]
+    if tuple(shape) != tuple(size):
+        return [f"{name}: {list(shape)} [H, W], its frame is {list(size)}"]
+    return []
+
+
+def _lines(items: Sequence[str]) -> Iterable[str]:
+    yield from items[:SHOWN]
+    if len(items) > SHOWN:
+        yield f"... and {len(items) - SHOWN} more"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rvt_bench.harness.submission", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="check an archive: BENCHMARK DATA_ROOT ZIP")
+    parser.add_argument("--split", default="valid", help="the split (default: valid)")
+    parser.add_argument("--empty-missing", action="store_true", help="write empty masks for expressions without a prediction")
+    parser.add_argument("benchmark", help="mevis | refytvos")
+    parser.add_argument("root", help="the benchmark's data (dataset.root)")
+    parser.add_argument("paths", nargs="+", help="PRED OUT.zip (export) or ZIP (--check)")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            if len(args.paths) != 1:
+                parser.error("--check takes BENCHMARK DATA_ROOT ZIP")
+            problems = check(args.benchmark, args.root, args.paths[0], args.split)
+            if problems:
+                print(f"{args.paths[0]}: {len(problems)} problem(s); the server would refuse or misscore it:", file=sys.stderr)
+                for line in _lines(problems):
+                    print(f"  {line}", file=sys.stderr)
+                return 1
+            print(f"{args.paths[0]}: every frame of every expression of {args.benchmark} {args.split} is there, "
+                  "as a PNG of its frame's size")
+            return 0
+        if len(args.paths) != 2:
+            parser.error("export takes BENCHMARK DATA_ROOT PRED OUT.zip")
+        done = export(args.benchmark, args.root, args.paths[0], args.paths[1], args.split, args.empty_missing)
+    except (SubmissionError, DatasetFormatError) as exc:
+        print(f"submission: {exc}", file=sys.stderr)
+        return 2
+    empty = done["empty"]
+    print(f"{args.paths[1]}: {done['expressions']} expressions, {done['entries']} PNGs"
+          + (f"; {len(empty)} written as empty masks: {', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''}" if empty else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
