@@ -136,3 +136,21 @@ def test_bad_expression_is_a_data_error_and_the_rest_loads(fixture, tmp_path):
 def test_unknown_split_names_the_splits_present(fixture):
     with pytest.raises(DatasetFormatError, match=r"no split 'valid'.*\['valid_u'\]"):
         MeViSDataset(fixture[0], split="valid")
+
+
+def test_the_documented_command_gives_the_printed_numbers(fixture, tmp_path):
+    # rvt-bench +dataset=mevis dataset.root=... +model=precomputed model.root=... (docs/benchmarks/mevis.md)
+    from hydra import compose, initialize_config_dir
+
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver)
+    from rvt_bench.harness.runner import run
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("config", overrides=["+dataset=mevis", f"dataset.root={fixture[0]}", "+model=precomputed",
+                                           f"model.root={fixture[1]}", f"run.root={tmp_path / 'runs'}",
+                                           f"leaderboard.dir={tmp_path / 'boards'}", "run.report=false"])
+    body = run(cfg).metrics
+    for key in ("J", "F", "J&F"):
+        assert body["metrics"][key] == pytest.approx(PRINTED["printed"][key], abs=1e-9)
+    assert body["n"] == 10
