@@ -115,8 +115,9 @@ def test_valid_split_without_gt_loads_for_submission_and_does_not_score(tmp_path
         {"videos": {"v1": {"expressions": {"0": {"exp": "the cat"}}, "frames": ["00000"]}}}))
     ds = MeViSDataset(tmp_path, split="valid")
     assert [s.id for s in ds] == ["v1/0"] and ds[0].target.masks is None
-    with pytest.raises(DatasetFormatError, match="GT mask"):
-        MeViSProtocol().score(ds[0], Prediction("v1/0", masks=[None]))
+    protocol = MeViSProtocol()
+    out = protocol.aggregate([protocol.score(ds[0], Prediction("v1/0", masks=[None]))])
+    assert out["metrics"] == {} and "harness.submission mevis" in out["warnings"][0]
 
 
 def test_bad_expression_is_a_data_error_and_the_rest_loads(fixture, tmp_path):

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 
 from rvt_bench.core.records import ScoreRecord, UnitValues
-from rvt_bench.core.types import DatasetFormatError, Prediction, Sample
+from rvt_bench.core.types import Prediction, Sample
 from rvt_bench.metrics.estimators import Found, mean_of
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH
 from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, record_header
@@ -20,7 +20,8 @@ from rvt_bench.metrics.units.video_jf import empty_frame_jf, frame_crops, frame_
 log = logging.getLogger(__name__)
 
 FAILED = ("reference", "zero")
-SCORED, ZERO, DROPPED = "scored", "zero", "dropped"
+SCORED, ZERO, DROPPED, SERVER = "scored", "zero", "dropped", "server"
+UNSCORED = (DROPPED, SERVER)
 WORKERS = 64  # eval_mevis.py's NUM_WOEKERS: each dropped expression ends one of its worker processes
 
 
@@ -30,6 +31,7 @@ class MeViSValues(UnitValues):
     (J + F) / 2; frames = {"I", "U", "J", "F"} per frame ({} when not scored); outcome = "scored",
     "zero" (J = F = 0: its video has no prediction folder, or failed="zero") or "dropped" (left out
     of every mean, as the reference leaves out an expression whose folder or frame PNG is missing);
+    "server" (no public GT, the `valid` split: the CodaLab server scores it; left out here);
     gt_empty = the GT is empty in every frame; baseline = {"J", "F"} of an empty prediction."""
 
     kind = "mevis"
@@ -75,14 +77,14 @@ class MeViSProtocol(Protocol):
         return metric + ("[failed-zero]" if self.failed == "zero" else "")
 
     def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
-        """Record: header + MeViSValues. Raises DatasetFormatError when the sample has no GT masks
-        (the `valid` split: its score is the server's); AdapterError when the prediction's frame
-        count or mask size differs from the sample's."""
-        if sample.target.masks is None:
-            raise DatasetFormatError(f"sample {sample.id!r} has no GT masks (MeViS valid: the CodaLab server scores it; "
-                                     "python -m rvt_bench.harness.submission mevis DATA_ROOT RUN_DIR submission.zip)")
-        gt_masks = gt_mask_list(sample)
+        """Record: header + MeViSValues (outcome "server" for a sample without GT masks: the `valid`
+        split). Raises AdapterError when the prediction's frame count or mask size differs from
+        the sample's."""
         record = record_header(sample, pred, ())
+        if sample.target.masks is None:  # valid: no public GT, the server scores it
+            record.add(MeViSValues(0.0, 0.0, 0.0, {}, SERVER))
+            return record
+        gt_masks = gt_mask_list(sample)
         gt_empty = all(m is None for m in gt_masks)
         frames: dict[str, list] = {"I": [], "U": [], "J": [], "F": []}
         base: dict[str, list] = {"J": [], "F": []}
@@ -102,18 +104,23 @@ class MeViSProtocol(Protocol):
         return record
 
     def aggregate(self, records: list[ScoreRecord]) -> dict:
-        """metrics: "J&F", "J", "F" (named by `key`) over the expressions not dropped, fractions in
+        """metrics: "J&F", "J", "F" (named by `key`) over the expressions scored or zeroed, fractions in
         [0, 1]; "n"; "dropped": ids of dropped expressions; "zeroed": ids scored 0 for a failure;
         "baseline_empty": the same metrics for an empty prediction on the same expressions;
         "warnings": the dropped expressions by name, samples with an all-empty GT, a headline equal
         to the baseline."""
         records = sorted(records, key=lambda r: r.sample_id)
-        kept = [r for r in records if _v(r).outcome != DROPPED]
+        kept = [r for r in records if _v(r).outcome not in UNSCORED]
         dropped = [r.sample_id for r in records if _v(r).outcome == DROPPED]
+        server = [r.sample_id for r in records if _v(r).outcome == SERVER]
         metrics = self._means(kept, lambda v: (v.J, v.F))
         baseline = self._means([r for r in kept if _v(r).baseline is not None],
                                lambda v: (v.baseline["J"], v.baseline["F"]))
         warnings = []
+        if server:
+            warnings.append(f"{len(server)} expression(s) have no public GT (MeViS valid): the CodaLab server scores them; "
+                            "write its zip with: python -m rvt_bench.harness.submission mevis DATA_ROOT RUN_DIR "
+                            "submission.zip")
         if dropped:
             warnings.append(f"{len(dropped)} expression(s) dropped from every mean, as eval_mevis.py drops an expression "
                             f"whose prediction folder or a frame PNG is missing (its worker crashes without a word; "
@@ -134,7 +141,7 @@ class MeViSProtocol(Protocol):
         """J, F, J&F: the plain mean over the expressions not dropped (J&F per expression is
         (J + F) / 2, so its mean is the reported J&F)."""
         name = {self.key("J"): "J", self.key("F"): "F", self.key("J&F"): "jf"}.get(key)
-        kept = [r for r in records if _v(r).outcome != DROPPED]
+        kept = [r for r in records if _v(r).outcome not in UNSCORED]
         if name is None:
             return f"no estimator for MeViS metric {key!r}"
         if not kept:
