@@ -119,7 +119,7 @@ def test_a_missing_expression_stops_the_export_unless_empty_missing(mevis, tmp_p
         assert not np.array(Image.open(io.BytesIO(z.read("v2/1/00005.png")))).any()
 
 
-def test_check_names_missing_extra_escaping_and_wrongly_sized_entries(mevis, tmp_path):
+def test_check_names_missing_extra_escaping_wrongly_sized_and_corrupt_entries(mevis, tmp_path):
     pred = tmp_path / "pred"
     write_pngs(pred, VIDEOS)
     out = tmp_path / "sub.zip"
@@ -132,6 +132,8 @@ def test_check_names_missing_extra_escaping_and_wrongly_sized_entries(mevis, tmp
             data = src.read(name)
             if name == "v2/0/00000.png":
                 data = submission.png_bytes(np.zeros((H + 1, W), dtype=bool))
+            if name == "v2/1/00005.png":
+                data = data[:40]  # its header says 6 x 8, its pixels are cut off
             dst.writestr(name, data)
         dst.writestr("Annotations/v1/0/00000.png", src.read("v1/0/00000.png"))
         dst.writestr("../evil.png", b"x")
@@ -142,7 +144,8 @@ def test_check_names_missing_extra_escaping_and_wrongly_sized_entries(mevis, tmp
     assert any(p.startswith("Annotations/v1/0/00000.png: not a frame") for p in problems)
     assert any(p.startswith("../evil.png: a path outside") for p in problems)
     assert any(p.startswith("v1/1/00000.png.txt: not a frame") for p in problems)
-    assert len(problems) == 5
+    assert any(p.startswith("v2/1/00005.png: cannot be decoded") for p in problems)
+    assert len(problems) == 6
 
 
 def test_a_benchmark_without_a_server_layout_is_refused_in_one_line(tmp_path, capsys):

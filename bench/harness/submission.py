@@ -86,11 +86,11 @@ def _frame_masks(sample: Sample, pred_root: Path, predictions: dict | None) -> l
         if len(rles) != sample.num_frames:
             raise DatasetFormatError(f"{len(rles)} masks for {sample.num_frames} frames")
         out = []
-        for rle, size in zip(rles, sizes):
-            mask = np.zeros(size, dtype=bool) if rle is None else masks.decode(rle)
-            if mask.shape != size:
-                raise DatasetFormatError(f"a mask of size {list(mask.shape)} for a frame of {list(size)}")
-            out.append(mask)
+        for k, (rle, size) in enumerate(zip(rles, sizes)):
+            problem = None if rle is None else masks.rle_problem(rle, size)
+            if problem is not None:
+                raise DatasetFormatError(f"frame {k}: {problem}")
+            out.append(np.zeros(size, dtype=bool) if rle is None else masks.decode(rle))
         return out
     out = []
     for name, size in zip(entry_names(sample, ""), sizes):
@@ -179,19 +179,23 @@ def check(benchmark: str, root: str | Path, archive_path: str | Path, split: str
 
 
 def _entry_problem(archive: zipfile.ZipFile, name: str, size: tuple[int, int]) -> list[str]:
+    """The problem of one expected entry: too large, not a PNG, not of the frame's (H, W) by its
+    header, or not decodable (decoded only once its header passed dataset.limits)."""
+    limit = files.limits().max_file_mb
+    if archive.getinfo(name).file_size > limit * 2 ** 20:  # read nothing a frame's mask cannot need
+        return [f"{name}: {archive.getinfo(name).file_size} bytes uncompressed, over dataset.limits.max_file_mb={limit:g}"]
     data = archive.read(name)
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+    declared = files.image_size(data) if data.startswith(b"\x89PNG\r\n\x1a\n") else None
+    if declared is None:
         return [f"{name}: not a PNG"]
-    found = png.decode_gray8_box(data)
-    if found is None:
-        try:
-            shape = Image.open(io.BytesIO(data)).size[::-1]
-        except OSError as exc:
-            return [f"{name}: cannot be decoded ({exc})"]
-    else:
-        shape = found[0]
-    if tuple(shape) != tuple(size):
-        return [f"{name}: {list(shape)} [H, W], its frame is {list(size)}"]
+    if (declared[1], declared[0]) != tuple(size):
+        return [f"{name}: {[declared[1], declared[0]]} [H, W], its frame is {list(size)}"]
+    try:
+        files.check_image_pixels(data, name, "mask PNG")
+        if png.decode_gray8_box(data) is None:
+            Image.open(io.BytesIO(data)).load()
+    except (DatasetFormatError, OSError, ValueError) as exc:
+        return [f"{name}: cannot be decoded ({exc})"]
     return []
 
 
