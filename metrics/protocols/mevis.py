@@ -43,11 +43,11 @@ class MeViSValues(UnitValues):
     gt_empty: bool | None = None
     baseline: dict[str, float] | None = None
 
-    def correct(self) -> bool:
-        return self.J > CORRECT_IOU
+    def correct(self) -> bool | None:
+        return None if self.outcome == SERVER else self.J > CORRECT_IOU
 
-    def sample_score(self) -> float:
-        return self.jf
+    def sample_score(self) -> float | None:
+        return None if self.outcome == SERVER else self.jf
 
 
 class MeViSProtocol(Protocol):
