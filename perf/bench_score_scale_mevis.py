@@ -26,8 +26,16 @@ Steps:
 4. values: per expression J and F and the printed means against ours (max |diff|).
 Printed: wall and CPU seconds of each, the ratio reference / ours, peak RSS.
 
-Figures: see the closing note of issue 35 and docs/benchmarks/mevis.md (reduced sizes only on the
-shared 2-core machine).
+Figures (2026-12-04, 2 vCPUs shared with seven other engineers' jobs, load average 16-18; REDUCED
+sizes only: the full 50 x 140 x 4 would take the reference well over an hour here), --workers 2,
+720x1280:
+    --videos 4 --frames 40 --expressions 4 (16 expressions, 640 frames):
+    ours 5.5 s wall / 1.1 s CPU, eval_mevis.py 95.5 s wall / 18.4 s CPU: 17.5x wall, 16.7x CPU
+    --videos 8 --frames 70 --expressions 4 (32 expressions, 2,240 frames):
+    ours 21.3 s wall / 4.0 s CPU, eval_mevis.py 214.6 s wall / 64.3 s CPU: 10.1x wall, 15.9x CPU
+    per expression J and F and the printed J, F, J&F identical (max |diff| 0.0) in both; peak RSS
+    ours 60 MB main + 232 MB largest worker, eval_mevis.py 511 MB (its Manager process serves the
+    whole mask_dict to every worker, one frame's track at a time).
 """
 from __future__ import annotations
 
