@@ -34,8 +34,8 @@ sizes only: the full 50 x 140 x 4 would take the reference well over an hour her
     --videos 8 --frames 70 --expressions 4 (32 expressions, 2,240 frames):
     ours 21.3 s wall / 4.0 s CPU, eval_mevis.py 214.6 s wall / 64.3 s CPU: 10.1x wall, 15.9x CPU
     per expression J and F and the printed J, F, J&F identical (max |diff| 0.0) in both; peak RSS
-    ours 60 MB main + 232 MB largest worker, eval_mevis.py 511 MB (its Manager process serves the
-    whole mask_dict to every worker, one frame's track at a time).
+    ours 60 MB main + 232 MB largest worker, eval_mevis.py 511 MB largest process (its workers read
+    mask_dict through a Manager proxy, which sends an anno's whole track for every frame read).
 """
 from __future__ import annotations
 
