@@ -19,7 +19,7 @@ Steps:
    and a submission of 0/255 PNGs <pred>/<video>/<exp_id>/<frame>.png (each expression's GT
    shifted). Not timed.
 2. ours: rvt_bench.loaders.mevis.MeViSDataset, then in a pool of --workers processes per expression
-   PrecomputedAdapter(layout="revos").predict and MeViSProtocol.score, then aggregate: what
+   PrecomputedAdapter(layout="mevis").predict and MeViSProtocol.score, then aggregate: what
    `rvt-bench +dataset=mevis +model=precomputed` runs, minus writing files.
 3. reference: eval_mevis.py on the same files (a subprocess); its printed J, F, J&F and its
    per-expression file read back.
@@ -131,7 +131,7 @@ _WORKER: tuple | None = None
 def _init(pred_root: str) -> None:
     global _WORKER
     cv2.setNumThreads(1)
-    _WORKER = (PrecomputedAdapter(pred_root, layout="revos", workers=1), MeViSProtocol())
+    _WORKER = (PrecomputedAdapter(pred_root, layout="mevis", workers=1), MeViSProtocol())
 
 
 def _score_one(sample) -> ScoreRecord:

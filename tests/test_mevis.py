@@ -25,7 +25,7 @@ def fixture(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def predictions(dataset, pred_root: Path) -> list[Prediction]:
-    adapter = PrecomputedAdapter(pred_root, layout="revos")
+    adapter = PrecomputedAdapter(pred_root, layout="mevis")
     out = []
     for sample in dataset:
         try:

@@ -5,12 +5,14 @@ prediction PNGs, and checked before upload (MeViS valid, Ref-YouTube-VOS valid: 
     python -m rvt_bench.harness.submission --check refytvos DATA_ROOT submission.zip
 
 DATA_ROOT: the benchmark's data (dataset.root); PRED: a run directory (predictions*.jsonl), one
-.jsonl file of predictions, or a folder of PNGs <video>/<exp_id>/<frame>.png. The layout is the
-benchmark loader's ``submission_prefix`` + ``<video>/<exp_id>/<frame>.png``: one 8-bit gray PNG per
-frame of every expression, 255 = the object, 0 = background (ReferFormer's inference_ytvos.py);
-MeViS: "" (VISA tools/zip_mp_mevis.py), Ref-YouTube-VOS: "Annotations/" (VISA
-tools/zip_mp_refytvos.py, ReferFormer's `zip -r submission.zip Annotations`). Docs:
-docs/benchmarks/mevis.md, docs/benchmarks/refytvos.md.
+.jsonl file of predictions, or a folder of PNGs in the benchmark's declared `predictions` layout
+(<video>/<exp_id>/<frame>.png). The archive's layout is the benchmark's declaration
+(conf/dataset/<name>.yaml `submission.path`, a template over sample meta keys and {frame_id}): one
+8-bit gray PNG per frame of every expression, 255 = the object, 0 = background (ReferFormer's
+inference_ytvos.py); MeViS: <video>/<exp_id>/<frame>.png (VISA tools/zip_mp_mevis.py),
+Ref-YouTube-VOS: Annotations/<video>/<exp_id>/<frame>.png (VISA tools/zip_mp_refytvos.py,
+ReferFormer's `zip -r submission.zip Annotations`). Docs: docs/benchmarks/mevis.md,
+docs/benchmarks/refytvos.md.
 
 An expression without a usable prediction (missing, failed, wrong frame count or size) stops the
 export with one line naming the first few, unless --empty-missing writes empty masks for them (and
@@ -31,7 +33,8 @@ from PIL import Image
 
 from rvt_bench.core import files, masks, png
 from rvt_bench.core.frames import frame_size
-from rvt_bench.core.paths import CONF_DIR
+from rvt_bench.core import benchmark as benchmark_decl
+from rvt_bench.core.benchmark import PredictionLayout
 from rvt_bench.core.store import prediction_files, read_predictions
 from rvt_bench.core.types import DatasetFormatError, RunStoreError, RvtBenchError, Sample
 
@@ -45,25 +48,36 @@ class SubmissionError(RvtBenchError):
     kind = "submission"
 
 
-def samples(benchmark: str, root: str | Path, split: str) -> tuple[list[Sample], str]:
-    """(the split's samples, the zip prefix) of conf/dataset/<benchmark>.yaml's loader on `root`.
-    Raises SubmissionError when there is no such benchmark or it declares no server layout."""
+def samples(benchmark: str, root: str | Path, split: str) -> tuple[list[Sample], PredictionLayout]:
+    """(the split's samples, the archive's layout) of benchmark `benchmark`'s declaration
+    (conf/dataset/<benchmark>.yaml: its loader on `root`, its `submission.path` template over sample
+    meta keys and {frame_id}). Raises SubmissionError when there is no such benchmark or it declares
+    no submission."""
     from rvt_bench.loaders.config import from_yaml
 
-    path = CONF_DIR / "dataset" / f"{benchmark}.yaml"
-    if not path.is_file():
-        raise SubmissionError(f"no benchmark {benchmark!r} (conf/dataset/{benchmark}.yaml not found)")
-    dataset = from_yaml(str(path), root=str(root), split=split)
-    prefix = getattr(dataset, "submission_prefix", None)
-    if prefix is None:
-        raise SubmissionError(f"benchmark {benchmark!r} has no server submission (its loader declares no "
-                              "submission_prefix); score it with rvt-bench")
-    return list(dataset), prefix
+    path = benchmark_decl.dataset_file(benchmark)
+    if path is None:
+        raise SubmissionError(f"no benchmark {benchmark!r} (no conf/dataset/{benchmark}.yaml)")
+    block = (benchmark_decl.declaration(benchmark) or {}).get("submission")
+    if block is None:
+        raise SubmissionError(f"benchmark {benchmark!r} has no server submission (its declaration has no `submission`); "
+                              "score it with rvt-bench")
+    try:
+        layout = benchmark_decl.prediction_layout("submission", block, f"{path}: ")
+    except benchmark_decl.DeclarationError as exc:
+        raise SubmissionError(str(exc)) from exc
+    if not layout.per_frame:
+        raise SubmissionError(f"{path}: submission.path must hold {{{benchmark_decl.FRAME_FIELD}}} (one PNG per frame)")
+    return list(from_yaml(str(path), root=str(root), split=split)), layout
 
 
-def entry_names(sample: Sample, prefix: str) -> list[str]:
-    """The archive names of a sample's PNGs: <prefix><video>/<exp_id>/<frame>.png, one per frame."""
-    return [f"{prefix}{sample.meta['video']}/{sample.meta['exp_id']}/{frame}.png" for frame in sample.frame_ids]
+def entry_names(sample: Sample, layout: PredictionLayout) -> list[str]:
+    """The archive names of a sample's PNGs (the declared template, e.g. <video>/<exp_id>/<frame>.png),
+    one per frame. Raises DatasetFormatError when the sample lacks a meta key the template needs."""
+    try:
+        return layout.names(sample.meta, sample.frame_ids)
+    except KeyError as exc:
+        raise DatasetFormatError(f"sample {sample.id}: the submission layout needs meta key {exc}") from exc
 
 
 def png_bytes(mask: np.ndarray) -> bytes:
@@ -73,7 +87,7 @@ def png_bytes(mask: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def _frame_masks(sample: Sample, pred_root: Path, predictions: dict | None) -> list[np.ndarray]:
+def _frame_masks(sample: Sample, pred_root: Path, predictions: dict | None, layout: PredictionLayout) -> list[np.ndarray]:
     """The sample's predicted (H, W) bool masks, one per frame; DatasetFormatError saying why not."""
     sizes = [frame_size(f) for f in sample.frames]
     if predictions is not None:
@@ -93,7 +107,7 @@ def _frame_masks(sample: Sample, pred_root: Path, predictions: dict | None) -> l
             out.append(np.zeros(size, dtype=bool) if rle is None else masks.decode(rle))
         return out
     out = []
-    for name, size in zip(entry_names(sample, ""), sizes):
+    for name, size in zip(entry_names(sample, layout), sizes):
         path = files.inside(pred_root, name, f"sample {sample.id}: prediction PNG")
         if not path.is_file():
             raise DatasetFormatError(f"{path} does not exist")
@@ -121,21 +135,23 @@ def export(benchmark: str, root: str | Path, pred: str | Path, out: str | Path, 
         predictions = read_predictions(jsonl) if jsonl else None
     except RunStoreError as exc:
         raise SubmissionError(str(exc)) from exc
-    chosen, prefix = samples(benchmark, root, split)
+    chosen, layout = samples(benchmark, root, split)
+    declared = [lay for lay in benchmark_decl.prediction_layouts(benchmark).values() if lay.per_frame]
+    source = declared[0] if declared else layout  # a PNG folder: the benchmark's declared prediction layout
     problems, empty, written = [], [], 0
     out = Path(out)
     tmp = out.with_name(f".{out.name}.partial")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
         for sample in chosen:
             try:
-                frames = _frame_masks(sample, pred, predictions)
+                frames = _frame_masks(sample, pred, predictions, source)
             except DatasetFormatError as exc:
                 if not empty_missing:
                     problems.append(f"{sample.id}: {exc}")
                     continue
                 empty.append(sample.id)
                 frames = [np.zeros(frame_size(f), dtype=bool) for f in sample.frames]
-            for name, mask in zip(entry_names(sample, prefix), frames):
+            for name, mask in zip(entry_names(sample, layout), frames):
                 archive.writestr(zipfile.ZipInfo(name, ZIP_TIME), png_bytes(mask), zipfile.ZIP_DEFLATED)
                 written += 1
     if problems:
@@ -150,10 +166,10 @@ def export(benchmark: str, root: str | Path, pred: str | Path, out: str | Path, 
 def check(benchmark: str, root: str | Path, archive_path: str | Path, split: str = "valid") -> list[str]:
     """The problems of a submission zip (empty list = it passes): entries missing, unexpected
     (other names, folders, paths with ".." or a leading "/"), or not a PNG of the frame's size."""
-    chosen, prefix = samples(benchmark, root, split)
+    chosen, layout = samples(benchmark, root, split)
     expected = {}
     for sample in chosen:
-        for name, frame in zip(entry_names(sample, prefix), sample.frames):
+        for name, frame in zip(entry_names(sample, layout), sample.frames):
             expected[name] = frame
     try:
         archive = zipfile.ZipFile(archive_path)
@@ -168,8 +184,7 @@ def check(benchmark: str, root: str | Path, archive_path: str | Path, split: str
             if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts:
                 problems.append(f"{name}: a path outside the archive's root")
             elif name not in expected:
-                problems.append(f"{name}: not a frame of any expression of the split (expected {prefix or 'no prefix'}"
-                                "<video>/<exp_id>/<frame>.png)")
+                problems.append(f"{name}: not a frame of any expression of the split (expected {layout.path})")
         missing = sorted(set(expected) - set(names))
         problems += [f"{name}: missing" for name in missing]
         for name in names:

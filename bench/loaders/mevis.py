@@ -46,7 +46,6 @@ class MeViSDataset(Dataset):
     """
 
     name = "mevis"
-    submission_prefix = ""  # the server's zip (split valid): <video>/<exp_id>/<frame>.png (VISA zip_mp_mevis.py)
 
     def __init__(self, root: str | Path | None, split: str = "valid_u") -> None:
         super().__init__()

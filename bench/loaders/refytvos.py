@@ -37,7 +37,6 @@ class RefYTVOSDataset(Dataset):
     """
 
     name = "refytvos"
-    submission_prefix = "Annotations/"  # the server's zip: Annotations/<video>/<exp_id>/<frame>.png (VISA zip_mp_refytvos.py)
 
     def __init__(self, root: str | Path | None, split: str = "valid", exclude_test: bool = True) -> None:
         super().__init__()
