@@ -154,3 +154,27 @@ def test_a_benchmark_without_a_server_layout_is_refused_in_one_line(tmp_path, ca
     write_revos(tmp_path / "revos")
     assert submission.main(["revos", str(tmp_path / "revos"), str(tmp_path), str(tmp_path / "x.zip")]) == 2
     assert "no server submission" in capsys.readouterr().err
+
+
+def test_a_refytvos_run_predicts_scores_nothing_and_its_run_directory_zips(refytvos, tmp_path):
+    # the documented flow (docs/benchmarks/refytvos.md): rvt-bench +dataset=refytvos ..., then the zip
+    from hydra import compose, initialize_config_dir
+
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver)
+    from rvt_bench.harness.runner import run
+
+    pred = tmp_path / "pred"
+    write_pngs(pred, VIDEOS)
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("config", overrides=["+dataset=refytvos", f"dataset.root={refytvos}", "+model=precomputed",
+                                           f"model.root={pred}", f"run.root={tmp_path / 'runs'}",
+                                           f"leaderboard.dir={tmp_path / 'boards'}", "run.report=false"])
+    result = run(cfg)
+    assert result.metrics["metrics"] == {} and result.metrics["n"] == 4
+    out = tmp_path / "from_run.zip"
+    assert submission.export("refytvos", refytvos, result.run_dir, out)["expressions"] == 4
+    with zipfile.ZipFile(out) as z:
+        assert np.array_equal(np.array(Image.open(io.BytesIO(z.read("Annotations/v1/1/00005.png")))) > 0,
+                              np.array(Image.open(pred / "v1" / "1" / "00005.png")) > 0)
+    assert submission.check("refytvos", refytvos, out) == []
