@@ -155,3 +155,14 @@ def test_the_documented_command_gives_the_printed_numbers(fixture, tmp_path):
     for key in ("J", "F", "J&F"):
         assert body["metrics"][key] == pytest.approx(PRINTED["printed"][key], abs=1e-9)
     assert body["n"] == 10
+
+
+def test_a_video_without_its_frame_folder_fails_each_of_its_expressions(fixture, tmp_path):
+    import shutil
+
+    root = tmp_path / "mevis"
+    shutil.copytree(fixture[0], root)
+    shutil.rmtree(root / "valid_u" / "JPEGImages" / "vidB")
+    ds = MeViSDataset(root)
+    assert [e["sample_id"] for e in ds.errors] == ["vidB/0", "vidB/1", "vidB/2"]
+    assert all("frame directory" in e["message"] for e in ds.errors) and len(ds) == 7
