@@ -28,7 +28,8 @@ frame holds (0 when empty), or ``[[value, RLE], ...]`` when it holds several; VI
 these values (metrics/protocols/revos.py).
 
 Failures (raised as AdapterError, recorded by the runner for that sample, the run goes on):
-- a missing PNG: the message names the expected path. For a video, one missing frame PNG (first,
+- a missing PNG: the message names the expected path; the trace's "missing" names the first part
+  of it that does not exist (``first_missing``). For a video, one missing frame PNG (first,
   middle or last; or the whole expression or video folder) fails the whole expression, as in VISA
   eval_revos.py, whose bare ``except`` then records J = F = A = R = 0; the ReVOS protocol scores a
   failed expression 0 the same way (its ``failed="zero"`` default), and metrics.json lists it.
@@ -167,10 +168,12 @@ class PrecomputedAdapter(Adapter):
         paths = png_paths(self.root, layout, sample)
         missing = [p for p in paths if not p.exists()]  # a FIFO or device is refused by name when read
         if missing:
-            raise not_found(
+            exc = not_found(
                 f"sample {sample.id}: prediction PNG {missing[0]} does not exist"
                 + (f" ({len(missing)} of {len(paths)} frame PNGs missing)" if len(paths) > 1 else "")
             )
+            exc.trace["missing"] = first_missing(self.root, missing[0])
+            raise exc
         rles, values = [], []
         for path, frame in zip(paths, sample.frames):
             try:
@@ -223,6 +226,19 @@ def not_found(message: str) -> AdapterError:
     exc = AdapterError(message)
     exc.trace = {"found": False}
     return exc
+
+
+def first_missing(root: Path, path: Path) -> str:
+    """The first part of ``path`` (a path under ``root``) that does not exist, relative to ``root``
+    ("vid" when the folder ``root/vid`` is missing, "vid/3/00000.png" when only that file is): a
+    failed sample's trace["missing"], which a benchmark whose reference treats a missing folder
+    apart reads (MeViS: a missing video folder scores 0, a missing expression folder is dropped)."""
+    relative = path.relative_to(root)
+    for depth in range(1, len(relative.parts) + 1):
+        part = Path(*relative.parts[:depth])
+        if not (root / part).exists():
+            return part.as_posix()
+    return relative.as_posix()
 
 
 def png_paths(root: Path, layout: PredictionLayout, sample: Sample) -> list[Path]:

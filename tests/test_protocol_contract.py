@@ -101,10 +101,14 @@ FACTORIES = {
     "ReVOSProtocol": lambda rng, node: revos_samples(rng),
     "ReasonVOSProtocol": lambda rng, node: [replace(s, meta={"is_sent": i % 2 == 0, "source": "mevis"})
                                             for i, s in enumerate(revos_samples(rng, 10))],
+    "MeViSProtocol": lambda rng, node: [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)],
+    "ServerProtocol": lambda rng, node: [replace(s, target=Target(), meta={"video": s.id, "exp_id": "0"})
+                                         for s in revos_samples(rng)],
     "RVTBenchProtocol": lambda rng, node: task_samples(rng, tasks=tuple(dict.fromkeys(
         h.split("/", 1)[0] for h in node.get("headline") or ["segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4",
                                                              "summarization/BLEU-4"]))),
 }
+SERVER = {"refytvos"}  # configs scored by the benchmark's server (no public GT): no metrics here, a warning instead
 
 
 def samples_for(node, rng) -> list[Sample]:
@@ -206,6 +210,9 @@ def test_the_records_are_not_trivial(case):
     name, protocol, _, records = case
     body = protocol.aggregate(records)
     assert body["n"] == len(records) > 0
+    if name in SERVER:
+        assert body["metrics"] == {} and "submission" in body["warnings"][0]
+        return
     numbers = [v for v in body["metrics"].values() if isinstance(v, float) and np.isfinite(v)]
     assert numbers and any(0 < v < 1 for v in numbers), (name, body["metrics"])
 
@@ -215,7 +222,7 @@ def test_every_headline_metric_has_an_estimator_that_reproduces_it(case):
     name, protocol, _, records = case
     metrics = protocol.aggregate(records)["metrics"]
     numeric = [k for k in protocol.headline if isinstance(metrics.get(k), float) and np.isfinite(metrics[k])]
-    assert numeric, (name, metrics)
+    assert numeric or (name in SERVER and protocol.headline == []), (name, metrics)
     for key in numeric:
         est = protocol.estimator(key, records)
         assert not isinstance(est, str), (name, key, est)

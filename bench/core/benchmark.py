@@ -13,6 +13,8 @@ The dataset YAML declares everything the harness knows of a benchmark (docs/addi
       lines: [[segmentation, J], ...]   long layouts only: the (task, metric) lines of each method
       subsets: {referring: "referring/"}  a published row's subset -> the prefix of its cell key
       published: [visa_arxiv2407.11325.csv]   its published rows (leaderboards/paper/ or beside the YAML)
+    submission:                    the zip its server scores, GT not public (bench/harness/submission.py)
+      path: "Annotations/{video}/{exp_id}/{frame_id}.png"
 
 Nothing outside a benchmark's own modules compares with its name: the precomputed adapter asks for
 the declared prediction layouts, the tables for the declared paper layout

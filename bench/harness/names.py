@@ -60,6 +60,10 @@ _REGISTERED = [  # targets (where the code lives now) whose name is their pre-mo
     "metrics.units.video_jf.VideoJF",
     "harness.sweep_table.SweepTable",  # a Hydra callback (conf/config.yaml); in no fingerprint, registered as every target
     "harness.slurm.SlurmStates",  # added after the move (conf/hydra/launcher/slurm.yaml; in no fingerprint)
+    "loaders.mevis.MeViSDataset",  # added after the move (MeViS, issue 35)
+    "metrics.protocols.mevis.MeViSProtocol",
+    "loaders.refytvos.RefYTVOSDataset",  # Ref-YouTube-VOS (issue 35)
+    "metrics.protocols.server.ServerProtocol",
 ]
 # registered name -> the `_target_` that builds it today
 NAMES: dict[str, str] = {name: _PREFIX + name for name in _REGISTERED}

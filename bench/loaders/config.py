@@ -13,6 +13,7 @@
         _target_: rvt_bench.metrics.protocols.revos.ReVOSProtocol
       predictions: {...}          # where a precomputed folder holds a sample's masks  } read as data:
       paper: {...}                # its published table layout and rows               } rvt_bench.core.benchmark
+      submission: {...}           # the zip its server scores (bench/harness/submission.py)
       limits:                     # what one file or sample may cost to read (rvt_bench.core.files.ReadLimits)
         max_image_pixels: 67108864
         ...
@@ -38,7 +39,7 @@ from rvt_bench.core.files import ReadLimits
 from rvt_bench.core.ranges import COUNT, JSON_DEPTH, MEGABYTES, PIXELS
 from rvt_bench.core.types import DatasetFormatError
 
-_NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper")
+_NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper", "submission")
 HUB_KEYS = ("hf_dataset", "hf_revision")  # the dataset node's hub source, handed to the loader when set
 
 # ReadLimits is frozen (a run's limits must not change under it); a config node must take overrides.
@@ -65,6 +66,7 @@ class DatasetConfig:
     protocol: Any = field(default_factory=dict)
     predictions: Any = None   # where a precomputed folder holds a sample's masks (rvt_bench.core.benchmark)
     paper: Any = None         # its published table and rows (rvt_bench.core.benchmark, leaderboards/tables.py)
+    submission: Any = None    # the zip its server scores, GT not public (bench/harness/submission.py)
     limits: Any = field(default_factory=LimitsConfig)
 
 

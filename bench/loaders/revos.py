@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
+from rvt_bench.loaders import video_meta
 from rvt_bench.loaders.base import (Dataset, existing_splits, layout_hint, read_json, require_dir, require_file,
                                     require_keys)
 from rvt_bench.core.frames import frame_size
@@ -114,44 +115,20 @@ class ReVOSDataset(Dataset):
         self._foreground: dict | None = None
         self._use_foreground = foreground if foreground is not None else self._foreground_path.is_file()
         self._require_foreground = foreground is True
-        for video, earlier in getattr(meta["videos"], "dropped", []):
-            self._record_repeated_video(meta_path, video, earlier)
+        video_meta.record_repeated(self, meta_path, meta["videos"])
         for video, info in meta["videos"].items():
             try:
                 self._samples.extend(self._video_samples(video, info, mask_dict, sidecar.get(video), meta_path))
             except _WholeDatasetError:
                 raise
             except DatasetFormatError as exc:  # a video-level problem: every expression of the video fails
-                expressions = info.get("expressions") if isinstance(info, dict) else None
-                ids = [*expressions, *files.repeated_keys(expressions)] if isinstance(expressions, dict) else []
-                for exp_id in ids or [None]:
-                    self.record_error(video if exp_id is None else f"{video}/{exp_id}", str(exc))
+                for sample_id in video_meta.video_error_ids(video, info):
+                    self.record_error(sample_id, str(exc))
         self.require_some_samples(str(meta_path))
-
-    def _record_repeated_video(self, meta_path: Path, video: str, earlier: Any) -> None:
-        """The expressions of a video entry that a later entry of the same name replaced: data errors."""
-        expressions = earlier.get("expressions") if isinstance(earlier, dict) else None
-        for exp_id in expressions if isinstance(expressions, dict) and expressions else [None]:
-            self.record_error(video if exp_id is None else f"{video}/{exp_id}",
-                              f"{meta_path}: video {video!r} appears twice in 'videos'; this earlier entry is left out "
-                              f"(a JSON reader keeps only the last)")
 
     def _video_samples(self, video: str, info: dict, mask_dict: dict, labels: list | None, meta_path: Path) -> list[Sample]:
         where = f"{meta_path} video {video!r}"
-        require_keys(info, ("frames", "expressions"), where)
-        if files.repeated_keys(info):
-            raise DatasetFormatError(f"{where}: key {files.repeated_keys(info)[0]!r} appears twice")
-        if not isinstance(info["frames"], list):
-            raise DatasetFormatError(f"{where}: 'frames' must be a list of frame names, got {type(info['frames']).__name__}")
-        frame_ids = [str(f) for f in info["frames"]]
-        video_dir = files.inside(self.frames_dir, video, f"{where}: video name")
-        if not video_dir.is_dir():
-            raise DatasetFormatError(f"{where}: frame directory {video_dir} does not exist")
-        frames = [str(files.inside(video_dir, f"{f}.jpg", f"{where}: frame name")) for f in frame_ids]
-        if not frames:
-            raise DatasetFormatError(f"{where}: 'frames' is empty")
-        if not isinstance(info["expressions"], dict):
-            raise DatasetFormatError(f"{where}: 'expressions' must be an object {{<exp_id>: {{...}}}}")
+        frame_ids, frames = video_meta.video_frames(self.frames_dir, video, info, where)
         # one header read per video: mask sizes are checked against it without decoding any mask
         size = frame_size(frames[0])
 
@@ -197,9 +174,7 @@ class ReVOSDataset(Dataset):
         samples = []
         foreground = self._video_foreground(video, len(frame_ids))
         annotations = self._annotations(video, info, track, labels, where)
-        for exp_id, _ in getattr(info["expressions"], "dropped", []):
-            self.record_error(f"{video}/{exp_id}", f"{where}: expression id {exp_id!r} appears twice in 'expressions'; "
-                                                   f"this earlier one is left out (a JSON reader keeps only the last)")
+        video_meta.record_repeated_expressions(self, video, info["expressions"], where)
         for exp_id, exp in info["expressions"].items():
             sample_id = f"{video}/{exp_id}"
             try:
