@@ -103,6 +103,7 @@ FACTORIES = {
     "jitbench": lambda rng: task_samples(rng, tasks=("segmentation",)),
     "llmseg40k": lambda rng: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
     "reasonseg": image_samples,
+    "refcoco": image_samples,
     "revos": revos_samples,
     "rvtbench": task_samples,
 }
