@@ -104,6 +104,7 @@ FACTORIES = {
     "llmseg40k": lambda rng: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
     "reasonseg": image_samples,
     "refcoco": image_samples,
+    "ref_davis17": revos_samples,
     "revos": revos_samples,
     "rvtbench": task_samples,
 }
