@@ -68,7 +68,7 @@ def test_every_split_gives_lisas_printed_giou_and_ciou(fixture, lisa_split):
     _close_to_lisa(protocol.aggregate(records), EXPECTED[lisa_split])
 
 
-@pytest.mark.parametrize("lisa_split", ["refcoco+|unc|testA", "refcocog|google|val"])
+@pytest.mark.parametrize("lisa_split", ["refcocog|google|val"])  # the suite test runs the other splits
 def test_a_whole_run_from_the_config_gives_lisas_numbers(fixture, lisa_split):
     tmp, root, pred = fixture
     metrics = _run(tmp, root, pred, OURS[lisa_split])
@@ -166,3 +166,31 @@ def test_the_hub_copy_is_refused_with_one_line():
     with pytest.raises(DatasetFormatError, match="lmms-lab/RefCOCO.*refs") as err:
         RefCOCODataset(None, "refcoco/val", hf_dataset="lmms-lab/RefCOCO")
     assert "\n" not in str(err.value)
+
+
+def test_the_referring_seg_suite_runs_lisas_eight_columns_in_one_table(fixture):
+    # +suite=referring_seg composed as main.py does; every split of LISA's Table 2 is its own run
+    from omegaconf import OmegaConf
+
+    from rvt_bench.harness.suite import format_suite, run_suite
+
+    tmp, root, pred = fixture
+    suite = OmegaConf.load(REPO / "conf" / "suite" / "referring_seg.yaml")
+    suite.datasets.refcoco.root = str(root)
+    user = ["+model=precomputed", f"model.root={pred}", f"run.root={tmp / 'suite_runs'}",
+            f"leaderboard.dir={tmp / 'suite_boards'}", "run.bootstrap.B=20", "run.report=false"]
+    import run_bench  # noqa: F401
+
+    def compose_(overrides):
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            return compose("config", overrides=overrides)
+
+    outcomes = run_suite(suite, user, compose_, run)
+    lisa = {"refcoco/val": "refcoco|unc|val", "refcoco/testA": "refcoco|unc|testA", "refcoco/testB": "refcoco|unc|testB",
+            "refcoco+/val": "refcoco+|unc|val", "refcoco+/testA": "refcoco+|unc|testA",
+            "refcoco+/testB": "refcoco+|unc|testB", "refcocog/val": "refcocog|umd|val", "refcocog/test": "refcocog|umd|test"}
+    assert [o.split for o in outcomes] == list(lisa) and not any(o.error for o in outcomes)
+    for o in outcomes:
+        _close_to_lisa(o.metrics, EXPECTED[lisa[o.split]])
+    table = format_suite("referring_seg", outcomes)
+    assert "8 of 8 benchmarks ran" in table and table.count("| refcoco | refcoco+/testB | cIoU |") == 1
