@@ -162,10 +162,18 @@ def test_a_bad_ref_is_a_data_error_for_each_of_its_sentences(fixture, tmp_path):
     assert len(ds) == EXPECTED["refcoco|unc|testB"]["n_sentences"] - len(victim["sentences"])
 
 
-def test_the_hub_copy_is_refused_with_one_line():
-    with pytest.raises(DatasetFormatError, match="lmms-lab/RefCOCO.*refs") as err:
-        RefCOCODataset(None, "refcoco/val", hf_dataset="lmms-lab/RefCOCO")
-    assert "\n" not in str(err.value)
+def test_the_hub_copy_is_refused_with_one_line_before_anything_is_downloaded(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from rvt_bench.loaders import hub
+
+    monkeypatch.setattr(hub, "resolve_revision", lambda *a: pytest.fail("the hub was asked"))
+    node = OmegaConf.load(REPO / "conf" / "dataset" / "refcoco.yaml")
+    node.hf_dataset = "lmms-lab/RefCOCO"
+    for refuse in (lambda: hub.pin(node), lambda: RefCOCODataset(None, "refcoco/val", hf_dataset="lmms-lab/RefCOCO")):
+        with pytest.raises(DatasetFormatError, match=r"no hub copy is read.*REFER layout.*refs\(<splitBy>\)") as err:
+            refuse()
+        assert "\n" not in str(err.value)
 
 
 def test_the_referring_seg_suite_runs_lisas_eight_columns_in_one_table(fixture):

@@ -29,9 +29,10 @@ SPLIT_BY = {"refcoco": "unc", "refcoco+": "unc", "refcocog": "umd"}  # the split
 SPLITS = ("train", "val", "test", "testA", "testB", "testC", "testAB", "testBC", "testAC")
 IMAGE_DIR = ("images", "mscoco", "images", "train2014")
 GT_MODES = ("sum", "union")
-HUB_REFUSAL = ("refcoco: the hub copy lmms-lab/RefCOCO (one row per annotation with one polygon, captions as "
-               "answers) is not LISA's evaluation set; set dataset.root to the REFER layout instead "
-               "(<root>/<ds>/refs(<splitBy>).p + instances.json + images/mscoco/images/train2014; docs/benchmarks/refcoco.md)")
+HUB_REFUSAL = ("refcoco: no hub copy is read (the public one, lmms-lab/RefCOCO, has one row per annotation with one "
+               "polygon, not LISA's every sentence of every ref with the annotation's polygons summed); set "
+               "dataset.root to the official REFER layout instead: <root>/<ds>/refs(<splitBy>).p + instances.json + "
+               "images/mscoco/images/train2014 (docs/benchmarks/refcoco.md)")
 
 
 def layout(root: Path | str, ds: str = "<ds>", split_by: str = "<splitBy>") -> str:
@@ -132,6 +133,7 @@ class RefCOCODataset(Dataset):
     """
 
     name = "refcoco"
+    hub_refusal = HUB_REFUSAL  # read by rvt_bench.loaders.hub.pin before anything is downloaded
 
     def __init__(self, root: str | Path | None, split: str = "refcoco/val", gt: str = "sum",
                  hf_dataset: str | None = None, hf_revision: str | None = None) -> None:
