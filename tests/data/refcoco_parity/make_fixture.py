@@ -4,8 +4,8 @@ write_fixture(dir) -> (root, pred):
   root/refcoco/refs(unc).p, root/refcoco/refs(google).p, root/refcoco/instances.json,
   root/refcoco+/refs(unc).p + instances.json, root/refcocog/refs(umd).p, refs(google).p + instances.json,
   root/images/mscoco/images/train2014/COCO_train2014_<id:012d>.jpg
-  pred/<sent_id>.png (0/1 PNG at the image size; some sentences have none on purpose? no: every
-  sentence has one, some all-empty, some all-full, some equal to the GT).
+  pred/<sent_id>.png: a 0/1 PNG at the image size for every sentence (empty, full, the union of
+  the annotation's polygons, or a noisy copy of it).
 The refs pickles hold plain lists and dicts (pickle protocol 2, as REFER's files). Annotations:
 one or several polygons (some overlapping: LISA's summed GT gives 2 there), a compressed-RLE
 annotation, an empty segmentation, and images without refs. numpy default_rng(20261204).
