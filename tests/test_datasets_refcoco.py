@@ -202,3 +202,12 @@ def test_the_referring_seg_suite_runs_lisas_eight_columns_in_one_table(fixture):
         _close_to_lisa(o.metrics, EXPECTED[lisa[o.split]])
     table = format_suite("referring_seg", outcomes)
     assert "8 of 8 benchmarks ran" in table and table.count("| refcoco | refcoco+/testB | cIoU |") == 1
+
+
+def test_a_corrupt_rle_segmentation_is_a_data_error_not_a_crash():
+    with pytest.raises(DatasetFormatError, match="segmentation RLE: compressed .counts. .* corrupt"):
+        lisa_gt([{"size": [4, 5], "counts": "0a"}], 4, 5)
+    with pytest.raises(DatasetFormatError, match="differs from the frame size"):
+        lisa_gt([{"size": [5, 4], "counts": [20]}], 4, 5)
+    with pytest.raises(DatasetFormatError, match="at least 6"):
+        lisa_gt([[1, 2, 3, 4]], 4, 5)

@@ -95,6 +95,7 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
             for r in segmentation:
                 require_keys(r, ("size", "counts"), "segmentation RLE")
                 counts = r["counts"]
+                masks.check_rle(r, (height, width), "segmentation RLE")
                 if isinstance(counts, list):
                     rles.extend(coco_mask.frPyObjects([r], height, width))
                 else:
@@ -156,6 +157,8 @@ class RefCOCODataset(Dataset):
             raise DatasetFormatError(f"{refs_path}: expected a list of refs, got {type(refs).__name__}")
         instances = read_json(inst_path)
         require_keys(instances, ("images", "annotations"), str(inst_path))
+        if not isinstance(instances["images"], list) or not isinstance(instances["annotations"], list):
+            raise DatasetFormatError(f"{inst_path}: 'images' and 'annotations' must be lists (COCO instances format)")
         images = {im.get("id"): im for im in instances["images"] if isinstance(im, dict)}
         anns = {a.get("id"): a for a in instances["annotations"] if isinstance(a, dict)}
         chosen = []
