@@ -78,7 +78,7 @@ def test_missing_video_scores_zero_and_missing_expression_or_frame_is_dropped_an
 
 
 def _aggregate(root, pred, failed):
-    ds, adapter, protocol = RefDAVIS17Dataset(root), PrecomputedAdapter(pred), RefDAVIS17Protocol(failed=failed)
+    ds, adapter, protocol = RefDAVIS17Dataset(root), PrecomputedAdapter(pred, layout="ref_davis17"), RefDAVIS17Protocol(failed=failed)
     records = []
     for sample in ds:
         try:

@@ -53,6 +53,10 @@ def _run(tmp, root, pred, split, *extra):
     return run(cfg).metrics
 
 
+def _adapter(pred):
+    return PrecomputedAdapter(pred, layout="refcoco")  # conf/dataset/refcoco.yaml `predictions`
+
+
 def _close_to_lisa(metrics, want):
     assert metrics["n"] == want["n_sentences"]
     assert metrics["metrics"]["cIoU"] == want["ciou"]
@@ -63,7 +67,7 @@ def _close_to_lisa(metrics, want):
 def test_every_split_gives_lisas_printed_giou_and_ciou(fixture, lisa_split):
     _, root, pred = fixture
     ds = RefCOCODataset(root, OURS[lisa_split])
-    adapter, protocol = PrecomputedAdapter(pred, layout="reasonseg"), RefCOCOProtocol()
+    adapter, protocol = _adapter(pred), RefCOCOProtocol()
     records = [protocol.score(s, adapter.predict(s)) for s in ds]
     _close_to_lisa(protocol.aggregate(records), EXPECTED[lisa_split])
 
@@ -98,7 +102,7 @@ def test_every_sentence_of_every_ref_in_the_split(fixture):
     assert sorted(s.id for s in ds) == sorted(str(s["sent_id"]) for s in test_sents)
     by_id = {str(s["sent_id"]): s["sent"] for s in test_sents}
     assert all(s.query == by_id[s.id].strip().lower() for s in ds)
-    assert all(s.meta["is_sentence"] is False and s.meta["name"] == s.id for s in ds)
+    assert all(s.meta["is_sentence"] is False and str(s.meta["sent_id"]) == s.id for s in ds)
 
 
 def test_summed_gt_counts_only_value_one_and_ignores_255():
@@ -202,6 +206,13 @@ def test_the_referring_seg_suite_runs_lisas_eight_columns_in_one_table(fixture):
         _close_to_lisa(o.metrics, EXPECTED[lisa[o.split]])
     table = format_suite("referring_seg", outcomes)
     assert "8 of 8 benchmarks ran" in table and table.count("| refcoco | refcoco+/testB | cIoU |") == 1
+    # and LISA's Table 2 (conf/dataset/refcoco.yaml `paper`): one line for the model, across its 8 runs
+    head = next(line for line in table.splitlines() if line.startswith("| method |"))
+    assert head.split(" | ")[1:9] == ["refCOCO val", "refCOCO testA", "refCOCO testB", "refCOCO+ val", "refCOCO+ testA",
+                                      "refCOCO+ testB", "refCOCOg val(U)", "refCOCOg test(U)"]
+    line = next(line for line in table.splitlines() if line.startswith("| precomputed |"))
+    cells = [c.split(" [")[0] for c in line.split(" | ")[1:9]]
+    assert cells == [f"{100 * EXPECTED[lisa[split]]['ciou']:.1f}" for split in lisa]
 
 
 def test_a_corrupt_rle_segmentation_is_a_data_error_not_a_crash():

@@ -125,7 +125,7 @@ class RefCOCODataset(Dataset):
     Each Sample: id = the sentence's ``sent_id``; modality "image", task "segmentation", one frame
     (the train2014 image); query = ``sent.strip().lower()`` (LISA); ``target.masks`` = [RLE of the
     GT at instances.json's height x width], ``target.ignore`` = [RLE or None];
-    meta = {"name": str(sent_id), "image_id", "ref_id", "ann_id", "sent_id", "ref_split", "is_sentence": False}.
+    meta = {"image_id", "ref_id", "ann_id", "sent_id", "ref_split", "is_sentence": False}.
     Samples are ordered by image id, then the refs file's order, then the sentences' order.
     A ref whose annotation, image record or image file is missing, or whose segmentation cannot be
     decoded, is a data error for each of its sentences. Raises DatasetFormatError for an unknown
@@ -209,7 +209,7 @@ class RefCOCODataset(Dataset):
                 id=sid, dataset=self.name, split=self.split, modality="image", frames=[str(path)],
                 frame_ids=[Path(str(image["file_name"])).stem], query=sent["sent"].strip().lower(),
                 task="segmentation", target=gt,
-                meta={"name": sid, "image_id": ref["image_id"], "ref_id": ref["ref_id"], "ann_id": ref["ann_id"],
+                meta={"image_id": ref["image_id"], "ref_id": ref["ref_id"], "ann_id": ref["ann_id"],
                       "sent_id": sent.get("sent_id"), "ref_split": ref["split"], "is_sentence": False},
             ))
 
