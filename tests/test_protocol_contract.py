@@ -104,6 +104,8 @@ FACTORIES = {
     "MeViSProtocol": lambda rng, node: [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)],
     "ServerProtocol": lambda rng, node: [replace(s, target=Target(), meta={"video": s.id, "exp_id": "0"})
                                          for s in revos_samples(rng)],
+    "RefCOCOProtocol": lambda rng, node: image_samples(rng),
+    "RefDAVIS17Protocol": lambda rng, node: revos_samples(rng),
     "RVTBenchProtocol": lambda rng, node: task_samples(rng, tasks=tuple(dict.fromkeys(
         h.split("/", 1)[0] for h in node.get("headline") or ["segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4",
                                                              "summarization/BLEU-4"]))),

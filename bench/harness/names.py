@@ -64,6 +64,10 @@ _REGISTERED = [  # targets (where the code lives now) whose name is their pre-mo
     "metrics.protocols.mevis.MeViSProtocol",
     "loaders.refytvos.RefYTVOSDataset",  # Ref-YouTube-VOS (issue 35)
     "metrics.protocols.server.ServerProtocol",
+    "loaders.refcoco.RefCOCODataset",  # added after the move (issue 35)
+    "metrics.protocols.refcoco.RefCOCOProtocol",
+    "loaders.ref_davis17.RefDAVIS17Dataset",
+    "metrics.protocols.ref_davis17.RefDAVIS17Protocol",
 ]
 # registered name -> the `_target_` that builds it today
 NAMES: dict[str, str] = {name: _PREFIX + name for name in _REGISTERED}

@@ -198,7 +198,27 @@ def pin(node: Any) -> None:
     hf_dataset = node.get("hf_dataset") if hasattr(node, "get") else None
     if not hf_dataset:
         return
+    refusal = _hub_refusal(node)
+    if refusal:  # a benchmark with no faithful hub copy says so before anything is downloaded
+        raise DatasetFormatError(refusal)
     revision = node.get("hf_revision")
     if revision is not None and (_SHA.match(str(revision)) or str(revision).startswith("local:")):
         return
     node["hf_revision"] = resolve_revision(str(node.get("name")), str(hf_dataset), revision)
+
+
+def _hub_refusal(node: Any) -> str | None:
+    """The loader class's ``hub_refusal`` line (a benchmark that reads no hub copy), else None."""
+    import importlib
+
+    loader = node.get("loader") if hasattr(node, "get") else None
+    target = loader.get("_target_") if hasattr(loader, "get") else None
+    if not isinstance(target, str) or "." not in target:
+        return None
+    module, _, attr = target.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), attr, None)
+    except ImportError:
+        return None
+    refusal = getattr(found, "hub_refusal", None)
+    return refusal if isinstance(refusal, str) else None

@@ -1,0 +1,218 @@
+"""RefCOCO, RefCOCO+ and RefCOCOg (referring segmentation of COCO train2014 images) from the REFER
+layout, read as LISA's ``ValDataset`` reads it (dvlab-research/LISA@3cb2d43, utils/dataset.py and
+utils/refer.py). Format, splits, the summed-polygon ground truth and bad data: docs/benchmarks/refcoco.md.
+
+Layout (``root`` = LISA's ``refer_seg`` directory)::
+
+    <root>/<ds>/refs(<splitBy>).p      REFER refs (a Python pickle, read by rvt_bench.core.safe_pickle)
+    <root>/<ds>/instances.json         COCO images + annotations (polygons or RLE)
+    <root>/images/mscoco/images/train2014/<file_name>
+
+Split names: ``<ds>/<split>`` with REFER's usual splitBy (refcoco, refcoco+: unc; refcocog: umd),
+or ``<ds>/<splitBy>/<split>`` (``refcocog/google/val``). ``<split>`` is REFER's ``getRefIds``
+filter: train, val, test (every ref whose split contains "test"), testA / testB / testC (every
+ref whose split contains the letter), testAB / testBC / testAC (exact).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from rvt_bench.core import masks, safe_pickle
+from rvt_bench.core.types import DatasetFormatError, Sample, Target
+from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
+
+PUBLISHED = "https://github.com/lichengunc/refer (refs + instances) and COCO train2014 images, as LISA's README lays them out"
+DATASETS = ("refcoco", "refcoco+", "refcocog")
+SPLIT_BY = {"refcoco": "unc", "refcoco+": "unc", "refcocog": "umd"}  # the split each paper's "val/test" means
+SPLITS = ("train", "val", "test", "testA", "testB", "testC", "testAB", "testBC", "testAC")
+IMAGE_DIR = ("images", "mscoco", "images", "train2014")
+GT_MODES = ("sum", "union")
+HUB_REFUSAL = ("refcoco: no hub copy is read (the public one, lmms-lab/RefCOCO, has one row per annotation with one "
+               "polygon, not LISA's every sentence of every ref with the annotation's polygons summed); set "
+               "dataset.root to the official REFER layout instead: <root>/<ds>/refs(<splitBy>).p + instances.json + "
+               "images/mscoco/images/train2014 (docs/benchmarks/refcoco.md)")
+
+
+def layout(root: Path | str, ds: str = "<ds>", split_by: str = "<splitBy>") -> str:
+    return (f"{root}/\n  {ds}/refs({split_by}).p and {ds}/instances.json\n"
+            f"  {'/'.join(IMAGE_DIR)}/<file_name>")
+
+
+def parse_split(split: str) -> tuple[str, str, str]:
+    """``"refcoco+/testA"`` -> ("refcoco+", "unc", "testA"); ``"refcocog/google/val"`` ->
+    ("refcocog", "google", "val"). Raises DatasetFormatError naming the accepted forms."""
+    parts = str(split).split("/")
+    if len(parts) == 2:
+        ds, sub = parts
+        split_by = SPLIT_BY.get(ds, "")
+    elif len(parts) == 3:
+        ds, split_by, sub = parts
+    else:
+        ds, split_by, sub = "", "", ""
+    if ds not in DATASETS or sub not in SPLITS or not split_by or "/" in split_by or split_by.startswith("."):
+        raise DatasetFormatError(
+            f"refcoco: split {split!r} is not <dataset>/<split> or <dataset>/<splitBy>/<split> with dataset in "
+            f"{list(DATASETS)} and split in {list(SPLITS)} (e.g. refcoco/testA, refcoco+/val, refcocog/test, "
+            f"refcocog/google/val)")
+    return ds, split_by, sub
+
+
+def refer_split_matches(sub: str, ref_split: str) -> bool:
+    """REFER.getRefIds(split=sub) on one ref's ``split`` field (LISA utils/refer.py)."""
+    if sub in ("testA", "testB", "testC"):
+        return sub[-1] in ref_split
+    if sub == "test":
+        return "test" in ref_split
+    return ref_split == sub
+
+
+def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.ndarray, np.ndarray | None]:
+    """The GT of one annotation as LISA's ValDataset builds it, as (target, ignore) bool [H, W].
+
+    "sum" (LISA): the uint8 SUM of the decoded polygons (or RLEs); LISA's intersectionAndUnionGPU
+    counts a pixel as target only where that value is 1 and ignores it where it is 255, so a
+    pixel covered by two polygons is neither object nor background (a prediction there adds to
+    the union only). "union": the corrected GT, any polygon's pixel is the object.
+    An empty segmentation list is an empty mask. Raises DatasetFormatError for a malformed one.
+    """
+    from pycocotools import mask as coco_mask
+
+    if not isinstance(segmentation, list):
+        raise DatasetFormatError(f"segmentation must be a list of polygons or RLEs (LISA reads segmentation[0]), "
+                                 f"got {type(segmentation).__name__}")
+    if not segmentation:
+        return np.zeros((height, width), bool), None
+    try:
+        if isinstance(segmentation[0], list):
+            polys = [[float(v) for v in p] for p in segmentation]
+            if any(len(p) < 6 or len(p) % 2 for p in polys):
+                raise ValueError("a polygon needs an even number of coordinates, at least 6")
+            rles = coco_mask.frPyObjects(polys, height, width)
+        else:
+            rles = []
+            for r in segmentation:
+                require_keys(r, ("size", "counts"), "segmentation RLE")
+                counts = r["counts"]
+                masks.check_rle(r, (height, width), "segmentation RLE")
+                if isinstance(counts, list):
+                    rles.extend(coco_mask.frPyObjects([r], height, width))
+                else:
+                    rles.append({"size": list(r["size"]), "counts": counts if isinstance(counts, bytes) else str(counts).encode()})
+        decoded = coco_mask.decode(rles)
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
+        raise DatasetFormatError(f"segmentation cannot be decoded: {exc}") from None
+    if decoded.ndim == 2:
+        decoded = decoded[:, :, None]
+    if decoded.shape[:2] != (height, width):
+        raise DatasetFormatError(f"segmentation RLE is {list(decoded.shape[:2])} (H, W), the image is {[height, width]}")
+    if gt == "union":
+        return decoded.any(axis=2), None
+    value = np.sum(decoded, axis=2).astype(np.uint8)  # LISA: np.sum(m, axis=2).astype(np.uint8)
+    ignore = value == 255
+    return value == 1, (ignore if ignore.any() else None)
+
+
+class RefCOCODataset(Dataset):
+    """One Sample per sentence of every ref in the split, as LISA validates (module docstring).
+
+    root:  LISA's ``refer_seg`` directory (module docstring).
+    split: "refcoco/val", "refcoco/testA", "refcoco+/testB", "refcocog/test", "refcocog/google/val", ...
+    gt:    "sum" (LISA's summed polygons, default) or "union" (corrected: every polygon's pixel).
+    hf_dataset, hf_revision: refused with one line (lmms-lab/RefCOCO is not LISA's set; docs).
+
+    Each Sample: id = the sentence's ``sent_id``; modality "image", task "segmentation", one frame
+    (the train2014 image); query = ``sent.strip().lower()`` (LISA); ``target.masks`` = [RLE of the
+    GT at instances.json's height x width], ``target.ignore`` = [RLE or None];
+    meta = {"image_id", "ref_id", "ann_id", "sent_id", "ref_split", "is_sentence": False}.
+    Samples are ordered by image id, then the refs file's order, then the sentences' order.
+    A ref whose annotation, image record or image file is missing, or whose segmentation cannot be
+    decoded, is a data error for each of its sentences. Raises DatasetFormatError for an unknown
+    split name, a missing refs / instances file, a refs pickle that is not plain data
+    (rvt_bench.core.safe_pickle), or when the split selects no ref.
+    """
+
+    name = "refcoco"
+    hub_refusal = HUB_REFUSAL  # read by rvt_bench.loaders.hub.pin before anything is downloaded
+
+    def __init__(self, root: str | Path | None, split: str = "refcoco/val", gt: str = "sum",
+                 hf_dataset: str | None = None, hf_revision: str | None = None) -> None:
+        super().__init__()
+        if gt not in GT_MODES:
+            raise ValueError(f"refcoco: gt must be one of {list(GT_MODES)}, got {gt!r}")
+        if hf_dataset is not None:
+            raise DatasetFormatError(HUB_REFUSAL)
+        if root is None:
+            raise DatasetFormatError(f"refcoco: set dataset.root to LISA's refer_seg directory; {PUBLISHED}")
+        self.split, self.gt = split, gt
+        self.root = Path(root)
+        ds, split_by, sub = parse_split(split)
+        expected = layout(self.root, ds, split_by)
+        require_dir(self.root, dataset=self.name, layout=expected, published=PUBLISHED)
+        refs_path = require_file(self.root / ds / f"refs({split_by}).p", dataset=self.name, layout=expected, published=PUBLISHED)
+        inst_path = require_file(self.root / ds / "instances.json", dataset=self.name, layout=expected, published=PUBLISHED)
+        refs = safe_pickle.load(refs_path)
+        if not isinstance(refs, list):
+            raise DatasetFormatError(f"{refs_path}: expected a list of refs, got {type(refs).__name__}")
+        instances = read_json(inst_path)
+        require_keys(instances, ("images", "annotations"), str(inst_path))
+        if not isinstance(instances["images"], list) or not isinstance(instances["annotations"], list):
+            raise DatasetFormatError(f"{inst_path}: 'images' and 'annotations' must be lists (COCO instances format)")
+        images = {im.get("id"): im for im in instances["images"] if isinstance(im, dict)}
+        anns = {a.get("id"): a for a in instances["annotations"] if isinstance(a, dict)}
+        chosen = []
+        for k, ref in enumerate(refs):
+            if not isinstance(ref, dict) or not isinstance(ref.get("split"), str):
+                self.record_error(f"{refs_path.name}[{k}]", "a ref must be a dict with a str 'split'")
+                continue
+            if refer_split_matches(sub, ref["split"]):
+                chosen.append((k, ref))
+        if not chosen:
+            present = sorted({r["split"] for r in refs if isinstance(r, dict) and isinstance(r.get("split"), str)})
+            raise DatasetFormatError(f"{refs_path}: no ref in split {sub!r}; the ref splits present are {present}")
+        chosen.sort(key=lambda kr: (_order(kr[1].get("image_id")), kr[0]))
+        image_dir = self.root.joinpath(*IMAGE_DIR)
+        for k, ref in chosen:
+            self._add_ref(ref, k, images, anns, image_dir, refs_path)
+        self.require_some_samples(f"{refs_path} split {sub}")
+
+    def _add_ref(self, ref: dict, k: int, images: dict, anns: dict, image_dir: Path, refs_path: Path) -> None:
+        sents = ref.get("sentences")
+        if not isinstance(sents, list) or not all(isinstance(s, dict) and isinstance(s.get("sent"), str) for s in sents):
+            self.record_error(f"{refs_path.name}[{k}]", "'sentences' must be a list of {'sent': str, 'sent_id': ...}")
+            return
+        ids = [str(s.get("sent_id", f"{ref.get('ref_id')}.{j}")) for j, s in enumerate(sents)]
+        try:
+            require_keys(ref, ("ref_id", "ann_id", "image_id"), f"{refs_path.name}[{k}]")
+            ann, image = anns.get(ref["ann_id"]), images.get(ref["image_id"])
+            if ann is None:
+                raise DatasetFormatError(f"ref {ref['ref_id']}: annotation {ref['ann_id']} is not in instances.json")
+            if image is None:
+                raise DatasetFormatError(f"ref {ref['ref_id']}: image {ref['image_id']} is not in instances.json")
+            require_keys(image, ("file_name", "height", "width"), f"instances.json image {ref['image_id']}")
+            height, width = int(image["height"]), int(image["width"])
+            path = image_dir / str(image["file_name"])
+            if not path.is_file():
+                raise DatasetFormatError(f"ref {ref['ref_id']}: image file {path} not found")
+            try:
+                target, ignore = lisa_gt(ann.get("segmentation"), height, width, self.gt)
+            except DatasetFormatError as exc:
+                raise DatasetFormatError(f"ref {ref['ref_id']} annotation {ref['ann_id']}: {exc}") from None
+        except (DatasetFormatError, TypeError, ValueError) as exc:
+            for sid in ids:
+                self.record_error(sid, str(exc))
+            return
+        gt = Target(masks=[masks.encode(target)], ignore=[masks.encode(ignore) if ignore is not None else None])
+        for sid, sent in zip(ids, sents):
+            self._samples.append(Sample(
+                id=sid, dataset=self.name, split=self.split, modality="image", frames=[str(path)],
+                frame_ids=[Path(str(image["file_name"])).stem], query=sent["sent"].strip().lower(),
+                task="segmentation", target=gt,
+                meta={"image_id": ref["image_id"], "ref_id": ref["ref_id"], "ann_id": ref["ann_id"],
+                      "sent_id": sent.get("sent_id"), "ref_split": ref["split"], "is_sentence": False},
+            ))
+
+
+def _order(image_id) -> tuple:
+    return (0, image_id, "") if isinstance(image_id, int) else (1, 0, str(image_id))

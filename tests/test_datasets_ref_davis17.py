@@ -1,0 +1,148 @@
+"""Ref-DAVIS17 as VISA's tools/eval_davis17.py scores it (rvt_bench.loaders.ref_davis17,
+metrics/protocols/ref_davis17.py), on a fixture in its exact layout
+(tests/data/ref_davis17_parity/make_fixture.py, regenerated into tmp_path).
+
+Parity: tests/data/ref_davis17_parity/expected_visa.json is what VISA@ec158fd's script printed on
+that fixture (J, F, J&F in percent, rounded to 2 decimals) and its eval_queue's unrounded per
+expression J and F (tests/data/ref_davis17_parity/run_visa.py). The fixture's missing video scores
+0, its missing expression folder, missing middle frame and wrong-size frame drop those expressions.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from rvt_bench.adapters.precomputed import PrecomputedAdapter
+from rvt_bench.core.store import read_jsonl
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
+from rvt_bench.harness.runner import run
+from rvt_bench.loaders.ref_davis17 import RefDAVIS17Dataset
+from rvt_bench.metrics.protocols.ref_davis17 import RefDAVIS17Protocol
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "ref_davis17_parity"
+EXPECTED = json.loads((DATA / "expected_visa.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fixture(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("ref_davis17_make_fixture", DATA / "make_fixture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tmp = tmp_path_factory.mktemp("ref_davis17")
+    root, pred = module.write_fixture(tmp)
+    return tmp, root, pred, module
+
+
+def _run(tmp, root, pred, *extra):
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "+dataset=ref_davis17", "+model=precomputed", f"dataset.root={root}", f"model.root={pred}",
+            f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}", *extra])
+    return run(cfg)
+
+
+@pytest.fixture(scope="module")
+def default_run(fixture):
+    tmp, root, pred, _ = fixture
+    return _run(tmp, root, pred)
+
+
+def test_the_run_prints_visas_numbers(default_run):
+    metrics = default_run.metrics
+    assert {k: round(100 * metrics["metrics"][k], 2) for k in ("J", "F", "J&F")} == EXPECTED["printed"]
+    assert metrics["failures"] == 5  # the missing video's 2 expressions and the 3 VISA drops
+
+
+def test_every_expression_equals_visas_unrounded_j_and_f(default_run):
+    scores = {r["sample_id"]: r["values"]["video_jf"] for r in read_jsonl(default_run.run_dir / "scores.jsonl")}
+    for key, (j, f) in EXPECTED["expressions"].items():
+        video, exp = key.rsplit("_", 1)
+        assert abs(scores[f"{video}/{exp}"]["J"] - j) <= 1e-12 and abs(scores[f"{video}/{exp}"]["F"] - f) <= 1e-12, key
+
+
+def test_missing_video_scores_zero_and_missing_expression_or_frame_is_dropped_and_named(default_run, fixture):
+    missing = fixture[3].MISSING
+    metrics = default_run.metrics
+    dropped = sorted(["/".join(missing["expression"]), "/".join(missing["frame"]), "/".join(missing["wrong_size"])])
+    assert metrics["dropped"] == dropped
+    assert any(all(d in w for d in dropped) for w in metrics["warnings"])
+    assert EXPECTED["expressions"][f"{missing['video']}_0"] == [0.0, 0.0]
+
+
+def _aggregate(root, pred, failed):
+    ds, adapter, protocol = RefDAVIS17Dataset(root), PrecomputedAdapter(pred, layout="ref_davis17"), RefDAVIS17Protocol(failed=failed)
+    records = []
+    for sample in ds:
+        try:
+            prediction = adapter.predict(sample)
+        except AdapterError as exc:
+            prediction = Prediction.failure(sample.id, exc.kind, str(exc))
+        records.append(protocol.score_or_fail(sample, prediction)[0])
+    return protocol.aggregate(records)
+
+
+def test_the_default_counts_visas_twenty_expressions(fixture):
+    metrics = _aggregate(fixture[1], fixture[2], "visa")
+    assert metrics["n"] == len(EXPECTED["expressions"]) == 20
+
+
+@pytest.mark.parametrize("failed", ["zero", "empty"])
+def test_failed_variants_are_named_and_count_every_expression(fixture, failed):
+    metrics = _aggregate(fixture[1], fixture[2], failed)
+    assert metrics["n"] == 23 and metrics["dropped"] == []
+    assert set(metrics["metrics"]) == {f"J[failed-{failed}]", f"F[failed-{failed}]", f"J&F[failed-{failed}]"}
+    if failed == "zero":  # the three dropped expressions now count 0
+        assert metrics["metrics"]["J[failed-zero]"] == pytest.approx(sum(j for j, _ in EXPECTED["expressions"].values()) / 23, abs=1e-12)
+
+
+def test_visas_numbering_sorts_expression_ids_as_strings_and_keeps_stored_frame_order(fixture):
+    _, root, _, _ = fixture
+    ds = RefDAVIS17Dataset(root)
+    ids = [s.id for s in ds]
+    assert ids.index("blackswan/10") < ids.index("blackswan/2")
+    assert [s.meta["anno_id"] for s in ds] == list(range(len(ds)))
+    meta = json.loads((root / "meta_expressions" / "valid" / "meta_expressions.json").read_text())["videos"]
+    fish = next(s for s in ds if s.meta["video"] == "gold-fish")
+    assert fish.frame_ids == meta["gold-fish"]["frames"] != sorted(meta["gold-fish"]["frames"])
+
+
+def test_a_mask_dict_that_runs_code_is_refused_and_runs_nothing(fixture, tmp_path):
+    _, root, _, _ = fixture
+    marker = tmp_path / "marker"
+
+    class Touch:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    import shutil
+
+    copy = tmp_path / "ref_davis17"
+    shutil.copytree(root / "meta_expressions", copy / "meta_expressions")
+    (copy / "valid").mkdir()
+    (copy / "valid" / "mask_dict.pkl").write_bytes(pickle.dumps({"0": [Touch()]}, protocol=4))
+    with pytest.raises(DatasetFormatError, match=r"mask_dict\.pkl: not a plain-data pickle") as err:
+        RefDAVIS17Dataset(copy)
+    assert "\n" not in str(err.value) and not marker.exists()
+
+
+def test_an_expression_without_masks_is_a_data_error(fixture, tmp_path):
+    _, root, _, _ = fixture
+    import shutil
+
+    copy = tmp_path / "ref_davis17"
+    shutil.copytree(root, copy)
+    path = copy / "valid" / "mask_dict.pkl"
+    data = pickle.loads(path.read_bytes())
+    del data["4"]
+    path.write_bytes(pickle.dumps(data, protocol=2))
+    ds = RefDAVIS17Dataset(copy)
+    assert [e["sample_id"] for e in ds.errors] == ["blackswan/1"] and len(ds) == 22
+    assert "no entry '4'" in ds.errors[0]["message"]

@@ -1,0 +1,224 @@
+"""RefCOCO / RefCOCO+ / RefCOCOg as LISA validates them (rvt_bench.loaders.refcoco,
+metrics/protocols/refcoco.py), on a fixture in the exact REFER layout
+(tests/data/refcoco_parity/make_fixture.py, regenerated into tmp_path).
+
+Parity: tests/data/refcoco_parity/expected_lisa.json is what LISA@3cb2d43's own ValDataset +
+validate printed on that fixture (tests/data/refcoco_parity/run_lisa.py). cIoU must be identical;
+gIoU equal up to float32 rounding (LISA adds one image's sentence terms before its running sum, we
+add sentence by sentence: at most a few 2^-24 per sentence).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from rvt_bench.adapters.precomputed import PrecomputedAdapter
+from rvt_bench.core.types import DatasetFormatError
+from rvt_bench.harness.runner import run
+from rvt_bench.loaders.refcoco import RefCOCODataset, lisa_gt, parse_split
+from rvt_bench.metrics.protocols.refcoco import RefCOCOProtocol
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "refcoco_parity"
+EXPECTED = json.loads((DATA / "expected_lisa.json").read_text())["splits"]
+OURS = {"refcoco|unc|val": "refcoco/val", "refcoco|unc|testA": "refcoco/testA", "refcoco|unc|testB": "refcoco/testB",
+        "refcoco+|unc|val": "refcoco+/val", "refcoco+|unc|testA": "refcoco+/testA", "refcoco+|unc|testB": "refcoco+/testB",
+        "refcocog|umd|val": "refcocog/val", "refcocog|umd|test": "refcocog/test",
+        "refcocog|google|val": "refcocog/google/val", "refcoco|google|test": "refcoco/google/test"}
+
+
+@pytest.fixture(scope="module")
+def fixture(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("refcoco_make_fixture", DATA / "make_fixture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tmp = tmp_path_factory.mktemp("refcoco")
+    root, pred = module.write_fixture(tmp)
+    return tmp, root, pred
+
+
+def _run(tmp, root, pred, split, *extra):
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "+dataset=refcoco", "+model=precomputed", f"dataset.root={root}", f"dataset.split={split}",
+            f"model.root={pred}", f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}", *extra])
+    return run(cfg).metrics
+
+
+def _adapter(pred):
+    return PrecomputedAdapter(pred, layout="refcoco")  # conf/dataset/refcoco.yaml `predictions`
+
+
+def _close_to_lisa(metrics, want):
+    assert metrics["n"] == want["n_sentences"]
+    assert metrics["metrics"]["cIoU"] == want["ciou"]
+    assert abs(metrics["metrics"]["gIoU"] - want["giou"]) <= 4 * want["n_sentences"] * 2.0 ** -24
+
+
+@pytest.mark.parametrize("lisa_split", sorted(EXPECTED))
+def test_every_split_gives_lisas_printed_giou_and_ciou(fixture, lisa_split):
+    _, root, pred = fixture
+    ds = RefCOCODataset(root, OURS[lisa_split])
+    adapter, protocol = _adapter(pred), RefCOCOProtocol()
+    records = [protocol.score(s, adapter.predict(s)) for s in ds]
+    _close_to_lisa(protocol.aggregate(records), EXPECTED[lisa_split])
+
+
+@pytest.mark.parametrize("lisa_split", ["refcocog|google|val"])  # the suite test runs the other splits
+def test_a_whole_run_from_the_config_gives_lisas_numbers(fixture, lisa_split):
+    tmp, root, pred = fixture
+    metrics = _run(tmp, root, pred, OURS[lisa_split])
+    assert metrics["failures"] == 0 and metrics["protocol"] == "refcoco"
+    _close_to_lisa(metrics, EXPECTED[lisa_split])
+
+
+def test_union_gt_is_a_named_variant_that_moves_the_numbers(fixture):
+    # the fixture has overlapping polygons: LISA's sum makes them 2 (neither object nor background)
+    tmp, root, pred = fixture
+    changed = 0
+    for lisa_split, split in OURS.items():
+        summed = RefCOCODataset(root, split)
+        union = RefCOCODataset(root, split, gt="union")
+        assert [s.id for s in summed] == [s.id for s in union]
+        changed += sum(a.target.masks != b.target.masks for a, b in zip(summed, union))
+    assert changed > 0
+    metrics = _run(tmp, root, pred, "refcoco+/val", "dataset.loader.gt=union")
+    assert metrics["metrics"]["cIoU"] != EXPECTED["refcoco+|unc|val"]["ciou"]
+
+
+def test_every_sentence_of_every_ref_in_the_split(fixture):
+    _, root, _ = fixture
+    refs = pickle.loads((root / "refcocog" / "refs(umd).p").read_bytes())
+    test_sents = [s for r in refs if "test" in r["split"] for s in r["sentences"]]
+    ds = RefCOCODataset(root, "refcocog/test")
+    assert sorted(s.id for s in ds) == sorted(str(s["sent_id"]) for s in test_sents)
+    by_id = {str(s["sent_id"]): s["sent"] for s in test_sents}
+    assert all(s.query == by_id[s.id].strip().lower() for s in ds)
+    assert all(s.meta["is_sentence"] is False and str(s.meta["sent_id"]) == s.id for s in ds)
+
+
+def test_summed_gt_counts_only_value_one_and_ignores_255():
+    square = [0, 0, 6, 0, 6, 6, 0, 6]
+    target, ignore = lisa_gt([square, [3, 3, 9, 3, 9, 9, 3, 9]], 10, 10)
+    union, none = lisa_gt([square, [3, 3, 9, 3, 9, 9, 3, 9]], 10, 10, "union")
+    assert none is None and ignore is None
+    assert union.sum() > target.sum() and not (target & ~union).any()
+    overlap = union & ~target
+    assert overlap.sum() > 0  # covered twice: LISA's value 2
+    one, _ = lisa_gt([square], 10, 10, "union")
+    target, ignore = lisa_gt([square] * 255, 10, 10)
+    assert not target.any() and (ignore == one).all()  # 255 polygons sum to LISA's ignore label
+    empty, _ = lisa_gt([], 4, 5)
+    assert empty.shape == (4, 5) and not empty.any()
+
+
+@pytest.mark.parametrize("split", ["refcoco", "refcoco/trainval", "refcocox/val", "refcoco/../val", "a/b/c/d"])
+def test_an_unknown_split_name_is_one_line_naming_the_forms(split):
+    with pytest.raises(DatasetFormatError, match="refcoco/testA.*refcocog/google/val"):
+        parse_split(split)
+
+
+def test_split_names():
+    assert parse_split("refcoco+/testA") == ("refcoco+", "unc", "testA")
+    assert parse_split("refcocog/test") == ("refcocog", "umd", "test")
+    assert parse_split("refcocog/google/val") == ("refcocog", "google", "val")
+
+
+def test_a_refs_pickle_that_runs_code_is_refused_and_runs_nothing(fixture, tmp_path):
+    _, root, _ = fixture
+    marker = tmp_path / "marker"
+
+    class Touch:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    bad = tmp_path / "refer_seg"
+    (bad / "refcoco").mkdir(parents=True)
+    (bad / "refcoco" / "instances.json").write_text((root / "refcoco" / "instances.json").read_text())
+    (bad / "refcoco" / "refs(unc).p").write_bytes(pickle.dumps([{"split": "val", "x": Touch()}], protocol=2))
+    with pytest.raises(DatasetFormatError, match=r"refs\(unc\)\.p: not a plain-data pickle") as err:
+        RefCOCODataset(bad, "refcoco/val")
+    assert "\n" not in str(err.value) and not marker.exists()
+
+
+def test_a_bad_ref_is_a_data_error_for_each_of_its_sentences(fixture, tmp_path):
+    _, root, _ = fixture
+    import shutil
+
+    copy = tmp_path / "refer_seg"
+    shutil.copytree(root, copy)
+    path = copy / "refcoco" / "refs(unc).p"
+    refs = pickle.loads(path.read_bytes())
+    victim = next(r for r in refs if r["split"] == "testB")
+    victim["ann_id"] = 10 ** 9
+    path.write_bytes(pickle.dumps(refs, protocol=2))
+    ds = RefCOCODataset(copy, "refcoco/testB")
+    assert sorted(e["sample_id"] for e in ds.errors) == sorted(str(s["sent_id"]) for s in victim["sentences"])
+    assert all("annotation 1000000000 is not in instances.json" in e["message"] for e in ds.errors)
+    assert len(ds) == EXPECTED["refcoco|unc|testB"]["n_sentences"] - len(victim["sentences"])
+
+
+def test_the_hub_copy_is_refused_with_one_line_before_anything_is_downloaded(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from rvt_bench.loaders import hub
+
+    monkeypatch.setattr(hub, "resolve_revision", lambda *a: pytest.fail("the hub was asked"))
+    node = OmegaConf.load(REPO / "conf" / "dataset" / "refcoco.yaml")
+    node.hf_dataset = "lmms-lab/RefCOCO"
+    for refuse in (lambda: hub.pin(node), lambda: RefCOCODataset(None, "refcoco/val", hf_dataset="lmms-lab/RefCOCO")):
+        with pytest.raises(DatasetFormatError, match=r"no hub copy is read.*REFER layout.*refs\(<splitBy>\)") as err:
+            refuse()
+        assert "\n" not in str(err.value)
+
+
+def test_the_referring_seg_suite_runs_lisas_eight_columns_in_one_table(fixture):
+    # +suite=referring_seg composed as main.py does; every split of LISA's Table 2 is its own run
+    from omegaconf import OmegaConf
+
+    from rvt_bench.harness.suite import format_suite, run_suite
+
+    tmp, root, pred = fixture
+    suite = OmegaConf.load(REPO / "conf" / "suite" / "referring_seg.yaml")
+    suite.datasets.refcoco.root = str(root)
+    user = ["+model=precomputed", f"model.root={pred}", f"run.root={tmp / 'suite_runs'}",
+            f"leaderboard.dir={tmp / 'suite_boards'}", "run.bootstrap.B=20", "run.report=false"]
+    import run_bench  # noqa: F401
+
+    def compose_(overrides):
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            return compose("config", overrides=overrides)
+
+    outcomes = run_suite(suite, user, compose_, run)
+    lisa = {"refcoco/val": "refcoco|unc|val", "refcoco/testA": "refcoco|unc|testA", "refcoco/testB": "refcoco|unc|testB",
+            "refcoco+/val": "refcoco+|unc|val", "refcoco+/testA": "refcoco+|unc|testA",
+            "refcoco+/testB": "refcoco+|unc|testB", "refcocog/val": "refcocog|umd|val", "refcocog/test": "refcocog|umd|test"}
+    assert [o.split for o in outcomes] == list(lisa) and not any(o.error for o in outcomes)
+    for o in outcomes:
+        _close_to_lisa(o.metrics, EXPECTED[lisa[o.split]])
+    table = format_suite("referring_seg", outcomes)
+    assert "8 of 8 benchmarks ran" in table and table.count("| refcoco | refcoco+/testB | cIoU |") == 1
+    # and LISA's Table 2 (conf/dataset/refcoco.yaml `paper`): one line for the model, across its 8 runs
+    head = next(line for line in table.splitlines() if line.startswith("| method |"))
+    assert head.split(" | ")[1:9] == ["refCOCO val", "refCOCO testA", "refCOCO testB", "refCOCO+ val", "refCOCO+ testA",
+                                      "refCOCO+ testB", "refCOCOg val(U)", "refCOCOg test(U)"]
+    line = next(line for line in table.splitlines() if line.startswith("| precomputed |"))
+    cells = [c.split(" [")[0] for c in line.split(" | ")[1:9]]
+    assert cells == [f"{100 * EXPECTED[lisa[split]]['ciou']:.1f}" for split in lisa]
+
+
+def test_a_corrupt_rle_segmentation_is_a_data_error_not_a_crash():
+    with pytest.raises(DatasetFormatError, match="segmentation RLE: compressed .counts. .* corrupt"):
+        lisa_gt([{"size": [4, 5], "counts": "0a"}], 4, 5)
+    with pytest.raises(DatasetFormatError, match="differs from the frame size"):
+        lisa_gt([{"size": [5, 4], "counts": [20]}], 4, 5)
+    with pytest.raises(DatasetFormatError, match="at least 6"):
+        lisa_gt([[1, 2, 3, 4]], 4, 5)
