@@ -133,7 +133,18 @@ def format_comparison(result: dict[str, Any]) -> str:
         lines.append(f"| {key} | {shown} | {_show(key, r['a'])} | {_show(key, r['b'])} | {_show(key, r['delta'], True)} | "
                      f"[{_show(key, r['low'], True)}, {_show(key, r['high'], True)}] | {r['p_value']:.4f} | {r['n']} | "
                      f"{r['wins']} / {r['losses']} / {r['ties']} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _methods([result]))
+
+
+def _methods(results: list[dict[str, Any]]) -> list[str]:
+    """One line per metric group saying what the paired bootstrap and permutation test resampled."""
+    found: dict[str, list[str]] = {}
+    for r in results:
+        for row in r["metrics"]:
+            if "resampled" in row and row["key"] not in found.get(row["resampled"], []):
+                found.setdefault(row["resampled"], []).append(row["key"])
+    return (["", "Resampled (bootstrap draws and permutation swaps):"] +
+            [f"- {', '.join(keys)}: {how}" for how, keys in found.items()]) if found else []
 
 
 def format_many(results: list[dict[str, Any]]) -> str:
@@ -157,7 +168,7 @@ def format_many(results: list[dict[str, Any]]) -> str:
             lines.append(f"| {key} | run {k} | {shown} | {_show(key, row['a'])} | {_show(key, row['b'])} | {_show(key, row['delta'], True)} | "
                          f"[{_show(key, row['low'], True)}, {_show(key, row['high'], True)}] | {row['p_value']:.4f} | "
                          f"{row['n']} | {row['wins']} / {row['losses']} / {row['ties']} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _methods(results))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,7 +44,7 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <h1>Run B against run A</h1>
 <p class="meta">A: {html.escape(result['a'])}<br>B: {html.escape(result['b'])}<br>shared samples: {result['n_shared']}
 (only in A: {result['only_a']}, only in B: {result['only_b']}); deltas in percentage points (pp), CIDEr as a score;
-95% CI: paired bootstrap; p: paired permutation test.</p>
+95% CI: paired bootstrap; p: paired permutation test; resampled: {html.escape("; ".join(dict.fromkeys(r["resampled"] for r in result["metrics"] if "resampled" in r)) or "n/a")}.</p>
 <table id="comparison"><tr><th>metric</th><th>A</th><th>B</th><th>delta B-A</th><th>95% CI of delta</th><th>p</th><th>n</th>
 <th>B wins / losses / ties</th></tr>
 {''.join(rows)}</table>
