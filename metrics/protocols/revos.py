@@ -193,7 +193,7 @@ class ReVOSProtocol(Protocol):
         headline), each group {"J", "F", "J&F", "A"(, "R"), "n"}; "n";
         "baseline_empty": the same metrics for an empty prediction on every sample; "warnings": list
         of one-line strings (see the module docstring); "failed_zero": ids of failed expressions
-        scored 0.
+        scored 0; "excluded": {"no-target expressions": count} when the headline leaves some out.
         """
         records = sorted(records, key=lambda r: r.sample_id)
         scored = [r for r in records if _v(r).type_id in SCORED_TYPES]
@@ -207,8 +207,11 @@ class ReVOSProtocol(Protocol):
         warnings += self._warnings(scored, metrics, baseline)
         for w in warnings:
             log.warning("ReVOS: %s", w)
-        return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
-                "warnings": warnings, "failed_zero": [r.sample_id for r in records if _v(r).zeroed]}
+        out = {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+               "warnings": warnings, "failed_zero": [r.sample_id for r in records if _v(r).zeroed]}
+        if len(scored) < len(records):  # what the headline leaves out (a leaderboard row's `excluded`)
+            out["excluded"] = {"no-target expressions": len(records) - len(scored)}
+        return out
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
         """Overall and per-type J&F, J, F, A, R (their `key` names): the mean over the scored types
