@@ -30,6 +30,9 @@ class Protocol:
     name: str = ""
     headline: list[str] = []
     judge: Any = None  # a rvt_bench.metrics.judge.Judge for free-text answers, set by attach_judge; None = none
+    # {breakdown group: {value: the benchmark's name of it}} ("type": {"0": "referring"}), what
+    # report.html shows instead of the raw code; {}: the codes are the names
+    group_names: dict[str, dict[str, str]] = {}
 
     def attach_judge(self, judge: Any) -> None:
         """Use `judge` (a rvt_bench.metrics.judge.Judge, or None = no judge) for free-text answers.

@@ -85,6 +85,8 @@ class ReVOSProtocol(Protocol):
     name = "revos"
     version = 2  # 2: variant="binarized" is VISA's A and R on 0/1 predictions (1 binarised the GT as well)
     meta_keys = ("type_id", "level", "category")
+    # breakdown values as the benchmark names them (report.html); the "type" breakdown is by type_id
+    group_names = {"type": {"0": "referring", "1": "reasoning", "2": "no-target"}}
 
     def __init__(self, mode: str = "reference", bound_th: float = DAVIS_BOUND_TH, default_type_id: int | None = None,
                  variant: str = "visa", failed: str = "zero"):

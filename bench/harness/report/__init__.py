@@ -142,13 +142,50 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     records = list(read_jsonl(run_dir / "scores.jsonl")) if (run_dir / "scores.jsonl").exists() else []
     # report_images/ and report.html are replaced whole or not at all (a full disk leaves the previous ones)
     with atomic_folder(run_dir / IMAGES) as images:
-        html = _render(run_dir, m, cfg, samples, preds, records, images, max_frames)
+        found = prediction_files(run_dir)
+        preds_path = ", ".join(str(run_dir / Path(p).name) for p in found) if found else "none"
+        model_root = cfg.model.get("root") if cfg is not None and "model" in cfg else None
+        if model_root:  # precomputed predictions: the submission they were read from
+            preds_path += f" (read from {model_root})"
+        html = _render(run_dir, m, cfg, samples, preds, records, images, max_frames, preds_path)
         write_atomic(run_dir / "report.html", html)  # scrubbed of secrets, as every run file
     return run_dir / "report.html"
 
 
+def _drawn(sample: Any, pred: Any) -> list[str]:
+    """What the sample's picture draws, as the page's legend names it: "ground truth outline",
+    "ground truth boxes", "prediction mask", "prediction boxes"."""
+    out = []
+    if any(m is not None for m in sample.target.masks or []):
+        out.append("ground truth outline")
+    if any(sample.target.boxes or []):
+        out.append("ground truth boxes")
+    if pred is not None and any(m is not None for m in pred.masks or []):
+        out.append("prediction mask")
+    if pred is not None and any(pred.boxes or []):
+        out.append("prediction boxes")
+    return out
+
+
+def _provenance(run_dir: Path, cfg: Any, preds_path: str) -> list[str]:
+    """The header's provenance line: when the run started and this page was built (UTC), the git
+    sha, the data root and the predictions."""
+    import datetime as _dt
+
+    from rvt_bench.core.store import read_run_json
+
+    manifest_path = run_dir / "manifest.json"
+    manifest = read_run_json(manifest_path) if manifest_path.exists() else {}
+    root = ""
+    if cfg is not None and "dataset" in cfg:
+        root = str(cfg.dataset.get("root") or cfg.dataset.get("hf_dataset") or "")
+    built = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [f"run started {manifest.get('started_utc', 'unknown')} · report built {built} · git "
+            f"{manifest.get('git_sha', 'unknown')} · data root {root or 'unknown'} · predictions {preds_path}"]
+
+
 def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, records: list[dict], images: Path,
-            max_frames: int) -> str:
+            max_frames: int, preds_path: str = "") -> str:
     """report.html's text; every sample's picture written into `images` as it goes."""
     import cv2
     import jinja2
@@ -176,7 +213,10 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         if value is not None:
             per_task.setdefault(s.task, []).append(value)
         error = pred.error if pred is not None else {"kind": "missing", "message": "no prediction"}
+        drawn = _drawn(s, pred)
         rows.append({
+            "declared": pred.task if pred is not None and pred.task else "", "drawn": drawn,
+            "text_task": not (s.target.masks or s.target.boxes),
             "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
             "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
@@ -199,13 +239,14 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     options["failure"] = sorted({r["failure"] for r in rows if r["failure"] != "none"})
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined)
+    header_lines = _provenance(run_dir, cfg, preds_path)
     html = env.get_template(TEMPLATE).render(
         m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=headline_rows(m, 1), report=report,
         figures={k: (markupsafe.Markup(v) if v else None) for k, v in figures.items()}, measures=measures,
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
-        header_lines=[], tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
+        header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
         summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox)),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options)
     return html
