@@ -109,14 +109,22 @@ def _details_tables(details: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+MAX_PICTURED = 500  # samples shown with pictures on the page by default; every sample is in samples.csv
+CSV = "samples.csv"  # report_images/samples.csv: one line per sample
+
+
 def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | None = None,
-                 samples: list | None = None, preds: dict | None = None) -> Path:
+                 samples: list | None = None, preds: dict | None = None, max_samples: int = MAX_PICTURED) -> Path:
     """Write report.html and report_images/ into `run_dir` (a scored run); returns the html path.
     samples, preds: the run's samples and predictions by sample id when the caller has them (the
     runner, at the end of every run); None loads them again from config.yaml's dataset
     (`dataset_root` if it moved) and the run's prediction files. The latest
-    scoring's wall time comes from manifest.json. Raises RunStoreError when the run has no
-    metrics.json yet."""
+    scoring's wall time comes from manifest.json. max_samples: at most this many samples get a
+    picture and a panel on the page (choose_pictured: failures, the worst, an even spread; 0 =
+    all); every sample is listed in report_images/samples.csv. Raises RunStoreError when the run
+    has no metrics.json yet, ValueError when max_samples < 0."""
+    if max_samples < 0:
+        raise ValueError(f"--samples must be >= 0 (0: all), got {max_samples}")
     from hydra.utils import instantiate
 
     from rvt_bench.core.records import RunMetrics
@@ -147,7 +155,7 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
         model_root = cfg.model.get("root") if cfg is not None and "model" in cfg else None
         if model_root:  # precomputed predictions: the submission they were read from
             preds_path += f" (read from {model_root})"
-        html = _render(run_dir, m, cfg, samples, preds, records, images, max_frames, preds_path)
+        html = _render(run_dir, m, cfg, samples, preds, records, images, max_frames, preds_path, max_samples)
         write_atomic(run_dir / "report.html", html)  # scrubbed of secrets, as every run file
     return run_dir / "report.html"
 
@@ -185,8 +193,9 @@ def _provenance(run_dir: Path, cfg: Any, preds_path: str) -> list[str]:
 
 
 def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, records: list[dict], images: Path,
-            max_frames: int, preds_path: str = "") -> str:
-    """report.html's text; every sample's picture written into `images` as it goes."""
+            max_frames: int, preds_path: str = "", max_samples: int = MAX_PICTURED) -> str:
+    """report.html's text; the chosen samples' pictures written into `images` as it goes, and
+    `images`/samples.csv listing every sample."""
     import cv2
     import jinja2
 
@@ -201,17 +210,26 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     scores = {r["sample_id"]: r for r in records}
     rows = []
     per_task: dict[str, list[float]] = {}
+    values = [score_value(scores.get(s.id)) for s in samples]
+    failed = [_failure(preds.get(s.id)) != "none" for s in samples]
+    chosen = choose_pictured(values, failed, max_samples)
+    listing = [["index", "sample_id", "task", "level", "category", "failure", "score", "picture"]]
     for k, s in enumerate(samples):
+        value = values[k]
+        if value is not None:
+            per_task.setdefault(s.task, []).append(value)
+        name = image_name(k, s.id)
+        listing.append([k, s.id, s.task, _text(s.meta.get("level")), _text(s.meta.get("category")),
+                        _failure(preds.get(s.id)), "" if value is None else f"{value:.6f}", name if k in chosen else ""])
+    for k, s in ((k, samples[k]) for k in sorted(chosen)):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = image_name(k, s.id)
+        value = values[k]
         picture = render_sample(s, pred, score, max_frames)
         ok, png = cv2.imencode(".png", cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))  # in memory: no libpng file errors
         if not ok:
             raise ValueError(f"sample {s.id}: its picture could not be encoded as PNG")
         (images / name).write_bytes(png.tobytes())
-        value = score_value(score)
-        if value is not None:
-            per_task.setdefault(s.task, []).append(value)
         error = pred.error if pred is not None else {"kind": "missing", "message": "no prediction"}
         drawn = _drawn(s, pred)
         rows.append({
@@ -223,6 +241,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
+    _write_listing(images / CSV, listing)
     scoring_s = _scoring_seconds(run_dir)
     sandbox = sandbox_of(run_dir)
     report = adapter_report(m)
@@ -248,8 +267,45 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
         header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
         summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox)),
-        scored=sum(len(v) for v in per_task.values()), samples=rows, options=options)
+        scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
+        listing=f"{IMAGES}/{CSV}")
     return html
+
+
+def _failure(pred: Any) -> str:
+    """A sample's failure kind as the filters show it: "none", its error's kind, or "missing"."""
+    if pred is None:
+        return "missing"
+    return (pred.error or {}).get("kind", "none") if pred.error else "none"
+
+
+def choose_pictured(values: list[float | None], failed: list[bool], limit: int) -> set[int]:
+    """The indices of the samples that get a picture: all when limit is 0 or covers them, else up
+    to limit: the failures (a third of it at most, in dataset order), the worst-scoring (a third),
+    then an even spread over the rest in dataset order."""
+    n = len(values)
+    if limit == 0 or n <= limit:
+        return set(range(n))
+    chosen: set[int] = set()
+    third = max(1, limit // 3)
+    chosen.update([k for k in range(n) if failed[k]][:third])
+    scored = sorted((v, k) for k, v in enumerate(values) if v is not None and k not in chosen)
+    chosen.update(k for _, k in scored[:min(third, limit - len(chosen))])
+    rest = [k for k in range(n) if k not in chosen]
+    left = limit - len(chosen)
+    if left > 0 and rest:
+        step = len(rest) / left
+        chosen.update(rest[min(len(rest) - 1, int(j * step))] for j in range(left))
+    return chosen
+
+
+def _write_listing(path: Path, rows: list[list[Any]]) -> None:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
 
 
 def image_name(index: int, sample_id: str) -> str:
@@ -271,5 +327,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("run_dir")
     ap.add_argument("--frames", type=int, default=4, help="frames shown per video sample")
     ap.add_argument("--dataset-root", default=None, help="the dataset's root, if it moved since the run")
+    ap.add_argument("--samples", type=int, default=MAX_PICTURED, metavar="N",
+                    help=f"at most N samples with pictures on the page: failures, the worst, an even spread "
+                         f"(default {MAX_PICTURED}; 0 = all); every sample is listed in {IMAGES}/{CSV}")
     args = ap.parse_args(argv)
-    print(exit_on_known_errors(lambda: build_report(args.run_dir, args.frames, args.dataset_root)))
+    if args.samples < 0:
+        ap.error("--samples must be >= 0 (0: all)")
+    print(exit_on_known_errors(lambda: build_report(args.run_dir, args.frames, args.dataset_root, max_samples=args.samples)))
