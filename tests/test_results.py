@@ -116,8 +116,10 @@ def test_every_full_run_leaves_its_report_and_the_summary_shows_the_scoring_time
     _, a, _ = runs
     assert a.report == a.run_dir / "report.html" and a.report.is_file() and any((a.run_dir / "report_images").iterdir())
     seconds = json.loads((a.run_dir / "manifest.json").read_text())["scoring"]["seconds"]
-    latency = next(line for line in format_summary(a).splitlines() if line.startswith("  latency (s):"))
-    assert f"scoring {seconds:.3f}" in latency
+    prediction = json.loads((a.run_dir / "manifest.json").read_text())["prediction"]
+    wall = next(line for line in format_summary(a).splitlines() if line.startswith("  wall time (s):"))
+    assert f"scoring {seconds:.3f}" in wall and f"prediction {prediction['seconds']:.3f}" in wall
+    assert prediction["samples"] == 31
 
 
 def test_a_run_scored_before_typed_values_compares_as_it_did(runs, tmp_path):

@@ -193,6 +193,17 @@ def note_scoring(run_dir: Path, seconds: float, metrics_name: str) -> None:
     write_json_atomic(path, body)
 
 
+def note_prediction(run_dir: Path, seconds: float, samples: int) -> None:
+    """Record this invocation's prediction wall time in manifest.json under "prediction":
+    {"seconds", "samples" (predicted by this invocation), "finished_utc"}: the wall clock beside the
+    per-request seconds the model's report sums (which overlap when requests run concurrently)."""
+    path = run_dir / MANIFEST
+    body = read_run_json(path) if path.exists() else {}
+    body["prediction"] = {"seconds": round(float(seconds), 3), "samples": int(samples),
+                          "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}
+    write_json_atomic(path, body)
+
+
 def note_data_source(run_dir: Path, source: dict[str, Any]) -> None:
     """Record where the data came from in manifest.json under "data_source" (a hub copy:
     rvt_bench.loaders.hub.DataSource: id, revision, format, official, differences)."""

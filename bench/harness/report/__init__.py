@@ -49,6 +49,18 @@ def _trace_parts(trace: Any) -> list[dict[str, Any]]:
     return parts
 
 
+def _prediction(run_dir: Path) -> dict | None:
+    """The latest prediction's wall time (manifest.json "prediction": {"seconds", "samples"}), or None."""
+    from rvt_bench.core.store import read_run_json
+    from rvt_bench.core.types import RunStoreError
+
+    try:
+        found = read_run_json(run_dir / "manifest.json").get("prediction")
+    except (RunStoreError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def _scoring_seconds(run_dir: Path) -> float | None:
     """The wall time of the scoring that wrote metrics.json (manifest.json "scoring"), or None."""
     from rvt_bench.core.store import read_run_json
@@ -252,8 +264,14 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     figures = {"funnel": charts.funnel_chart(report) if report is not None else None,
                "breakdown": charts.breakdown_chart(bars), "scores": charts.score_histogram(per_task)}
     measures = [{"label": x.label, "value": measure_text(x)} for x in (report.measures if report else [])]
+    prediction = _prediction(run_dir)
+    for x in measures:  # the report's seconds are per request, summed: they overlap under concurrency
+        if x["value"].endswith(" s"):
+            x["label"] += " (summed per request)"
+    if prediction is not None and isinstance(prediction.get("seconds"), (int, float)):
+        measures.append({"label": "prediction wall time (latest invocation)", "value": f"{prediction['seconds']:.1f} s"})
     if scoring_s is not None:
-        measures.append({"label": "scoring time", "value": f"{scoring_s:.1f} s"})
+        measures.append({"label": "scoring wall time", "value": f"{scoring_s:.1f} s"})
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
     options["failure"] = sorted({r["failure"] for r in rows if r["failure"] != "none"})
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
@@ -266,7 +284,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
         header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
-        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox)),
+        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction)),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
         listing=f"{IMAGES}/{CSV}")
     return html
