@@ -141,7 +141,8 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     decoding (the report's "grammar" | "free"; empty for a model that decodes under no grammar),
     sampling (JSON: the sampling settings of the model and policy), model_ids (JSON), date (UTC),
     run_dir (relative to run.root), overrides (absolute paths made portable: portable_overrides),
-    data_source (JSON: metrics.json "data_source", {} for local files). The paper-table cells of
+    data_source (JSON: metrics.json "data_source", {} for local files), not_comparable (JSON:
+    metrics.json "not_comparable", {metric key: why, and the comparable variant}; tables mark them). The paper-table cells of
     every split are columns of every row (split_cell_keys), so all splits share one header.
     """
     model = resolved["model"]
@@ -187,6 +188,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         date=str(manifest.get("started_utc", ""))[:10], run_dir=portable_path(os.path.abspath(run_dir), bases),
         overrides=" ".join(portable_overrides(overrides, bases)),
         data_source=json.dumps(metrics.get("data_source") or {}, sort_keys=True),
+        not_comparable=json.dumps(metrics.get("not_comparable") or {}, sort_keys=True),
     )
     return row
 

@@ -94,8 +94,8 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
     # the headline, then every other cell of the benchmark's paper table (sub-splits, A, R, levels)
     keys = headline + [k for k in cell_keys(str(ma.get("dataset")), ma) if k not in headline]
     for key in keys:
-        metric, sa = (key, ra) if key in headline else _subset(re.sub(r"\[[^\]]*\]", "", key), ra)
-        _, sb = (key, rb) if key in headline else _subset(re.sub(r"\[[^\]]*\]", "", key), rb)
+        metric, sa = (key, ra) if key in headline else _subset(key, ra)
+        _, sb = (key, rb) if key in headline else _subset(key, rb)
         ea, eb = ((protocol.estimator(metric, sa), protocol.estimator(metric, sb)) if sa and sb
                   else ("no shared samples in this subset",) * 2)
         if key not in headline and isinstance(ea, CorpusEstimator):
