@@ -25,7 +25,8 @@ from rvt_bench.leaderboards.publish import read_board as read_csv_board
 from rvt_bench.leaderboards.tables import FORMATS, paper_table
 
 # Numeric columns of a row that are not metrics.
-_NOT_METRICS = {"n", "failures", "parse_rate", "data_errors", "judge_failure_rate", "protocol_version"}
+_NOT_METRICS = {"n", "excluded", "complete", "failures", "parse_rate", "data_errors", "judge_failure_rate",
+                "protocol_version"}
 
 
 def _pct(value: Any, digits: int = 1, key: str = "") -> str:
@@ -68,9 +69,30 @@ def board_runs(board: pd.DataFrame) -> list[dict[str, Any]]:
     for _, r in board.iterrows():
         row = {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
         parts = [str(row[k]) for k in ("policy", "perception") if isinstance(row.get(k), str) and row.get(k)]
-        row["label"] = f"{row.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(row)
+        row["label"] = f"{row.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(row) + _incomplete(row)
         runs.append(row)
     return runs
+
+
+def _incomplete(row: Any) -> str:
+    """The mark of a run that is not whole: "[INCOMPLETE: k failed]" (failures include missing
+    predictions), with its data errors, or "[INCOMPLETE]" for a row whose `complete` is 0 otherwise
+    (a run.limit run); "" for a complete run or a row written before `complete` existed."""
+    counts = []
+    for key, what in (("failures", "failed"), ("data_errors", "data errors")):
+        value = row.get(key)
+        if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)) and value > 0:
+            counts.append(f"{int(value)} {what}")
+    if counts:
+        return f" [INCOMPLETE: {', '.join(counts)}]"
+    complete = row.get("complete")
+    return " [INCOMPLETE]" if isinstance(complete, (int, float)) and not math.isnan(complete) and complete == 0 else ""
+
+
+def _headline(board: pd.DataFrame, metrics: list[str]) -> str | None:
+    if "headline" in board.columns and board["headline"].notna().any():
+        return str(board["headline"].dropna().iloc[0])
+    return metrics[0] if metrics else None
 
 
 def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: bool = True, digits: int = 1,
@@ -82,16 +104,18 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
         raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
     board = read_board(dataset, board_dir)
     published = paper_rows(dataset) if paper else []
+    metrics = _metric_columns(board) if not board.empty else []
+    headline = _headline(board, metrics) if not board.empty else None
+    if headline in board.columns:  # runs in the paper table too come best first
+        board = board.sort_values(headline, ascending=False, na_position="last", kind="stable")
     table = paper_table(board_runs(board), fmt, published, digits) if not board.empty or published else ""
     if fmt == "latex":
         return table
-    metrics = _metric_columns(board) if not board.empty else []
-    headline = (str(board["headline"].dropna().iloc[0]) if "headline" in board.columns and board["headline"].notna().any()
-                else (metrics[0] if metrics else None))
-    if headline in board.columns:
-        board = board.sort_values(headline, ascending=False, na_position="last", kind="stable")
+    if board.empty:
+        note = f"No runs: no leaderboard {dataset}.csv in {board_dir} (a scored run publishes its row there)."
+        return "\n".join([f"## {dataset}", "", note, "", table]) if table else note
     head = ["rank", "model", "run", "split", "data", *[f"{c} ({'%' if unit(c) == '%' else 'score'})" for c in metrics],
-            "n", "failures", "parse rate (%)", "git", "date", "overrides"]
+            "n", "excluded", "failures", "parse rate (%)", "git", "date", "overrides"]
     lines = [f"## {dataset}", "",
              f"Runs, values in % (files hold fractions) [95% bootstrap CI], sorted by {headline or 'n/a'}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -105,13 +129,17 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
             ci = f" [{_pct(lo, digits, c)}, {_pct(hi, digits, c)}]" if lo is not None and not pd.isna(lo) else ""
             cells.append(_pct(r[c], digits, c) + ci)
         parts = [str(r.get(k)) for k in ("policy", "perception") if isinstance(r.get(k), str) and r.get(k)]
-        model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(r)
+        model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(r) + _incomplete(r)
         parse = "n/a" if pd.isna(r.get("parse_rate")) else _pct(r.get("parse_rate"))
         data = _data_source(_text(r.get("data_source")))
         lines.append("| " + " | ".join([str(rank), model, str(r.get("run_name")), str(r.get("split")), data, *cells,
-                                         str(r.get("n")), str(r.get("failures")), parse, _text(r.get("git_sha"))[:10],
+                                         str(r.get("n")), _count(r.get("excluded")), str(r.get("failures")), parse, _text(r.get("git_sha"))[:10],
                                          _text(r.get("date")), _text(r.get("overrides"))]) + " |")
     return "\n".join(lines + (["", table] if table else []))
+
+
+def _count(value: Any) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else str(int(value))
 
 
 def _unsandboxed(row: Any) -> str:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any
 
 from rvt_bench.core.store import read_run_json
-from rvt_bench.leaderboards.tables import cell_keys, cells_of
+from rvt_bench.leaderboards.tables import cell_keys, cells_of, layout
 
 # Policy keys that change what the model generates (sampling), recorded per row.
 DECODING_KEYS = ("temperature", "top_p", "top_k", "min_p", "do_sample", "num_beams", "max_new_tokens", "max_tokens",
@@ -61,6 +63,58 @@ def run_sandbox(manifest: dict[str, Any]) -> str:
     return "none" if "none" in seen else ("bwrap" if "bwrap" in seen else "")
 
 
+ELIDED = ".../"  # an absolute path outside run.root and the working directory keeps only its last part
+
+
+def portable_path(value: str, bases: list[Path]) -> str:
+    """`value` as a leaderboard cell: a path under one of `bases` relative to it ("." for the base
+    itself), any other absolute or home path (~) as ELIDED + its last part; text that is no path as
+    it is. A shared board then holds no home directory and reads the same on another machine."""
+    if not value.startswith(("/", "~")):
+        return value
+    path = Path(os.path.expanduser(value))
+    for base in bases:
+        try:
+            return str(path.relative_to(base))
+        except ValueError:
+            continue
+    return ELIDED + path.name if path.name else ELIDED
+
+
+def portable_overrides(overrides: list[str], bases: list[Path]) -> list[str]:
+    """Command-line overrides with every absolute path in a value made portable (portable_path);
+    a value listing several (a sweep's model.root=/a,/b) has each made portable."""
+    def one(arg: str) -> str:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            return arg
+        return key + eq + re.sub(r"(?:^|(?<=,))[/~][^,]*", lambda m: portable_path(m.group(0), bases), value)
+    return [one(a) for a in overrides]
+
+
+def _bases(resolved: dict[str, Any]) -> list[Path]:
+    root = (resolved.get("run") or {}).get("root")
+    bases = [Path(os.path.abspath(os.path.expanduser(str(root))))] if root else []
+    return bases + [Path.cwd()]
+
+
+def split_cell_keys(dataset: str, metrics: dict[str, Any]) -> list[str]:
+    """The cell keys of every split's columns of the benchmark's layout that the run has a value
+    for (cell_keys asked once per split the layout names): every split's row has the same columns."""
+    splits = [metrics.get("split"), *(c.split for c in layout(dataset, [metrics]).columns if c.split is not None)]
+    out: list[str] = []
+    for split in dict.fromkeys(splits):
+        out += [k for k in cell_keys(dataset, {**metrics, "split": split}) if k not in out]
+    return out
+
+
+def excluded_count(metrics: dict[str, Any]) -> int:
+    """Scored samples the headline metric leaves out: the sum of metrics.json "excluded" (the
+    protocol's {why: count}, e.g. ReVOS's no-target expressions), 0 when it reports none."""
+    found = metrics.get("excluded")
+    return sum(int(v) for v in found.values() if isinstance(v, int)) if isinstance(found, dict) else 0
+
+
 def component_name(node: Any) -> str:
     """Short name of a configured component: its `name`, `model`, or class (with `:runtime`)."""
     if not isinstance(node, dict):
@@ -80,11 +134,16 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     "<key> ci_high" (fractions), the other cells of the benchmark's paper table
     (rvt_bench.leaderboards.tables.cell_keys, with intervals where metrics.json has them),
     judge_failure_rate, the numeric measures of the model's own report ("adapter/<key>",
-    metrics.json adapter_report.measures, in their unit), n, failures, parse_rate, data_errors,
-    then provenance: sandbox (run_sandbox: "bwrap", "none" or empty), git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
+    metrics.json adapter_report.measures, in their unit), n (the samples the headline averages),
+    excluded (scored samples the headline leaves out: excluded_count, ReVOS's no-target expressions),
+    failures (scored as failed: missing predictions included), data_errors (not scored), complete
+    (1 when nothing failed, no data error and no run.limit, else 0), parse_rate, then provenance: sandbox (run_sandbox: "bwrap", "none" or empty), git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
     decoding (the report's "grammar" | "free"; empty for a model that decodes under no grammar),
     sampling (JSON: the sampling settings of the model and policy), model_ids (JSON), date (UTC),
-    run_dir, overrides, data_source (JSON: metrics.json "data_source", {} for local files).
+    run_dir (relative to run.root), overrides (absolute paths made portable: portable_overrides),
+    data_source (JSON: metrics.json "data_source", {} for local files), not_comparable (JSON:
+    metrics.json "not_comparable", {metric key: why, and the comparable variant}; tables mark them). The paper-table cells of
+    every split are columns of every row (split_cell_keys), so all splits share one header.
     """
     model = resolved["model"]
     manifest_path = Path(run_dir) / "manifest.json"
@@ -99,7 +158,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     row["headlines"] = json.dumps(list(headline))
     cells = cells_of(metrics)
     # the headline, then every cell of the benchmark's paper table (render draws it from the row)
-    for key in [*headline, *(k for k in cell_keys(metrics["dataset"], metrics) if k not in headline)]:
+    for key in [*headline, *(k for k in split_cell_keys(metrics["dataset"], metrics) if k not in headline)]:
         row[key] = _number(cells.get(key))
         ci = cis.get(key) or {}
         if key in headline or ci:
@@ -112,9 +171,13 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         if _number(measure.get("value")) is not None:
             row[f"adapter/{measure['key']}"] = _number(measure["value"])
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
+    excluded = excluded_count(metrics)
+    data_errors = metrics.get("data_errors", 0)
+    bases = _bases(resolved)
     row.update(
-        n=metrics["n"], failures=metrics["failures"], parse_rate=_number(metrics["parse_rate"]),
-        data_errors=metrics.get("data_errors", 0), sandbox=run_sandbox(manifest), git_sha=git_shas(run_dir),
+        n=int(metrics["n"]) - excluded, excluded=excluded, failures=metrics["failures"], data_errors=data_errors,
+        complete=int(not metrics["failures"] and not data_errors and not metrics.get("partial")),
+        parse_rate=_number(metrics["parse_rate"]), sandbox=run_sandbox(manifest), git_sha=git_shas(run_dir),
         packages_digest=packages_digest(manifest.get("packages") or {}),
         protocol=metrics.get("protocol"), protocol_version=metrics.get("protocol_version"),
         protocol_variants=json.dumps(metrics.get("protocol_variants") or {}, sort_keys=True),
@@ -122,8 +185,10 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         sampling=json.dumps({**{f"model.{k}": model[k] for k in (*DECODING_KEYS, "max_rounds", "max_total_tokens") if k in model},
                              **{f"policy.{k}": policy[k] for k in DECODING_KEYS if k in policy}}, sort_keys=True, default=str),
         model_ids=json.dumps(_find(model, MODEL_ID_KEYS), sort_keys=True, default=str),
-        date=str(manifest.get("started_utc", ""))[:10], run_dir=str(run_dir), overrides=" ".join(overrides),
+        date=str(manifest.get("started_utc", ""))[:10], run_dir=portable_path(os.path.abspath(run_dir), bases),
+        overrides=" ".join(portable_overrides(overrides, bases)),
         data_source=json.dumps(metrics.get("data_source") or {}, sort_keys=True),
+        not_comparable=json.dumps(metrics.get("not_comparable") or {}, sort_keys=True),
     )
     return row
 

@@ -180,6 +180,21 @@ class Line:
     source: str = ""
     mark: str = ""        # "" for runs; "verified" / "unverified" for published rows
     what: str = ""        # the metric of a long layout's line ("J", "m_vIoU"), with its task
+    notes: dict[int, str] = field(default_factory=dict)  # column index -> why its value is not comparable
+
+
+NOT_COMPARABLE = "‡"  # the mark of a run's value its own warning calls not comparable to published ones
+
+
+def not_comparable(run: Mapping[str, Any]) -> dict[str, str]:
+    """{metric key: why, and the comparable variant} of a run (metrics.json "not_comparable", a
+    leaderboard row's JSON column); {} when none."""
+    found = run.get("not_comparable")
+    if isinstance(found, str) and found.startswith("{"):
+        import json
+
+        found = json.loads(found)
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
 
 
 def _number(value: Any) -> float | None:
@@ -242,6 +257,9 @@ def _run_lines(lay: Layout, runs: list[Mapping[str, Any]], digits: int, with_ci:
                     ci = _interval(m, key) if with_ci else None
                     row.values[i] = _show(key, value, digits) + ("" if ci is None else
                                                                   f" [{_show(key, ci[0], digits)}, {_show(key, ci[1], digits)}]")
+                    why = not_comparable(m).get(key)
+                    if why:
+                        row.notes[i] = f"{key}: {why}"
                     break
             if row.values or line is None:
                 out.append(row)
@@ -368,8 +386,11 @@ def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Ma
              "| " + " | ".join(head) + " |", "|---" + "|---" * (len(head) - 2) + "|---|"]
     for line in runs + paper:
         method = line.method if not line.mark else f"{line.method} (paper, {line.mark})"
-        cells = [line.values.get(i, NA) for i in range(len(lay.columns))]
+        cells = [line.values.get(i, NA) + (f" {NOT_COMPARABLE}" if i in line.notes else "") for i in range(len(lay.columns))]
         lines.append("| " + " | ".join([method, *([line.what] if long else []), *cells, line.source]) + " |")
+    notes = _comparability_notes(runs)
+    if notes:
+        lines += [""] + [f"{NOT_COMPARABLE} {line.method}, {note}: not comparable to the published values." for line, note in notes]
     if outside:
         lines += ["", "Published rows outside this layout (an ablation, a breakdown the table does not show, or a "
                       "unit that does not fit its column):", "",
@@ -394,6 +415,16 @@ def _latex_value(text: str) -> str:
         value, ci = text.split(" [", 1)
         return f"{value}\\,{{\\scriptsize[{ci}}}"
     return latex_escape(text)
+
+
+def _comparability_notes(runs: list[Line]) -> list[tuple[Line, str]]:
+    """(line, "<key>: why; comparable: <variant>") for every marked cell of the runs, once each."""
+    out: list[tuple[Line, str]] = []
+    for line in runs:
+        for i in sorted(line.notes):
+            if (line, line.notes[i]) not in out:
+                out.append((line, line.notes[i]))
+    return out
 
 
 def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]]) -> str:
@@ -423,11 +454,14 @@ def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mappi
             out.append("\\midrule")
         for line in block:
             method = latex_escape(line.method) + ("" if line.mark != "unverified" else "$^\\dagger$")
-            cells = [_latex_value(line.values[i]) if i in line.values else "--" for i in range(len(lay.columns))]
+            cells = [(_latex_value(line.values[i]) + ("$^\\ddagger$" if i in line.notes else "")) if i in line.values
+                     else "--" for i in range(len(lay.columns))]
             source = latex_escape(line.source + (f" ({line.mark})" if line.mark else ""))
             out.append(" & ".join([method, *([latex_escape(line.what)] if long else []), *cells, source]) + " \\\\")
     out += ["\\bottomrule", "\\end{tabular}"]
     note = latex_escape(f"{lay.caption}. {_unit_note(lay)}")
+    for line, text in _comparability_notes(runs):
+        note += f" $^\\ddagger${latex_escape(line.method)}, {latex_escape(text)}: not comparable to the published values."
     if any(line.mark == "unverified" for line in paper):
         note += " $^\\dagger$Published value not checked against the paper's text (transcribed from a secondary source)."
     out += [f"\\caption{{{note}}}", "\\end{table}"]

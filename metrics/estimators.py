@@ -9,6 +9,9 @@ ReVOS's overall = (referring + reasoning) / 2 has two strata (per type), so one 
 them all. Corpus-level text metrics (BLEU-1..4, CIDEr) are not means of per-sample values: a
 `CorpusEstimator` recomputes the corpus metric on every resample from per-sample sufficient
 statistics (metrics/text_resample.py; rvt_bench.metrics.units.captions builds it).
+
+Both carry each sample's source (the video or image it was asked about, ScoreRecord.source): the
+bootstrap resamples sources, keeping the samples of one source together (a cluster bootstrap).
 """
 from __future__ import annotations
 
@@ -22,11 +25,18 @@ from rvt_bench.core.records import ScoreRecord
 
 @dataclass
 class Stratum:
-    """One group of samples resampled on its own: value = sum(num) / sum(den)."""
+    """One group of samples resampled on its own: value = sum(num) / sum(den).
+
+    sources: (n,) each sample's source (video or image); None: every sample is its own."""
 
     ids: list[str]
     num: np.ndarray  # (n,) float64
     den: np.ndarray  # (n,) float64
+    sources: list[str] | None = None
+
+    def clusters(self) -> tuple[np.ndarray, int] | None:
+        """(cluster index per sample (n,), number of clusters), None when no two samples share a source."""
+        return clusters_of(self.sources)
 
     def value(self) -> float:
         """sum(num) / sum(den); 0.0 when sum(den) is 0."""
@@ -72,6 +82,11 @@ class CorpusEstimator:
     stats: Any
     order: int | None
     references: list
+    sources: list[str] | None = None  # (n,) each sample's source; None: every sample is its own
+
+    def clusters(self) -> tuple[np.ndarray, int] | None:
+        """(cluster index per sample (n,), number of clusters), None when no two samples share a source."""
+        return clusters_of(self.sources)
 
     @property
     def n(self) -> int:
@@ -108,12 +123,24 @@ class CorpusEstimator:
         return a, b
 
 
+def clusters_of(sources: list[str] | None) -> tuple[np.ndarray, int] | None:
+    """(index of each sample's source in first-seen order (n,), number of sources), None when
+    `sources` is None or no two samples share one."""
+    if sources is None:
+        return None
+    index: dict[str, int] = {}
+    of = np.array([index.setdefault(s, len(index)) for s in sources], dtype=np.int64)
+    return None if len(index) == len(sources) else (of, len(index))
+
+
 def stratum(records: list[ScoreRecord], num: Callable[[ScoreRecord], float],
             den: Callable[[ScoreRecord], float] = lambda r: 1.0) -> Stratum:
-    """A Stratum of `records` in sample_id order: num(record) / den(record) per sample."""
+    """A Stratum of `records` in sample_id order: num(record) / den(record) per sample, each with its
+    source (ScoreRecord.source; a record without one is its own source)."""
     records = sorted(records, key=lambda r: r.sample_id)
     return Stratum([r.sample_id for r in records], np.array([num(r) for r in records], np.float64),
-                   np.array([den(r) for r in records], np.float64))
+                   np.array([den(r) for r in records], np.float64),
+                   [r.source if r.source is not None else "\0" + r.sample_id for r in records])
 
 
 def mean_of(key: str, records: list[ScoreRecord], value: Callable[[ScoreRecord], float]) -> Estimator:

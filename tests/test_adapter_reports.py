@@ -185,7 +185,7 @@ def test_vlm_reports_reply_answer_and_sam2(small_demo, tmp_path):
     measures = {m["key"]: m["value"] for m in report["measures"]}
     assert measures["result_undecided"] == 1 and "generation_s" in measures
     # SAM2 never finished a mask: no prediction recorded SAM2 seconds, and none is printed
-    latency = next(line for line in format_summary(result).splitlines() if line.startswith("  latency (s):"))
+    latency = next(line for line in format_summary(result).splitlines() if line.startswith("  latency, summed per request (s):"))
     assert "SAM2_s" not in measures and "SAM2" not in latency and "frames" in latency
 
 

@@ -88,3 +88,14 @@ def test_a_moved_module_keeps_its_name_and_an_old_config_builds_todays_class():
         "dataset": {"protocol": {"_target_": "rvt_bench.metrics.protocols.revos.ReVOSProtocol"}},
         "x": [{"_target_": "my_lab.models.Mine"}]}
     assert names.with_registered_names(names.with_current_targets(old)) == old
+
+
+def test_model_name_is_a_display_label_that_changes_neither_fingerprint_nor_run_directory():
+    Path(PREDS).mkdir(exist_ok=True)
+    for case in ("demo_dtr1", "revos_precomputed"):
+        overrides, pinned = CASES[case]
+        assert fingerprint_of([*overrides, "model.name=My model 7B"]) == pinned
+    from rvt_bench.harness.manifest import model_key
+
+    assert model_key({"_target_": "rvt_bench.adapters.lisa.adapter.LisaAdapter", "name": "LISA-13B"}) == "lisa"
+    assert model_key({"_target_": "my_lab.Mine", "name": "mine"}) == "mine"  # no shipped config: its own name

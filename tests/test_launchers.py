@@ -51,9 +51,10 @@ def test_three_point_parallel_multirun_leaves_one_row_per_point(tmp_path):
     rows = board(tmp_path)
     assert len(rows) == 3 and rows["fingerprint"].is_unique
     for root in roots:
-        row = rows[rows["overrides"].str.contains(f"model.root={root}", regex=False)]
+        # paths in a row are relative (to the working directory here, to run.root for run_dir)
+        row = rows[rows["overrides"].str.contains(f"model.root={root.relative_to(tmp_path)}", regex=False)]
         assert len(row) == 1
-        metrics = json.loads((Path(row["run_dir"].item()) / "metrics.json").read_text())
+        metrics = json.loads((tmp_path / "runs" / row["run_dir"].item() / "metrics.json").read_text())
         assert row["image/gIoU"].item() == round(metrics["metrics"]["image/gIoU"], 6)
 
 

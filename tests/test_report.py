@@ -52,15 +52,18 @@ def test_report_renders_with_every_image_loaded(report):
     assert len(visible_sections(html)) == 31
 
 
-def test_charts_come_first_and_the_samples_within_one_screen(report, tmp_path):
+def test_charts_come_first_whole_and_the_samples_one_link_away(report, tmp_path):
     html = dom(report)
     for chart in ("chart-funnel", "chart-breakdown", "chart-scores"):
         block = re.search(rf'<section class="card chart" id="{chart}">(.*?)</section>', html, re.S)  # noqa: B023
         assert block is not None, chart
         svg = block.group(1)
         assert "<svg" in svg and len(re.findall(r"<path ", svg)) > 5, chart  # drawn, not an empty frame
-    top = int(re.search(r'data-samples-top="(\d+)"', html).group(1))
-    assert 0 < top < SCREEN[1]
+    # the figures are drawn whole (no fixed-height scroll box clips the breakdowns, on screen or in
+    # print), so the samples may start below the first screen: a link on it leads there
+    assert 'class="scroll"' not in html and "max-height" not in html
+    link = int(re.search(r'data-link-top="(\d+)"', html).group(1))
+    assert 0 < link < SCREEN[1] and int(re.search(r'data-samples-top="(\d+)"', html).group(1)) > 0
     shot = tmp_path / "report.png"
     chromium(f"--screenshot={shot}", f"file://{report}")
     assert shot.stat().st_size > 20_000  # for review: the first screen as a reader sees it
@@ -107,3 +110,45 @@ def test_a_value_outside_its_interval_still_draws_its_interval():
     svg = breakdown_chart([Bar("image · level 1", "image/gIoU", 0.99999, 0.2, 0.9, 0.0, 1),
                            Bar("image · level 2", "image/gIoU", 0.5, 0.4, 0.6, None, 3)])
     assert svg is not None and svg.lstrip().startswith("<svg") and "95% CI" in svg
+
+
+def test_every_sample_shows_its_answer_in_its_tasks_terms(report):
+    html = dom(report)
+    vqa = re.search(r'<section class="sample[^"]*"[^>]*data-task="vqa".*?</section>', html, re.S).group(0)
+    answer = re.search(r'<td class="answer">(.*?)</td>', vqa, re.S).group(1).strip()
+    reference = re.search(r'<td class="reference">(.*?)</td>', vqa, re.S).group(1).strip()
+    assert answer and answer != "(no answer)" and reference  # the model's text beside the reference
+    segs = re.findall(r'<section class="sample[^"]*"[^>]*data-task="segmentation".*?</section>', html, re.S)
+    image = [s for s in segs if 'data-drawn="ground truth outline"' in s and 'data-drawn="prediction mask"' in s]
+    assert image  # a ReasonSeg sample: its GT outlined under the prediction (drawn: see the pixel test)
+    assert re.search(r'class="meta provenance">run started .* git \S+ .* data root \S+ .* predictions \S+', html)
+
+
+def test_breakdowns_name_their_levels_as_the_benchmark_does(report):
+    html = dom(report)
+    block = re.search(r'id="chart-breakdown">(.*?)</section>', html, re.S).group(1)
+    assert "referring" in block and "reasoning" in block and "type 0" not in block
+
+
+def test_the_gt_is_outlined_in_its_own_colour_under_the_prediction(tmp_path):
+    import cv2
+    import numpy as np
+
+    from rvt_bench.core import masks
+    from rvt_bench.core.types import Prediction, Sample, Target
+    from rvt_bench.harness.visualize import GT_OUTLINE_RGB, render_sample
+
+    frame = tmp_path / "f.png"
+    cv2.imwrite(str(frame), np.full((120, 160, 3), 128, np.uint8))
+    gt = np.zeros((120, 160), bool)
+    gt[30:90, 40:120] = True
+    sample = Sample("img", "d", "val", "image", [str(frame)], ["f"], "q", "segmentation", Target(masks=[masks.encode(gt)]))
+    covering = np.ones((120, 160), bool)  # the prediction covers the GT whole
+    picture = render_sample(sample, Prediction("img", masks=[masks.encode(covering)]), None, 1)
+    assert (picture == np.array(GT_OUTLINE_RGB, np.uint8)).all(axis=2).sum() > 100
+
+
+def test_the_whole_page_prints(report, tmp_path):
+    pdf = tmp_path / "report.pdf"
+    chromium(f"--print-to-pdf={pdf}", "--no-pdf-header-footer", f"file://{report}")
+    assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size > 50_000

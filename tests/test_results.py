@@ -116,8 +116,10 @@ def test_every_full_run_leaves_its_report_and_the_summary_shows_the_scoring_time
     _, a, _ = runs
     assert a.report == a.run_dir / "report.html" and a.report.is_file() and any((a.run_dir / "report_images").iterdir())
     seconds = json.loads((a.run_dir / "manifest.json").read_text())["scoring"]["seconds"]
-    latency = next(line for line in format_summary(a).splitlines() if line.startswith("  latency (s):"))
-    assert f"scoring {seconds:.3f}" in latency
+    prediction = json.loads((a.run_dir / "manifest.json").read_text())["prediction"]
+    wall = next(line for line in format_summary(a).splitlines() if line.startswith("  wall time (s):"))
+    assert f"scoring {seconds:.3f}" in wall and f"prediction {prediction['seconds']:.3f}" in wall
+    assert prediction["samples"] == 31
 
 
 def test_a_run_scored_before_typed_values_compares_as_it_did(runs, tmp_path):
@@ -139,3 +141,23 @@ def test_a_run_scored_before_typed_values_compares_as_it_did(runs, tmp_path):
     (old / "scores.jsonl").write_text("\n".join(lines) + "\n")
     now, before = compare(a.run_dir, b.run_dir, b=100), compare(old, b.run_dir, b=100)
     assert before["metrics"] == now["metrics"] and len(now["metrics"]) == len(a.metrics["headline"])
+
+
+def test_compare_of_three_runs_writes_one_page_with_flips_labels_and_ids(runs, tmp_path, capsys):
+    from rvt_bench.harness.compare import main as compare_main
+
+    _, a, b = runs
+    out = tmp_path / "page" / "out.html"
+    out.parent.mkdir()
+    compare_main([str(a.run_dir), str(b.run_dir), str(a.run_dir), "--B", "50", "--html", str(out)])
+    assert [p.name for p in out.parent.iterdir()] == ["out.html"]  # one file for three runs
+    page = out.read_text()
+    assert page.count("<h3>Samples that flipped") == 2 and ("right -> wrong" in page or "wrong -> right" in page)
+    assert "(a)" in page and "(b)" in page and "run 1" not in page  # labelled by display and run name
+    flipped = compare(a.run_dir, b.run_dir, b=20)["flips"]
+    assert flipped and all(f["a_correct"] != f["b_correct"] for f in flipped)
+    svgs = "".join(part.split("</svg>")[0] for part in page.split("<svg")[1:])
+    ids = compare(a.run_dir, b.run_dir, b=20, per_sample=True)["per_sample"]["image/gIoU"]["a"]
+    assert any(f">{sid}<" in svgs for sid in ids)  # the samples that changed most are named on the plot
+    keys = [r["key"] for r in compare(a.run_dir, b.run_dir, b=20)["metrics"]]
+    assert any("=" in k or k.count("/") > 1 for k in keys)  # paper-table cells beyond the headline

@@ -28,7 +28,9 @@ def test_summary_renders_the_adapters_own_funnel_and_measures():
     text = format_summary(SimpleNamespace(metrics=METRICS, scoring_s=1.5))
     assert "  funnel: [SEG] emitted 3 > mask decoded 3 > result correct 2 (50.0 % of 4)" in text
     assert "  measures: [SEG] rate 75.0 %, tokens (mean) 31.2 tokens" in text
-    assert "  latency (s): generation 12.500, scoring 1.500" in text
+    # per-request seconds (summed: they overlap when requests run at once) apart from the wall clock
+    assert "  latency, summed per request (s): generation 12.500\n" in text
+    assert "  wall time (s): scoring 1.500" in text
     assert "decoding" not in text and "plan emitted" not in text  # nothing of DT-R1's
 
 

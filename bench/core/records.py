@@ -176,7 +176,7 @@ class UnitValues:
 
 V = TypeVar("V", bound=UnitValues)
 CORRECT_JUDGE = 0.5  # judge score at or above which a free-text answer counts as correct (the DT-R1 paper's analysis)
-_OWN = {"sample_id", "modality", "task", "failed", "error_kind", "meta", "judge", "funnel", "schema_version"}
+_OWN = {"sample_id", "modality", "task", "failed", "error_kind", "meta", "judge", "funnel", "source", "schema_version"}
 _PART_KEY = re.compile(r"part(_[0-9]+)?")
 
 
@@ -196,6 +196,9 @@ class ScoreRecord:
     funnel:    where the sample stopped in its model's funnel, {"first_failed": stage key or None,
                "result_correct": True | False | None} (Adapter.sample_stage), None when the model
                reports no funnel.
+    source:    the video or image the sample was asked about (rvt_bench.metrics.protocols.base.sample_source),
+               None when unknown: samples of one source are resampled together by the bootstrap
+               (rvt_bench.harness.bootstrap); written only when set.
 
     On disk (schema_version 2): sample_id, the header, "values": {kind: {...}}, the part keys,
     "judge", "funnel", "schema_version". Version 1 wrote the values flat beside the header;
@@ -213,6 +216,7 @@ class ScoreRecord:
     judge: JudgeVerdict | None = None
     funnel: dict[str, Any] | None = None
     schema_version: int = SCORE_SCHEMA_VERSION
+    source: str | None = None
 
     def add(self, values: UnitValues) -> None:
         """Add one unit's values; a second unit of the same kind must have found the same values.
@@ -259,6 +263,8 @@ class ScoreRecord:
             out["judge"] = self.judge.to_json()
         if self.funnel is not None:
             out["funnel"] = self.funnel
+        if self.source is not None:
+            out["source"] = self.source
         out["schema_version"] = self.schema_version
         return out
 
@@ -290,7 +296,8 @@ class ScoreRecord:
             except RunStoreError as exc:
                 raise RunStoreError(f"score record {sid!r}: {exc}") from exc
         return cls(sid, obj.get("modality"), obj.get("task"), bool(obj.get("failed", False)), obj.get("error_kind"),
-                   dict(obj.get("meta") or {}), values, parts, judge, obj.get("funnel"))
+                   dict(obj.get("meta") or {}), values, parts, judge, obj.get("funnel"),
+                   source=obj["source"] if isinstance(obj.get("source"), str) else None)
 
 
 def _v1_values(sid: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:

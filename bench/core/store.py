@@ -13,6 +13,8 @@ record cut short by a kill), which is then redone.
 """
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import logging
 import math
@@ -304,6 +306,22 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
     full disk) the new folder is removed and `path` is left as it was. Permissions as `write_atomic`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # one writer at a time (flock beside the folder): any .new / .old folder found under the lock
+    # is a dead writer's leftover (killed mid-way) and is removed
+    with open(path.parent / f".{path.name[:32]}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            for leftover in path.parent.glob(f".{glob.escape(path.name[:32])}.*"):
+                if leftover.is_dir() and leftover.name.endswith((".new", ".old")):
+                    shutil.rmtree(leftover, ignore_errors=True)
+            with _replace_folder(path) as fresh:
+                yield fresh
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _replace_folder(path: Path) -> Iterator[Path]:
     fresh = Path(tempfile.mkdtemp(prefix=f".{path.name[:32]}.", suffix=".new", dir=path.parent))
     try:
         os.chmod(fresh, 0o777 & ~umask())

@@ -5,8 +5,18 @@ declares (`Protocol.estimator`, rvt_bench.metrics.estimators: a mean over strata
 or a corpus caption metric recomputed from sufficient statistics). Resampling is then a matrix product: a (B, n) matrix of multinomial
 resampling counts times the per-sample vectors (no re-aggregation per replicate).
 
-Resampling unit = the sample (for ReVOS: the expression), within each stratum (ReVOS: per type;
-RVTBench: per task), with replacement; percentile interval; a fixed seed makes it deterministic.
+Resampling unit = the source: the video or image a sample was asked about (ScoreRecord.source),
+drawn with all its samples (ReVOS: a video with its expressions; a cluster bootstrap), within each
+stratum (ReVOS: per type; RVTBench: per task), with replacement; percentile interval; a fixed seed
+makes it deterministic. Samples of one video are not independent, so resampling them one by one
+gives intervals that are too narrow (lmms-eval reports clustered standard errors for the same
+reason). Where no two samples of a stratum share a source (ReasonSeg, one text per image) the
+source is the sample and the draws are exactly the sample bootstrap's. When a source has samples in
+two strata (a ReVOS video with referring and reasoning expressions), the sources are drawn once for
+all strata together, so its samples stay together across strata (each stratum's size then varies
+between replicates; `_plan`). The
+paired tests cluster the same way: the paired bootstrap draws sources, the permutation test swaps
+a source's samples together. The method is named in every interval ("resampled").
 """
 from __future__ import annotations
 
@@ -20,7 +30,7 @@ from rvt_bench.core.records import ScoreRecord
 from rvt_bench.metrics.estimators import CorpusEstimator, Estimator, Stratum
 
 __all__ = ["DEFAULT_B", "DEFAULT_SEED", "LEVEL", "CorpusEstimator", "Estimator", "PairedResult", "Stratum",
-           "confidence_interval", "headline_cis", "paired"]
+           "confidence_interval", "headline_cis", "method", "paired"]
 
 DEFAULT_B = 1000
 DEFAULT_SEED = 0
@@ -36,21 +46,81 @@ def _counts(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
     return rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
 
 
+def _plan(strata: Sequence[Stratum]) -> tuple[int | None, list[tuple[np.ndarray, int] | None]]:
+    """How the strata are drawn: (None, per-stratum clusters) when no source has samples in two
+    strata (each stratum drawn on its own: its sources, or its samples where no two share one);
+    (M, each stratum's sample -> index among all M sources) when one does: the sources are then
+    drawn once for all strata together, so that a video's referring and reasoning expressions stay
+    together (the strata's sizes then vary between replicates)."""
+    own = [set(s.sources) if s.sources is not None else None for s in strata]
+    if len(strata) > 1 and all(o is not None for o in own) and sum(map(len, own)) > len(set().union(*own)):
+        index: dict[str, int] = {}
+        found = [np.array([index.setdefault(x, len(index)) for x in s.sources], dtype=np.int64) for s in strata]
+        return len(index), [(of, 0) for of in found]
+    return None, [s.clusters() for s in strata]
+
+
+def _by_source(s: Stratum, clusters: tuple[np.ndarray, int] | None, m: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The stratum's num and den summed per source ((m,) each; unchanged without clusters)."""
+    if clusters is None:
+        return s.num, s.den
+    of, own = clusters
+    size = m if m is not None else own
+    return np.bincount(of, s.num, size), np.bincount(of, s.den, size)
+
+
 def _replicates(strata: Sequence[Stratum], b: int, rng: np.random.Generator,
                 paired: Sequence[Stratum] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """(b,) bootstrap replicates of the estimator (and of `paired`'s, with the same draws)."""
+    """(b,) bootstrap replicates of the estimator (and of `paired`'s, with the same draws): sources
+    drawn with their samples (`_plan`; the first run's sources for both)."""
     vals = np.zeros(b)
     other = np.zeros(b) if paired is not None else None
-    for k, s in enumerate(strata):
-        n = len(s.ids)
+    joint, plan = _plan(strata)
+    if joint is not None:
+        sums = [_by_source(s, plan[k], joint) for k, s in enumerate(strata)]
+        psums = [_by_source(paired[k], plan[k], joint) for k in range(len(strata))] if paired is not None else None
+        step = max(1, _CELLS // max(joint * len(strata), 1))
+        for lo in range(0, b, step):
+            c = _counts(rng, joint, min(step, b - lo))
+            for k, (num, den) in enumerate(sums):
+                vals[lo:lo + len(c)] += _ratio(c @ num, c @ den)
+                if psums is not None:
+                    other[lo:lo + len(c)] += _ratio(c @ psums[k][0], c @ psums[k][1])
+    for k, s in enumerate(strata if joint is None else []):
+        num, den = _by_source(s, plan[k])
+        if paired is not None:
+            pnum, pden = _by_source(paired[k], plan[k])
+        n = len(num)
         step = max(1, _CELLS // max(n, 1))
         for lo in range(0, b, step):
             c = _counts(rng, n, min(step, b - lo))
-            vals[lo:lo + len(c)] += _ratio(c @ s.num, c @ s.den)
+            vals[lo:lo + len(c)] += _ratio(c @ num, c @ den)
             if paired is not None:
-                other[lo:lo + len(c)] += _ratio(c @ paired[k].num, c @ paired[k].den)
+                other[lo:lo + len(c)] += _ratio(c @ pnum, c @ pden)
     m = len(strata)
     return vals / m, (other / m if other is not None else None)
+
+
+def _sample_counts(counts: np.ndarray, clusters: tuple[np.ndarray, int] | None) -> np.ndarray:
+    """(b, n) per-sample counts from (b, m) per-source counts: each sample drawn as often as its source."""
+    return counts if clusters is None else counts[:, clusters[0]]
+
+
+def method(est: Estimator | CorpusEstimator) -> str:
+    """How `est` is resampled, in words (metrics.json ci "resampled")."""
+    if isinstance(est, CorpusEstimator):
+        clusters = est.clusters()
+        unit = "samples" if clusters is None else f"sources ({clusters[1]} videos or images, each with all its samples)"
+        return f"{unit}; corpus metric recomputed per replicate" + ("" if est.order is not None else " (IDF included)")
+    joint, plan = _plan(est.strata)
+    k = len(est.strata)
+    if joint is not None:
+        return f"sources ({joint} videos or images, each with all its samples; {est.n} samples), drawn across the {k} strata together"
+    within = "" if k == 1 else f" within {k} strata"
+    if all(c is None for c in plan):
+        return "samples" + within
+    m = sum(c[1] if c is not None else len(s.ids) for c, s in zip(plan, est.strata))
+    return f"sources ({m} videos or images, each with all its samples; {est.n} samples){within}"
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -63,9 +133,11 @@ def _corpus_replicates(est: CorpusEstimator, b: int, rng: np.random.Generator,
     """(b,) replicates of a corpus metric (and of `paired`'s, with the same draws); the draws are
     made as for a one-stratum Estimator of the same n."""
     vals, other = np.zeros(b), (np.zeros(b) if paired is not None else None)
+    clusters = est.clusters()
+    n = est.n if clusters is None else clusters[1]
     step = max(1, _CELLS // max(est.n, 1))
     for lo in range(0, b, step):
-        c = _counts(rng, est.n, min(step, b - lo))
+        c = _sample_counts(_counts(rng, n, min(step, b - lo)), clusters)
         vals[lo:lo + len(c)] = est.resampled(c)
         if paired is not None:
             other[lo:lo + len(c)] = paired.resampled(c)
@@ -81,10 +153,9 @@ def confidence_interval(est: Estimator | CorpusEstimator, b: int = DEFAULT_B, se
     rng = np.random.default_rng(seed)
     if isinstance(est, CorpusEstimator):
         reps, _ = _corpus_replicates(est, b, rng)
-        how = "samples; corpus metric recomputed per replicate" + ("" if est.order is not None else " (IDF included)")
     else:
         reps, _ = _replicates(est.strata, b, rng)
-        how = "samples" if len(est.strata) == 1 else f"samples within {len(est.strata)} strata"
+    how = method(est)
     alpha = (1 - level) / 2
     low, high = np.quantile(reps, [alpha, 1 - alpha])
     return {"low": float(low), "high": float(high), "level": level, "B": b, "seed": seed, "n": est.n, "resampled": how}
@@ -121,6 +192,7 @@ class PairedResult:
     high: float
     p_value: float         # paired permutation test, two-sided
     n: int                 # shared samples
+    resampled: str         # how: samples, or sources with their samples (bootstrap.method)
     wins: int              # samples where B scores higher than A
     losses: int
     ties: int
@@ -137,9 +209,9 @@ def paired(est_a: Estimator | CorpusEstimator, est_b: Estimator | CorpusEstimato
            seed: int = DEFAULT_SEED, level: float = LEVEL) -> PairedResult:
     """Compare two runs' estimators over the same samples (strata with identical ids, in order).
 
-    delta = B - A; its interval is a paired percentile bootstrap (the same draws for both runs);
-    p_value a two-sided paired permutation test: each sample's A and B records swapped with
-    probability 1/2, p = (1 + #{|delta*| >= |delta|}) / (1 + b). Corpus metrics (CorpusEstimator)
+    delta = B - A; its interval is a paired percentile bootstrap (the same draws of sources for both
+    runs); p_value a two-sided paired permutation test: each source's A and B records (all its
+    samples together) swapped with probability 1/2, p = (1 + #{|delta*| >= |delta|}) / (1 + b). Corpus metrics (CorpusEstimator)
     likewise, the corpus metric recomputed on every draw and every swap. Raises ValueError when
     the strata (or, for corpus metrics, the samples or references) differ.
     """
@@ -160,12 +232,19 @@ def paired(est_a: Estimator | CorpusEstimator, est_b: Estimator | CorpusEstimato
     alpha = (1 - level) / 2
     low, high = np.quantile(rep_b - rep_a, [alpha, 1 - alpha])
     if corpus:
-        perm_a, perm_b = est_a.permuted(est_b, rng.integers(0, 2, size=(b, est_a.n)).astype(np.float64))
+        clusters = est_a.clusters()
+        swap = rng.integers(0, 2, size=(b, est_a.n if clusters is None else clusters[1])).astype(np.float64)
+        perm_a, perm_b = est_a.permuted(est_b, _sample_counts(swap, clusters))
         perm = perm_b - perm_a
     else:
         perm = np.zeros(b)
-        for sa, sb in zip(est_a.strata, est_b.strata):
-            swap = rng.integers(0, 2, size=(b, len(sa.ids))).astype(np.float64)
+        joint, plan = _plan(est_a.strata)
+        shared_swap = rng.integers(0, 2, size=(b, joint)).astype(np.float64) if joint is not None else None
+        for k, (sa, sb) in enumerate(zip(est_a.strata, est_b.strata)):
+            clusters = plan[k]
+            swap = (_sample_counts(shared_swap, clusters) if shared_swap is not None else
+                    _sample_counts(rng.integers(0, 2, size=(b, len(sa.ids) if clusters is None else clusters[1]))
+                                   .astype(np.float64), clusters))
             num_a = sa.num.sum() + swap @ (sb.num - sa.num)
             den_a = sa.den.sum() + swap @ (sb.den - sa.den)
             num_b = sb.num.sum() + swap @ (sa.num - sb.num)
@@ -177,5 +256,5 @@ def paired(est_a: Estimator | CorpusEstimator, est_b: Estimator | CorpusEstimato
     shared = [i for i in sa_scores if i in sb_scores]
     wins = sum(sb_scores[i] > sa_scores[i] for i in shared)
     losses = sum(sb_scores[i] < sa_scores[i] for i in shared)
-    return PairedResult(est_a.key, va, vb, delta, float(low), float(high), min(1.0, p), est_a.n,
+    return PairedResult(est_a.key, va, vb, delta, float(low), float(high), min(1.0, p), est_a.n, method(est_a),
                         wins, losses, len(shared) - wins - losses)

@@ -12,8 +12,13 @@ Fractions are printed in percent, their delta in percentage points (pp); CIDEr i
 scale. Corpus-level caption metrics (BLEU-n, CIDEr) are recomputed on every bootstrap draw and
 every permutation (rvt_bench.metrics.estimators.CorpusEstimator); they are compared only when both runs have
 the same references. Each metric's estimator is the one its protocol declares (`Protocol.estimator`).
---html writes the table and, per metric that is a mean of per-sample values, a paired plot (each
-shared sample: A's value against B's) as one self-contained page.
+Beyond the headline, every other cell of the benchmark's paper table (referring / reasoning, A, R,
+short / long, levels) is compared the same way where its estimator is cheap (not corpus metrics on a
+subset). Runs are labelled by display name (model.name) and run name. --html writes ONE
+self-contained page for all runs: per run against the baseline, the table, the samples that flipped
+(right -> wrong, wrong -> right, with both scores) and, per headline metric that is a mean of
+per-sample values, a paired plot (each shared sample: A's value against B's; the largest changes
+named by sample id).
 """
 from __future__ import annotations
 
@@ -31,6 +36,9 @@ from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.store import read_jsonl, read_run_json
 from rvt_bench.core.units import unit
 from rvt_bench.core.types import RunStoreError
+from rvt_bench.harness.table_cis import _subset
+from rvt_bench.leaderboards.tables import cell_keys
+from rvt_bench.metrics.estimators import CorpusEstimator
 
 
 _LIMIT = re.compile(r"^metrics\.limit(\d+)\.json$")
@@ -82,23 +90,57 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
     ra, rb = [r for r in ra if r.sample_id in shared], [r for r in rb if r.sample_id in shared]
     rows: list[dict[str, Any]] = []
     values: dict[str, dict[str, dict[str, float]]] = {}
-    for key in protocol.headline:
-        ea, eb = protocol.estimator(key, ra), protocol.estimator(key, rb)
+    headline = list(protocol.headline)
+    # the headline, then every other cell of the benchmark's paper table (sub-splits, A, R, levels)
+    keys = headline + [k for k in cell_keys(str(ma.get("dataset")), ma) if k not in headline]
+    for key in keys:
+        metric, sa = (key, ra) if key in headline else _subset(key, ra)
+        _, sb = (key, rb) if key in headline else _subset(key, rb)
+        ea, eb = ((protocol.estimator(metric, sa), protocol.estimator(metric, sb)) if sa and sb
+                  else ("no shared samples in this subset",) * 2)
+        if key not in headline and isinstance(ea, CorpusEstimator):
+            ea = "corpus-level metric: not compared per subset"
         if isinstance(ea, str) or isinstance(eb, str):
             rows.append({"key": key, "reason": ea if isinstance(ea, str) else eb})
             continue
-        if per_sample and hasattr(ea, "per_sample") and hasattr(eb, "per_sample"):
+        if per_sample and key in headline and hasattr(ea, "per_sample") and hasattr(eb, "per_sample"):
             values[key] = {"a": ea.per_sample(), "b": eb.per_sample()}
         try:
-            rows.append(bootstrap.paired(ea, eb, b, seed).__dict__)
+            rows.append({**bootstrap.paired(ea, eb, b, seed).__dict__, "key": key})
         except ValueError as exc:  # e.g. a corpus metric over different references
             rows.append({"key": key, "reason": str(exc)})
     partial = [f"{name}: run.limit={n} (the first {n} samples)" for name, n in (("A", limit_a), ("B", limit_b)) if n]
-    out = {"a": str(run_a), "b": str(run_b), "n_shared": len(shared), "only_a": len(ids_a - shared),
-           "only_b": len(ids_b - shared), "metrics": rows, "partial": "; ".join(partial) or None}
+    out = {"a": str(run_a), "b": str(run_b), "name_a": display_name(ma), "name_b": display_name(mb),
+           "n_shared": len(shared), "only_a": len(ids_a - shared),
+           "only_b": len(ids_b - shared), "metrics": rows, "partial": "; ".join(partial) or None,
+           "flips": flips(ra, rb)}
     if per_sample:
         out["per_sample"] = values
     return out
+
+
+def display_name(metrics: dict[str, Any]) -> str:
+    """A run's label: its display name (metrics.json "model", model.name) and its run name."""
+    return f"{metrics.get('model') or 'run'} ({metrics.get('run_name') or '?'})"
+
+
+def flips(ra: list[ScoreRecord], rb: list[ScoreRecord]) -> list[dict[str, Any]]:
+    """The shared samples whose result is correct in one run and not in the other
+    (ScoreRecord.correct: IoU > 0.5, the judge's verdict...), right -> wrong first, then wrong -> right,
+    each by sample id: {"sample_id", "a", "b": the samples' own scores (ScoreRecord.sample_score, None
+    when it has none), "a_correct", "b_correct"}."""
+    by_b = {r.sample_id: r for r in rb}
+    out = []
+    for r in ra:
+        other = by_b.get(r.sample_id)
+        if other is None:
+            continue
+        ca, cb = r.correct(), other.correct()
+        if ca is None or cb is None or ca == cb:
+            continue
+        out.append({"sample_id": r.sample_id, "a": r.sample_score(), "b": other.sample_score(), "a_correct": ca,
+                    "b_correct": cb})
+    return sorted(out, key=lambda f: (not f["a_correct"], f["sample_id"]))
 
 
 def compare_many(runs: list[str | Path], b: int = bootstrap.DEFAULT_B, seed: int = bootstrap.DEFAULT_SEED,
@@ -107,7 +149,13 @@ def compare_many(runs: list[str | Path], b: int = bootstrap.DEFAULT_B, seed: int
     ValueError for fewer than two runs, RunStoreError as `compare`."""
     if len(runs) < 2:
         raise ValueError("compare needs at least two runs (the first is the baseline)")
-    return [compare(runs[0], run, b, seed, per_sample) for run in runs[1:]]
+    results = [compare(runs[0], run, b, seed, per_sample) for run in runs[1:]]
+    names = [results[0]["name_a"], *(r["name_b"] for r in results)]
+    if len(set(names)) < len(names):  # two runs of one name and run name: tell them apart by position
+        names = [f"{n} #{k}" for k, n in enumerate(names)]
+        for r, name in zip(results, names[1:]):
+            r["name_a"], r["name_b"] = names[0], name
+    return results
 
 
 def _show(key: str, value: float, signed: bool = False) -> str:
@@ -120,7 +168,7 @@ def format_comparison(result: dict[str, Any]) -> str:
     """Markdown table: | metric | unit | A | B | delta B-A | 95% CI | p | n | wins/losses/ties |;
     fractions in percent (delta and interval in pp), CIDEr as a score."""
     partial = [f"PARTIAL comparison: {result['partial']}"] if result.get("partial") else []
-    lines = [f"A: {result['a']}", f"B: {result['b']}", *partial,
+    lines = [f"A: {result.get('name_a', 'run A')}  {result['a']}", f"B: {result.get('name_b', 'run B')}  {result['b']}", *partial,
              f"shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']})", "",
              "| metric | unit (delta) | A | B | delta B-A | 95% CI of delta | p (permutation) | n | B wins / losses / ties |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
@@ -133,7 +181,18 @@ def format_comparison(result: dict[str, Any]) -> str:
         lines.append(f"| {key} | {shown} | {_show(key, r['a'])} | {_show(key, r['b'])} | {_show(key, r['delta'], True)} | "
                      f"[{_show(key, r['low'], True)}, {_show(key, r['high'], True)}] | {r['p_value']:.4f} | {r['n']} | "
                      f"{r['wins']} / {r['losses']} / {r['ties']} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _methods([result]))
+
+
+def _methods(results: list[dict[str, Any]]) -> list[str]:
+    """One line per metric group saying what the paired bootstrap and permutation test resampled."""
+    found: dict[str, list[str]] = {}
+    for r in results:
+        for row in r["metrics"]:
+            if "resampled" in row and row["key"] not in found.get(row["resampled"], []):
+                found.setdefault(row["resampled"], []).append(row["key"])
+    return (["", "Resampled (bootstrap draws and permutation swaps):"] +
+            [f"- {', '.join(keys)}: {how}" for how, keys in found.items()]) if found else []
 
 
 def format_many(results: list[dict[str, Any]]) -> str:
@@ -141,8 +200,9 @@ def format_many(results: list[dict[str, Any]]) -> str:
     line, then each run's value, delta, 95% CI of the delta, p, n and wins / losses / ties."""
     if len(results) == 1:
         return format_comparison(results[0])
-    lines = [f"baseline: {results[0]['a']}"]
-    lines += [f"run {k}: {r['b']}" + (f"  PARTIAL: {r['partial']}" if r.get("partial") else "") for k, r in enumerate(results, 1)]
+    lines = [f"baseline: {results[0].get('name_a', 'baseline')}  {results[0]['a']}"]
+    lines += [f"run {k}: {r.get('name_b', f'run {k}')}  {r['b']}" + (f"  PARTIAL: {r['partial']}" if r.get("partial") else "")
+              for k, r in enumerate(results, 1)]
     lines += ["", "Each run against the baseline over the samples both scored (baseline: its value on those samples).", "",
               "| metric | run | unit (delta) | baseline | run | delta vs baseline | 95% CI of delta | p (permutation) | n | "
               "wins / losses / ties |", "|---|---|---|---:|---:|---:|---|---:|---:|---|"]
@@ -152,12 +212,12 @@ def format_many(results: list[dict[str, Any]]) -> str:
         for k, r in enumerate(results, 1):
             row = next((x for x in r["metrics"] if x["key"] == key), None)
             if row is None or "reason" in row:
-                lines.append(f"| {key} | run {k} | | n/a | n/a | n/a | n/a | n/a | | {row['reason'] if row else 'not reported'} |")
+                lines.append(f"| {key} | {r.get('name_b', f'run {k}')} | | n/a | n/a | n/a | n/a | n/a | | {row['reason'] if row else 'not reported'} |")
                 continue
-            lines.append(f"| {key} | run {k} | {shown} | {_show(key, row['a'])} | {_show(key, row['b'])} | {_show(key, row['delta'], True)} | "
+            lines.append(f"| {key} | {r.get('name_b', f'run {k}')} | {shown} | {_show(key, row['a'])} | {_show(key, row['b'])} | {_show(key, row['delta'], True)} | "
                          f"[{_show(key, row['low'], True)}, {_show(key, row['high'], True)}] | {row['p_value']:.4f} | "
                          f"{row['n']} | {row['wins']} / {row['losses']} / {row['ties']} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _methods(results))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -175,12 +235,9 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("give at least two runs (the first is the baseline)")
     results = exit_on_known_errors(lambda: compare_many(args.runs, args.B, args.seed, per_sample=bool(args.html)))
     if args.html:
-        from rvt_bench.harness.report.comparison import write_comparison
+        from rvt_bench.harness.report.comparison import write_many
 
-        out = Path(args.html)
-        for k, result in enumerate(results, 1):  # one page per run against the baseline
-            page = out if len(results) == 1 else out.with_name(f"{out.stem}.run{k}{out.suffix}")
-            print(f"comparison page: {write_comparison(result, page)}")
+        print(f"comparison page: {write_many(results, Path(args.html))}")  # one file for every run
     print(json.dumps(results[0] if len(results) == 1 else results, indent=2) if args.json else format_many(results))
 
 

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core.paths import CHECKOUT, PACKAGE_DIR
+from rvt_bench.core.paths import CHECKOUT, CONF_DIR, PACKAGE_DIR
 from rvt_bench.core.secrets import MASK, SECRET_KEYS, scrub
 from rvt_bench.harness.names import with_registered_names
 
@@ -38,6 +38,36 @@ _VERSIONED_PACKAGES = (
 _SEMANTIC_JUDGE_KEYS = ("_target_", "model", "template", "template_version", "temperature", "max_tokens")
 
 
+def _shipped_names() -> dict[str, str]:
+    """{model _target_: the name its conf/model/<name>.yaml gives it}."""
+    import yaml
+
+    out: dict[str, str] = {}
+    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
+        try:
+            body = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(body, dict) and isinstance(body.get("_target_"), str) and isinstance(body.get("name"), str):
+            out.setdefault(body["_target_"], body["name"])
+    return out
+
+
+def model_key(model: dict[str, Any]) -> str:
+    """The model's identity in the fingerprint and the run directory: the name its shipped config
+    (conf/model/*.yaml) gives the model's class, whatever `model.name` says (model.name is the
+    display name in metrics.json, the leaderboard and the report: `model.name=LISA-7B` labels a run
+    without re-running it); for a model no shipped config names, `model.name` itself."""
+    global _SHIPPED
+    if _SHIPPED is None:
+        _SHIPPED = _shipped_names()
+    target = model.get("_target_")
+    return _SHIPPED.get(target, str(model.get("name"))) if isinstance(target, str) else str(model.get("name"))
+
+
+_SHIPPED: dict[str, str] | None = None
+
+
 def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """The part of a resolved run config that decides the numbers: dataset (+split, options,
     protocol) without its root, the model with its policy and perception as resolved, and the
@@ -47,6 +77,8 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     dataset = {k: v for k, v in flat(cfg["dataset"]).items() if k not in _NON_SEMANTIC_DATASET_KEYS}
     # the same keys at the model's top level: models that reach a server themselves (vlm)
     model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS | _NON_SEMANTIC_MODEL_KEYS}
+    if "name" in model:  # a display label: naming a run never re-runs it
+        model["name"] = model_key(cfg["model"])
     if isinstance(model.get("policy"), dict):
         model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
     out = {"dataset": dataset, "model": _redact(model, scrub_text=False)}  # what the fingerprint hashes: keys only
@@ -89,6 +121,8 @@ def fingerprint(cfg: dict[str, Any], adapter: dict[str, Any] | None = None, leng
     version, weights digest... what the config cannot show): same config and code -> same run
     directory -> resume; a changed prompt -> a new run, never a mix of two."""
     semantic = with_registered_names(semantic_config(cfg))  # names, not module paths (harness/names.py)
+    if adapter and isinstance(cfg.get("model"), dict) and adapter.get("name") == cfg["model"].get("name"):
+        adapter = {**adapter, "name": model_key(cfg["model"])}  # the adapter echoes the display name
     blob = json.dumps({**semantic, "adapter": adapter or {}}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
 

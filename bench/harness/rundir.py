@@ -34,7 +34,7 @@ class RunIdentity:
     """Where a run's files live and which part of the samples this invocation owns.
 
     fingerprint: manifest.fingerprint of the resolved config and the adapter's own fingerprint.
-    run_dir:     <run.root>/<dataset>/<model>/<run_name>.
+    run_dir:     <run.root>/<dataset>/<model>/<run_name> (model: manifest.model_key, not the display name).
     shard, num_shards: this invocation predicts samples[shard::num_shards].
     """
 
@@ -54,7 +54,7 @@ def identify(cfg: DictConfig, resolved: dict[str, Any], adapter_fingerprint: dic
     [0, run.num_shards) (checked before, with every range: rvt_bench.harness.config.check_ranges)."""
     fp = manifest_mod.fingerprint(resolved, adapter_fingerprint)
     run_name = cfg.run.name or fp
-    run_dir = Path(cfg.run.root) / resolved["dataset"]["name"] / resolved["model"]["name"] / run_name
+    run_dir = Path(cfg.run.root) / resolved["dataset"]["name"] / manifest_mod.model_key(resolved["model"]) / run_name
     shard, num_shards = int(cfg.run.shard), int(cfg.run.num_shards)
     if not 0 <= shard < num_shards:
         raise ConfigError(f"run.shard={shard} must be in [0, run.num_shards={num_shards})")
@@ -190,6 +190,17 @@ def note_scoring(run_dir: Path, seconds: float, metrics_name: str) -> None:
     body = read_run_json(path) if path.exists() else {}
     body["scoring"] = {"seconds": round(float(seconds), 3),
                        "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "metrics": metrics_name}
+    write_json_atomic(path, body)
+
+
+def note_prediction(run_dir: Path, seconds: float, samples: int) -> None:
+    """Record this invocation's prediction wall time in manifest.json under "prediction":
+    {"seconds", "samples" (predicted by this invocation), "finished_utc"}: the wall clock beside the
+    per-request seconds the model's report sums (which overlap when requests run concurrently)."""
+    path = run_dir / MANIFEST
+    body = read_run_json(path) if path.exists() else {}
+    body["prediction"] = {"seconds": round(float(seconds), 3), "samples": int(samples),
+                          "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}
     write_json_atomic(path, body)
 
 

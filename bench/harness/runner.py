@@ -57,6 +57,7 @@ class RunResult:
     headline: str | None = None       # the protocol's first headline metric key
     kept: str | None = None           # why metrics.json was not replaced (the last good one kept)
     scoring_s: float | None = None    # wall seconds of this invocation's scoring (also in manifest.json)
+    prediction: dict[str, Any] | None = None  # manifest.json "prediction": the latest prediction's wall time
     report: Path | None = None        # report.html, None when not built (partial run, run.report=false, a failure)
     logged: str | None = None         # where the experiment logger put the run (a directory or URL), None without one
     sandbox: str = ""                 # how model-written code ran: "bwrap", "none" (unsandboxed), "" (the model runs none)
@@ -209,7 +210,10 @@ def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, 
         adapter.preflight()
     rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint, sandbox)
     progress.phase = "predicting"
+    start = time.perf_counter()
     predicted = predict(cfg, adapter, plan.todo, ident.predictions_path, checker, progress)
+    if plan.todo:
+        rundir.note_prediction(ident.run_dir, time.perf_counter() - start, predicted)
     return resume.plan(ident.run_dir, mine, retry, max_attempts, quiet=True).done, predicted
 
 
@@ -245,13 +249,14 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
         body["null_values"] = nulls
     scoring_s = time.perf_counter() - start
     rundir.note_scoring(run_dir, scoring_s, metrics_path.name)
+    prediction = read_run_json(run_dir / rundir.MANIFEST).get("prediction") if (run_dir / rundir.MANIFEST).exists() else None
     headline = (protocol.headline or [None])[0]
     worse = score.worse_than_before(metrics_path, body)
     if worse is not None:
         kept = f"metrics.json and the leaderboard row were NOT updated: {worse}; the last good results are kept"
         log.error("%s (%s)", kept, metrics_path)
         previous = read_run_json(metrics_path)
-        return RunResult(run_dir, previous, predicted, None, kept, headline, kept, scoring_s, sandbox=sandbox)
+        return RunResult(run_dir, previous, predicted, None, kept, headline, kept, scoring_s, prediction, sandbox=sandbox)
     progress.phase = "publishing"
     write_json_atomic(metrics_path, body)
     board, refused = None, None
@@ -262,4 +267,4 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     elif limit is not None:
         log.warning("run.limit=%s: a partial run is not published to the leaderboard", limit)
     page = publish.write_report(run_dir, samples, done) if limit is None and cfg.run.report else None
-    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, page, sandbox=sandbox)
+    return RunResult(run_dir, body, predicted, board, refused, headline, None, scoring_s, prediction, page, sandbox=sandbox)

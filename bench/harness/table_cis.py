@@ -38,8 +38,11 @@ def table_cis(protocol: Any, records: list[ScoreRecord], body: dict[str, Any], b
     for key in cell_keys(str(body.get("dataset")), body):
         if key in (protocol.headline or []) or not isinstance(cells.get(key), (int, float)):
             continue
-        metric, subset = _subset(re.sub(r"\[[^\]]*\]", "", key), records)
+        metric, subset = _subset(key, records)  # a tagged key ("R[binarized]") as the protocol names it
         est = protocol.estimator(metric, subset) if subset else "no samples in this subset"
+        if isinstance(est, str) and "[" in key:  # a key whose tag the protocol does not name
+            metric, subset = _subset(re.sub(r"\[[^\]]*\]", "", key), records)
+            est = protocol.estimator(metric, subset) if subset else est
         if isinstance(est, CorpusEstimator) and "=" in key:
             est = "corpus-level metric: no interval per subset"
         if not isinstance(est, str) and abs(est.value() - cells[key]) > _TOLERANCE:

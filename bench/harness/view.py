@@ -30,6 +30,7 @@ class HeadlineRow:
     ci_text: str
     baseline_text: str
     why: str  # why the value is missing ("" when it is not)
+    resampled: str = ""  # what the interval's bootstrap resampled (metrics.json ci "resampled"), "" when none
 
 
 def metric_unit(metrics: dict[str, Any], key: str, value: Any = None) -> str:
@@ -64,7 +65,8 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
             key=key, value=_number(value), low=_number(ci.get("low")), high=_number(ci.get("high")), baseline=b,
             unit=u, n=n if isinstance(n, int) else None, value_text=show(key, value, digits),
             ci_text=ci_text(ci, digits, key), baseline_text=NA if b is None else show(key, b, digits),
-            why="" if value is not None else str(why.get(key) or ci.get("reason") or "no value")))
+            why="" if value is not None else str(why.get(key) or ci.get("reason") or "no value"),
+            resampled=str(ci.get("resampled") or "")))
     return rows
 
 

@@ -34,6 +34,7 @@ from rvt_bench.metrics.units.box_iou import BoxValues
 from rvt_bench.metrics.units.video_jf import VideoJFValues
 
 GT_RGB = (40, 200, 60)
+GT_OUTLINE_RGB = (0, 255, 0)  # the GT's outline: pure green, drawn under the prediction's outline
 PRED_RGB = (255, 0, 255)  # magenta: rarely a colour of the scene itself
 IGNORE_RGB = (0, 170, 255)  # azure hatching: a grey fill vanishes on grayscale frames
 HATCH_PX = 4  # stripe width of the ignore hatching, in frame pixels
@@ -127,6 +128,9 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
         frame[pred_mask] = (1 - PRED_ALPHA) * frame[pred_mask] + PRED_ALPHA * np.array(PRED_RGB, np.float32)
     out = np.ascontiguousarray(frame.astype(np.uint8))
     thickness = max(2, round(2 * h / PANEL_HEIGHT))
+    if gt is not None:  # the GT's own outline, over the prediction's fill: visible where both lie
+        contours, _ = cv2.findContours(masks.decode(gt).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
+        cv2.drawContours(out, contours, -1, GT_OUTLINE_RGB, thickness + 1)
     gt_boxes = sample.target.boxes[t] if sample.target.boxes and t < len(sample.target.boxes) and sample.target.boxes[t] else []
     for box in gt_boxes:
         x1, y1, x2, y2 = (int(round(v)) for v in box)

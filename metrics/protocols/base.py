@@ -12,6 +12,7 @@ equal to its baseline...); the run summary prints both.
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rvt_bench.core.records import ScoreRecord
@@ -29,6 +30,9 @@ class Protocol:
     name: str = ""
     headline: list[str] = []
     judge: Any = None  # a rvt_bench.metrics.judge.Judge for free-text answers, set by attach_judge; None = none
+    # {breakdown group: {value: the benchmark's name of it}} ("type": {"0": "referring"}), what
+    # report.html shows instead of the raw code; {}: the codes are the names
+    group_names: dict[str, dict[str, str]] = {}
 
     def attach_judge(self, judge: Any) -> None:
         """Use `judge` (a rvt_bench.metrics.judge.Judge, or None = no judge) for free-text answers.
@@ -158,11 +162,31 @@ def baseline_warnings(metrics: dict, baseline: dict, keys: Iterable[str]) -> lis
             "predicting nothing" for k in keys if k in metrics and k in baseline and metrics[k] == baseline[k]]
 
 
+# sample.meta keys that name the video or image a sample was asked about, first found wins:
+# source_id (any loader may set it), video (ReVOS, canonical releases), image (LLM-Seg40K), name (ReasonSeg)
+SOURCE_KEYS = ("source_id", "video", "image", "name")
+
+
+def sample_source(sample: Sample) -> str | None:
+    """The video or image `sample` was asked about: the first of SOURCE_KEYS in sample.meta, else the
+    first frame's folder name (video) or file name (image), None when the sample has no frames.
+    Samples of one source are not independent (several expressions of one video), so the bootstrap
+    resamples sources (docs/metrics.md "Confidence intervals")."""
+    for key in SOURCE_KEYS:
+        value = sample.meta.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return str(value)
+    if not sample.frames:
+        return None
+    first = Path(sample.frames[0])
+    return first.parent.name if sample.modality == "video" else first.name
+
+
 def record_header(sample: Sample, pred: Prediction, meta_keys: Iterable[str]) -> ScoreRecord:
     """A ScoreRecord with the fields every record starts with (see Protocol.score), no values yet."""
     return ScoreRecord(sample.id, sample.modality, sample.task, pred.error is not None,
                        pred.error.get("kind") if pred.error else None,
-                       {k: sample.meta[k] for k in meta_keys if k in sample.meta})
+                       {k: sample.meta[k] for k in meta_keys if k in sample.meta}, source=sample_source(sample))
 
 
 def group_key(value: Any) -> str:

@@ -28,6 +28,8 @@ class ReasonSegProtocol(UnitProtocol):
     name = "reasonseg"
     headline = ["gIoU", "cIoU"]
     meta_keys = ("is_sentence", "level", "category")
+    # breakdown values as LISA names them (report.html): a sentence query is "long", a phrase "short"
+    group_names = {"is_sentence": {"false": "short query", "true": "long query"}}
     unit_type = LisaIoU
 
     def __init__(self, mode: str = "reference"):

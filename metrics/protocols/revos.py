@@ -85,6 +85,8 @@ class ReVOSProtocol(Protocol):
     name = "revos"
     version = 2  # 2: variant="binarized" is VISA's A and R on 0/1 predictions (1 binarised the GT as well)
     meta_keys = ("type_id", "level", "category")
+    # breakdown values as the benchmark names them (report.html); the "type" breakdown is by type_id
+    group_names = {"type": {"0": "referring", "1": "reasoning", "2": "no-target"}}
 
     def __init__(self, mode: str = "reference", bound_th: float = DAVIS_BOUND_TH, default_type_id: int | None = None,
                  variant: str = "visa", failed: str = "zero"):
@@ -193,7 +195,8 @@ class ReVOSProtocol(Protocol):
         headline), each group {"J", "F", "J&F", "A"(, "R"), "n"}; "n";
         "baseline_empty": the same metrics for an empty prediction on every sample; "warnings": list
         of one-line strings (see the module docstring); "failed_zero": ids of failed expressions
-        scored 0.
+        scored 0; "excluded": {"no-target expressions": count} when the headline leaves some out;
+        "not_comparable": {metric key: why, and the comparable variant} (A and R on 0/255 PNGs).
         """
         records = sorted(records, key=lambda r: r.sample_id)
         scored = [r for r in records if _v(r).type_id in SCORED_TYPES]
@@ -205,10 +208,16 @@ class ReVOSProtocol(Protocol):
             "category": {key: self._group(group) for key, group in group_by(scored, "category").items()},
         }
         warnings += self._warnings(scored, metrics, baseline)
+        not_comparable = self._not_comparable(scored, metrics)
         for w in warnings:
             log.warning("ReVOS: %s", w)
-        return {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
-                "warnings": warnings, "failed_zero": [r.sample_id for r in records if _v(r).zeroed]}
+        out = {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+               "warnings": warnings, "failed_zero": [r.sample_id for r in records if _v(r).zeroed]}
+        if not_comparable:  # marked in every table that shows them (leaderboards/tables.py)
+            out["not_comparable"] = not_comparable
+        if len(scored) < len(records):  # what the headline leaves out (a leaderboard row's `excluded`)
+            out["excluded"] = {"no-target expressions": len(records) - len(scored)}
+        return out
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
         """Overall and per-type J&F, J, F, A, R (their `key` names): the mean over the scored types
@@ -267,6 +276,21 @@ class ReVOSProtocol(Protocol):
                        "index PNGs); dataset.protocol.variant=binarized gives VISA's A and R on the same masks as "
                        "0/1 PNGs (A[binarized], R[binarized]), comparable to published ones")
         return out + baseline_warnings(metrics, baseline, [self.key("J&F")])
+
+    def _not_comparable(self, scored: list[ScoreRecord], metrics: dict) -> dict[str, str]:
+        """{metric key: why it is not comparable to published values and which variant is}: VISA's A
+        and R (overall and per type) on predictions with pixel values other than 0/1 (the warning
+        of `_warnings`); {} otherwise."""
+        if self.variant != "visa" or not any(_v(r).nonbinary for r in scored):
+            return {}
+        out = {}
+        for prefix in ("", *(f"{TYPES[t]}/" for t in SCORED_TYPES)):
+            for metric in ("A", "R"):
+                key = f"{prefix}{self.key(metric)}"
+                if key in metrics:
+                    out[key] = (f"computed on pixel values other than 0/1 (e.g. 0/255 PNGs), unlike the published "
+                                f"ones; comparable: {prefix}{metric}[binarized] (dataset.protocol.variant=binarized)")
+        return out
 
     def _keys(self, records: list[ScoreRecord]) -> tuple[str, ...]:
         """Per-expression metrics every record has (records of older runs may lack A or R)."""

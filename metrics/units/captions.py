@@ -82,7 +82,8 @@ class Captions(Unit):
             return None
         if key == "METEOR":
             return f"corpus-level text metric {key!r} (pycocoevalcap): no resampling statistics for it"
-        return corpus_estimator(key, [(r.sample_id, self.of(r).hypothesis, self.of(r).references) for r in records])
+        return corpus_estimator(key, [(r.sample_id, self.of(r).hypothesis, self.of(r).references) for r in records],
+                                {r.sample_id: r.source for r in records if r.source is not None})
 
     def _key(self, record: ScoreRecord) -> tuple:
         values = self.of(record)
@@ -113,10 +114,11 @@ def _tokenized(items: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple[dic
     return tokenize_captions([(sid, hyp) for sid, hyp, _ in items], {sid: list(refs) for sid, _, refs in items})
 
 
-def corpus_estimator(key: str, texts: list[tuple[str, str, list[str]]]) -> Found:
+def corpus_estimator(key: str, texts: list[tuple[str, str, list[str]]], sources: dict[str, str] | None = None) -> Found:
     """The estimator of caption metric `key` ("BLEU-1".."BLEU-4", "CIDEr": a CorpusEstimator;
     "ROUGE-L": the mean of pycocoevalcap's per-sample scores) over (sample_id, hypothesis,
-    references) triples, or why there is none (the texts could not be tokenised: Java missing)."""
+    references) triples, or why there is none (the texts could not be tokenised: Java missing).
+    sources: {sample_id: video or image} (ScoreRecord.source), resampled together by the bootstrap."""
     from rvt_bench.metrics.text import JavaMissingError
     from rvt_bench.metrics.text_resample import BleuStatistics, CiderStatistics
 
@@ -131,7 +133,9 @@ def corpus_estimator(key: str, texts: list[tuple[str, str, list[str]]]) -> Found
         from pycocoevalcap.rouge.rouge import Rouge
 
         _, scores = Rouge().compute_score({i: gts[i] for i in ids}, {i: res[i] for i in ids})
-        return Estimator(key, [Stratum(ids, np.asarray(scores, dtype=np.float64), np.ones(len(ids)))])
+        return Estimator(key, [Stratum(ids, np.asarray(scores, dtype=np.float64), np.ones(len(ids)),
+                                       [sources.get(i, "\0" + i) for i in ids] if sources else None)])
     order = _BLEU_ORDERS.get(key)
     stats = (CiderStatistics if order is None else BleuStatistics)(res, gts, ids)
-    return CorpusEstimator(key, ids, stats, order, [gts[i] for i in ids])
+    return CorpusEstimator(key, ids, stats, order, [gts[i] for i in ids],
+                           [sources.get(i, "\0" + i) for i in ids] if sources else None)

@@ -49,6 +49,18 @@ def _trace_parts(trace: Any) -> list[dict[str, Any]]:
     return parts
 
 
+def _prediction(run_dir: Path) -> dict | None:
+    """The latest prediction's wall time (manifest.json "prediction": {"seconds", "samples"}), or None."""
+    from rvt_bench.core.store import read_run_json
+    from rvt_bench.core.types import RunStoreError
+
+    try:
+        found = read_run_json(run_dir / "manifest.json").get("prediction")
+    except (RunStoreError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def _scoring_seconds(run_dir: Path) -> float | None:
     """The wall time of the scoring that wrote metrics.json (manifest.json "scoring"), or None."""
     from rvt_bench.core.store import read_run_json
@@ -109,14 +121,22 @@ def _details_tables(details: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+MAX_PICTURED = 500  # samples shown with pictures on the page by default; every sample is in samples.csv
+CSV = "samples.csv"  # report_images/samples.csv: one line per sample
+
+
 def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | None = None,
-                 samples: list | None = None, preds: dict | None = None) -> Path:
+                 samples: list | None = None, preds: dict | None = None, max_samples: int = MAX_PICTURED) -> Path:
     """Write report.html and report_images/ into `run_dir` (a scored run); returns the html path.
     samples, preds: the run's samples and predictions by sample id when the caller has them (the
     runner, at the end of every run); None loads them again from config.yaml's dataset
     (`dataset_root` if it moved) and the run's prediction files. The latest
-    scoring's wall time comes from manifest.json. Raises RunStoreError when the run has no
-    metrics.json yet."""
+    scoring's wall time comes from manifest.json. max_samples: at most this many samples get a
+    picture and a panel on the page (choose_pictured: failures, the worst, an even spread; 0 =
+    all); every sample is listed in report_images/samples.csv. Raises RunStoreError when the run
+    has no metrics.json yet, ValueError when max_samples < 0."""
+    if max_samples < 0:
+        raise ValueError(f"--samples must be >= 0 (0: all), got {max_samples}")
     from hydra.utils import instantiate
 
     from rvt_bench.core.records import RunMetrics
@@ -142,14 +162,52 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
     records = list(read_jsonl(run_dir / "scores.jsonl")) if (run_dir / "scores.jsonl").exists() else []
     # report_images/ and report.html are replaced whole or not at all (a full disk leaves the previous ones)
     with atomic_folder(run_dir / IMAGES) as images:
-        html = _render(run_dir, m, cfg, samples, preds, records, images, max_frames)
+        found = prediction_files(run_dir)
+        preds_path = ", ".join(str(run_dir / Path(p).name) for p in found) if found else "none"
+        model_root = cfg.model.get("root") if cfg is not None and "model" in cfg else None
+        if model_root:  # precomputed predictions: the submission they were read from
+            preds_path += f" (read from {model_root})"
+        html = _render(run_dir, m, cfg, samples, preds, records, images, max_frames, preds_path, max_samples)
         write_atomic(run_dir / "report.html", html)  # scrubbed of secrets, as every run file
     return run_dir / "report.html"
 
 
+def _drawn(sample: Any, pred: Any) -> list[str]:
+    """What the sample's picture draws, as the page's legend names it: "ground truth outline",
+    "ground truth boxes", "prediction mask", "prediction boxes"."""
+    out = []
+    if any(m is not None for m in sample.target.masks or []):
+        out.append("ground truth outline")
+    if any(sample.target.boxes or []):
+        out.append("ground truth boxes")
+    if pred is not None and any(m is not None for m in pred.masks or []):
+        out.append("prediction mask")
+    if pred is not None and any(pred.boxes or []):
+        out.append("prediction boxes")
+    return out
+
+
+def _provenance(run_dir: Path, cfg: Any, preds_path: str) -> list[str]:
+    """The header's provenance line: when the run started and this page was built (UTC), the git
+    sha, the data root and the predictions."""
+    import datetime as _dt
+
+    from rvt_bench.core.store import read_run_json
+
+    manifest_path = run_dir / "manifest.json"
+    manifest = read_run_json(manifest_path) if manifest_path.exists() else {}
+    root = ""
+    if cfg is not None and "dataset" in cfg:
+        root = str(cfg.dataset.get("root") or cfg.dataset.get("hf_dataset") or "")
+    built = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [f"run started {manifest.get('started_utc', 'unknown')} · report built {built} · git "
+            f"{manifest.get('git_sha', 'unknown')} · data root {root or 'unknown'} · predictions {preds_path}"]
+
+
 def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, records: list[dict], images: Path,
-            max_frames: int) -> str:
-    """report.html's text; every sample's picture written into `images` as it goes."""
+            max_frames: int, preds_path: str = "", max_samples: int = MAX_PICTURED) -> str:
+    """report.html's text; the chosen samples' pictures written into `images` as it goes, and
+    `images`/samples.csv listing every sample."""
     import cv2
     import jinja2
 
@@ -164,25 +222,38 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     scores = {r["sample_id"]: r for r in records}
     rows = []
     per_task: dict[str, list[float]] = {}
+    values = [score_value(scores.get(s.id)) for s in samples]
+    failed = [_failure(preds.get(s.id)) != "none" for s in samples]
+    chosen = choose_pictured(values, failed, max_samples)
+    listing = [["index", "sample_id", "task", "level", "category", "failure", "score", "picture"]]
     for k, s in enumerate(samples):
+        value = values[k]
+        if value is not None:
+            per_task.setdefault(s.task, []).append(value)
+        name = image_name(k, s.id)
+        listing.append([k, s.id, s.task, _text(s.meta.get("level")), _text(s.meta.get("category")),
+                        _failure(preds.get(s.id)), "" if value is None else f"{value:.6f}", name if k in chosen else ""])
+    for k, s in ((k, samples[k]) for k in sorted(chosen)):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = image_name(k, s.id)
+        value = values[k]
         picture = render_sample(s, pred, score, max_frames)
         ok, png = cv2.imencode(".png", cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))  # in memory: no libpng file errors
         if not ok:
             raise ValueError(f"sample {s.id}: its picture could not be encoded as PNG")
         (images / name).write_bytes(png.tobytes())
-        value = score_value(score)
-        if value is not None:
-            per_task.setdefault(s.task, []).append(value)
         error = pred.error if pred is not None else {"kind": "missing", "message": "no prediction"}
+        drawn = _drawn(s, pred)
         rows.append({
+            "declared": pred.task if pred is not None and pred.task else "", "drawn": drawn,
+            "text_task": not (s.target.masks or s.target.boxes),
             "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
             "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
+    _write_listing(images / CSV, listing)
     scoring_s = _scoring_seconds(run_dir)
     sandbox = sandbox_of(run_dir)
     report = adapter_report(m)
@@ -193,22 +264,66 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     figures = {"funnel": charts.funnel_chart(report) if report is not None else None,
                "breakdown": charts.breakdown_chart(bars), "scores": charts.score_histogram(per_task)}
     measures = [{"label": x.label, "value": measure_text(x)} for x in (report.measures if report else [])]
+    prediction = _prediction(run_dir)
+    for x in measures:  # the report's seconds are per request, summed: they overlap under concurrency
+        if x["value"].endswith(" s"):
+            x["label"] += " (summed per request)"
+    if prediction is not None and isinstance(prediction.get("seconds"), (int, float)):
+        measures.append({"label": "prediction wall time (latest invocation)", "value": f"{prediction['seconds']:.1f} s"})
     if scoring_s is not None:
-        measures.append({"label": "scoring time", "value": f"{scoring_s:.1f} s"})
+        measures.append({"label": "scoring wall time", "value": f"{scoring_s:.1f} s"})
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
     options["failure"] = sorted({r["failure"] for r in rows if r["failure"] != "none"})
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined)
+    header_lines = _provenance(run_dir, cfg, preds_path)
     html = env.get_template(TEMPLATE).render(
         m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=headline_rows(m, 1), report=report,
         figures={k: (markupsafe.Markup(v) if v else None) for k, v in figures.items()}, measures=measures,
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
-        header_lines=[], tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
-        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox)),
-        scored=sum(len(v) for v in per_task.values()), samples=rows, options=options)
+        header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
+        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction)),
+        scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
+        listing=f"{IMAGES}/{CSV}")
     return html
+
+
+def _failure(pred: Any) -> str:
+    """A sample's failure kind as the filters show it: "none", its error's kind, or "missing"."""
+    if pred is None:
+        return "missing"
+    return (pred.error or {}).get("kind", "none") if pred.error else "none"
+
+
+def choose_pictured(values: list[float | None], failed: list[bool], limit: int) -> set[int]:
+    """The indices of the samples that get a picture: all when limit is 0 or covers them, else up
+    to limit: the failures (a third of it at most, in dataset order), the worst-scoring (a third),
+    then an even spread over the rest in dataset order."""
+    n = len(values)
+    if limit == 0 or n <= limit:
+        return set(range(n))
+    chosen: set[int] = set()
+    third = max(1, limit // 3)
+    chosen.update([k for k in range(n) if failed[k]][:third])
+    scored = sorted((v, k) for k, v in enumerate(values) if v is not None and k not in chosen)
+    chosen.update(k for _, k in scored[:min(third, limit - len(chosen))])
+    rest = [k for k in range(n) if k not in chosen]
+    left = limit - len(chosen)
+    if left > 0 and rest:
+        step = len(rest) / left
+        chosen.update(rest[min(len(rest) - 1, int(j * step))] for j in range(left))
+    return chosen
+
+
+def _write_listing(path: Path, rows: list[list[Any]]) -> None:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
 
 
 def image_name(index: int, sample_id: str) -> str:
@@ -230,5 +345,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("run_dir")
     ap.add_argument("--frames", type=int, default=4, help="frames shown per video sample")
     ap.add_argument("--dataset-root", default=None, help="the dataset's root, if it moved since the run")
+    ap.add_argument("--samples", type=int, default=MAX_PICTURED, metavar="N",
+                    help=f"at most N samples with pictures on the page: failures, the worst, an even spread "
+                         f"(default {MAX_PICTURED}; 0 = all); every sample is listed in {IMAGES}/{CSV}")
     args = ap.parse_args(argv)
-    print(exit_on_known_errors(lambda: build_report(args.run_dir, args.frames, args.dataset_root)))
+    if args.samples < 0:
+        ap.error("--samples must be >= 0 (0: all)")
+    print(exit_on_known_errors(lambda: build_report(args.run_dir, args.frames, args.dataset_root, max_samples=args.samples)))

@@ -91,7 +91,9 @@ def breakdown_bars(metrics: dict[str, Any], protocol: Any | None, records: list[
                 field = next((k for k in (meta_key, f"{meta_key}_id") if any(k in r.meta for r in own)), meta_key)
                 group_records = [r for r in own if field in r.meta and group_key(r.meta[field]) == name]
                 low, high, base = _interval_and_baseline(sub, metric, group_records, value, b, seed)
-            label = f"{prefix.replace('/', ' · ')} · {meta_key} {name}" if prefix else f"{meta_key} {name}"
+            named = (getattr(part[0], "group_names", None) or {}).get(meta_key, {}) if part is not None else {}
+            shown = named.get(name) or f"{meta_key} {name}"  # the benchmark's name of the value, else the raw code
+            label = f"{prefix.replace('/', ' · ')} · {shown}" if prefix else shown
             n = vals.get("n")
             bars.append(Bar(label, f"{prefix}/{metric}" if prefix else metric, value, low, high, base,
                             n if isinstance(n, int) else None))

@@ -126,10 +126,14 @@ def score_histogram(scores: dict[str, list[float]]) -> str | None:
     return _svg(fig, "per-sample scores in %, by task")
 
 
+LABELLED_IDS = 8  # samples named on a paired plot
+
+
 def paired_chart(key: str, a: dict[str, float], b: dict[str, float], name_a: str, name_b: str,
                  percent: bool = True) -> str | None:
     """Scatter of per-sample values of two runs over their shared samples (x: A, y: B), with the
-    diagonal; points above it are samples B does better on. percent: values are fractions shown in %."""
+    diagonal; points above it are samples B does better on; the LABELLED_IDS samples that changed most
+    are named by id. percent: values are fractions shown in %."""
     shared = sorted(set(a) & set(b))
     if not shared:
         return None
@@ -143,6 +147,10 @@ def paired_chart(key: str, a: dict[str, float], b: dict[str, float], name_a: str
     losses = sum(y < x for x, y in zip(xs, ys))
     # samples at 0 or 100 sit on the axes: drawn unclipped, translucent where they pile up
     ax.scatter(xs, ys, s=30, color=BAR_COLOR, alpha=0.6, edgecolors="white", linewidths=0.5, clip_on=False, zorder=3)
+    # the samples that changed most, named by id (at most LABELLED_IDS)
+    changed = sorted((abs(y - x), s, x, y) for s, x, y in zip(shared, xs, ys) if y != x)[::-1][:LABELLED_IDS]
+    for _, sid, x, y in changed:
+        ax.annotate(sid, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6, color="#495057", zorder=4)
     unit = " (%)" if percent else ""
     ax.set_xlabel(f"{name_a}{unit}", fontsize=9)
     ax.set_ylabel(f"{name_b}{unit}", fontsize=9)

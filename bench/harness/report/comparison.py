@@ -1,6 +1,7 @@
-"""The page of `rvt-bench compare RUN_A RUN_B --html OUT`: the paired table and, per metric that is
-a mean of per-sample values, a paired plot of the shared samples (charts.paired_chart). One file,
-charts inline, opens from any disk."""
+"""The page of `rvt-bench compare RUN_A RUN_B [RUN_C ...] --html OUT`: per run against the baseline,
+the paired table, the samples that flipped and, per metric that is a mean of per-sample values, a
+paired plot of the shared samples (charts.paired_chart). One file for all runs, charts inline, opens
+from any disk."""
 from __future__ import annotations
 
 import html
@@ -16,10 +17,15 @@ def _cell(key: str, value: float, signed: bool = False) -> str:
     return f"{100 * value:+.2f} pp" if signed else f"{100 * value:.2f} %"
 
 
-def write_comparison(result: dict[str, Any], out: str | Path) -> Path:
-    """Write the page for a `compare(..., per_sample=True)` result to `out`; returns its path."""
+def _score(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _section(result: dict[str, Any], anchor: str) -> str:
+    """One run against the baseline: the paired table, the flipped samples and the paired plots."""
     from rvt_bench.harness.report.charts import paired_chart
 
+    name_a, name_b = result.get("name_a", "run A"), result.get("name_b", "run B")
     rows, charts = [], []
     for r in result["metrics"]:
         key = html.escape(r["key"])
@@ -32,25 +38,50 @@ def write_comparison(result: dict[str, Any], out: str | Path) -> Path:
                     f"<td>{r['wins']} / {r['losses']} / {r['ties']}</td></tr>")
         values = (result.get("per_sample") or {}).get(r["key"])
         if values:
-            svg = paired_chart(r["key"], values["a"], values["b"], "run A", "run B", percent=unit(r["key"]) == "%")
+            svg = paired_chart(r["key"], values["a"], values["b"], name_a, name_b, percent=unit(r["key"]) == "%")
             if svg:
                 charts.append(f"<section class='chart'>{svg}</section>")
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>rvt-bench comparison</title>
-<style>body {{ font-family: system-ui, sans-serif; margin: 1em 1.5em; color: #222; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 1px 6px; white-space: nowrap; }}
-.charts {{ display: flex; flex-wrap: wrap; gap: 1em; }} .chart svg {{ max-width: 100%; height: auto; }}
-.meta {{ color: #555; font-size: .9em; }}</style></head><body>
-<h1>Run B against run A</h1>
-<p class="meta">A: {html.escape(result['a'])}<br>B: {html.escape(result['b'])}<br>shared samples: {result['n_shared']}
-(only in A: {result['only_a']}, only in B: {result['only_b']}); deltas in percentage points (pp), CIDEr as a score;
-95% CI: paired bootstrap; p: paired permutation test.</p>
-<table id="comparison"><tr><th>metric</th><th>A</th><th>B</th><th>delta B-A</th><th>95% CI of delta</th><th>p</th><th>n</th>
+    flips = result.get("flips") or []
+    flip_rows = "".join(
+        f"<tr><td>{html.escape(f['sample_id'])}</td><td>{'right -> wrong' if f['a_correct'] else 'wrong -> right'}</td>"
+        f"<td class='num'>{_score(f['a'])}</td><td class='num'>{_score(f['b'])}</td></tr>" for f in flips)
+    methods = "; ".join(dict.fromkeys(r["resampled"] for r in result["metrics"] if "resampled" in r)) or "n/a"
+    partial = f"<br><b>PARTIAL</b>: {html.escape(result['partial'])}" if result.get("partial") else ""
+    return f"""<section id="{anchor}"><h2>{html.escape(name_b)} against {html.escape(name_a)}</h2>
+<p class="meta">A: {html.escape(name_a)}: {html.escape(result['a'])}<br>B: {html.escape(name_b)}: {html.escape(result['b'])}{partial}<br>
+shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']}); deltas in percentage
+points (pp), CIDEr as a score; 95% CI: paired bootstrap; p: paired permutation test; resampled: {html.escape(methods)}.</p>
+<table class="comparison"><tr><th>metric</th><th>A</th><th>B</th><th>delta B-A</th><th>95% CI of delta</th><th>p</th><th>n</th>
 <th>B wins / losses / ties</th></tr>
 {''.join(rows)}</table>
-<div class="charts">{''.join(charts)}</div>
+<h3>Samples that flipped ({len(flips)})</h3>
+<table class="flips"><tr><th>sample</th><th>A -> B</th><th>score A</th><th>score B</th></tr>
+{flip_rows or "<tr><td colspan='4'>none: every shared sample is right or wrong in both runs</td></tr>"}</table>
+<div class="charts">{''.join(charts)}</div></section>"""
+
+
+def write_many(results: list[dict[str, Any]], out: str | Path) -> Path:
+    """Write ONE page for `compare_many(..., per_sample=True)` results (each run against the
+    baseline, one section each) to `out`; returns its path."""
+    title = "rvt-bench comparison: " + ", ".join(
+        [results[0].get("name_a", "baseline"), *(r.get("name_b", "run") for r in results)])
+    sections = "".join(_section(r, f"run{k}") for k, r in enumerate(results, 1))
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body {{ font-family: system-ui, sans-serif; margin: 1em 1.5em; color: #222; }}
+table {{ border-collapse: collapse; margin-bottom: .8em; }} td, th {{ border: 1px solid #ccc; padding: 1px 6px; white-space: nowrap; }}
+.num {{ text-align: right; }}
+.charts {{ display: flex; flex-wrap: wrap; gap: 1em; }} .chart svg {{ max-width: 100%; height: auto; }}
+.meta {{ color: #555; font-size: .9em; }}</style></head><body>
+<h1>{html.escape(title)}</h1>
+{sections}
 </body></html>
 """
     out = Path(out)
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def write_comparison(result: dict[str, Any], out: str | Path) -> Path:
+    """Write the page for one `compare(..., per_sample=True)` result to `out`; returns its path."""
+    return write_many([result], out)

@@ -1,0 +1,45 @@
+"""A value its own run calls not comparable is marked in every table, with the comparable variant
+named; that variant has an interval; A and R are in ReVOS's layout (leaderboards/tables.py, revos)."""
+import numpy as np
+
+from rvt_bench.core.records import ScoreRecord
+from rvt_bench.harness.table_cis import table_cis
+from rvt_bench.leaderboards.tables import NOT_COMPARABLE, cell_keys, paper_table
+from rvt_bench.metrics.protocols.revos import ReVOSProtocol, ReVOSValues
+
+
+def records(nonbinary, n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    return [ScoreRecord(f"v{k // 2}/{k}", meta={"type_id": k % 2}, source=f"v{k // 2}",
+                        values={"revos": ReVOSValues(k % 2, *(float(x) for x in rng.random(2)), 0.5, {},
+                                                     A=float(rng.random()), R=float(rng.random()), nonbinary=nonbinary)})
+            for k in range(n)]
+
+
+def body(protocol, recs):
+    agg = protocol.aggregate(recs)
+    out = {"dataset": "revos", "split": "valid", "model": "VISA-7B", "run_name": "r", **agg}
+    out["ci"] = table_cis(protocol, recs, out, 200, 0)
+    return out
+
+
+def test_a_0_255_run_marks_a_and_r_in_markdown_and_latex_and_names_the_comparable_variant():
+    run = body(ReVOSProtocol(), records(nonbinary=True))
+    assert set(run["not_comparable"]) >= {"A", "R", "referring/R"}
+    md = paper_table(run, "markdown", [])
+    assert md.count(NOT_COMPARABLE) >= 3 and "comparable: R[binarized]" in md
+    head = md.splitlines()[2]
+    assert "| A |" in head and "| R |" in head  # A and R both columns of VISA's layout
+    tex = paper_table(run, "latex", [])
+    assert "$^\\ddagger$" in tex and "R[binarized]" in tex
+
+
+def test_a_binary_run_is_not_marked_and_the_binarized_variant_has_its_interval():
+    protocol = ReVOSProtocol(variant="binarized")
+    run = body(protocol, records(nonbinary=True))
+    assert "not_comparable" not in run
+    assert "R[binarized]" in cell_keys("revos", run)
+    ci = run["ci"]["R[binarized]"]
+    assert ci["low"] is not None and ci["low"] <= run["metrics"]["R[binarized]"] <= ci["high"]
+    assert NOT_COMPARABLE not in paper_table(run, "markdown", [])
+    assert "not_comparable" not in body(ReVOSProtocol(), records(nonbinary=False))
