@@ -60,6 +60,7 @@ _REGISTERED = [  # targets (where the code lives now) whose name is their pre-mo
     "metrics.units.video_jf.VideoJF",
     "harness.sweep_table.SweepTable",  # a Hydra callback (conf/config.yaml); in no fingerprint, registered as every target
     "harness.slurm.SlurmStates",  # added after the move (conf/hydra/launcher/slurm.yaml; in no fingerprint)
+    "adapters.segzero.adapter.SegZeroAdapter",  # added after the move (conf/model/seg_zero.yaml, visionreasoner.yaml)
 ]
 # registered name -> the `_target_` that builds it today
 NAMES: dict[str, str] = {name: _PREFIX + name for name in _REGISTERED}
