@@ -148,6 +148,7 @@ def test_rvt_bench_runs_it_end_to_end_on_the_demo_against_a_local_server(tmp_pat
         proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), f"+model={name}", f"model.model={name}",
                                f"model.base_url={server.url}", "model.sam2._target_=tests.fakes.BoxSam2",
                                "~model.sam2.model_id", "~model.sam2.revision", "~model.sam2.device", "~model.sam2.dtype",
+                               "run.limit=4",  # the quick split's first four: three images (the cup) and a clip
                                f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'boards'}"],
                               cwd=REPO, capture_output=True, text=True, timeout=300)
     finally:
@@ -157,6 +158,7 @@ def test_rvt_bench_runs_it_end_to_end_on_the_demo_against_a_local_server(tmp_pat
     preds = {p["sample_id"]: p for p in map(json.loads, (run_dir / "predictions.jsonl").read_text().splitlines())}
     cup = preds["image/coffee_cup"]
     assert cup["error"] is None and cup["trace"]["input_size"] == [840, 840]
-    assert all("evaluates images only" in p["error"]["message"] for p in preds.values() if p["sample_id"].startswith("video/"))
-    scores = {s["sample_id"]: s for s in map(json.loads, (run_dir / "scores.jsonl").read_text().splitlines())}
+    videos = [p for p in preds.values() if p["sample_id"].startswith("video/")]
+    assert videos and all("evaluates images only" in p["error"]["message"] for p in videos)
+    scores = {s["sample_id"]: s for s in map(json.loads, (run_dir / "scores.limit4.jsonl").read_text().splitlines())}
     assert scores["image/coffee_cup"]["values"]["mask_iou"]["iou"] > 0.7  # the cup's box, masked by the stand-in SAM2
