@@ -46,9 +46,11 @@ ADAPTER = textwrap.dedent('''\
 
 def build_package(root: Path) -> Path:
     """A package `tiny-models` (module tiny_models: an adapter and conf/model/tiny_centre.yaml,
-    registered under the entry point rvt_bench.models) installed by pip into root/site; returns that folder."""
+    registered under the entry point rvt_bench.models; data_conf/dataset/tiny_demo.yaml under
+    rvt_bench.datasets) installed by pip into root/site; returns that folder."""
     src = root / "src"
     (src / "tiny_models" / "conf" / "model").mkdir(parents=True)
+    (src / "tiny_models" / "data_conf" / "dataset").mkdir(parents=True)
     (root / "pyproject.toml").write_text(textwrap.dedent('''\
         [build-system]
         requires = ["setuptools>=68"]
@@ -58,11 +60,16 @@ def build_package(root: Path) -> Path:
         version = "0.1"
         [project.entry-points."rvt_bench.models"]
         tiny = "tiny_models.conf"
+        [project.entry-points."rvt_bench.datasets"]
+        tiny_data = "tiny_models.data_conf"
         [tool.setuptools.package-data]
         "*" = ["*.yaml"]
         '''))
     (src / "tiny_models" / "__init__.py").write_text("")
     (src / "tiny_models" / "conf" / "__init__.py").write_text("")
+    (src / "tiny_models" / "data_conf" / "__init__.py").write_text("")
+    (src / "tiny_models" / "data_conf" / "dataset" / "tiny_demo.yaml").write_text(
+        "# The demo under another name, from an installed package.\ndefaults:\n  - demo\n  - _self_\n\nname: tiny_demo\n")
     (src / "tiny_models" / "centre.py").write_text(ADAPTER)
     (src / "tiny_models" / "conf" / "model" / "tiny_centre.yaml").write_text(
         "# The centre quarter of the frame, from an installed package.\n"
@@ -84,16 +91,18 @@ def rvt_bench(args: list[str], tmp_path: Path, pythonpath: Path | None = None) -
                           env=env, capture_output=True, text=True, timeout=180)
 
 
-def test_an_installed_packages_model_is_listed_with_its_origin_and_runs(tmp_path):
+def test_an_installed_packages_model_and_benchmark_are_listed_with_their_origin_and_run(tmp_path):
     site = build_package(tmp_path / "pkg")
     listed = rvt_bench(["--list"], tmp_path, site)
     assert listed.returncode == 0, listed.stderr[-2000:]
     flat = " ".join(listed.stdout.split())
     assert "+model=tiny_centre The centre quarter of the frame, from an installed package." in flat
     assert "[from: package tiny-models 0.1 (entry point rvt_bench.models: tiny = tiny_models.conf)]" in flat
-    proc = rvt_bench(["+model=tiny_centre", "run.limit=2"], tmp_path, site)
+    assert ("+dataset=tiny_demo The demo under another name, from an installed package. [from: package "
+            "tiny-models 0.1 (entry point rvt_bench.datasets: tiny_data = tiny_models.data_conf)]") in flat
+    proc = rvt_bench(["+dataset=tiny_demo", "+model=tiny_centre", "run.limit=2"], tmp_path, site)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert (tmp_path / "runs" / "demo" / "tiny_centre").is_dir()
+    assert (tmp_path / "runs" / "tiny_demo" / "tiny_centre").is_dir()
 
 
 def test_without_the_package_on_the_path_the_model_is_not_listed(tmp_path):
