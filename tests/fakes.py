@@ -135,3 +135,21 @@ def calls(tmp: Path) -> list[str]:
 
 def dump(obj) -> str:
     return json.dumps(obj, sort_keys=True)
+
+
+class BoxSam2:
+    """A stand-in SAM2 for adapters/segzero: records the prompts of segment_image_best; each
+    object's mask is its box (int pixels)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def fingerprint(self):
+        return {"backend": "box-sam2"}
+
+    def segment_image_best(self, frame, boxes, points):
+        self.calls.append((frame.shape, boxes, points))
+        out = np.zeros((len(boxes), *frame.shape[:2]), bool)
+        for i, (x1, y1, x2, y2) in enumerate(boxes):
+            out[i, y1:y2, x1:x2] = True
+        return out

@@ -189,6 +189,29 @@ def test_vlm_reports_reply_answer_and_sam2(small_demo, tmp_path):
     assert "SAM2_s" not in measures and "SAM2" not in latency and "frames" in latency
 
 
+# --- Seg-Zero / VisionReasoner ---------------------------------------------------------------------
+
+
+def canned_segzero(**kw):
+    """Seg-Zero's adapter over one reply (the cup's box, in the 840 x 840 input) and the box SAM2."""
+    from rvt_bench.adapters.segzero.adapter import SegZeroAdapter
+    from tests.fakes import BoxSam2
+
+    keep = ("name", "model", "answer_format", "template", "example", "strip", "resize", "max_new_tokens")
+    reply = '<think>the cup</think><answer>{"bbox": [280, 40, 570, 620], "points_1": [420, 300], "points_2": [400, 200]}</answer>'
+    return SegZeroAdapter(backend=CannedOrFailed(reply), sam2=BoxSam2(), **{k: kw[k] for k in keep})
+
+
+def test_seg_zero_reports_reply_answer_and_sam2_and_refuses_every_video(small_demo, tmp_path):
+    # only the image reaches the model: every clip (and the clip's grounding, vqa and summary) is refused
+    result = demo_run(tmp_path, "+model=seg_zero", f"dataset.root={small_demo}",
+                      "model._target_=tests.test_adapter_reports.canned_segzero")
+    shown(result, [("reply received", 1), ("answer parsed", 1), ("masks from SAM2", 1), ("result correct", 1)],
+          {"image/coffee_cup": None, "video/UVO/all/coin_entry/0": "reply_received",
+           "video/launch_pad/0": "reply_received", "rvt/grounding/launch_pad": "reply_received",
+           "rvt/vqa/coin_entry": "reply_received", "rvt/summary/coin_entry": "reply_received"})
+
+
 # --- LISA -----------------------------------------------------------------------------------------
 
 

@@ -48,3 +48,31 @@ def test_video_masks_cover_every_frame(sam2):
 def test_no_detection_is_no_mask(sam2):
     assert segment.image_masks(sam2, FRAME, []) == [None]
     assert segment.video_masks(sam2, [FRAME, FRAME], 0, []) == [None, None]
+
+
+def test_segment_image_best_gives_one_mask_per_object_from_a_box_and_its_clicks(sam2):
+    # Seg-Zero-7B's prompt: one box and two positive clicks per object (adapters/segzero)
+    masks = sam2.segment_image_best(FRAME, [[10, 10, 40, 50], [0, 0, 80, 60]], [[[20, 20], [30, 40]], [[5, 5], [60, 30]]])
+    assert masks.shape == (2, 60, 80) and masks.dtype == bool
+
+
+def test_segment_image_best_keeps_the_multimask_output_of_the_highest_predicted_iou(sam2):
+    import torch
+
+    box, clicks = [10, 10, 40, 50], [[20, 20]]
+    if isinstance(sam2, Sam2HFBackend):
+        models, (processor, _) = sam2.components()
+        inputs = processor(images=FRAME, input_boxes=[[box]], input_points=[[clicks]], input_labels=[[[1]]],
+                           return_tensors="pt")
+        with torch.inference_mode():
+            out = models["image"](**inputs, multimask_output=True)
+        candidates = processor.post_process_masks(out.pred_masks.float(), inputs["original_sizes"])[0][0].numpy()
+        scores = out.iou_scores[0, 0].numpy()
+    else:  # Meta's SAM2ImagePredictor, as the authors' scripts call it
+        predictor = sam2._image_predictor()
+        with torch.inference_mode():
+            predictor.set_image(FRAME)
+            candidates, scores, _ = predictor.predict(point_coords=np.asarray(clicks, np.float32), point_labels=np.ones(1),
+                                                      box=np.asarray(box, np.float32), multimask_output=True)
+    expected = np.asarray(candidates)[int(np.argmax(scores))] > 0.5
+    assert np.array_equal(sam2.segment_image_best(FRAME, [box], [clicks])[0], expected)

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from rvt_bench.adapters.base import Adapter, ScoredSample, settings_block
-from rvt_bench.adapters.vlm import funnel
+from rvt_bench.adapters.vlm import families, funnel
 from rvt_bench.adapters.vlm import prompts as prompt_mod
 from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
 from rvt_bench.adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
@@ -93,6 +93,9 @@ class VLMAdapter(Adapter):
     backend: "openai" | "hf" (rvt_bench.adapters.vlm.backend.BACKENDS), or a built VLMBackend (tests).
     model: the served model name (openai) or hub id / directory (hf).
     coords: coordinate family of the model's boxes (rvt_bench.adapters.vlm.coords.COORDINATE_FAMILIES).
+    family: the model family a preset states (rvt_bench.adapters.vlm.families: qwen2_5_vl, qwen3_vl,
+        internvl3; "custom"; None: checked against the family `model` names): `coords` and
+        `frames.factor` must be its own, else AdapterError.
     frames: FrameSampling keys. generation: Generation keys. think: Think keys (the answer is read
         after </think>, rvt_bench.adapters.vlm.reply).
     grounding_fill: boxes of frames not shown to the model: "nearest" (the nearest shown frame's,
@@ -115,10 +118,11 @@ class VLMAdapter(Adapter):
                  coords: str = "qwen2_5_vl", frames: Mapping[str, Any] | None = None,
                  generation: Mapping[str, Any] | None = None, think: Mapping[str, Any] | None = None,
                  grounding_fill: str = "nearest", sam2: Any = None, prompts: Mapping[str, Any] | None = None,
-                 **backend_kwargs: Any):
+                 family: str | None = None, **backend_kwargs: Any):
         self.name = name
         self.coords = check_family(coords)
         self.frames = settings_block("frames", FrameSampling, frames)
+        self.family = families.check(family, self.coords, self.frames, model)
         self.generation = settings_block("generation", Generation, generation)
         self.think = settings_block("think", Think, think)
         if grounding_fill not in FILL:
@@ -149,6 +153,7 @@ class VLMAdapter(Adapter):
             "generation": dict(self.generation), "think": dict(self.think), "grounding_fill": self.grounding_fill,
             "sam2": None if self.sam2 is None else self.sam2.fingerprint(),
             "prompt": {"version": self.prompts["version"], "sha256": prompt_mod.digest(self.prompts)},
+            **({"family": self.family} if self.family is not None else {}),  # absent before families: old run names kept
         }
 
     def preflight(self) -> None:
@@ -165,7 +170,7 @@ class VLMAdapter(Adapter):
 
     def predict(self, sample: Sample) -> Prediction:
         """Answer one sample. Prediction.trace = {"backend", "frames" (indices shown), "input_size"
-        [h, w], "prompt", "reply", "finish_reason", "n_tokens", "thought", "answer", and for boxes
+        [h, w], "coords" (the convention boxes were read in), "family", "prompt", "reply", "finish_reason", "n_tokens", "thought", "answer", and for boxes
         "detections" (frame pixels) and "key_frame"}; timings = seconds {"frames", "vlm", "sam2"}.
         Raises ReplyError (kind "parse", with `reason`) for a reply without a usable answer and
         AdapterError when the backend or SAM2 fails; both carry the partial trace as `.trace`."""
@@ -216,8 +221,9 @@ class VLMAdapter(Adapter):
                                           COORDINATE_FAMILIES[self.coords], shown, indices)
         budget = int(self.generation["max_new_tokens"]) + (int(self.think["budget"]) if self.think["enabled"] else 0)
         request = VLMRequest(self.prompts.get("system") or None, content, budget)
+        # the convention the boxes are read in, with the input size it refers to (rvt_bench.adapters.vlm.families)
         trace = {"backend": self.backend.name, "frames": indices, "input_size": list(shown[0].shape[:2]),
-                 "prompt": content[-1][1]}
+                 "coords": self.coords, "family": self.family, "prompt": content[-1][1]}
         job = _Job(sample, indices, frame_hw, [tuple(s.shape[:2]) for s in shown], request, trace)
         job.timings["frames"] = round(time.perf_counter() - t0, 4)
         return job

@@ -65,6 +65,7 @@ class VLMConfig:
     backend: str = _VLM["backend"]
     model: str = MISSING
     coords: str = _VLM["coords"]
+    family: Optional[str] = _VLM["family"]
     frames: FrameSamplingConfig = field(default_factory=FrameSamplingConfig)  # type: ignore[valid-type]
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # type: ignore[valid-type]
     think: ThinkConfig = field(default_factory=ThinkConfig)  # type: ignore[valid-type]

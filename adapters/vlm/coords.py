@@ -6,7 +6,13 @@ Families (``COORDINATE_FAMILIES``; chosen by ``model.coords`` in conf/model/vlm.
   the image"); also Video-R1, Seg-Zero and VisionReasoner, which are Qwen2.5-VL fine-tunes.
 - ``qwen2_vl``: integers in [0, 1000) relative to the image (Qwen2-VL, arXiv 2409.12191, sec. 2.2:
   "normalized to [0, 1000)"); also InternVL's grounding format.
+- ``qwen3_vl``: integers in [0, 1000] relative to the image (Qwen3-VL's grounding format; its input
+  is resized at factor 32, which the coordinates do not depend on).
+- ``internvl``: integers in [0, 1000] relative to the image, written ``<box>[[x1, y1, x2, y2]]</box>``
+  (InternVL2.5 / InternVL3).
 - ``normalized``: floats in [0, 1] relative to the image.
+Which family a model belongs to, and the check that a run does not read one family's boxes in
+another's convention: rvt_bench.adapters.vlm.families.
 Every box is mapped to the frame's pixels (continuous xyxy, rvt_bench.core.types.Target's convention) and
 clamped to [0, W] x [0, H].
 
@@ -29,9 +35,12 @@ from rvt_bench.core.types import AdapterError
 COORDINATE_FAMILIES: dict[str, str] = {
     "qwen2_5_vl": "in pixels of the image as you see it",
     "qwen2_vl": "as integers from 0 to 1000 relative to the image width and height",
+    "qwen3_vl": "as integers from 0 to 1000 relative to the image width and height",
+    "internvl": "as integers from 0 to 1000 relative to the image width and height",
     "normalized": "as numbers from 0 to 1 relative to the image width and height",
 }
 """family -> how the prompts tell the model to write coordinates (the ``{coords}`` field)."""
+PER_MILLE = ("qwen2_vl", "qwen3_vl", "internvl")  # integers 0-1000 relative to the image
 
 _NUM = r"\s*(-?\d+(?:\.\d+)?)\s*"
 _BRACKETED = re.compile(r"\[" + ",".join([_NUM] * 4) + r"\]")
@@ -110,7 +119,7 @@ def _scales(family: str, input_hw: tuple[int, int], frame_hw: tuple[int, int]) -
     height, width = frame_hw
     if family == "qwen2_5_vl":
         return width / input_hw[1], height / input_hw[0]
-    if family == "qwen2_vl":
+    if family in PER_MILLE:
         return width / 1000.0, height / 1000.0
     return float(width), float(height)
 

@@ -11,10 +11,12 @@ import re
 import shutil
 import textwrap
 from pathlib import Path
+from typing import Sequence
 
 from rvt_bench.core.benchmark import conf_dirs
 from rvt_bench.core import files
 from rvt_bench.core.paths import CONF_DIR
+from rvt_bench.harness.plugins import ConfSource, entry_point_sources
 
 CONF = CONF_DIR
 # (group, how a command line selects it, title); training groups (train/, accelerate/, sweep/ whose
@@ -55,22 +57,31 @@ def _options(conf: Path, group: str) -> list[Path]:
     return paths
 
 
-def catalog(conf: Path = CONF, width: int | None = None) -> str:
+def catalog(conf: Path = CONF, width: int | None = None, sources: Sequence[ConfSource] = ()) -> str:
     """One section per group, one entry per option: `<selector><name>  <description>`, the
-    description wrapped at `width` columns (default: the terminal's, at least 80)."""
+    description wrapped at `width` columns (default: the terminal's, at least 80). Options from
+    `sources` (rvt_bench.harness.plugins: installed packages, --config-dir, hydra.searchpath) follow
+    rvt-bench's own, each description ending with `[from: ORIGIN]`; a source that cannot be found
+    is listed at the end with why."""
     width = width or max(80, shutil.get_terminal_size((110, 24)).columns)
     lines = []
     for group, selector, title in GROUPS:
-        paths = _options(conf, group)
-        if not paths:
+        entries = [(p, "") for p in _options(conf, group)]
+        for source in sources:
+            if source.path is not None:
+                entries += [(p, f" [from: {source.origin}]") for p in sorted((source.path / group).glob("*.yaml"))]
+        if not entries:
             continue
         lines.append(f"{title}:")
-        for path in paths:
+        for path, origin in entries:
             choice = f"  {selector}{path.stem}"
-            text = description(path) or "(no description)"
+            text = (description(path) or "(no description)") + origin
             wrapped = textwrap.wrap(text, width - CHOICE_WIDTH - 1, break_on_hyphens=False) or [""]
             lines.append(f"{choice:<{CHOICE_WIDTH}} {wrapped[0]}")
             lines += [f"{'':<{CHOICE_WIDTH}} {w}" for w in wrapped[1:]]
+    for source in sources:
+        if source.path is None or source.problem:
+            lines.append(f"not found: {source.origin}: {source.problem}")
     return "\n".join(lines)
 
 
@@ -118,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m rvt_bench.harness.catalog",
                                  description="Print the config options a run can pick, with descriptions (= rvt-bench --list).")
     ap.parse_args(argv)
-    print(catalog())
+    print(catalog(sources=entry_point_sources()))
 
 
 if __name__ == "__main__":

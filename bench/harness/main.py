@@ -37,6 +37,7 @@ from rvt_bench.harness.secrets import hide_secret_overrides
 from rvt_bench.core.types import RvtBenchError
 from rvt_bench.harness.cli import stop_reason
 from rvt_bench.harness.overrides import config_error, normalise
+from rvt_bench.harness.plugins import searchpath_override
 
 DEFAULT_GROUPS = {"dataset": "demo", "model": "dtr1"}
 # `rvt-bench NAME ...`: the helpers on finished runs, each a module with main(argv)
@@ -284,8 +285,9 @@ def _console(argv: list[str] | None) -> None:
         sys.exit(code if isinstance(code, int) else 0)
     if "--list" in argv:  # benchmarks, models, policies, perception, judges, loggers: with descriptions
         from rvt_bench.harness.catalog import catalog
+        from rvt_bench.harness.plugins import command_line_sources, entry_point_sources
 
-        print(catalog())
+        print(catalog(sources=entry_point_sources() + command_line_sources(argv)))
         sys.exit(0)
     if "--help" in argv or "-h" in argv:  # this tool's help; Hydra's own stays at --hydra-help
         from rvt_bench.harness.catalog import help_text
@@ -295,7 +297,8 @@ def _console(argv: list[str] | None) -> None:
     # Secrets never reach Hydra (its multirun.yaml, logged overrides, job logs) nor any file or line we write.
     secrets.scrub_logs()
     secrets.remember_environment()
-    argv = hide_secret_overrides(with_default_groups(normalise(argv))) + extra_conf_overrides(argv)
+    # installed packages' models and benchmarks (entry points rvt_bench.models / rvt_bench.datasets)
+    argv = searchpath_override(hide_secret_overrides(with_default_groups(normalise(argv))) + extra_conf_overrides(argv))
     sys.argv = [sys.argv[0]] + argv
     problem = unwritable_root(argv)
     if problem is not None:

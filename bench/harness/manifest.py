@@ -27,6 +27,9 @@ _NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", 
 
 # Model keys that say what a job asks of the cluster (conf/hydra/launcher/slurm.yaml), not what it computes.
 _NON_SEMANTIC_MODEL_KEYS = {"resources"}
+# Model keys added after run directories existed, with a null default: hashed only when set, so a
+# config that leaves them null keeps its run directory's name (`family`: a VLM preset's family).
+_LATER_NULLABLE_MODEL_KEYS = {"family"}
 
 _VERSIONED_PACKAGES = (
     "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
@@ -76,7 +79,8 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
     dataset = {k: v for k, v in flat(cfg["dataset"]).items() if k not in _NON_SEMANTIC_DATASET_KEYS}
     # the same keys at the model's top level: models that reach a server themselves (vlm)
-    model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS | _NON_SEMANTIC_MODEL_KEYS}
+    model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS | _NON_SEMANTIC_MODEL_KEYS
+             and not (k in _LATER_NULLABLE_MODEL_KEYS and v is None)}
     if "name" in model:  # a display label: naming a run never re-runs it
         model["name"] = model_key(cfg["model"])
     if isinstance(model.get("policy"), dict):

@@ -68,6 +68,7 @@ _REGISTERED = [  # targets (where the code lives now) whose name is their pre-mo
     "metrics.protocols.refcoco.RefCOCOProtocol",
     "loaders.ref_davis17.RefDAVIS17Dataset",
     "metrics.protocols.ref_davis17.RefDAVIS17Protocol",
+    "adapters.segzero.adapter.SegZeroAdapter",  # added after the move (conf/model/seg_zero.yaml, visionreasoner.yaml)
 ]
 # registered name -> the `_target_` that builds it today
 NAMES: dict[str, str] = {name: _PREFIX + name for name in _REGISTERED}

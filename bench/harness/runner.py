@@ -94,7 +94,7 @@ def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
     try:
         outputs.try_outputs(cfg)  # leaderboard.dir=/dev/null: one line now, not a traceback after all the work
         # cheap: an adapter loads its weights on the first predict; a missing wandb stops before any model work
-        adapter = _built(f"model {resolved['model']['name']!r}", lambda: instantiate(adapter_node(cfg.model), _convert_="all"))
+        adapter = _built(f"model {resolved['model']['name']!r} (_target_ {resolved['model'].get('_target_')})", lambda: instantiate(adapter_node(cfg.model), _convert_="all"))
         tracker = _built(f"logger {cfg.logger.get('_target_')!r}", lambda: loggers.make_logger(cfg.logger))
         try:
             result = _run(cfg, resolved, adapter, progress)
@@ -115,15 +115,15 @@ def _run_stopping(cfg: DictConfig, resolved: dict[str, Any]) -> RunResult:
 
 
 def _built(what: str, build: Any) -> Any:
-    """build(), or RunStopped("missing_package") naming `what` and the Python package it needs."""
+    """build(), or RunStopped("missing_package") naming `what` and the module it cannot import
+    (rvt_bench.harness.stops.not_importable: `pip install` only for rvt-bench's own requirements)."""
     try:
         return build()
     except Exception as exc:
         missing = stops.missing_module(exc)
         if missing is None:
             raise
-        raise RunStopped(f"{what} needs the Python package {missing!r}, which is not installed: "
-                         f"{stops.install_hint(missing)}", "missing_package") from exc
+        raise RunStopped(stops.not_importable(missing, what), "missing_package") from exc
 
 
 def _pin_hub_data(cfg: DictConfig) -> None:

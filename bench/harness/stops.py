@@ -41,8 +41,7 @@ def stop_for(exc: BaseException, progress: Progress, model_name: str) -> RunStop
         reason = OS_STOPS.get(exc.errno or 0)
         return None if reason is None else RunStopped(_os_stop(exc, reason, progress), reason)
     if isinstance(exc, ModuleNotFoundError):  # a backend imports its package on first use
-        return RunStopped(f"the Python package {exc.name!r} is not installed (needed by model "
-                          f"{model_name!r}): {install_hint(str(exc.name))}", "missing_package")
+        return RunStopped(not_importable(str(exc.name), f"model {model_name!r}"), "missing_package")
     if isinstance(exc, ServerUnreachableError):
         return RunStopped(f"{exc}; nothing was lost: the same command resumes once the server is up", "server_down")
     return None
@@ -77,6 +76,38 @@ def install_hint(module: str) -> str:
         best = sorted(extras, key=lambda e: (e == "test", len(e)))[0]
         return f'pip install -e ".[{best}]"'
     return f"pip install {dist}"
+
+
+def not_importable(module: str, what: str) -> str:
+    """The one line for a module `what` needs that Python cannot import. Only a package rvt-bench
+    itself declares (a dependency or an extra of its pyproject.toml) gets `pip install NAME`; any
+    other name is a module of the user's own (a --config-dir model's code, a package of theirs)
+    and never a name to install from PyPI: the fix is Python's path or an editable install."""
+    top = module.split(".")[0]
+    dist = declared_distribution(top)
+    if dist is not None:
+        return f"{what} needs the Python package {module!r}, which is not installed: {install_hint(module)}"
+    return (f"{what} needs the module {module!r}, which Python cannot import: it is not on Python's path; "
+            f"put the folder that holds {top!r} on PYTHONPATH (PYTHONPATH=DIR rvt-bench ...) "
+            f"or install the package that holds it: pip install -e YOUR_PACKAGE")
+
+
+def declared_distribution(top_module: str) -> str | None:
+    """The distribution of rvt-bench's declared requirements (extras included) whose normalised
+    name is `top_module` ("sam2" -> "sam2", "hydra_submitit_launcher" -> "hydra-submitit-launcher"),
+    or None."""
+    import importlib.metadata
+    import re
+
+    try:
+        requires = importlib.metadata.requires("rvt-bench") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for req in requires:
+        name = re.match(r"[A-Za-z0-9._-]+", req)
+        if name and re.sub(r"[-_.]+", "_", name.group(0)).lower() == top_module.lower():
+            return name.group(0)
+    return None
 
 
 def missing_module(exc: BaseException | None) -> str | None:

@@ -91,6 +91,26 @@ class Sam2HFBackend(ModelBackend):
         masks = processor.post_process_masks(out.pred_masks.float().cpu(), inputs["original_sizes"].cpu())[0]
         return masks[:, 0].numpy().astype(bool)
 
+    def segment_image_best(self, frame: np.ndarray, boxes: list[list[float]],
+                           points: list[list[list[float]]]) -> np.ndarray:
+        """(N, H, W) bool masks on one (H, W, 3) uint8 RGB frame, one per object: its box [x1, y1,
+        x2, y2] px and its positive clicks ``points[i]`` ([[x, y], ...] px, the same count for
+        every object), multimask output, the mask of the highest predicted IoU kept. What Seg-Zero's
+        and VisionReasoner's evaluation scripts do with ``SAM2ImagePredictor.predict(point_coords,
+        point_labels=[1, ...], box)`` and ``np.argsort(scores)[::-1][0]``."""
+        import torch
+
+        models, (processor, _) = self.components()
+        inputs = processor(images=frame, input_boxes=[[list(map(float, b)) for b in boxes]],
+                           input_points=[[[list(map(float, p)) for p in pts] for pts in points]],
+                           input_labels=[[[1] * len(pts) for pts in points]], return_tensors="pt").to(self.device)
+        inputs["pixel_values"] = inputs["pixel_values"].to(models["image"].dtype)
+        with torch.inference_mode():
+            out = models["image"](**inputs, multimask_output=True)
+        masks = processor.post_process_masks(out.pred_masks.float().cpu(), inputs["original_sizes"].cpu())[0]
+        best = out.iou_scores[0].float().cpu().argmax(dim=-1)  # (N,)
+        return masks[torch.arange(len(boxes)), best].numpy().astype(bool)
+
     def automatic(self, frame: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
         """Automatic-mode masks ((H, W) bool) and predicted IoUs on one frame, best first."""
         import torch

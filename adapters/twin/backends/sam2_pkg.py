@@ -137,6 +137,24 @@ class Sam2PkgBackend(ModelBackend):
             masks, _, _ = predictor.predict(multimask_output=False, **kwargs)
         return (np.asarray(masks).reshape(len(boxes), -1, height, width)[:, 0] > 0.5)
 
+    def segment_image_best(self, frame: np.ndarray, boxes: list[list[float]],
+                           points: list[list[list[float]]]) -> np.ndarray:
+        """As Sam2HFBackend.segment_image_best, through ``SAM2ImagePredictor.predict`` one object
+        at a time (multimask output, the highest score kept), as the Seg-Zero / VisionReasoner
+        evaluation scripts call it."""
+        import torch
+
+        predictor = self._image_predictor()
+        out = []
+        with torch.inference_mode():
+            predictor.set_image(frame)
+            for box, pts in zip(boxes, points):
+                masks, scores, _ = predictor.predict(point_coords=np.asarray(pts, dtype=np.float32),
+                                                     point_labels=np.ones(len(pts), dtype=np.int64),
+                                                     box=np.asarray(box, dtype=np.float32), multimask_output=True)
+                out.append(np.asarray(masks)[int(np.argsort(scores)[::-1][0])] > 0.5)
+        return np.stack(out) if out else np.zeros((0, *frame.shape[:2]), bool)
+
     def _image_predictor(self) -> Any:
         import_sam2()
         from sam2.sam2_image_predictor import SAM2ImagePredictor
