@@ -519,6 +519,24 @@ def test_34_a_forged_reply_on_every_descriptor_is_an_error_round(pool, twin):
     assert (second.ok, second.output) == (True, "second\n")
 
 
+@pytest.mark.parametrize("then", ["1/0", "raise SystemExit(3)"])
+def test_34_a_forged_closing_record_then_a_lost_one_is_no_success(attack, then):
+    # The code writes an `ok` closing record on every fd (the worker's status pipe among them), then
+    # points them all at /dev/null so that the worker's real record is lost, then fails: the
+    # verdict is the worker's exit status, so this is no "ok" round. (What the code can choose is
+    # success itself, as by catching its own exception: a forged record and os._exit(0) is "ok".)
+    code = ("import os\nrec = b'\\n{\"error\": null}\\n'\nnull = os.open('/dev/null', os.O_WRONLY)\n"
+            "for fd in range(3, 1024):\n"
+            "    try:\n"
+            "        os.write(fd, rec)\n"
+            "        if fd != null:\n"
+            "            os.dup2(null, fd)\n"
+            "    except OSError:\n"
+            "        pass\n" + then)
+    result = attack(code)
+    assert not result.ok and result.reason == "exit", result
+
+
 def _scripted_samples(n: int, code: str):
     # distinct queries: the scripted policy replays its script for every distinct chat
     from rvt_bench.adapters.policy.scripted import ScriptedPolicy
