@@ -519,6 +519,24 @@ def test_34_a_forged_reply_on_every_descriptor_is_an_error_round(pool, twin):
     assert (second.ok, second.output) == (True, "second\n")
 
 
+@pytest.mark.parametrize("then", ["1/0", "raise SystemExit(3)"])
+def test_34_a_forged_closing_record_then_a_lost_one_is_no_success(attack, then):
+    # The code writes an `ok` closing record on every fd (the worker's status pipe among them), then
+    # points them all at /dev/null so that the worker's real record is lost, then fails: the
+    # verdict is the worker's exit status, so this is no "ok" round. (What the code can choose is
+    # success itself, as by catching its own exception: a forged record and os._exit(0) is "ok".)
+    code = ("import os\nrec = b'\\n{\"error\": null}\\n'\nnull = os.open('/dev/null', os.O_WRONLY)\n"
+            "for fd in range(3, 1024):\n"
+            "    try:\n"
+            "        os.write(fd, rec)\n"
+            "        if fd != null:\n"
+            "            os.dup2(null, fd)\n"
+            "    except OSError:\n"
+            "        pass\n" + then)
+    result = attack(code)
+    assert not result.ok and result.reason == "exit", result
+
+
 def _scripted_samples(n: int, code: str):
     # distinct queries: the scripted policy replays its script for every distinct chat
     from rvt_bench.adapters.policy.scripted import ScriptedPolicy
@@ -572,28 +590,47 @@ def test_34_a_forged_reply_in_grpo_rollouts_gets_the_execution_penalty():
     assert [r_exec(r.events) for r in results] == [-0.5, -0.5]
 
 
-def test_34_the_reply_channel_is_unreachable_through_proc_pidfd_and_ptrace(attack):
-    # The supervisor (the worker's parent) is non-dumpable: its /proc entries are root's, and the
-    # kernel refuses ptrace, pidfd_getfd and /proc/<pid>/mem to a process without CAP_SYS_PTRACE;
-    # /proc/1 (bwrap's init) is an empty read-only tmpfs.
+@pytest.mark.parametrize("mode", ["as root (a fresh uid)", "as a user (a user namespace)"])
+def test_34_the_reply_channel_is_unreachable_through_proc_pidfd_and_ptrace(twin, mode, monkeypatch):
+    # The supervisor (the worker's parent) is non-dumpable: the kernel refuses its /proc/<pid>/fd/N,
+    # /proc/<pid>/mem, ptrace and pidfd_getfd to a process without CAP_SYS_PTRACE (and seccomp
+    # refuses the last two); /proc/1 (bwrap's init, dumpable in the user-namespace mode) is an
+    # empty read-only tmpfs. The user-namespace mode is bwrap_argv's command line run as root here.
+    from rvt_bench.adapters.sandbox import process
+
+    if mode.startswith("as root") and os.geteuid() != 0:
+        pytest.skip("the root mode needs the harness to run as root (CI does)")
     code = ("import ctypes, errno, os\n"
             "libc = ctypes.CDLL(None, use_errno=True)\n"
-            "def try_(f):\n"
-            "    try:\n"
-            "        f()\n"
-            "        return 'reached'\n"
-            "    except OSError as exc:\n"
-            "        return type(exc).__name__\n"
+            "def opened(pid):\n"
+            "    out = []\n"
+            "    for n in range(64):\n"
+            "        try:\n"
+            "            out.append(os.open(f'/proc/{pid}/fd/{n}', os.O_WRONLY))\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "    return out\n"
             "ppid = os.getppid()\n"
-            "out = [try_(lambda: os.listdir(f'/proc/{ppid}/fd')), try_(lambda: os.listdir('/proc/1/fd')),\n"
-            "       try_(lambda: open(f'/proc/{ppid}/mem', 'rb').read(1)), os.listdir('/proc/1')]\n"
+            "try:\n"
+            "    open(f'/proc/{ppid}/mem', 'rb').read(1)\n"
+            "    mem = 'reached'\n"
+            "except OSError as exc:\n"
+            "    mem = type(exc).__name__\n"
             "pidfd = os.pidfd_open(ppid)\n"
-            "got = [libc.syscall(438, pidfd, fd, 0) for fd in range(64)]\n"  # pidfd_getfd
-            "out.append(max(got))\n"
-            "out.append((libc.ptrace(16, ppid, 0, 0), ctypes.get_errno() == errno.EPERM))\n"  # PTRACE_ATTACH
-            "print(out)")
-    result = attack(code)
-    assert result.output == "['PermissionError', 'FileNotFoundError', 'PermissionError', [], -1, (-1, True)]\n", result
+            "got = max(libc.syscall(438, pidfd, fd, 0) for fd in range(64))\n"  # pidfd_getfd
+            "traced = (libc.ptrace(16, ppid, 0, 0), ctypes.get_errno() == errno.EPERM)\n"  # PTRACE_ATTACH
+            "caps = open('/proc/self/status').read().split('CapEff:')[1].split()[0]\n"
+            "print([opened(ppid), opened(1), mem, os.listdir('/proc/1'), got, traced, caps])")
+    with monkeypatch.context() as m:
+        if mode.startswith("as a user"):
+            m.setattr(process.os, "geteuid", lambda: 1000)
+        box = process.Sandbox.start(SETTINGS)
+    try:
+        box.load(twin)
+        result = box.run(code)
+    finally:
+        box.kill()
+    assert result.output == "[[], [], 'PermissionError', [], -1, (-1, True), '0000000000000000']\n", result
 
 
 def test_34_a_sigkilled_worker_is_a_signal_round(attack):

@@ -11,7 +11,8 @@ imports anything (so a process of the same uid cannot read its memory or its des
 forked WORKER that holds no descriptor of the request or reply pipe: fd 0 and 2 are /dev/null,
 fd 1 is a pipe to the supervisor (the round's output), STATUS_FD a pipe for its closing record,
 every other descriptor closed. The supervisor builds the reply from what it observed itself: the
-worker's real exit status, the first bytes of its output pipe and its closing record; then it
+verdict from the worker's real exit status (EXIT_OK / EXIT_ERROR, with a closing record that agrees),
+the first bytes of its output pipe and the error line of its record; then it
 kills every process the round left (its own children after the worker is reaped: orphans are
 reparented to it) so nothing of a round outlives it. Model code therefore cannot put a frame on
 the reply pipe, and a round's reply can only describe that round.
@@ -57,6 +58,7 @@ from collections.abc import Mapping  # noqa: E402
 _HEADER = struct.Struct(">I")
 PREFETCH_BYTES = 128 * 2**20  # masks decoded once per sample in the supervisor up to this size
 STATUS_FD = 1000  # the worker's closing record; its only descriptor besides stdio
+EXIT_OK, EXIT_ERROR = 0, 1  # the worker's exit status after a round that ended / raised
 _NOFILE = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 _MAX_FD = _NOFILE if 0 < _NOFILE < (1 << 20) else 1 << 20  # no descriptor lies at or above the hard limit
 
@@ -235,7 +237,10 @@ def _worker(code: str, variables: dict, masks, np, cv2, limit: int, out_w: int, 
                 view = view[write(fd, view):]
     except BaseException:  # noqa: BLE001 - no record: the supervisor reports an exit without one
         exit_(70)
-    exit_(0)
+    # The verdict is the worker's real exit status, not its record: every process of the round can
+    # write to STATUS_FD (or point it elsewhere before the record is written), none can change how
+    # this process exits once the code has raised.
+    exit_(EXIT_OK if error is None else EXIT_ERROR)
 
 
 class _Round:
@@ -357,19 +362,20 @@ def _round(code: str, variables: dict, masks, np, cv2, limit: int) -> dict:
         return {"ok": False, "output": "", "error": "", "end": ["signal", os.WTERMSIG(status)]}
     code_ = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
     record = None
-    if code_ == 0:
+    if code_ in (EXIT_OK, EXIT_ERROR):
         lines = bytes(watch.status).rstrip(b"\n").rsplit(b"\n", 1)
         try:
             record = json.loads(lines[-1]) if len(lines) == 2 else None
         except ValueError:
             record = None
-    if not (isinstance(record, dict) and set(record) == {"error"}
-            and (record["error"] is None or isinstance(record["error"], str))):
-        return {"ok": False, "output": "", "error": "", "end": ["exit", code_]}
-    error = record["error"]
-    if error is None:
+    error = record.get("error", 0) if isinstance(record, dict) and set(record) == {"error"} else 0
+    # ok: exit EXIT_OK and a record without error; error: exit EXIT_ERROR and a record with its
+    # line; anything else (os._exit, a lost or contradicting record) is an exit without a result
+    if code_ == EXIT_OK and error is None:
         return {"ok": True, "output": output, "error": None, "end": None}
-    return {"ok": False, "output": "", "error": error[: limit + 1], "end": None}
+    if code_ == EXIT_ERROR and isinstance(error, str):
+        return {"ok": False, "output": "", "error": error[: limit + 1], "end": None}
+    return {"ok": False, "output": "", "error": "", "end": ["exit", code_]}
 
 
 def main() -> None:

@@ -273,7 +273,8 @@ def bwrap_argv(bwrap: str, settings: dict, disk_mb: int, as_root: bool, seccomp_
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
     if not as_root:
-        args += ["--unshare-user", "--disable-userns"]
+        # no capabilities inside even when bwrap runs as root (it keeps them there by default)
+        args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     runtime = runtime_paths()
     links = runtime_links(runtime)
     taken = runtime + [link for link, _ in links]
