@@ -99,6 +99,8 @@ FACTORIES = {
     "ReasonSegProtocol": lambda rng, node: image_samples(rng),
     "LLMSegProtocol": lambda rng, node: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
     "ReVOSProtocol": lambda rng, node: revos_samples(rng),
+    "UnitProtocol": lambda rng, node: task_samples(rng, tasks=tuple(dict.fromkeys(
+        instantiate(u).task or "segmentation" for u in node["units"]))),
     "ReasonVOSProtocol": lambda rng, node: [replace(s, meta={"is_sent": i % 2 == 0, "source": "mevis"})
                                             for i, s in enumerate(revos_samples(rng, 10))],
     "MeViSProtocol": lambda rng, node: [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)],

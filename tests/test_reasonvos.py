@@ -5,8 +5,8 @@ evaluation/reason_vos/eval_reason_vos.py, run by tests/data/reasonvos_parity/run
 (expected.json)."""
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,16 +18,21 @@ from rvt_bench.loaders.reasonvos import ReasonVOSDataset
 from rvt_bench.metrics.protocols.reasonvos import ReasonVOSProtocol
 
 HERE = Path(__file__).resolve().parent / "data" / "reasonvos_parity"
+def load_fixture_module():
+    """make_fixture.py of this benchmark's parity folder, under its own module name (another
+    benchmark's folder has a make_fixture.py too)."""
+    spec = importlib.util.spec_from_file_location("reasonvos_fixture", HERE / "make_fixture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 EXPECTED = json.loads((HERE / "expected.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
-    sys.path.insert(0, str(HERE))
-    try:
-        from make_fixture import write_fixture
-    finally:
-        sys.path.pop(0)
+    write_fixture = load_fixture_module().write_fixture
     return write_fixture(tmp_path_factory.mktemp("reasonvos"))
 
 

@@ -1,11 +1,12 @@
 """Registered names: what a run's fingerprint hashes in place of a `_target_`, so that moving or
 renaming a module keeps every run directory's name (docs/architecture.md "Run directory").
 
-A name is frozen when it is registered. The names below are the dotted paths these classes had
-before the package moved under `rvt_bench` (2026-12), which is what the fingerprints of existing
-run directories hashed; a component added later may take any name not yet used. Moving a
-component changes its target here (tests/test_fingerprints.py fails until it does), never its
-name. A `_target_` that is not registered (a user's own class) is hashed as written.
+A component's name is its dotted path under `rvt_bench.` (without that prefix) when it is added,
+so a new benchmark's loader or protocol needs no line here. The names below are the dotted paths
+these classes had before the package moved under `rvt_bench` (2026-12), which is what the
+fingerprints of existing run directories hashed (the same rule). Moving a component adds its line
+here: its old name, its new target (tests/test_fingerprints.py pins the fingerprints), never a new
+name. A `_target_` outside rvt_bench (a user's own class) is hashed as written.
 """
 from __future__ import annotations
 
@@ -76,8 +77,11 @@ _BY_TARGET = {target: name for name, target in NAMES.items()}
 
 
 def registered_name(target: str) -> str:
-    """The registered name of a `_target_` string; the string itself when none is registered."""
-    return _BY_TARGET.get(target, target)
+    """The registered name of a `_target_` string: its registered name, else its path under
+    rvt_bench without the prefix, else the string itself (a class outside rvt_bench)."""
+    if target in _BY_TARGET:
+        return _BY_TARGET[target]
+    return target[len(_PREFIX):] if target.startswith(_PREFIX) else target
 
 
 def with_registered_names(node: Any) -> Any:
