@@ -37,9 +37,13 @@ def lisa_image_giou(images: Sequence[Sequence[float]]) -> float:
 
 def lisa_image_order(rows: Sequence[tuple[int, int, object]]) -> list[object]:
     """The order LISA's ValDataset visits the images: ``list(set(image ids in ref order))``
-    (REFER.getImgIds), rows = (ref_index, sent_index, image_id) of the sentences."""
+    (REFER.getImgIds), rows = (ref_index, sent_index, image_id) of the sentences. COCO's ids are
+    ints, whose set order is fixed; ids that are not all ints are sorted (deterministic, not LISA's)."""
     by_ref = sorted({(ref, image) for ref, _, image in rows}, key=lambda x: x[0])
-    return list(set(image for _, image in by_ref))
+    images = [image for _, image in by_ref]
+    if not all(isinstance(i, int) for i in images):  # a str's set order changes with PYTHONHASHSEED: sorted instead
+        return sorted(set(images), key=str)
+    return list(set(images))
 
 
 class RefCOCOProtocol(ReasonSegProtocol):
