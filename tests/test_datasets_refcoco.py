@@ -3,9 +3,8 @@ metrics/protocols/refcoco.py), on a fixture in the exact REFER layout
 (tests/data/refcoco_parity/make_fixture.py, regenerated into tmp_path).
 
 Parity: tests/data/refcoco_parity/expected_lisa.json is what LISA@3cb2d43's own ValDataset +
-validate printed on that fixture (tests/data/refcoco_parity/run_lisa.py). cIoU must be identical;
-gIoU equal up to float32 rounding (LISA adds one image's sentence terms before its running sum, we
-add sentence by sentence: at most a few 2^-24 per sentence).
+validate gave on that fixture (tests/data/refcoco_parity/run_lisa.py). gIoU and cIoU are identical
+(float32 values widened): gIoU is accumulated image by image in LISA's image order.
 """
 from __future__ import annotations
 
@@ -60,7 +59,7 @@ def _adapter(pred):
 def _close_to_lisa(metrics, want):
     assert metrics["n"] == want["n_sentences"]
     assert metrics["metrics"]["cIoU"] == want["ciou"]
-    assert abs(metrics["metrics"]["gIoU"] - want["giou"]) <= 4 * want["n_sentences"] * 2.0 ** -24
+    assert metrics["metrics"]["gIoU"] == want["giou"]  # LISA's per-image float32 accumulation, in its image order
 
 
 @pytest.mark.parametrize("lisa_split", sorted(EXPECTED))
@@ -222,3 +221,20 @@ def test_a_corrupt_rle_segmentation_is_a_data_error_not_a_crash():
         lisa_gt([{"size": [5, 4], "counts": [20]}], 4, 5)
     with pytest.raises(DatasetFormatError, match="at least 6"):
         lisa_gt([[1, 2, 3, 4]], 4, 5)
+
+
+def test_sentence_by_sentence_giou_is_only_a_float32_rounding_from_lisas(fixture):
+    # without the order keys the protocol falls back to ReasonSeg's sentence-wise sum: the fixture's
+    # splits where that rounding differs show that the per-image accumulation is what makes gIoU exact
+    from dataclasses import replace
+
+    _, root, pred = fixture
+    differs = 0
+    for lisa_split, split in OURS.items():
+        protocol, adapter = RefCOCOProtocol(), _adapter(pred)
+        samples = [replace(s, meta={k: v for k, v in s.meta.items() if k != "ref_index"}) for s in RefCOCODataset(root, split)]
+        giou = protocol.aggregate([protocol.score(s, adapter.predict(s)) for s in samples])["metrics"]["gIoU"]
+        want = EXPECTED[lisa_split]
+        assert abs(giou - want["giou"]) <= 4 * want["n_sentences"] * 2.0 ** -24
+        differs += giou != want["giou"]
+    assert differs > 0

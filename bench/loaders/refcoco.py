@@ -125,7 +125,8 @@ class RefCOCODataset(Dataset):
     Each Sample: id = the sentence's ``sent_id``; modality "image", task "segmentation", one frame
     (the train2014 image); query = ``sent.strip().lower()`` (LISA); ``target.masks`` = [RLE of the
     GT at instances.json's height x width], ``target.ignore`` = [RLE or None];
-    meta = {"image_id", "ref_id", "ann_id", "sent_id", "ref_split", "is_sentence": False}.
+    meta = {"image_id", "ref_id", "ann_id", "sent_id", "ref_split", "is_sentence": False, "ref_index"
+    (the ref's position in the refs file), "sent_index"} (the last two: LISA's order, for its gIoU).
     Samples are ordered by image id, then the refs file's order, then the sentences' order.
     A ref whose annotation, image record or image file is missing, or whose segmentation cannot be
     decoded, is a data error for each of its sentences. Raises DatasetFormatError for an unknown
@@ -204,13 +205,14 @@ class RefCOCODataset(Dataset):
                 self.record_error(sid, str(exc))
             return
         gt = Target(masks=[masks.encode(target)], ignore=[masks.encode(ignore) if ignore is not None else None])
-        for sid, sent in zip(ids, sents):
+        for j, (sid, sent) in enumerate(zip(ids, sents)):
             self._samples.append(Sample(
                 id=sid, dataset=self.name, split=self.split, modality="image", frames=[str(path)],
                 frame_ids=[Path(str(image["file_name"])).stem], query=sent["sent"].strip().lower(),
                 task="segmentation", target=gt,
                 meta={"image_id": ref["image_id"], "ref_id": ref["ref_id"], "ann_id": ref["ann_id"],
-                      "sent_id": sent.get("sent_id"), "ref_split": ref["split"], "is_sentence": False},
+                      "sent_id": sent.get("sent_id"), "ref_split": ref["split"], "is_sentence": False,
+                      "ref_index": k, "sent_index": j},
             ))
 
 
