@@ -222,3 +222,10 @@ def test_a_corrupt_rle_segmentation_is_a_data_error_not_a_crash():
         lisa_gt([{"size": [5, 4], "counts": [20]}], 4, 5)
     with pytest.raises(DatasetFormatError, match="at least 6"):
         lisa_gt([[1, 2, 3, 4]], 4, 5)
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from tests.contract_samples import image_samples
+
+    return image_samples(rng)
