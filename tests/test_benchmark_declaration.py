@@ -165,3 +165,35 @@ def test_the_check_finds_a_name_switch(tmp_path):
     (tmp_path / "adapters").mkdir()
     (tmp_path / "adapters" / "m.py").write_text('def f(d):\n    return 1 if d == "revos" else {"reasonseg": 2}\n')
     assert name_switches(tmp_path) == ["adapters/m.py:2 revos", "adapters/m.py:2 reasonseg"]
+
+
+def test_adding_it_needs_no_line_in_a_shared_file(toy):
+    """What once needed a line per benchmark outside its own files: its `_target_`s in
+    bench/harness/names.py (a name for the fingerprint) and its protocol in the contract test's
+    sample factories. A benchmark declared only in RVT_BENCH_CONF_PATH, scored by a protocol class
+    with no line in names.py, gets both: names by their place, samples from the test module of a
+    benchmark its protocol class already scores (tests/test_protocol_contract.py)."""
+    from omegaconf import OmegaConf
+
+    from rvt_bench.core.records import ScoreRecord
+    from rvt_bench.harness import names
+    from tests import test_protocol_contract as contract
+    from tests.test_fingerprints import _targets
+
+    target = "rvt_bench.metrics.protocols.refcoco.RefCOCOProtocol"
+    assert target not in names.NAMES.values()
+    (toy["extra"] / "dataset" / "toyseg2.yaml").write_text(TOY_YAML.replace("name: toyseg", "name: toyseg2").replace(
+        "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol", target))
+    assert "toyseg2" in benchmark.declared_names()
+    decl = benchmark.declaration("toyseg2")
+    for t in _targets(decl, set()):  # every target has a name of its own: no module path is hashed
+        assert names.registered_name(t) != t and not names.registered_name(t).startswith("rvt_bench."), t
+    node = OmegaConf.to_container(contract.protocol_node("toyseg2"))
+    rng = np.random.default_rng(0)
+    samples = contract.samples_for(node, rng, "toyseg2")
+    assert samples
+    protocol = contract.protocol_of("toyseg2")
+    records = [r for r, _ in protocol.score_many([(s, contract.prediction(rng, s)) for s in samples], progress=False)]
+    back = [ScoreRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in records]
+    body = protocol.aggregate(back)
+    assert body["n"] == len(samples) and contract.canonical(body) == contract.canonical(protocol.aggregate(records[::-1]))

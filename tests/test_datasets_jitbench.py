@@ -202,3 +202,11 @@ def test_hydra_config_builds_the_dataset_and_its_protocol(root):
     assert all(s.dataset == "jitbench" for s in ds)
     protocol = instantiate(cfg.dataset.protocol)
     assert protocol.headline == ["segmentation/J&F", "segmentation/J", "segmentation/F"]
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from tests.contract_samples import task_samples
+
+    headline = node.get("headline") or ["segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4", "summarization/BLEU-4"]
+    return task_samples(rng, tasks=tuple(dict.fromkeys(h.split("/", 1)[0] for h in headline)))

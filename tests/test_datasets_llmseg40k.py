@@ -227,3 +227,10 @@ def test_hydra_config_instantiates_the_loader_as_the_runner_does(root):
     assert OmegaConf.select(cfg, "protocol._target_") == "rvt_bench.metrics.protocols.llmseg40k.LLMSegProtocol"
     ds = instantiate(loader_kwargs(cfg), _convert_="all")
     assert isinstance(ds, LLMSeg40KDataset) and len(ds) == 3 and ds.name == cfg.name
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from tests.contract_samples import image_samples
+
+    return image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects"))

@@ -256,3 +256,10 @@ def test_unknown_split_lists_the_splits_present(tmp_path):
 def test_a_clean_split_has_no_errors(tmp_path):
     write_sample(tmp_path / "val", "a", [shape("target", rect(1, 1, 3, 3))])
     assert ReasonSegDataset(tmp_path, "val").errors == []
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from tests.contract_samples import image_samples
+
+    return image_samples(rng)

@@ -146,3 +146,10 @@ def test_an_expression_without_masks_is_a_data_error(fixture, tmp_path):
     ds = RefDAVIS17Dataset(copy)
     assert [e["sample_id"] for e in ds.errors] == ["blackswan/1"] and len(ds) == 22
     assert "no entry '4'" in ds.errors[0]["message"]
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from tests.contract_samples import revos_samples
+
+    return revos_samples(rng)

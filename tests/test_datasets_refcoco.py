@@ -238,3 +238,8 @@ def test_sentence_by_sentence_giou_is_only_a_float32_rounding_from_lisas(fixture
         assert abs(giou - want["giou"]) <= 4 * want["n_sentences"] * 2.0 ** -24
         differs += giou != want["giou"]
     assert differs > 0
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from tests.contract_samples import image_samples
+
+    return image_samples(rng)

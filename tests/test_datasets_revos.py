@@ -327,3 +327,10 @@ def test_unreadable_first_frame_fails_the_video_expressions(root):
     ds = ReVOSDataset(root)
     assert [e["sample_id"] for e in ds.errors] == ["vidB/0"] and "00000.jpg" in ds.errors[0]["message"]
     assert len(ds) == 3
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from tests.contract_samples import revos_samples
+
+    return revos_samples(rng)

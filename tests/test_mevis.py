@@ -166,3 +166,12 @@ def test_a_video_without_its_frame_folder_fails_each_of_its_expressions(fixture,
     ds = MeViSDataset(root)
     assert [e["sample_id"] for e in ds.errors] == ["vidB/0", "vidB/1", "vidB/2"]
     assert all("frame directory" in e["message"] for e in ds.errors) and len(ds) == 7
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from dataclasses import replace
+
+    from tests.contract_samples import revos_samples
+
+    return [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)]

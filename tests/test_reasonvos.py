@@ -104,3 +104,13 @@ def test_a_split_other_than_test_and_a_missing_root_are_one_line(tmp_path):
         ReasonVOSDataset(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="failed must be one of"):
         ReasonVOSProtocol(failed="zero")
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
+    from dataclasses import replace
+
+    from tests.contract_samples import revos_samples
+
+    return [replace(s, meta={"is_sent": i % 2 == 0, "source": "mevis"})
+            for i, s in enumerate(revos_samples(rng, 10))]

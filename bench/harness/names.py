@@ -1,19 +1,28 @@
 """Registered names: what a run's fingerprint hashes in place of a `_target_`, so that moving or
 renaming a module keeps every run directory's name (docs/architecture.md "Run directory").
 
-A component's name is its dotted path under `rvt_bench.` (without that prefix) when it is added,
-so a new benchmark's loader or protocol needs no line here. The names below are the dotted paths
-these classes had before the package moved under `rvt_bench` (2026-12), which is what the
-fingerprints of existing run directories hashed (the same rule). Moving a component adds its line
-here: its old name, its new target (tests/test_fingerprints.py pins the fingerprints), never a new
-name. A `_target_` outside rvt_bench (a user's own class) is hashed as written.
+The name of a component of rvt_bench is its dotted path under the package, without `rvt_bench.`,
+where it was when it was added (the place rule): `rvt_bench.loaders.mevis.MeViSDataset` is named
+`loaders.mevis.MeViSDataset`, so a new loader, protocol, adapter or unit needs no line here. The
+table lists only names whose component is no longer (or was never) at that place:
+
+- the pre-move names: the dotted paths these classes had before the package moved under
+  `rvt_bench` (2026-12), which is what the fingerprints of existing run directories hashed and what
+  their config.yaml files hold (with_current_targets maps them to today's code);
+- a moved component: before moving one, add `old name -> new target` to _MOVED (or change its
+  target here when it is already listed); the name never changes. A module moved without its line
+  renames every run directory that used it.
+
+A place whose name is registered to another target (a component moved away and a new one put in
+its place) is hashed as written, so no two components share a name. A `_target_` outside rvt_bench
+(a user's own class) is hashed as written.
 """
 from __future__ import annotations
 
 from typing import Any
 
 _PREFIX = "rvt_bench."
-_REGISTERED = [  # targets (where the code lives now) whose name is their pre-move path
+_PRE_MOVE = [  # pre-move names whose code lives at rvt_bench.<name> today
     "adapters.dtr1.adapter.DTR1Adapter",
     "adapters.jit.adapter.JiTAdapter",
     "adapters.lisa.adapter.LisaAdapter",
@@ -59,29 +68,25 @@ _REGISTERED = [  # targets (where the code lives now) whose name is their pre-mo
     "metrics.units.lisa_iou.LisaIoU",
     "metrics.units.lisa_iou.LLMSegIoU",
     "metrics.units.video_jf.VideoJF",
-    "harness.sweep_table.SweepTable",  # a Hydra callback (conf/config.yaml); in no fingerprint, registered as every target
-    "harness.slurm.SlurmStates",  # added after the move (conf/hydra/launcher/slurm.yaml; in no fingerprint)
-    "loaders.mevis.MeViSDataset",  # added after the move (MeViS, issue 35)
-    "metrics.protocols.mevis.MeViSProtocol",
-    "loaders.refytvos.RefYTVOSDataset",  # Ref-YouTube-VOS (issue 35)
-    "metrics.protocols.server.ServerProtocol",
-    "loaders.refcoco.RefCOCODataset",  # added after the move (issue 35)
-    "metrics.protocols.refcoco.RefCOCOProtocol",
-    "loaders.ref_davis17.RefDAVIS17Dataset",
-    "metrics.protocols.ref_davis17.RefDAVIS17Protocol",
-    "adapters.segzero.adapter.SegZeroAdapter",  # added after the move (conf/model/seg_zero.yaml, visionreasoner.yaml)
+    "harness.sweep_table.SweepTable",  # a Hydra callback (conf/config.yaml); in no fingerprint
 ]
+_MOVED: dict[str, str] = {}  # name -> the `_target_` that builds it today, for components moved since
 # registered name -> the `_target_` that builds it today
-NAMES: dict[str, str] = {name: _PREFIX + name for name in _REGISTERED}
+NAMES: dict[str, str] = {**{name: _PREFIX + name for name in _PRE_MOVE}, **_MOVED}
 _BY_TARGET = {target: name for name, target in NAMES.items()}
 
 
 def registered_name(target: str) -> str:
-    """The registered name of a `_target_` string: its registered name, else its path under
-    rvt_bench without the prefix, else the string itself (a class outside rvt_bench)."""
+    """The name a fingerprint hashes for a `_target_` string: its registered name; else, inside
+    rvt_bench, its place (the path without `rvt_bench.`) unless that name is registered to another
+    target; else the string itself."""
     if target in _BY_TARGET:
         return _BY_TARGET[target]
-    return target[len(_PREFIX):] if target.startswith(_PREFIX) else target
+    if target.startswith(_PREFIX):
+        place = target[len(_PREFIX):]
+        if place and place not in NAMES:
+            return place
+    return target
 
 
 def with_registered_names(node: Any) -> Any:
@@ -94,11 +99,23 @@ def with_registered_names(node: Any) -> Any:
     return node
 
 
+def current_target(value: str) -> str:
+    """The `_target_` that builds what a run directory's config.yaml names `value` today: a
+    registered name's target, also when written at its old place under rvt_bench (a run made
+    before its component moved); else `value`."""
+    if value in NAMES:
+        return NAMES[value]
+    if value.startswith(_PREFIX) and value[len(_PREFIX):] in NAMES:
+        return NAMES[value[len(_PREFIX):]]
+    return value
+
+
 def with_current_targets(node: Any) -> Any:
     """A copy of a config read from an older run directory (config.yaml of a run made before the
-    move) whose `_target_` values that are registered names point at today's code."""
+    move, or before one of its components moved) whose `_target_` values point at today's code
+    (current_target)."""
     if isinstance(node, dict):
-        return {k: (NAMES.get(v, v) if k == "_target_" and isinstance(v, str) else with_current_targets(v))
+        return {k: (current_target(v) if k == "_target_" and isinstance(v, str) else with_current_targets(v))
                 for k, v in node.items()}
     if isinstance(node, list):
         return [with_current_targets(v) for v in node]
