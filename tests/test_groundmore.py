@@ -83,3 +83,14 @@ def test_a_missing_root_and_another_split_are_one_line(tmp_path):
         GroundMoReDataset(tmp_path / "nowhere")
     with pytest.raises(DatasetFormatError, match="'test'"):
         GroundMoReDataset(tmp_path, split="val")
+
+
+def contract_samples(rng, node):
+    """Synthetic GroundMoRe-format samples for tests/test_protocol_contract.py: segmentation clips
+    with the question type its protocol breaks down by (meta_keys: q_type)."""
+    from dataclasses import replace
+
+    from tests.contract_samples import revos_samples
+
+    return [replace(s, task="segmentation", meta={"q_type": ("causal", "sequential", "counterfactual", "descriptive")[i % 4]})
+            for i, s in enumerate(revos_samples(rng))]
