@@ -164,3 +164,8 @@ def test_a_registered_conf_package_that_cannot_be_found_is_reported_not_searched
     monkeypatch.setattr(md, "entry_points", lambda group: [ep] if group == "rvt_bench.models" else [])
     [source] = plugins.entry_point_sources()
     assert source.path is None and source.searchpath is None and "no_such_pkg_i36" in source.problem
+
+
+def test_a_missing_module_of_an_importable_package_names_the_package_and_the_target():
+    line = not_importable("json.no_such_module_i36", "model 'x' (_target_ json.no_such_module_i36.M)")
+    assert "the package 'json'" in line and "has no such module" in line and "check the _target_" in line

@@ -162,3 +162,11 @@ def test_rvt_bench_runs_it_end_to_end_on_the_demo_against_a_local_server(tmp_pat
     assert videos and all("evaluates images only" in p["error"]["message"] for p in videos)
     scores = {s["sample_id"]: s for s in map(json.loads, (run_dir / "scores.limit4.jsonl").read_text().splitlines())}
     assert scores["image/coffee_cup"]["values"]["mask_iou"]["iou"] > 0.7  # the cup's box, masked by the stand-in SAM2
+
+
+def test_the_840_input_is_kept_by_qwen2_5_vls_own_resize():
+    # Qwen2.5-VL-7B-Instruct's processor (factor 28, min_pixels 3136, max_pixels 12845056;
+    # adapters/vlm/families.py): 840 = 30 x 28 px, so the model's coordinates are the 840 image's pixels
+    from rvt_bench.adapters.vlm.frames import smart_resize
+
+    assert smart_resize(840, 840, 28, 3136, 12845056) == (840, 840)

@@ -88,3 +88,19 @@ def test_the_adapter_answers_a_demo_question_through_it(checkpoint):
 def test_a_missing_checkpoint_fails_preflight_naming_it(tmp_path):
     with pytest.raises(AdapterError, match="model.model"):
         HFVLM(model=str(tmp_path / "nothing"), device="cpu").preflight()
+
+
+def test_seg_zeros_adapter_drives_the_same_backend_on_the_tiny_checkpoint(checkpoint):
+    # adapters/segzero sends the 840 x 840 image through this backend; random weights write no
+    # readable answer, which is the parse failure the authors' script scores 0
+    from rvt_bench.adapters.segzero.adapter import SegZeroAdapter
+
+    node = OmegaConf.to_container(group_node("model", "seg_zero"), resolve=True)
+    keep = ("name", "answer_format", "template", "example", "strip", "resize")
+    adapter = SegZeroAdapter(backend="hf", model=str(checkpoint), device="cpu", dtype="float32", max_new_tokens=4,
+                             **{k: node[k] for k in keep})
+    sample = next(s for s in DemoDataset(REPO / "demo") if s.id == "image/coffee_cup")
+    with pytest.raises(AdapterError) as failure:
+        adapter.predict(sample)
+    assert failure.value.kind == "parse" and failure.value.trace["backend"].startswith("hf:")
+    assert failure.value.trace["prompt"].startswith("Please find 'the container used for hot drinks'")

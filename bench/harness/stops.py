@@ -87,9 +87,26 @@ def not_importable(module: str, what: str) -> str:
     dist = declared_distribution(top)
     if dist is not None:
         return f"{what} needs the Python package {module!r}, which is not installed: {install_hint(module)}"
+    found = _package_origin(top)
+    if found is not None and module != top:
+        return (f"{what} needs the module {module!r}, which Python cannot import: the package {top!r} "
+                f"({found}) has no such module; check the _target_, or reinstall the package (pip install -e YOUR_PACKAGE)")
     return (f"{what} needs the module {module!r}, which Python cannot import: it is not on Python's path; "
             f"put the folder that holds {top!r} on PYTHONPATH (PYTHONPATH=DIR rvt-bench ...) "
             f"or install the package that holds it: pip install -e YOUR_PACKAGE")
+
+
+def _package_origin(top_module: str) -> str | None:
+    """Where the top-level package `top_module` is imported from, or None when it is not found."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(top_module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    return str(list(spec.submodule_search_locations or [])[:1][0] if spec.submodule_search_locations else spec.origin)
 
 
 def declared_distribution(top_module: str) -> str | None:
