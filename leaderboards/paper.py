@@ -16,6 +16,28 @@ STATUSES = ("verified", "unverified")
 UNITS = ("percent", "fraction", "score", "seconds", "count (mean)")
 
 
+EVIDENCE_LEVELS = ("paper text", "authors' README or code", "secondary source", "digest only")
+
+
+def evidence(row: dict[str, str]) -> str:
+    """How a published row's value is known, from its status and evidence_source: "paper text"
+    (verified against the paper), "authors' README or code (<owner/repo>)" (read in a repository
+    file), "secondary source (<name>)" (a later paper's reprinted table), or "digest only" (a
+    summary of the paper, or the paper not reachable). The first words are EVIDENCE_LEVELS."""
+    import re
+
+    if row.get("status") == "verified":
+        return "paper text"
+    source = (row.get("evidence_source") or "").strip()
+    repo = re.match(r"github:([\w.-]+/[\w.-]+)", source)
+    if repo:
+        return f"authors' README or code ({repo.group(1)})"
+    named = re.match(r"third-party paper ([^(,;]+)", source)
+    if named:
+        return f"secondary source ({named.group(1).strip()})"
+    return "digest only"
+
+
 def read(path: str | Path) -> list[dict[str, str]]:
     """The rows of one paper's CSV as strings (nothing parsed). Raises ValueError naming the file
     when its header is not COLUMNS; as rvt_bench.core.files.read_text when it is not a regular

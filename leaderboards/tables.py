@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from rvt_bench.core import benchmark
 from rvt_bench.core.units import unit
+from rvt_bench.leaderboards.paper import evidence
 from rvt_bench.metrics.protocols.base import group_key
 
 NA = "–"
@@ -181,6 +182,7 @@ class Line:
     mark: str = ""        # "" for runs; "verified" / "unverified" for published rows
     what: str = ""        # the metric of a long layout's line ("J", "m_vIoU"), with its task
     notes: dict[int, str] = field(default_factory=dict)  # column index -> why its value is not comparable
+    evidence: str = ""    # a published row's evidence level (rvt_bench.leaderboards.paper.evidence)
 
 
 NOT_COMPARABLE = "‡"  # the mark of a run's value its own warning calls not comparable to published ones
@@ -290,8 +292,8 @@ def published_cell(row: Mapping[str, str], lay: Layout) -> tuple[str, tuple[str,
         return None
     key = lay.subsets[subset] + metric
     split = (row.get("split") or "").split(" ", 1)[0] or None
-    for col in lay.columns:
-        if col.cell == key and (col.split is None or split is None or col.split == split):
+    for col in lay.columns:  # a value goes only where its source says: an unstated split fits no split's column
+        if col.cell == key and (col.split is None or col.split == split):
             return key, None
     return None
 
@@ -323,14 +325,14 @@ def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[l
             continue
         key, line = placed
         ident = (row["paper_id"], row["model"], row["status"], _what(line))
-        target = lines.setdefault(ident, Line(row["model"], mark=row["status"], what=_what(line)))
+        target = lines.setdefault(ident, Line(row["model"], mark=row["status"], what=_what(line), evidence=evidence(row)))
         table = row["table"].split(" (", 1)[0]
         table = "(table not known)" if table == "unknown" else table
         target.source = (f"{target.source}; {table}" if target.source and table not in target.source
                          else target.source or f"{row['paper_id']} {table}")
         for i, col in enumerate(lay.columns):
             split = (row.get("split") or "").split(" ", 1)[0] or None
-            if _cell(col, line) == key and (col.split is None or split is None or col.split == split):
+            if _cell(col, line) == key and (col.split is None or col.split == split):
                 target.values[i] = value
     # verified rows first, then as the files list them
     return sorted(lines.values(), key=lambda line: line.mark != "verified"), outside
@@ -382,12 +384,15 @@ def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Ma
     long = lay.lines is not None
     head = ["method", *(["metric"] if long else []), *(_col_title(c) for c in lay.columns), "source"]
     lines = [f"**{lay.caption}.** {_unit_note(lay)} Published rows: as printed in their source, "
-             "marked verified (checked against the paper's text) or unverified.", "",
+             "marked verified (checked against the paper's text) or unverified, with how the value is known "
+             "(paper text; authors' README or code; secondary source, named; digest only). A value sits only in "
+             "the column its source states (a row whose split is not stated is listed below the table).", "",
              "| " + " | ".join(head) + " |", "|---" + "|---" * (len(head) - 2) + "|---|"]
     for line in runs + paper:
         method = line.method if not line.mark else f"{line.method} (paper, {line.mark})"
         cells = [line.values.get(i, NA) + (f" {NOT_COMPARABLE}" if i in line.notes else "") for i in range(len(lay.columns))]
-        lines.append("| " + " | ".join([method, *([line.what] if long else []), *cells, line.source]) + " |")
+        source = line.source + (f" ({line.evidence})" if line.evidence else "")
+        lines.append("| " + " | ".join([method, *([line.what] if long else []), *cells, source]) + " |")
     notes = _comparability_notes(runs)
     if notes:
         lines += [""] + [f"{NOT_COMPARABLE} {line.method}, {note}: not comparable to the published values." for line, note in notes]
@@ -456,7 +461,7 @@ def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mappi
             method = latex_escape(line.method) + ("" if line.mark != "unverified" else "$^\\dagger$")
             cells = [(_latex_value(line.values[i]) + ("$^\\ddagger$" if i in line.notes else "")) if i in line.values
                      else "--" for i in range(len(lay.columns))]
-            source = latex_escape(line.source + (f" ({line.mark})" if line.mark else ""))
+            source = latex_escape(line.source + (f" ({line.mark}; {line.evidence})" if line.mark else ""))
             out.append(" & ".join([method, *([latex_escape(line.what)] if long else []), *cells, source]) + " \\\\")
     out += ["\\bottomrule", "\\end{tabular}"]
     note = latex_escape(f"{lay.caption}. {_unit_note(lay)}")

@@ -43,3 +43,20 @@ def test_a_binary_run_is_not_marked_and_the_binarized_variant_has_its_interval()
     assert ci["low"] is not None and ci["low"] <= run["metrics"]["R[binarized]"] <= ci["high"]
     assert NOT_COMPARABLE not in paper_table(run, "markdown", [])
     assert "not_comparable" not in body(ReVOSProtocol(), records(nonbinary=False))
+
+
+def test_published_rows_name_their_evidence_and_sit_only_where_their_source_says():
+    from rvt_bench.leaderboards.paper import evidence, paper_rows
+
+    visa = paper_rows("revos")
+    assert {evidence(r).split(" (")[0] for r in visa} >= {"secondary source"}
+    assert evidence({"status": "verified"}) == "paper text"
+    assert evidence({"status": "unverified", "evidence_source": "github:wangjunchi/LLMSeg imgs/x.png"}) == \
+        "authors' README or code (wangjunchi/LLMSeg)"
+    md = paper_table([], "markdown", paper_rows("llmseg40k"))
+    for line in md.splitlines():
+        if line.startswith("| ") and "(paper," in line:
+            values = [c.strip() for c in line.split(" | ")[1:-1] if c.strip() not in ("–", "")]
+            assert len(values) == len(set(values)) or len(set(values)) > 1, line  # no value shown twice
+    tex = paper_table([], "latex", paper_rows("revos"))
+    assert "secondary source (ReVSeg)" in tex

@@ -39,10 +39,10 @@ def test_published_rows_show_their_mark_and_source_in_lisas_layout(tmp_path):
     lines = text.splitlines()
     # LISA Table 1 (verified): LISA-13B (ft) val 56.2 / 62.9 ... test overall 51.7 / 51.1
     lisa = next(line for line in lines if line.startswith("| LISA-13B (ft) (paper, verified) |"))
-    assert lisa.split(" | ")[1:3] == ["56.2", "62.9"] and "| 51.7 | 51.1 | arXiv:2308.00692 Table 1 |" in lisa
+    assert lisa.split(" | ")[1:3] == ["56.2", "62.9"] and "| 51.7 | 51.1 | arXiv:2308.00692 Table 1 (paper text) |" in lisa
     # DT-R1's digest value 0.812 (a fraction) is shown as the percentage it equals, unverified
     dtr1 = next(line for line in lines if line.startswith("| DT-R1 (paper, unverified) |"))
-    assert "| 81.2 | 83.4 |" in dtr1
+    assert "| 81.2 | 83.4 |" in dtr1 and dtr1.endswith("(digest only) |")  # its evidence level, per row
     mine = next(line for line in lines if line.startswith("| m |"))
     assert mine.split(" | ")[1] == "50.0 [40.0, 60.0]"
 

@@ -54,18 +54,18 @@ def parse_booktabs(tex: str) -> dict:
 def test_revos_is_in_visas_layout_with_intervals():
     text = paper_table(revos_run())
     head, _, row = [line for line in text.splitlines() if line.startswith("|")][:3]
-    assert head.split(" | ")[1:11] == ["Referring J", "Referring F", "Referring J&F", "Reasoning J", "Reasoning F",
-                                       "Reasoning J&F", "Overall J", "Overall F", "Overall J&F", "R"]
-    assert row.split(" | ")[1:11] == ["55.0", "65.0", "60.0", "35.0 [30.0, 40.0]", "45.0", "40.0", "45.0", "55.0",
-                                      "50.0 [45.0, 55.0]", "30.0"]
+    assert head.split(" | ")[1:12] == ["Referring J", "Referring F", "Referring J&F", "Reasoning J", "Reasoning F",
+                                       "Reasoning J&F", "Overall J", "Overall F", "Overall J&F", "A", "R"]
+    assert row.split(" | ")[1:12] == ["55.0", "65.0", "60.0", "35.0 [30.0, 40.0]", "45.0", "40.0", "45.0", "55.0",
+                                      "50.0 [45.0, 55.0]", "90.0", "30.0"]
 
 
 def test_revos_latex_is_a_booktabs_table_with_published_rows():
     tex = paper_table(revos_run(), "latex", paper_rows("revos"))
     table = parse_booktabs(tex)
-    assert table["spec"] == "l" + "c" * 10 + "l" and table["header_rows"] == 2
+    assert table["spec"] == "l" + "c" * 11 + "l" and table["header_rows"] == 2
     mine = next(r for r in table["rows"] if r[0] == "mine")
-    assert mine[9] == "50.0\\,{\\scriptsize[45.0, 55.0]}" and mine[11] == "run r1"
+    assert mine[9] == "50.0\\,{\\scriptsize[45.0, 55.0]}" and mine[10] == "90.0" and mine[12] == "run r1"
     visa = next(r for r in table["rows"] if r[0] == "VISA(IT)-13B$^\\dagger$")
     assert visa[1:10] == ["55.6", "59.1", "57.4", "42.0", "46.7", "44.3", "48.8", "52.9", "50.9"]  # as cited by ReVSeg
     assert "\\caption{" in tex and "$^\\dagger$Published value not checked" in tex
@@ -75,7 +75,7 @@ def test_a_variant_tagged_metric_fills_its_column():
     run = revos_run()
     run["metrics"]["R[binarized]"] = run["metrics"].pop("R")
     row = [line for line in paper_table(run).splitlines() if line.startswith("| mine")][0]
-    assert row.split(" | ")[10] == "30.0" and "R[binarized]" in cell_keys("revos", run)
+    assert row.split(" | ")[11] == "30.0" and "R[binarized]" in cell_keys("revos", run)  # column 10 is A
 
 
 def test_reasonseg_val_and_test_runs_of_one_model_share_lisas_row():

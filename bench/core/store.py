@@ -306,18 +306,18 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
     full disk) the new folder is removed and `path` is left as it was. Permissions as `write_atomic`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # one writer at a time (flock beside the folder): any .new / .old folder found under the lock
-    # is a dead writer's leftover (killed mid-way) and is removed
-    with open(path.parent / f".{path.name[:32]}.lock", "a") as lock:
+    # one writer at a time (flock on the parent folder itself: no lock file is left): any .new /
+    # .old folder found under the lock is a dead writer's leftover (killed mid-way) and is removed
+    lock = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            for leftover in path.parent.glob(f".{glob.escape(path.name[:32])}.*"):
-                if leftover.is_dir() and leftover.name.endswith((".new", ".old")):
-                    shutil.rmtree(leftover, ignore_errors=True)
-            with _replace_folder(path) as fresh:
-                yield fresh
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        for leftover in path.parent.glob(f".{glob.escape(path.name[:32])}.*"):
+            if leftover.is_dir() and leftover.name.endswith((".new", ".old")):
+                shutil.rmtree(leftover, ignore_errors=True)
+        with _replace_folder(path) as fresh:
+            yield fresh
+    finally:
+        os.close(lock)  # releases the flock
 
 
 @contextmanager

@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED)
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--html", default=None, metavar="OUT",
-                    help="also write a page (one file) with the table and a paired plot per metric to OUT")
+                    help="also write ONE page for all runs to OUT: per run against the baseline, the table, the samples that flipped and a paired plot per metric")
     args = ap.parse_args(argv)
     if len(args.runs) < 2:
         ap.error("give at least two runs (the first is the baseline)")

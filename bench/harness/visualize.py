@@ -98,14 +98,18 @@ def _spaced(frames: list[int], count: int) -> list[int]:
     return [frames[int(i)] for i in np.unique(np.linspace(0, len(frames) - 1, min(count, len(frames))).round())]
 
 
-def render_sample(sample: Sample, pred: Prediction | None, score: dict | None = None, max_frames: int = 6) -> np.ndarray:
+def render_sample(sample: Sample, pred: Prediction | None, score: dict | None = None, max_frames: int = 6,
+                  header: bool = True) -> np.ndarray:
     """(H, W, 3) uint8 RGB picture: up to `max_frames` frames chosen by choose_frames side by side,
-    each scaled to PANEL_HEIGHT px high, with GT (green fill, green boxes), prediction (magenta
-    fill at PRED_ALPHA with a magenta-on-black outline, boxes alike), ignore (azure hatching), and a
-    header: query, score, error, answer, references and a legend."""
+    each scaled to PANEL_HEIGHT px high, with GT (green fill and its own outline, green boxes),
+    prediction (magenta fill at PRED_ALPHA with a magenta-on-black outline, boxes alike), ignore
+    (azure hatching), and, with `header`, a header: query, score, error, answer, references and a
+    legend (report.html passes header=False: its page shows all that as text)."""
     t_idx = choose_frames(sample, pred, score, max_frames)
     panels = [_panel(sample, pred, int(t)) for t in t_idx]
     strip = np.concatenate(panels, axis=1)
+    if not header:
+        return strip
     header = _header(sample, pred, score, strip.shape[1])
     return np.concatenate([header, strip], axis=0)
 

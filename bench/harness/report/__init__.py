@@ -174,7 +174,8 @@ def build_report(run_dir: str | Path, max_frames: int = 4, dataset_root: str | N
 
 def _drawn(sample: Any, pred: Any) -> list[str]:
     """What the sample's picture draws, as the page's legend names it: "ground truth outline",
-    "ground truth boxes", "prediction mask", "prediction boxes"."""
+    "ground truth boxes", "prediction mask", "prediction boxes", "ignored pixels (azure hatching)"
+    (the picture itself carries no text: the page says it)."""
     out = []
     if any(m is not None for m in sample.target.masks or []):
         out.append("ground truth outline")
@@ -184,6 +185,8 @@ def _drawn(sample: Any, pred: Any) -> list[str]:
         out.append("prediction mask")
     if pred is not None and any(pred.boxes or []):
         out.append("prediction boxes")
+    if any(m is not None for m in sample.target.ignore or []):
+        out.append("ignored pixels (azure hatching)")
     return out
 
 
@@ -237,7 +240,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         pred, score = preds.get(s.id), scores.get(s.id)
         name = image_name(k, s.id)
         value = values[k]
-        picture = render_sample(s, pred, score, max_frames)
+        picture = render_sample(s, pred, score, max_frames, header=False)  # the page says the rest as text
         ok, png = cv2.imencode(".png", cv2.cvtColor(picture, cv2.COLOR_RGB2BGR))  # in memory: no libpng file errors
         if not ok:
             raise ValueError(f"sample {s.id}: its picture could not be encoded as PNG")
