@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
+from rvt_bench.core.benchmark import PredictionLayout
 from rvt_bench.core.records import AdapterReport, Measure, ScoreRecord, Stage
 from rvt_bench.core.types import AdapterError, Prediction, Sample
 
@@ -92,6 +93,12 @@ class Adapter(ABC):
         reach its server. Raises AdapterError naming the setting to fix, so a missing package or a
         server that is down stops the run with one message instead of failing every sample. The
         default checks nothing."""
+
+    def use_prediction_layouts(self, layouts: Mapping[str, PredictionLayout]) -> None:
+        """Told by the runner before the first sample: where the run's benchmark says a sample's
+        predicted masks lie in a folder (conf/dataset/<name>.yaml `predictions`,
+        rvt_bench.core.benchmark.PredictionLayout by name). Only a model that reads predictions
+        from files uses it; the default ignores it."""
 
     def code_isolation(self) -> str | None:
         """How the code this model writes is contained: "bwrap" (bubblewrap; docs/sandbox.md) or

@@ -1,22 +1,27 @@
 """`precomputed`: evaluate predictions produced elsewhere, read from official submission layouts.
 
-Layouts (``layout`` in conf/model/precomputed.yaml)::
+Layouts (``layout`` in conf/model/precomputed.yaml): the benchmark declares where a sample's
+predicted masks lie (conf/dataset/<name>.yaml ``predictions``: a path template over sample meta
+keys, ``{frame_id}`` for one file per frame; rvt_bench.core.benchmark.PredictionLayout); the runner
+hands the run's benchmark's layouts to the adapter (``use_prediction_layouts``). The shipped ones::
 
-    revos      <root>/<video>/<exp_id>/<frame id>.png   ReVOS / MeViS submissions, as read by VISA
+    revos      <root>/<video>/<exp_id>/<frame id>.png   read: gray. ReVOS submissions, as read by VISA
                                                         tools/eval_revos.py; <video> may be nested
-                                                        ("UVO/all/<id>"). Sample meta: video, exp_id;
-                                                        frame ids = sample.frame_ids.
-    reasonseg  <root>/<image stem>.png                  Sample meta: name.
-    llmseg40k  <root>/<image stem>_<qa index>.png       Sample meta: image, qa_index.
+                                                        ("UVO/all/<id>").
+    reasonseg  <root>/<name>.png                        read: any.
+    llmseg40k  <root>/<image>_<qa_index>.png            read: any.
+
     jsonl      <root> = a run directory holding predictions*.jsonl, or one .jsonl file: our own
                Prediction records (rvt_bench.core.store), matched by sample id.
     auto       jsonl when <root> is a .jsonl file or holds predictions*.jsonl; otherwise PNGs, the
-               layout chosen per sample from its meta: video + exp_id -> revos, image + qa_index ->
-               llmseg40k, name -> reasonseg (so a mixed set such as the demo works too).
+               layout chosen per sample: of the declared layouts whose meta keys the sample has, the
+               one that needs the most (declared order breaks ties), so a mixed set such as the demo
+               works too.
 
-The adapter never looks at the dataset's name, only at the sample's meta and frame ids.
-A PNG mask is foreground wherever any channel is nonzero (rvt_bench.core.masks.read_png_mask), except in the
-revos layout, which reads each PNG as VISA eval_revos.py does (``cv2.imread(path, IMREAD_GRAYSCALE)``:
+The adapter never looks at the dataset's name, only at the declared layouts, the sample's meta and
+frame ids. Outside a run (no layouts handed over), every declared benchmark's layouts are known.
+A PNG mask is foreground wherever any channel is nonzero (rvt_bench.core.masks.read_png_mask), except in a
+``read: gray`` layout, which reads each PNG as VISA eval_revos.py does (``cv2.imread(path, IMREAD_GRAYSCALE)``:
 a colour PNG becomes its gray value, so a pixel can vanish) and keeps the gray values: foreground
 where the value is nonzero, and ``trace["pixel_values"]`` per frame = the one nonzero value the
 frame holds (0 when empty), or ``[[value, RLE], ...]`` when it holds several; VISA's A and R use
@@ -42,28 +47,27 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
-from rvt_bench.core import files, masks, png
+from rvt_bench.core import benchmark, files, masks, png
+from rvt_bench.core.benchmark import PredictionLayout
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.records import Measure
 from rvt_bench.core.store import prediction_files, read_predictions
 from rvt_bench.core.types import RLE, AdapterError, DatasetFormatError, Prediction, RunStoreError, Sample
 
-LAYOUTS = ("auto", "revos", "reasonseg", "llmseg40k", "jsonl")
-# sample meta keys each PNG layout maps a sample to its file(s) with; also auto's order of preference
-META_KEYS = {"revos": ("video", "exp_id"), "llmseg40k": ("image", "qa_index"), "reasonseg": ("name",)}
+MODES = ("auto", "jsonl")  # besides the PNG layouts the benchmarks declare
 
 
 class PrecomputedAdapter(Adapter):
     """Predictions read from files under ``root`` in one of the layouts of the module docstring.
 
     root:   directory of PNG masks or of a run's predictions*.jsonl, or one .jsonl file.
-    layout: "auto" | "revos" | "reasonseg" | "llmseg40k" | "jsonl".
+    layout: "auto" | "jsonl" | a declared PNG layout's name ("revos", "reasonseg", "llmseg40k", ...).
     name:   model name for run directories and leaderboards.
 
     predict(sample) -> Prediction with task "segmentation" and ``masks`` = one RLE per frame (ASCII
@@ -81,8 +85,9 @@ class PrecomputedAdapter(Adapter):
         self.workers = max(1, int(workers))
         self.preferred_batch_size = 8 * self.workers
         self.root = Path(root)
-        if layout not in LAYOUTS:
-            raise AdapterError(f"precomputed: layout must be one of {list(LAYOUTS)}, got {layout!r}")
+        self._layouts = _declared()
+        if layout not in MODES and layout not in self._layouts:
+            raise AdapterError(f"precomputed: layout must be one of {[*MODES, *self._layouts]}, got {layout!r}")
         if not self.root.exists():
             raise AdapterError(f"precomputed: model.root {self.root} does not exist (expected a directory of predictions)")
         self._jsonl_files = [self.root] if self.root.is_file() else prediction_files(self.root)
@@ -93,10 +98,18 @@ class PrecomputedAdapter(Adapter):
         if layout != "jsonl" and not self.root.is_dir():
             raise AdapterError(f"precomputed: layout {layout} expects {self.root} to be a directory of PNG masks")
         self.layout = layout
+        self._auto = tuple(self._layouts)  # the layouts auto chooses among
         self._predictions: dict[str, Prediction] | None = None
 
     def fingerprint(self) -> dict:
         return {"name": self.name, "root": str(self.root.resolve()), "layout": self.layout}
+
+    def use_prediction_layouts(self, layouts: Mapping[str, PredictionLayout]) -> None:
+        """The run's benchmark's declared layouts (auto chooses among them); a named layout the
+        benchmark does not declare is still found among every benchmark's."""
+        if layouts:
+            self._layouts = {**layouts, **{k: v for k, v in self._layouts.items() if k not in layouts}}
+            self._auto = tuple(layouts)
 
     def preflight(self) -> None:
         """jsonl layout: read the prediction files once, before the first sample, so a malformed line
@@ -111,7 +124,7 @@ class PrecomputedAdapter(Adapter):
     def predict(self, sample: Sample) -> Prediction:
         if self.layout == "jsonl":
             return self._from_jsonl(sample)
-        layout = self.layout if self.layout != "auto" else _layout_for(sample)
+        layout = self._layouts[self.layout] if self.layout != "auto" else self._layout_for(sample)
         return self._from_pngs(sample, layout)
 
     def passed(self, item: ScoredSample) -> dict[str, bool]:
@@ -138,7 +151,17 @@ class PrecomputedAdapter(Adapter):
 
     # --- PNG layouts ---------------------------------------------------------------------------
 
-    def _from_pngs(self, sample: Sample, layout: str) -> Prediction:
+    def _layout_for(self, sample: Sample) -> PredictionLayout:
+        fits = [self._layouts[n] for n in self._auto if all(k in sample.meta for k in self._layouts[n].keys)]
+        if not fits:
+            raise not_found(
+                f"sample {sample.id}: cannot choose a PNG layout from its meta {sorted(sample.meta)}; expected "
+                + (" or ".join(f"{list(self._layouts[n].keys)} ({n})" for n in self._auto) or "a layout its benchmark "
+                   "declares (conf/dataset/<name>.yaml `predictions`), and it declares none")
+            )
+        return max(fits, key=lambda lay: len(lay.keys))  # max keeps the first of equals: declared order
+
+    def _from_pngs(self, sample: Sample, layout: PredictionLayout) -> Prediction:
         if sample.task != "segmentation":
             raise not_found(f"sample {sample.id}: PNG layouts hold masks only; cannot answer task {sample.task!r}")
         paths = png_paths(self.root, layout, sample)
@@ -151,7 +174,7 @@ class PrecomputedAdapter(Adapter):
         rles, values = [], []
         for path, frame in zip(paths, sample.frames):
             try:
-                if layout == "revos":
+                if layout.read == "gray":
                     shape, rle, value = _read_gray(path)
                 else:
                     mask = masks.read_png_mask(path)
@@ -161,9 +184,9 @@ class PrecomputedAdapter(Adapter):
             _check_size(sample, frame, shape, str(path))
             rles.append(rle if rle is not None else masks.encode_fast(mask))
             values.append(value)
-        source = paths[0].parent if layout == "revos" else paths[0]
-        trace = {"layout": layout, "source": str(source)}
-        if layout == "revos":
+        source = paths[0].parent if layout.per_frame else paths[0]
+        trace = {"layout": layout.name, "source": str(source)}
+        if layout.read == "gray":
             trace["pixel_values"] = values
         return Prediction(sample_id=sample.id, task="segmentation", masks=rles, trace=trace)
 
@@ -202,24 +225,18 @@ def not_found(message: str) -> AdapterError:
     return exc
 
 
-def png_paths(root: Path, layout: str, sample: Sample) -> list[Path]:
-    """The PNG file(s) holding ``sample``'s prediction under ``root`` in ``layout``, one per frame.
+def png_paths(root: Path, layout: PredictionLayout, sample: Sample) -> list[Path]:
+    """The PNG file(s) holding ``sample``'s prediction under ``root`` in ``layout``, one per frame
+    (a per-frame layout) or one.
 
     Raises AdapterError naming the missing meta keys when the sample's meta lacks what the layout needs,
     or when a name from the sample (video, expression, frame id) would lead out of ``root`` ("..").
     """
-    if layout not in META_KEYS:
-        raise AdapterError(f"precomputed: no PNG layout {layout!r}; expected one of {list(META_KEYS)}")
-    missing = [k for k in META_KEYS[layout] if k not in sample.meta]
+    missing = [k for k in layout.keys if k not in sample.meta]
     if missing:
-        raise not_found(f"sample {sample.id}: layout {layout} needs sample meta keys {missing}, meta has {sorted(sample.meta)}")
-    meta = sample.meta
-    if layout == "revos":
-        names = [f"{meta['video']}/{meta['exp_id']}/{frame_id}.png" for frame_id in sample.frame_ids]
-    elif layout == "llmseg40k":
-        names = [f"{meta['image']}_{meta['qa_index']}.png"]
-    else:
-        names = [f"{meta['name']}.png"]
+        raise not_found(f"sample {sample.id}: layout {layout.name} needs sample meta keys {missing}, "
+                        f"meta has {sorted(sample.meta)}")
+    names = layout.names(sample.meta, sample.frame_ids)
     try:  # names come from the data: none may lead out of root
         return [files.inside(root, name, f"sample {sample.id}: prediction PNG") for name in names]
     except DatasetFormatError as exc:
@@ -242,14 +259,11 @@ def _read_gray(path: Path) -> tuple[tuple[int, int], RLE, int | list]:
     return shape, rle, [[int(v), masks.encode_box(crop == v, box, shape)] for v in levels]
 
 
-def _layout_for(sample: Sample) -> str:
-    for layout, keys in META_KEYS.items():
-        if all(k in sample.meta for k in keys):
-            return layout
-    raise not_found(
-        f"sample {sample.id}: cannot choose a PNG layout from its meta {sorted(sample.meta)}; expected "
-        + " or ".join(f"{list(keys)} ({layout})" for layout, keys in META_KEYS.items())
-    )
+def _declared() -> dict[str, PredictionLayout]:
+    try:
+        return benchmark.prediction_layouts()
+    except benchmark.DeclarationError as exc:
+        raise AdapterError(f"precomputed: {exc}") from exc
 
 
 def _check_size(sample: Sample, frame: str, size: tuple[int, ...], what: str) -> None:

@@ -7,7 +7,7 @@ import csv
 import io
 from pathlib import Path
 
-from rvt_bench.core import files
+from rvt_bench.core import benchmark, files
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 COLUMNS = ("paper_id", "paper_title", "table", "dataset", "benchmark", "split", "subset", "metric", "model",
@@ -27,9 +27,20 @@ def read(path: str | Path) -> list[dict[str, str]]:
 
 
 def paper_rows(dataset: str | None = None, paper_dir: str | Path = PAPER_DIR) -> list[dict[str, str]]:
-    """Every published row of `dataset` (our benchmark name: reasonseg, revos, llmseg40k, jitbench,
-    rvtbench; None: all rows), in file then row order."""
+    """Every published row of `dataset` (a benchmark's name; None: all rows of `paper_dir`), in
+    file then row order. The files read are the ones the benchmark declares (conf/dataset/<name>.yaml
+    `paper.published`, rvt_bench.core.benchmark.published_files: a name beside the YAML, else in
+    `paper_dir`); a benchmark that declares none is looked up in every file of `paper_dir`."""
     rows: list[dict[str, str]] = []
-    for path in sorted(Path(paper_dir).glob("*.csv")):
+    for path in _files(dataset, Path(paper_dir)):
         rows += [r for r in read(path) if dataset is None or r["dataset"] == dataset]
     return rows
+
+
+def _files(dataset: str | None, paper_dir: Path) -> list[Path]:
+    declared = benchmark.published_files(dataset) if dataset is not None else None
+    if declared is None:
+        return sorted(paper_dir.glob("*.csv"))
+    here, names = declared
+    paths = [Path(n) if Path(n).is_absolute() else here / n if (here / n).is_file() else paper_dir / n for n in names]
+    return sorted(paths, key=lambda p: p.name)

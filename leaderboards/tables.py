@@ -5,14 +5,12 @@
 `runs`: metrics.json bodies (or RunMetrics, or leaderboard rows: anything `cells_of` reads) of one
 benchmark; several splits of one model share a row (ReasonSeg val + test). `published`: rows of
 leaderboards/paper/*.csv (rvt_bench.leaderboards.paper) shown under the runs with their mark
-(verified / unverified) and source. Layouts (docs/analysis.md "Paper tables"):
+(verified / unverified) and source (docs/analysis.md "Paper tables").
 
-- revos:     VISA's: Referring / Reasoning / Overall x J, F, J&F, then R (overall).
-- reasonseg: LISA's Table 1: val gIoU, cIoU; test short query, long query, overall x gIoU, cIoU.
-- llmseg40k: LLM-Seg40K's metrics per split (gIoU, cIoU); the paper's table could not be read.
-- rvtbench:  per task and level: one line per method, task and metric; Level 1-4 and All.
-- jitbench:  per level: one line per method and metric (J, F, J&F); Level 1-3 and All.
-- any other: the run's headline metrics.
+The layout is data: each benchmark declares it in conf/dataset/<name>.yaml `paper` (caption,
+columns {head, label | metrics, cell, split}, lines for long layouts, subsets;
+rvt_bench.core.benchmark); this module knows no benchmark. A benchmark without one gets the
+run's headline metrics.
 
 Every value is in its column's unit: percent for fractions (files hold fractions), the score for
 CIDEr; a published value printed as a fraction is shown as the percentage it equals (exact
@@ -29,10 +27,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
+from rvt_bench.core import benchmark
 from rvt_bench.core.units import unit
 from rvt_bench.metrics.protocols.base import group_key
 
 NA = "–"
+# a published row's subset -> its cell prefix, for every layout; a benchmark adds its own (paper.subsets)
+_SUBSETS = {"overall": "", "all": ""}
 FORMATS = ("markdown", "latex")
 
 
@@ -58,53 +59,43 @@ class Layout:
     caption: str
     columns: tuple[Column, ...]
     lines: tuple[tuple[str, str], ...] | None = None
+    subsets: Mapping[str, str] = field(default_factory=lambda: dict(_SUBSETS))
 
 
-def _revos() -> Layout:
-    cols = [Column(head, m, f"{prefix}{m}") for head, prefix in (("Referring", "referring/"), ("Reasoning", "reasoning/"),
-                                                                 ("Overall", "")) for m in ("J", "F", "J&F")]
-    return Layout("revos", "ReVOS (valid), in VISA's layout (ECCV 2024): J, F, J&F per expression type; R overall",
-                  tuple(cols + [Column("", "R", "R")]))
+def declared_layout(dataset: str) -> Layout | None:
+    """The paper layout `dataset` declares (conf/dataset/<name>.yaml `paper`, read by
+    rvt_bench.core.benchmark), or None when it declares none. A column with `metrics` stands for one
+    column per metric, "{metric}" in its cell filled. Raises DeclarationError for a malformed block."""
+    block = benchmark.paper(dataset)
+    if block is None:
+        return None
+    where = f"{benchmark.dataset_file(dataset)}: paper"
+    cols: list[Column] = []
+    for spec in block["columns"]:
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("cell"), str):
+            raise benchmark.DeclarationError(f"{where}.columns: each column needs a `cell`, got {spec!r}")
+        head, split = str(spec.get("head") or ""), spec.get("split")
+        split = None if split is None else str(split)
+        if "metrics" in spec:
+            cols += [Column(head, str(m), spec["cell"].format(metric=m), split) for m in spec["metrics"]]
+        else:
+            cols.append(Column(head, str(spec.get("label") or ""), spec["cell"], split))
+    lines = block.get("lines")
+    subsets = {**_SUBSETS, **{str(k).lower(): str(v) for k, v in (block.get("subsets") or {}).items()}}
+    return Layout(dataset, str(block.get("caption") or dataset), tuple(cols),
+                  None if lines is None else tuple((str(t), str(m)) for t, m in lines), subsets)
 
 
-def _reasonseg() -> Layout:
-    cols = [Column("val", m, m, "val") for m in ("gIoU", "cIoU")]
-    for head, group in (("test short query", "is_sentence=false/"), ("test long query", "is_sentence=true/"),
-                        ("test overall", "")):
-        cols += [Column(head, m, f"{group}{m}", "test") for m in ("gIoU", "cIoU")]
-    return Layout("reasonseg", "ReasonSeg, in LISA's Table 1 layout (CVPR 2024): val and test (short / long query, overall)",
-                  tuple(cols))
-
-
-def _llmseg40k() -> Layout:
-    cols = [Column(split, m, m, split) for split in ("validation", "test") for m in ("gIoU", "cIoU")]
-    return Layout("llmseg40k", "LLM-Seg40K: gIoU and cIoU per split (LLM-Seg's metrics)", tuple(cols))
-
-
-def _levels(dataset: str, levels: int, lines: Iterable[tuple[str, str]], caption: str, task: str | None) -> Layout:
-    prefix = "{task}/level" if task is None else f"{task}/level"
-    cols = [Column(f"Level {k}", "", f"{prefix}={k}/{{metric}}") for k in range(1, levels + 1)]
-    cols.append(Column("All", "", "{task}/{metric}" if task is None else f"{task}/{{metric}}"))
-    return Layout(dataset, caption, tuple(cols), tuple(lines))
-
-
-RVTBENCH_LINES = (("segmentation", "J"), ("segmentation", "F"), ("segmentation", "J&F"), ("grounding", "m_vIoU"),
-                  ("grounding", "gIoU"), ("grounding", "cIoU"), ("vqa", "BLEU-4"), ("vqa", "CIDEr"), ("vqa", "judge"),
-                  ("summarization", "BLEU-4"), ("summarization", "CIDEr"), ("summarization", "judge"))
-LAYOUTS = {
-    "revos": _revos(),
-    "reasonseg": _reasonseg(),
-    "llmseg40k": _llmseg40k(),
-    "rvtbench": _levels("rvtbench", 4, RVTBENCH_LINES, "RVTBench (test) per task and level", None),
-    "jitbench": _levels("jitbench", 3, (("segmentation", m) for m in ("J", "F", "J&F")),
-                        "JiTBench (test) per level: J, F, J&F", "segmentation"),
-}
+def has_layout(dataset: Any) -> bool:
+    """Whether `dataset` declares a paper layout (the summary and report show its table then)."""
+    return isinstance(dataset, str) and declared_layout(dataset) is not None
 
 
 def layout(dataset: str, runs: list[Mapping[str, Any]] | None = None) -> Layout:
-    """The layout of `dataset`; a benchmark without one gets its runs' headline metrics as columns."""
-    if dataset in LAYOUTS:
-        return LAYOUTS[dataset]
+    """The layout `dataset` declares; a benchmark without one gets its runs' headline metrics as columns."""
+    declared = declared_layout(dataset)
+    if declared is not None:
+        return declared
     heads: list[str] = []
     for run in runs or []:
         heads += [k for k in _headlines(run) if k not in heads]
@@ -264,8 +255,6 @@ def _what(line: tuple[str, str] | None) -> str:
 # --- published rows ---------------------------------------------------------------------------
 
 _LEVEL = re.compile(r"^(?:video (?P<task>segmentation|grounding|vqa|summarization|summary) )?level (?P<level>\d+)$")
-_SUBSETS = {"overall": "", "all": "", "short query": "is_sentence=false/", "long query": "is_sentence=true/",
-            "referring": "referring/", "reasoning": "reasoning/"}
 
 
 def published_cell(row: Mapping[str, str], lay: Layout) -> tuple[str, tuple[str, str] | None] | None:
@@ -279,9 +268,9 @@ def published_cell(row: Mapping[str, str], lay: Layout) -> tuple[str, tuple[str,
         task = {"summary": "summarization"}.get(m.group("task") or "segmentation", m.group("task") or "segmentation")
         line = (task, metric)
         return (f"{task}/level={m.group('level')}/{metric}", line) if line in lay.lines else None
-    if subset not in _SUBSETS:
+    if subset not in lay.subsets:
         return None
-    key = _SUBSETS[subset] + metric
+    key = lay.subsets[subset] + metric
     split = (row.get("split") or "").split(" ", 1)[0] or None
     for col in lay.columns:
         if col.cell == key and (col.split is None or split is None or col.split == split):

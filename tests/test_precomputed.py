@@ -217,7 +217,7 @@ def test_jsonl_layout_without_predictions_file_and_unknown_layout_fail_at_constr
     with pytest.raises(AdapterError, match="holds no predictions"):
         PrecomputedAdapter(tmp_path, layout="jsonl")
     with pytest.raises(AdapterError, match="layout must be one of"):
-        PrecomputedAdapter(tmp_path, layout="mevis")
+        PrecomputedAdapter(tmp_path, layout="no_such_layout")
     with pytest.raises(AdapterError, match="does not exist"):
         PrecomputedAdapter(tmp_path / "nowhere")
 

@@ -8,7 +8,8 @@ format with random predictions (some failed, some empty):
 - scoring shards (samples[k::n], as run.shard / run.num_shards) and aggregating the union of
   their records equals scoring and aggregating the whole.
 
-A new conf/dataset/<name>.yaml needs a sample factory in FACTORIES (test_every_dataset_config_is_covered).
+A new conf/dataset/<name>.yaml is covered by its protocol class's factory (FACTORIES); only a new
+protocol class needs one (test_every_dataset_config_is_covered).
 """
 from __future__ import annotations
 
@@ -90,23 +91,35 @@ def task_samples(rng, tasks=("segmentation", "grounding", "vqa", "summarization"
     return out
 
 
-def demo_samples(rng) -> list[Sample]:
+# Samples per protocol class (its `_target_`'s last name): a benchmark that reuses a protocol needs
+# nothing here; a new protocol class adds its factory (rng, protocol node) -> samples. A composite is
+# covered through its parts (`samples_for`).
+FACTORIES = {
+    "ReasonSegProtocol": lambda rng, node: image_samples(rng),
+    "LLMSegProtocol": lambda rng, node: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
+    "ReVOSProtocol": lambda rng, node: revos_samples(rng),
+    "RVTBenchProtocol": lambda rng, node: task_samples(rng, tasks=tuple(dict.fromkeys(
+        h.split("/", 1)[0] for h in node.get("headline") or ["segmentation/J&F", "grounding/m_vIoU", "vqa/BLEU-4",
+                                                             "summarization/BLEU-4"]))),
+}
+
+
+def samples_for(node, rng) -> list[Sample]:
+    """Synthetic samples for the protocol config `node`: its class's factory, or a composite's parts'
+    samples routed as it routes them (by task, or by a meta key: "meta.source")."""
     from dataclasses import replace
 
-    parts = [("image", "reasonseg", image_samples(rng, 4)), ("video", "revos", revos_samples(rng, 4)),
-             ("rvt", "rvtbench", task_samples(rng, n=8))]
-    return [replace(s, id=f"{prefix}/{s.id}", meta={**s.meta, "source": source}) for prefix, source, group in parts for s in group]
-
-
-FACTORIES = {
-    "demo": demo_samples,
-    "jitbench": lambda rng: task_samples(rng, tasks=("segmentation",)),
-    "llmseg40k": lambda rng: image_samples(rng, meta_key="from_dataset", values=("coco", "ego_objects")),
-    "reasonseg": image_samples,
-    "revos": revos_samples,
-    "rvtbench": task_samples,
-}
-TEXT = {"demo", "rvtbench"}  # configs whose samples include free text (pycocoevalcap needs Java)
+    kind = node["_target_"].rsplit(".", 1)[-1]
+    if kind != "CompositeProtocol":
+        if kind not in FACTORIES:
+            pytest.fail(f"protocol {node['_target_']}: add a sample factory for {kind} to FACTORIES")
+        return FACTORIES[kind](rng, node)
+    route = node.get("route_by", "task")
+    if route == "task":
+        return [replace(s, id=f"{task}/{s.id}") for task in node["parts"] for s in task_samples(rng, tasks=(task,), n=4)]
+    key = route.split(".", 1)[1]
+    return [replace(s, id=f"{source}/{s.id}", meta={**s.meta, key: source})
+            for source, part in node["routes"].items() for s in samples_for(node["parts"][part], rng)]
 
 
 def prediction(rng: np.random.Generator, s: Sample) -> Prediction:
@@ -123,10 +136,14 @@ def prediction(rng: np.random.Generator, s: Sample) -> Prediction:
     return Prediction(s.id, task="segmentation", masks=[rand_mask(rng) for _ in range(n)])
 
 
-def protocol_of(name: str):
+def protocol_node(name: str):
     import run_bench  # noqa: F401  (registers the ${repo:} resolver used by some configs)
 
-    return instantiate(OmegaConf.load(REPO / "conf" / "dataset" / f"{name}.yaml").protocol)
+    return OmegaConf.load(REPO / "conf" / "dataset" / f"{name}.yaml").protocol
+
+
+def protocol_of(name: str):
+    return instantiate(protocol_node(name))
 
 
 def canonical(body: dict) -> str:
@@ -137,10 +154,10 @@ def canonical(body: dict) -> str:
 @pytest.fixture(params=CONFIGS)
 def case(request):
     name = request.param
-    if name in TEXT and shutil.which("java") is None:
-        pytest.skip("java is not installed (caption metrics)")
     rng = np.random.default_rng(sum(map(ord, name)))
-    samples = FACTORIES[name](rng)
+    samples = samples_for(OmegaConf.to_container(protocol_node(name)), rng)
+    if any(s.task in ("vqa", "summarization") for s in samples) and shutil.which("java") is None:
+        pytest.skip("java is not installed (caption metrics)")
     pairs = [(s, prediction(rng, s)) for s in samples]
     protocol = protocol_of(name)
     records = [r for r, _ in protocol.score_many(pairs, workers=1, progress=False)]
@@ -148,7 +165,9 @@ def case(request):
 
 
 def test_every_dataset_config_is_covered():
-    assert set(CONFIGS) == set(FACTORIES), "add a sample factory for each conf/dataset/*.yaml"
+    for name in CONFIGS:
+        assert samples_for(OmegaConf.to_container(protocol_node(name)), np.random.default_rng(0)), (
+            f"conf/dataset/{name}.yaml: add a sample factory for its protocol class to FACTORIES")
 
 
 def test_records_survive_a_json_round_trip(case):

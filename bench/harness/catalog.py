@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 from rvt_bench.core import files
+from rvt_bench.core.benchmark import conf_dirs
 from rvt_bench.core.paths import CONF_DIR
 
 CONF = CONF_DIR
@@ -44,13 +45,23 @@ def description(path: Path) -> str:
     return text[: end.end()] if end else text
 
 
+def _options(conf: Path, group: str) -> list[Path]:
+    """The yaml files of `group`: conf/'s, then those of RVT_BENCH_CONF_PATH's directories
+    (rvt_bench.core.benchmark.conf_dirs) whose names conf/ does not have."""
+    paths = sorted((conf / group).glob("*.yaml"))
+    for extra in conf_dirs()[1:]:
+        seen = {p.stem for p in paths}
+        paths += [p for p in sorted((extra / group).glob("*.yaml")) if p.stem not in seen]
+    return paths
+
+
 def catalog(conf: Path = CONF, width: int | None = None) -> str:
     """One section per group, one entry per option: `<selector><name>  <description>`, the
     description wrapped at `width` columns (default: the terminal's, at least 80)."""
     width = width or max(80, shutil.get_terminal_size((110, 24)).columns)
     lines = []
     for group, selector, title in GROUPS:
-        paths = sorted((conf / group).glob("*.yaml"))
+        paths = _options(conf, group)
         if not paths:
             continue
         lines.append(f"{title}:")
@@ -68,7 +79,7 @@ def help_text(conf: Path = CONF) -> str:
     where the docs are."""
     groups = []
     for group, selector, title in GROUPS:
-        names = sorted(p.stem for p in (conf / group).glob("*.yaml"))
+        names = [p.stem for p in _options(conf, group)]
         if names:
             groups.append(f"  {selector + '{' + ','.join(names) + '}':<60} {title}")
     return "\n".join([

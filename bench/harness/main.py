@@ -244,6 +244,18 @@ def console(argv: list[str] | None = None) -> None:
         _signals.quiet()
 
 
+def extra_conf_overrides(argv: list[str]) -> list[str]:
+    """`hydra.searchpath=[...]` for the directories of RVT_BENCH_CONF_PATH (benchmarks declared
+    outside conf/, rvt_bench.core.benchmark), unless the command line sets the search path itself."""
+    from rvt_bench.core.benchmark import conf_dirs
+
+    extra = conf_dirs()[1:]
+    if not extra or any(a.lstrip("+~").startswith("hydra.searchpath") for a in argv):
+        return []
+    quoted = ",".join("'file://" + str(Path(d).resolve()).replace("\\", "\\\\").replace("'", "\\'") + "'" for d in extra)
+    return [f"hydra.searchpath=[{quoted}]"]
+
+
 def _console(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
@@ -263,7 +275,7 @@ def _console(argv: list[str] | None) -> None:
     # Secrets never reach Hydra (its multirun.yaml, logged overrides, job logs) nor any file or line we write.
     secrets.scrub_logs()
     secrets.remember_environment()
-    argv = hide_secret_overrides(with_default_groups(normalise(argv)))
+    argv = hide_secret_overrides(with_default_groups(normalise(argv))) + extra_conf_overrides(argv)
     sys.argv = [sys.argv[0]] + argv
     problem = unwritable_root(argv)
     if problem is not None:

@@ -30,10 +30,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rvt_bench.adapters.base import Adapter
-from rvt_bench.core import files, secrets
+from rvt_bench.core import benchmark, files, secrets
 from rvt_bench.core.printable import escape_log_args
 from rvt_bench.core.store import finite, predictions_filename, read_run_json, write_json_atomic
-from rvt_bench.core.types import RunStopped, RvtBenchError, Sample
+from rvt_bench.core.types import ConfigError, RunStopped, RvtBenchError, Sample
 from rvt_bench.harness import judging, loggers, logs, outputs, publish, resume, rundir, score, signals, stops
 from rvt_bench.harness.config import adapter_node, check_ranges, with_schemas
 from rvt_bench.loaders.config import read_limits
@@ -153,6 +153,7 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Adapter, progress: 
         progress.run_dir = ident.run_dir
         samples, data_errors, data_source, data_warnings = load_samples(cfg)
         protocol = instantiate(cfg.dataset.protocol)
+        adapter.use_prediction_layouts(_prediction_layouts(resolved))
         judge, max_failure_rate = judging.make_judge(resolved)
         protocol.attach_judge(judge)
         rundir.refuse_other_config(ident.run_dir, ident.fingerprint)
@@ -166,6 +167,15 @@ def _run(cfg: DictConfig, resolved: dict[str, Any], adapter: Adapter, progress: 
             rundir.note_data_source(ident.run_dir, data_source)
         return _score_phase(cfg, resolved, progress, ident, samples, data_errors, done, protocol, adapter,
                             (judge, max_failure_rate), predicted, (data_source, data_warnings))
+
+
+def _prediction_layouts(resolved: dict[str, Any]) -> dict:
+    """The run's benchmark's declared prediction layouts (dataset.predictions), for an adapter that
+    reads predictions from files; a malformed one is a config error naming it."""
+    try:
+        return benchmark.prediction_layouts(block=resolved["dataset"].get("predictions") or {})
+    except benchmark.DeclarationError as exc:
+        raise ConfigError(f"dataset.{exc}") from exc
 
 
 def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, ident: rundir.RunIdentity,

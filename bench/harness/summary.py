@@ -163,8 +163,8 @@ def format_summary(result: Any, verbose: bool = False) -> str:
 def paste_table(metrics: dict[str, Any]) -> str:
     """The table to paste into a paper: the run in its benchmark's published layout
     (rvt_bench.leaderboards.tables, e.g. VISA's for ReVOS), else `results_table`."""
-    from rvt_bench.leaderboards.tables import LAYOUTS, paper_table
+    from rvt_bench.leaderboards.tables import has_layout, paper_table
 
-    if metrics.get("dataset") in LAYOUTS:
+    if has_layout(metrics.get("dataset")):
         return paper_table(metrics) + f"\n(LaTeX, with the published rows: rvt-bench render {metrics['dataset']} --format latex)"
     return results_table(metrics)

@@ -11,6 +11,8 @@
         on_length_mismatch: warn
       protocol:                   # how they are scored: a rvt_bench.metrics.protocols Protocol
         _target_: rvt_bench.metrics.protocols.revos.ReVOSProtocol
+      predictions: {...}          # where a precomputed folder holds a sample's masks  } read as data:
+      paper: {...}                # its published table layout and rows               } rvt_bench.core.benchmark
       limits:                     # what one file or sample may cost to read (rvt_bench.core.files.ReadLimits)
         max_image_pixels: 67108864
         ...
@@ -36,7 +38,7 @@ from rvt_bench.core.files import ReadLimits
 from rvt_bench.core.ranges import COUNT, JSON_DEPTH, MEGABYTES, PIXELS
 from rvt_bench.core.types import DatasetFormatError
 
-_NOT_LOADER = ("name", "protocol", "limits")
+_NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper")
 HUB_KEYS = ("hf_dataset", "hf_revision")  # the dataset node's hub source, handed to the loader when set
 
 # ReadLimits is frozen (a run's limits must not change under it); a config node must take overrides.
@@ -61,6 +63,8 @@ class DatasetConfig:
     hf_revision: Any = None
     loader: Any = field(default_factory=dict)
     protocol: Any = field(default_factory=dict)
+    predictions: Any = None   # where a precomputed folder holds a sample's masks (rvt_bench.core.benchmark)
+    paper: Any = None         # its published table and rows (rvt_bench.core.benchmark, leaderboards/tables.py)
     limits: Any = field(default_factory=LimitsConfig)
 
 

@@ -65,9 +65,9 @@ def _paper_tables(m: dict[str, Any]) -> dict[str, str] | None:
     """The run in its benchmark's paper layout with the published rows (leaderboards/tables.py), as
     markdown and LaTeX; None for a benchmark without a layout."""
     from rvt_bench.leaderboards.paper import paper_rows
-    from rvt_bench.leaderboards.tables import LAYOUTS, paper_table
+    from rvt_bench.leaderboards.tables import has_layout, paper_table
 
-    if m.get("dataset") not in LAYOUTS:
+    if not has_layout(m.get("dataset")):
         return None
     published = paper_rows(m["dataset"])
     return {fmt: paper_table(m, fmt, published) for fmt in ("markdown", "latex")}
