@@ -46,6 +46,8 @@ import rvt_bench.harness.config  # noqa: F401  registers the config schemas (con
 from rvt_bench.adapters.dtr1.config import limits_from
 from rvt_bench.core import secrets
 from rvt_bench.harness.cli import exit_on_known_errors
+from rvt_bench.harness.config import check_ranges
+from rvt_bench.harness.logs import quiet_log_files
 from rvt_bench.harness.secrets import hide_secret_overrides
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Sample, first_line
 
@@ -119,6 +121,7 @@ def check_vllm_settings(grpo: dict) -> None:
 def build_trainer(cfg: DictConfig, policy: Any = None):
     """The GRPOTrainer of `cfg` (conf/train/dtr1_grpo.yaml). `policy`: None = roll out with the
     model being trained; else a Policy to roll out with (tests use a scripted one)."""
+    check_ranges(cfg)  # rollout.sandbox.timeout_s=inf, 1e308, a pool of 100000: one line, before anything loads
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -180,6 +183,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
 @hydra.main(config_path="conf", config_name="train/dtr1_grpo", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     secrets.remember_config(OmegaConf.to_container(cfg, resolve=False))
+    quiet_log_files()  # Hydra's job log on a full disk: no logging traceback per record
     trainer = exit_on_known_errors(lambda: build_trainer(cfg))
     trainer.train()
     final = Path(cfg.output_dir) / "final"

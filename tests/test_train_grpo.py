@@ -215,3 +215,15 @@ def test_a_sandbox_that_cannot_run_a_round_stops_training_before_the_model_loads
     cfg = _cfg(tmp_path, tmp_path / "no-model-here", **{"rollout.sandbox.memory_mb": 100})
     with pytest.raises(SandboxError, match=r"rollout\.sandbox\.memory_mb=100 .* cannot run a probe round"):
         build_trainer(cfg, policy=TwoBranchPolicy())
+
+
+@pytest.mark.parametrize("override, line", [("rollout.sandbox.timeout_s=inf", "rollout.sandbox.timeout_s=inf must be a finite number"),
+                                            ("rollout.sandbox.pool_size=100000", "rollout.sandbox.pool_size=100000 must be >= 0")])
+def test_a_rollout_setting_out_of_range_stops_training_before_anything_loads(tmp_path, override, line):
+    from rvt_bench.core.types import ConfigError
+
+    key, value = override.split("=")
+    cfg = _cfg(tmp_path, tmp_path / "no-model-here", **{key: value})
+    with pytest.raises(ConfigError) as err:
+        build_trainer(cfg, policy=TwoBranchPolicy())
+    assert str(err.value).startswith(line)

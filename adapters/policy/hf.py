@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.adapters.policy.base import BatchPolicy, Generation, Request, check_decoding, split_at_stop, decoding_fingerprint
+from rvt_bench.core import files
 from rvt_bench.core.types import AdapterError, first_line
 
 log = logging.getLogger(__name__)
@@ -321,5 +322,8 @@ def _dir_digest(path: str) -> str:
     h = hashlib.sha256()
     for f in sorted(p for p in root.glob("adapter_*") if p.is_file()):
         h.update(str(f.relative_to(root)).encode())
-        h.update(f.read_bytes())
+        fd, _ = files.open_regular(f, "adapter file")  # a regular file, hashed in pieces: weights can be GBs
+        with open(fd, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
     return h.hexdigest()[:16]

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from rvt_bench.core import files
 from rvt_bench.core.paths import CONF_DIR
+from rvt_bench.core.types import DatasetFormatError
 
 CONF_PATH_ENV = "RVT_BENCH_CONF_PATH"
 READS = ("any", "gray")  # any: foreground where any channel is nonzero; gray: cv2 IMREAD_GRAYSCALE, values kept
@@ -86,8 +88,8 @@ def declaration(name: str) -> dict | None:
         import yaml
 
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
+            data = yaml.safe_load(files.read_text(path, "dataset declaration"))
+        except (yaml.YAMLError, DatasetFormatError) as exc:
             raise DeclarationError(f"{path}: not readable YAML ({exc})") from exc
         if not isinstance(data, dict):
             raise DeclarationError(f"{path}: a dataset declaration must be a mapping")

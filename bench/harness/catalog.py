@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from rvt_bench.core.benchmark import conf_dirs
 from rvt_bench.core import files
+from rvt_bench.core.benchmark import conf_dirs
 from rvt_bench.core.paths import CONF_DIR
 from rvt_bench.harness.plugins import ConfSource, entry_point_sources
 
