@@ -40,14 +40,21 @@ PROGRAM = ("objs = graph['objects']\n"
 
 
 def _conf(name: str) -> dict:
-    return OmegaConf.to_container(OmegaConf.load(REPO / "conf/model" / f"{name}.yaml"))
+    from rvt_bench.harness.config import group_node
+
+    # the composed node (schema defaults + conf/model/<name>.yaml), as run_bench.py builds it
+    return OmegaConf.to_container(group_node("model", name), resolve=False)
 
 
 def jit(policy) -> object:
     from rvt_bench.adapters.jit.adapter import JiTAdapter
     from rvt_bench.adapters.twin.oracle import OraclePerception
 
-    kw = {k: v for k, v in _conf("jit").items() if k not in ("_target_", "name", "policy", "perception")}
+    import inspect
+
+    # the yaml's own settings only (not Hydra's `defaults` list, which composes the schema)
+    takes = set(inspect.signature(JiTAdapter).parameters) - {"policy", "perception", "name"}
+    kw = {k: v for k, v in _conf("jit").items() if k in takes}
     return JiTAdapter(policy=policy, perception=OraclePerception(), **kw)
 
 

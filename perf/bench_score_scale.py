@@ -253,7 +253,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     result, records, wall, cpu = run_ours(args.work, args.workers)
     _, rss_self, rss_child = _usage()
-    n_frames = sum(len(r["frames"].get("J", [])) for r in records)
+    n_frames = sum(len(r.of(ReVOSValues).frames.get("J", [])) for r in records)
     print(f"{len(records)} expressions, {args.frames} frames each, {args.height}x{args.width}, {args.workers} workers, "
           f"{os.cpu_count()} CPUs visible, load average before: {load:.1f} (others' work competes)")
     print(f"ours: {wall:.1f} s wall, {cpu:.1f} s CPU ({1000 * wall / max(n_frames, 1):.2f} ms wall per frame); "

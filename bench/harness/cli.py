@@ -32,7 +32,7 @@ EXIT_CODES = {
     "missing_package": 7,  # a Python package the chosen backend needs is not installed
     "server_down": 8,      # a policy or judge server cannot be reached
     "cannot_succeed": 9,   # the first run.stop_after_same_failures samples all failed alike: a setting to fix
-    "all_failed": 10,      # a finished run whose every sample failed, or that published nothing
+    "all_failed": 10,      # a finished run whose every sample failed (not by the model's output), or that published nothing
     "interrupted": 130,    # Ctrl-C (128 + SIGINT, as shells report it)
     "terminated": 143,     # SIGTERM: scancel, timeout, docker stop (128 + 15)
     "hangup": 129,         # SIGHUP: the terminal or ssh connection went away (128 + 1)

@@ -124,11 +124,14 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def _nothing_to_show(result) -> str | None:
-    """Why a finished run is a failure although it ran to its end (every sample failed, or no
-    leaderboard row was published when publishing was on), else None: the run exits 10 with it."""
+    """Why a finished run is a failure although it ran to its end (every sample failed, none of them
+    by the model's own output, or no leaderboard row was published when publishing was on), else
+    None: the run exits 10 with it. A model whose every answer failed to parse (kinds parse, sandbox)
+    has an honest score of its own, published and exit 0."""
     body = result.metrics or {}
     n, failures = body.get("n"), body.get("failures")
-    if isinstance(n, int) and n > 0 and failures == n:
+    by_kind = body.get("failures_by_kind") or {}
+    if isinstance(n, int) and n > 0 and failures == n and not {"parse", "sandbox"} & set(by_kind):
         return (f"every one of the {n} samples failed ({body.get('failures_by_kind')}): see failed_samples in "
                 f"{result.run_dir}/metrics.json for the reasons")
     if result.not_published is not None and result.kept is None:

@@ -153,12 +153,40 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def lock_state(path: Path | None = None) -> dict[str, Any] | None:
+    """The dependency lock beside the checkout (constraints/ci.txt, scripts/lock_deps.sh) as a run
+    records it: {"file", "sha256", "matches": every pinned package installed at its pinned version,
+    "differ": up to 20 "name: pinned != installed" (installed "absent" when missing)}; None without a
+    lock (a wheel install)."""
+    import hashlib
+    import re
+
+    path = path or (Path(CHECKOUT) / "constraints" / "ci.txt" if CHECKOUT else None)
+    if path is None or not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    differ = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+).*", line)
+        if not m:
+            continue
+        try:
+            have = metadata.version(m.group(1))
+        except metadata.PackageNotFoundError:
+            have = "absent"
+        if have != m.group(2):
+            differ.append(f"{m.group(1)}: {m.group(2)} != {have}")
+    return {"file": "constraints/ci.txt", "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "matches": not differ, "differ": differ[:20]}
+
+
 def manifest(cfg: dict[str, Any], fp: str) -> dict[str, Any]:
     """manifest.json body: git sha, package versions, fingerprint, host, start time (UTC)."""
     return {
         "fingerprint": fp,
         "git_sha": git_sha(),
         "packages": package_versions(),
+        "lock": lock_state(),
         "host": platform.node(),
         "platform": platform.platform(),
         "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

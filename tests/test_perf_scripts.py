@@ -1,0 +1,56 @@
+"""Every perf/ script runs: each at a tiny size, checked to print its figures, so a measurement the
+docs quote cannot rot unseen (perf/bench_score_scale.py crashed for weeks on typed score records).
+A script that needs what a test cannot have is listed in NOT_RUN with the reason; the test fails
+when a perf/ script is neither run nor listed.
+
+Sizes are the smallest that still exercise every part of a script; on the 2-core CI machine the
+slowest are gpu_real_models.py --tiny (five tiny random models, ~15 s) and bench_twin.py (~10 s), the
+only way to run their code paths (it is what the scripts measure)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# script: (arguments of its tiny run, a line its figures are printed on, as a regex)
+RUNS = {
+    "bench_baselines.py": (["--samples", "1", "--rows", "jit-scripted,vlm-loopback"], r"total\s+mean\s+[\d.]+ s"),
+    "bench_llama_runtimes.py": (["--rounds", "1", "--prompt-tokens", "16", "--steps", "2"], r"wheel\s+\d+\s+[\d.]+ / [\d.]+"),
+    "bench_policy.py": (["--tokens", "2", "--models", "smollm2", "--runtimes", "llama_cpp", "--threads", "1"],
+                        r"smollm2\s+llama_cpp\s+[\d.]+\s+2\s+[\d.]+"),
+    "bench_read_limits.py": (["--points", "100", "--reference-max", "100", "--annos", "20", "--frames", "2",
+                              "--repeats", "1"], r"self-intersecting, 100 points\s+[\d.]+s"),
+    "bench_sandbox.py": (["--n", "2"], r"warm round trip, print\(1\)\s+: p50\s+[\d.]+ ms"),
+    "bench_score_scale.py": (["--work", "{tmp}", "--expressions", "4", "--frames", "2", "--height", "32",
+                              "--width", "48", "--workers", "1"], r"ours: J&F=[\d.]+, J=[\d.]+"),
+    "bench_server.py": (["--samples", "2", "--batch-sizes", "1", "--adapters", "vlm"], r"vlm\s+1\s+2\s+[\d.]+\s+[\d.]+"),
+    "bench_text_bootstrap.py": (["--n", "5", "--refs", "2", "--B", "10", "--loop", "1"], r"text_resample [\d.]+ s"),
+    "bench_twin.py": (["--frames", "2", "--size", "32x48", "--device", "cpu"], r"cold\s+[\d.]+\s+[\d.]+"),
+    "gpu_real_models.py": (["--tiny", "--frames", "2", "--size", "32x48"], r"SAM2 \(transformers\)\s+ok\s+[\d.]+"),
+}
+NOT_RUN = {
+    "bench_jf.py": "compares with davis2017-evaluation's metrics.py, which needs a fetched checkout (--davis-metrics)",
+    "cold_install.py": "fresh clones installed with an empty pip cache: downloads packages, minutes per case",
+    "demo_side_by_side.py": "the full demo of two checkouts, interleaved: minutes, and a second checkout",
+    "instant_server.py": "the stand-in server bench_server.py starts: run by bench_server.py's case above",
+}
+
+
+def test_every_perf_script_is_run_or_listed_with_its_reason():
+    scripts = {p.name for p in (REPO / "perf").glob("*.py") if not p.name.startswith("_")}
+    assert scripts == set(RUNS) | set(NOT_RUN), scripts ^ (set(RUNS) | set(NOT_RUN))
+    assert not set(RUNS) & set(NOT_RUN)
+
+
+@pytest.mark.parametrize("script", sorted(RUNS))
+def test_a_perf_script_prints_its_figures_at_a_tiny_size(script, tmp_path):
+    args, figures = RUNS[script]
+    proc = subprocess.run([sys.executable, str(REPO / "perf" / script), *(a.replace("{tmp}", str(tmp_path)) for a in args)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert re.search(figures, proc.stdout), proc.stdout[-3000:]
