@@ -15,7 +15,8 @@ from rvt_bench.metrics.protocols.llmseg40k import LLMSegProtocol
 from rvt_bench.metrics.protocols.reasonseg import ReasonSegProtocol
 from rvt_bench.metrics.protocols.units import UnitProtocol
 from rvt_bench.metrics.units.lisa_iou import LisaIoU, MaskIoUValues
-from tests.test_protocol_contract import image_samples, prediction
+from tests.contract_samples import image_samples
+from tests.test_protocol_contract import prediction
 
 YAML = """
 _target_: rvt_bench.metrics.protocols.units.UnitProtocol
