@@ -294,12 +294,15 @@ def test_every_numeric_setting_of_every_schema_has_an_upper_bound():
     ("model.sandbox.max_output_chars=100000000", "model.sandbox.max_output_chars=100000000 must be > 0 and <= 20000"),
     ("run.bootstrap.seed=-1", "run.bootstrap.seed=-1 must be >= 0 and <= 4294967295"),
     ("+model.policy.temperature=inf", "model.policy.temperature=inf must be a finite number"),
+    # settings no schema ranges (a policy backend's): seconds by their name, other numbers at 2^53
+    ("policy=openai policy.timeout_s=1e308", "policy.timeout_s=1e+308 must be <= 86400"),
+    ("policy=openai policy.max_retries=1e300", "policy.max_retries=1e+300 must be <= 9.0072e+15"),
 ])
 def test_a_value_past_its_upper_bound_or_not_finite_is_refused_before_the_run(override, line):
     from rvt_bench.core.types import ConfigError
     from rvt_bench.harness.config import check_ranges
 
-    cfg = composed("+dataset=demo", "+model=dtr1", override)
+    cfg = composed("+dataset=demo", "+model=dtr1", *override.split())
     with pytest.raises(ConfigError) as err:
         check_ranges(cfg)
     assert str(err.value).startswith(line)
