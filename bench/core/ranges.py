@@ -71,9 +71,13 @@ UNSCHEMED = float(1 << 53)
 """Any number of a setting that no schema ranges (a policy backend's, a user model's): the last
 integer a float holds exactly; a seconds setting (its name ends in `_s`) at most SECONDS."""
 
+SANDBOX_POOL = 64
+"""Warm sandboxes kept started ahead of use (model.sandbox.pool_size): each is an interpreter of about
+47 MB (measured by the adversary review, 2026-12-04), so 64 are about 3 GB; 1024 would be 48 GB."""
+
 SANDBOX_CAPS = {"timeout_s": {"le": SECONDS}, "start_timeout_s": {"le": SECONDS}, "memory_mb": {"le": MEGABYTES},
                 "disk_mb": {"le": MEGABYTES}, "max_output_chars": {"le": SANDBOX_OUTPUT_CHARS},
-                "max_processes": {"le": PROCESSES}, "pool_size": {"le": WORKERS}}
+                "max_processes": {"le": PROCESSES}, "pool_size": {"le": SANDBOX_POOL}}
 """The upper bounds of a sandbox's settings (model.sandbox.*, rollout.sandbox.*), added to the
 sandbox schema's own lower bounds by the models that run code (adapters/dtr1, adapters/jit config.py)."""
 
