@@ -290,16 +290,19 @@ def test_every_numeric_setting_of_every_schema_has_an_upper_bound():
     ("model.sandbox.timeout_s=inf", "model.sandbox.timeout_s=inf must be a finite number"),
     ("model.sandbox.timeout_s=nan", "model.sandbox.timeout_s=nan must be a finite number"),
     ("model.sandbox.timeout_s=1e308", "model.sandbox.timeout_s=1e+308 must be > 0 and <= 86400.0"),
-    ("model.sandbox.pool_size=100000", "model.sandbox.pool_size=100000 must be >= 0 and <= 1024"),
+    ("model.sandbox.pool_size=100000", "model.sandbox.pool_size=100000 must be >= 0 and <= 64"),
     ("model.sandbox.max_output_chars=100000000", "model.sandbox.max_output_chars=100000000 must be > 0 and <= 20000"),
     ("run.bootstrap.seed=-1", "run.bootstrap.seed=-1 must be >= 0 and <= 4294967295"),
     ("+model.policy.temperature=inf", "model.policy.temperature=inf must be a finite number"),
+    # settings no schema ranges (a policy backend's): seconds by their name, other numbers at 2^53
+    ("policy=openai policy.timeout_s=1e308", "policy.timeout_s=1e+308 must be <= 86400"),
+    ("policy=openai policy.max_retries=1e300", "policy.max_retries=1e+300 must be <= 9.0072e+15"),
 ])
 def test_a_value_past_its_upper_bound_or_not_finite_is_refused_before_the_run(override, line):
     from rvt_bench.core.types import ConfigError
     from rvt_bench.harness.config import check_ranges
 
-    cfg = composed("+dataset=demo", "+model=dtr1", override)
+    cfg = composed("+dataset=demo", "+model=dtr1", *override.split())
     with pytest.raises(ConfigError) as err:
         check_ranges(cfg)
     assert str(err.value).startswith(line)
@@ -311,3 +314,15 @@ def test_the_shipped_configs_are_within_their_ranges():
     for model in ("dtr1", "jit", "vlm", "precomputed"):
         extra = ["model.root=x"] if model == "precomputed" else []
         assert problems(composed("+dataset=demo", f"+model={model}", "judge=openai", "judge.model=m", *extra)) == []
+
+
+@pytest.mark.parametrize("key, value", [("timeout_s", float("inf")), ("start_timeout_s", float("nan")), ("timeout_s", True),
+                                        ("memory_mb", 10 ** 12), ("pool_size", 100_000), ("max_processes", 1e9),
+                                        ("timeout_s", "10")])
+def test_sandbox_settings_built_directly_are_bounded_too(key, value):
+    # train_dtr1.py and run_code(**limits) build SandboxSettings without the evaluation config's schema
+    from rvt_bench.adapters.sandbox.settings import SandboxSettings
+    from rvt_bench.core.types import SandboxError
+
+    with pytest.raises(SandboxError, match=f"sandbox {key}="):
+        SandboxSettings(**{key: value})

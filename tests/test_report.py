@@ -146,6 +146,9 @@ def test_the_gt_is_outlined_in_its_own_colour_under_the_prediction(tmp_path):
     covering = np.ones((120, 160), bool)  # the prediction covers the GT whole
     picture = render_sample(sample, Prediction("img", masks=[masks.encode(covering)]), None, 1)
     assert (picture == np.array(GT_OUTLINE_RGB, np.uint8)).all(axis=2).sum() > 100
+    # a perfect prediction: its outline lies on the GT's, which must still show around it
+    picture = render_sample(sample, Prediction("img", masks=[masks.encode(gt)]), None, 1)
+    assert (picture == np.array(GT_OUTLINE_RGB, np.uint8)).all(axis=2).sum() > 100
 
 
 def test_the_whole_page_prints(report, tmp_path):

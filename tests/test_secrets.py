@@ -136,3 +136,12 @@ def test_credential_parameters_reach_no_log_record_file_or_stop_line(tmp_path, c
     assert records == ["retrying http://h/v1?access_token=<redacted>"]
     assert (tmp_path / "run.json").read_text() == '{"url": "http://h/v1?token=<redacted>"}'
     assert "sk-stop" not in shown and "api_key=<redacted>" in shown
+
+
+def test_a_url_fragment_in_the_config_is_scrubbed_where_it_is_echoed():
+    # adversary review: policy.base_url='http://127.0.0.1:9/v1?key=SECRETK4#SECRETF5' printed #SECRETF5 on the stop line
+    secrets.remember_config({"policy": {"base_url": "http://127.0.0.1:9/v1?key=SECRETK4#SECRETF5"}})
+    line = secrets.scrub("could not reach http://127.0.0.1:9/v1?key=SECRETK4#SECRETF5 (connection refused)")
+    assert "SECRETF5" not in line and "SECRETK4" not in line
+    assert "SECRETF5" not in secrets.scrub("the server said: bad fragment SECRETF5")
+    assert secrets.scrub("http://h/cb#access_token=abcdefghij&x=1") == "http://h/cb#access_token=<redacted>&x=1"

@@ -139,3 +139,37 @@ def test_an_unsandboxed_benchmark_is_marked_in_the_suite_table():
                                       "runs/b", sandbox="bwrap")])
     assert "WARNING: model-written code ran UNSANDBOXED (isolation=none) in: reasonseg" in table
     assert "| reasonseg [UNSANDBOXED] | val | gIoU |" in table and "| revos | valid | J&F |" in table
+
+
+def test_the_video_suite_runs_its_four_benchmarks_and_prints_one_table(tmp_path):
+    # ReVOS, MeViS valid_u, Ref-DAVIS17, ReasonVOS: each benchmark's own exact-format fixture, with
+    # its predictions in one folder per benchmark (preds_<dataset name>)
+    import importlib.util
+
+    from tests import mevis_fixture
+
+    def fixture_module(folder: str, name: str):
+        spec = importlib.util.spec_from_file_location(f"{folder}_{name}", REPO / "tests" / "data" / folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    roots = {}
+    roots["revos"], pred = fixture_module("visa_parity", "make_fixture_raw").write_fixture(tmp_path / "revos")
+    pred.rename(tmp_path / "preds_revos")
+    roots["mevis"], pred = mevis_fixture.write(tmp_path / "mevis")
+    pred.rename(tmp_path / "preds_mevis")
+    roots["ref_davis17"], pred = fixture_module("ref_davis17_parity", "make_fixture").write_fixture(tmp_path / "davis")
+    pred.rename(tmp_path / "preds_ref_davis17")
+    roots["reasonvos"], pred = fixture_module("reasonvos_parity", "make_fixture").write_fixture(tmp_path / "reasonvos")
+    pred.rename(tmp_path / "preds_reasonvos")
+    out = cli("+model=precomputed", "+suite=video_seg", f"model.root={tmp_path}/preds_${{dataset.name}}",
+              *(f"suite.datasets.{name}.root={root}" for name, root in roots.items()),
+              f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'lb'}", "run.report=false", cwd=tmp_path)
+    assert "## suite video_seg: 4 of 4 benchmarks ran" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    table = out.stdout[out.stdout.index("## suite video_seg"):]
+    # each row is its benchmark's own reference number on its fixture (printed by the reference code:
+    # tests/data/parity/mevis_eval_printed.json, ref_davis17_parity/expected_visa.json, reasonvos_parity/expected.json)
+    for row in ("| mevis | valid_u | J&F | 48.4 |", "| ref_davis17 | valid | J&F | 35.5 |", "| reasonvos | test | J&F | 57.6 |",
+                "| revos | valid | J&F |"):
+        assert row in table, table[:2000]

@@ -238,8 +238,9 @@ def _worker(code: str, variables: dict, masks, np, cv2, limit: int, out_w: int, 
     except BaseException:  # noqa: BLE001 - no record: the supervisor reports an exit without one
         exit_(70)
     # The verdict is the worker's real exit status, not its record: every process of the round can
-    # write to STATUS_FD (or point it elsewhere before the record is written), none can change how
-    # this process exits once the code has raised.
+    # write to STATUS_FD (or point it elsewhere before the record is written). Code in this process
+    # can still rewrite these frames (ctypes) and exit 0 after raising: its own round's `ok`, no more
+    # than catching its own exception would give (docs/sandbox.md "The reply channel cannot be forged").
     exit_(EXIT_OK if error is None else EXIT_ERROR)
 
 

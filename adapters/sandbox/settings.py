@@ -1,6 +1,7 @@
 """What a sandbox is asked for (SandboxSettings) and what one round of code gives back (SandboxResult)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rvt_bench.core.types import SandboxError
@@ -45,15 +46,21 @@ class SandboxSettings:
     start_timeout_s: float = 60.0
 
     def __post_init__(self):
+        # every caller (evaluation config, train_dtr1.py, run_code(**limits)) gets the same bounds:
+        # a real, finite number within the sandbox's caps (rvt_bench.core.ranges.SANDBOX_CAPS)
+        from rvt_bench.core.ranges import SANDBOX_CAPS
+
         if self.isolation not in ISOLATION:
             raise SandboxError(f"sandbox isolation {self.isolation!r}: expected one of {ISOLATION}")
-        for key in ("timeout_s", "memory_mb", "max_output_chars", "max_processes", "disk_mb", "start_timeout_s"):
-            if not getattr(self, key) > 0:
-                raise SandboxError(f"sandbox {key}={getattr(self, key)!r}: expected a positive number")
+        for key in ("timeout_s", "memory_mb", "max_output_chars", "max_processes", "disk_mb", "start_timeout_s", "pool_size"):
+            value, cap = getattr(self, key), SANDBOX_CAPS[key]["le"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SandboxError(f"sandbox {key}={value!r}: expected a finite number")
+            if not (value >= 0 if key == "pool_size" else value > 0) or value > cap:
+                low = ">= 0" if key == "pool_size" else "> 0"
+                raise SandboxError(f"sandbox {key}={value!r}: expected {low} and <= {cap:g}")
         if self.max_output_chars > MAX_OUTPUT_CHARS:
             raise SandboxError(f"sandbox max_output_chars={self.max_output_chars!r}: expected at most {MAX_OUTPUT_CHARS}")
-        if self.pool_size < 0:
-            raise SandboxError(f"sandbox pool_size={self.pool_size!r}: expected >= 0")
 
     @property
     def mode(self) -> str:

@@ -67,9 +67,17 @@ TEMPERATURE = 10.0
 JSON_DEPTH = 10_000
 """JSON nesting (dataset.limits.max_json_depth): past Python's own recursion limit."""
 
+UNSCHEMED = float(1 << 53)
+"""Any number of a setting that no schema ranges (a policy backend's, a user model's): the last
+integer a float holds exactly; a seconds setting (its name ends in `_s`) at most SECONDS."""
+
+SANDBOX_POOL = 64
+"""Warm sandboxes kept started ahead of use (model.sandbox.pool_size): each is an interpreter of about
+47 MB (measured by the adversary review, 2026-12-04), so 64 are about 3 GB; 1024 would be 48 GB."""
+
 SANDBOX_CAPS = {"timeout_s": {"le": SECONDS}, "start_timeout_s": {"le": SECONDS}, "memory_mb": {"le": MEGABYTES},
                 "disk_mb": {"le": MEGABYTES}, "max_output_chars": {"le": SANDBOX_OUTPUT_CHARS},
-                "max_processes": {"le": PROCESSES}, "pool_size": {"le": WORKERS}}
+                "max_processes": {"le": PROCESSES}, "pool_size": {"le": SANDBOX_POOL}}
 """The upper bounds of a sandbox's settings (model.sandbox.*, rollout.sandbox.*), added to the
 sandbox schema's own lower bounds by the models that run code (adapters/dtr1, adapters/jit config.py)."""
 
@@ -131,6 +139,12 @@ def _walk(node: Any, path: str, out: list[str]) -> None:
         child = node._get_node(key)
         if isinstance(child, ValueNode) and not _finite(child._value()):  # inf, nan: no range holds them
             out.append(f"{where}={child._value()!r} must be a finite number")
+        elif not bounds and isinstance(child, ValueNode) and _number(child._value()):
+            # a setting no schema ranges (a policy backend's, a model's own): its unit read from its
+            # name (`*_s` seconds), otherwise no number past 2^53, the last integer a float holds
+            limit = SECONDS if str(key).endswith("_s") else UNSCHEMED
+            if abs(child._value()) > limit:
+                out.append(f"{where}={child._value()!r} must be <= {limit:g}")
         elif bounds:
             value = _value(node, key)
             if value is not None and (not _number(value) or not all(_BOUNDS[k][1](value, b) for k, b in bounds.items())):

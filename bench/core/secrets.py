@@ -30,7 +30,10 @@ _PARAM_NAMES = (r"api[_-]?key|apikey|key|access[_-]?token|refresh[_-]?token|id[_
                 r"auth|authorization|sig|signature|secret|client[_-]?secret|password|passwd|pwd|code|session|"
                 r"x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|"
                 r"private[_-]?token|bearer|credential|credentials|subscription[_-]?key")
-_URL_PARAM = re.compile(rf"(?P<name>[?&;](?:{_PARAM_NAMES})=)(?P<value>[^&#;\s'\"<>]+)", re.I)
+_URL_PARAM = re.compile(rf"(?P<name>[?&;#](?:{_PARAM_NAMES})=)(?P<value>[^&#;\s'\"<>]+)", re.I)
+# A URL's fragment (`#...`): never sent to a server, and where a config URL has one it may hold a
+# token (OAuth's `#access_token=`, or a key pasted after '#'): remembered as a secret.
+_URL_FRAGMENT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s#'\"<>]*#(?P<fragment>[^\s'\"<>]+)")
 # An HTTP header whose value is a credential, as a config key (headers: {Authorization: ...}) or a
 # "Name: value" line a server or client library may print; an auth scheme word is kept.
 _HEADER_NAMES = (r"authorization|proxy-authorization|x-api-key|api-key|x-auth-token|x-access-token|cookie|"
@@ -77,6 +80,8 @@ def remember_config(node: Any) -> None:
     elif isinstance(node, str):
         for m in _URL_PARAM.finditer(node):
             remember(m.group("value"))
+        for m in _URL_FRAGMENT.finditer(node):
+            remember(m.group("fragment"))
         for m in _URL_USERINFO.finditer(node):
             userinfo = m.group("userinfo")
             remember(userinfo.partition(":")[2] or userinfo)
@@ -87,9 +92,9 @@ def remember_config(node: Any) -> None:
 
 
 def in_url(text: str) -> bool:
-    """Whether `text` holds a URL credential: user-info (`http://user:key@host`) or a credential
-    query parameter (`?api_key=...`)."""
-    return bool(_URL_USERINFO.search(text) or _URL_PARAM.search(text))
+    """Whether `text` holds a URL credential: user-info (`http://user:key@host`), a credential
+    query parameter (`?api_key=...`) or a fragment (`#...`)."""
+    return bool(_URL_USERINFO.search(text) or _URL_PARAM.search(text) or _URL_FRAGMENT.search(text))
 
 
 def remember_environment(environ: dict[str, str] | None = None) -> None:

@@ -133,8 +133,10 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
     out = np.ascontiguousarray(frame.astype(np.uint8))
     thickness = max(2, round(2 * h / PANEL_HEIGHT))
     if gt is not None:  # the GT's own outline, over the prediction's fill: visible where both lie
+        # wider than the prediction's black-and-magenta outline drawn over it (thickness + 2), so a
+        # green rim stays visible on each side even where the prediction's edge is the GT's edge
         contours, _ = cv2.findContours(masks.decode(gt).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
-        cv2.drawContours(out, contours, -1, GT_OUTLINE_RGB, thickness + 1)
+        cv2.drawContours(out, contours, -1, GT_OUTLINE_RGB, thickness + 6)
     gt_boxes = sample.target.boxes[t] if sample.target.boxes and t < len(sample.target.boxes) and sample.target.boxes[t] else []
     for box in gt_boxes:
         x1, y1, x2, y2 = (int(round(v)) for v in box)
