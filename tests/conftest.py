@@ -1,5 +1,6 @@
 """Fixtures shared across test modules."""
 import random
+import signal
 import zlib
 
 import pytest
@@ -7,6 +8,15 @@ import pytest
 import rvt_bench.harness.config  # noqa: F401  registers the structured configs before any test composes conf/
 
 from tests.tiny_models import build_checkpoint
+
+# A test's child processes start with this process's signal dispositions, and an ignored signal stays
+# ignored across exec: pytest started as a background job of a script (`cmd &` ignores SIGINT) or
+# under nohup (SIGHUP) would hand that on, and the harness rightly keeps an ignored signal ignored
+# (rvt_bench.harness.signals), so every Ctrl-C / SIGTERM / SIGHUP test would wait out its timeout.
+# The tests are about what a person's terminal, scancel and ssh do: they start from the defaults.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

@@ -31,13 +31,34 @@ DRIVER = ("import sys; from omegaconf import OmegaConf; from rvt_bench.harness.c
           "from rvt_bench.harness.runner import run; exit_on_known_errors(lambda: run(OmegaConf.load(sys.argv[1])))")
 
 
-def start(cfg, tmp: Path, name: str = "cfg.yaml", group: bool = False) -> subprocess.Popen:
+STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _reap_started():
+    """A test that fails before its runner exits leaves it (and its sandbox interpreters) running:
+    kill them here, so one failure does not cost the rest of the suite CPU or a hang."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            for pid in [proc.pid] + children_of(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.communicate()
+
+
+def start(cfg, tmp: Path, name: str = "cfg.yaml", group: bool = False, **popen) -> subprocess.Popen:
     """The runner in a child process, through rvt_bench.harness.cli as run_bench.py calls it;
     group=True: in a process group of its own, as a terminal's Ctrl-C reaches it (os.killpg)."""
     path = tmp / name
     OmegaConf.save(cfg, path)
-    return subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=group)
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(path)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=group, **popen)
+    STARTED.append(proc)
+    return proc
 
 
 def wait_for(condition, timeout_s: float = 60.0) -> None:
@@ -465,6 +486,21 @@ def test_sigterm_and_sighup_stop_like_ctrl_c_and_the_same_command_completes(tmp_
     assert "StopSignal" in (run_dir / "run.log").read_text()  # the traceback went to the log
     done = run(OmegaConf.load(tmp_path / "cfg.yaml"))
     assert metrics_of(done.run_dir) == reference_metrics(tmp_path, n=8)
+
+
+def test_a_run_started_under_nohup_keeps_going_through_a_hangup(tmp_path):
+    """`nohup python run_bench.py ... &`: SIGHUP was ignored when the run started, so the user chose
+    to survive a dropped ssh; the harness keeps it ignored and the run completes."""
+    cfg = make_cfg(tmp_path, sleep_s=0.2)
+    cfg.dataset.n = 4
+    proc = start(cfg, tmp_path, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    wait_for(lambda: len(calls(tmp_path)) >= 1)
+    proc.send_signal(signal.SIGHUP)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert not any(ln.startswith("stopped:") for ln in lines_of(stderr))
+    run_dir = next((tmp_path / "runs").glob("fake/fake/*"))
+    assert metrics_of(run_dir) == reference_metrics(tmp_path, n=4)
 
 
 def test_ctrl_c_twice_is_one_line(tmp_path):
