@@ -377,7 +377,10 @@ def _col_title(col: Column) -> str:
 
 
 def _unit_note(lay: Layout) -> str:
-    return "Values in % (CIDEr as its score); runs: value [95% bootstrap CI]."
+    """The units line; CIDEr named only where the table has a CIDEr value (not a percentage)."""
+    names = [c.label + " " + c.cell for c in lay.columns] + [" ".join(line) for line in lay.lines or ()]
+    cider = " (CIDEr as its score)" if any("cider" in n.lower() for n in names) else ""
+    return f"Values in %{cider}; runs: value [95% bootstrap CI]."
 
 
 def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]]) -> str:

@@ -621,6 +621,15 @@ def test_a_config_mistake_is_one_line_with_status_2(tmp_path, args, line):
     assert not list((tmp_path / "runs").rglob("config.yaml"))
 
 
+def test_a_mistyped_option_of_a_group_names_the_closest_one(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "+dataset=revoss", f"run.root={tmp_path / 'runs'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_CODES["error"], proc.stderr[-2000:]
+    shown = lines_of(proc.stderr)
+    assert len(shown) == 1 and "Could not find 'dataset/revoss'" in shown[0], shown
+    assert shown[0].endswith("did you mean +dataset=revos?"), shown
+
+
 def test_an_unquoted_non_ascii_path_is_read_as_typed(tmp_path):
     root = tmp_path / "ünï runs"
     proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "--cfg", "job", f"run.root={root}"], cwd=REPO,

@@ -104,3 +104,12 @@ def test_another_format_or_mixed_benchmarks_are_refused():
         paper_table(revos_run(), "html")
     with pytest.raises(ValueError, match="one table per benchmark"):
         paper_table([revos_run(), reasonseg_run("val", 0.1, 0.1)])
+
+
+@pytest.mark.parametrize("dataset, cider", [("revos", False), ("reasonseg", False), ("jitbench", False),
+                                            ("rvtbench", True)])
+def test_the_units_line_names_cider_only_where_the_table_has_it(dataset, cider):
+    from rvt_bench.leaderboards.tables import _unit_note, declared_layout
+
+    note = _unit_note(declared_layout(dataset))
+    assert note.startswith("Values in %") and ("CIDEr" in note) == cider, note

@@ -84,8 +84,21 @@ def config_error(exc: BaseException) -> str | None:
     if isinstance(exc, OmegaConfBaseException) and getattr(exc, "full_key", None):
         return f"{exc.full_key}: {_first_line(exc)}"
     if isinstance(exc, (HydraException, OmegaConfBaseException)):
-        return _flat(str(exc))
+        return _did_you_mean_option(_flat(str(exc)))
     return None
+
+
+def _did_you_mean_option(line: str) -> str:
+    """Hydra's "Could not find 'dataset/revoss'; Available options in 'dataset': ..." with the
+    option closest to the one typed named first, as for a mistyped group or setting."""
+    missing = re.search(r"Could not find '([^']+)/([^'/]+)'", line)
+    listed = re.search(r"Available options in '[^']+': (.*)", line)
+    if not missing or not listed:
+        return line
+    group, typed = missing.groups()
+    options = [o.strip() for o in re.split(r"[;,]", listed.group(1)) if o.strip()]
+    close = difflib.get_close_matches(typed, options, n=1, cutoff=0.6)
+    return f"{line}; did you mean +{group}={close[0]}?" if close else line
 
 
 def _unknown_key(err: Any) -> str:

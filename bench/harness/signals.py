@@ -26,6 +26,10 @@ REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SI
 SAID = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
 
 _stopping = False
+# Ignored when this process started (`nohup` ignores SIGHUP, a shell ignores Ctrl-C for its background
+# jobs): their users chose that, so they stay ignored. Taken once, at import: `quiet` later sets SIG_IGN
+# itself, and that must not stop the next job of a sweep from handling the signals again.
+_IGNORED_AT_START = frozenset(s for s in SIGNALS if signal.getsignal(s) is signal.SIG_IGN)
 
 
 class StopSignal(KeyboardInterrupt):
@@ -63,11 +67,10 @@ def _main_thread() -> bool:
 
 def _set(handler: Any) -> dict[int, Any]:
     """Set `handler` for SIGNALS; the previous handlers (to restore). Nothing outside the main thread,
-    and a signal ignored since the process started stays ignored (`nohup` ignores SIGHUP, a shell
-    ignores Ctrl-C for its background jobs: their users chose that)."""
+    and a signal ignored since the process started stays ignored (_IGNORED_AT_START)."""
     if not _main_thread():
         return {}
-    return {s: signal.signal(s, handler) for s in SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    return {s: signal.signal(s, handler) for s in SIGNALS if s not in _IGNORED_AT_START}
 
 
 def restore(previous: dict[int, Any]) -> None:
