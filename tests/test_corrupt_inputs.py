@@ -278,6 +278,17 @@ def test_reasonseg(tmp_path, case):
         assert m["metrics"]["gIoU"] == pytest.approx(1.0, abs=1e-4)  # LISA's I / (U + 1e-5)
 
 
+def test_a_data_error_is_logged_once(tmp_path, caplog):
+    """The loader logs the sample it leaves out; the harness does not log it again."""
+    root = write_reasonseg(tmp_path / "ReasonSeg")
+    REASONSEG_CASES["invalid json"][0](root)
+    with caplog.at_level("WARNING"):
+        run_on(tmp_path, {"name": "reasonseg", "_target_": "rvt_bench.loaders.reasonseg.ReasonSegDataset",
+                          "root": str(root), "split": "val"}, "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol")
+    said = [r.getMessage() for r in caplog.records if "b.json is not valid JSON" in r.getMessage()]
+    assert len(said) == 1, said
+
+
 # === ReVOS (VISA: JPEGImages/, meta_expressions_valid_.json, mask_dict.json) ===========================
 
 REVOS_FRAMES = ["00000", "00001", "00002"]

@@ -119,7 +119,18 @@ def test_every_full_run_leaves_its_report_and_the_summary_shows_the_scoring_time
     prediction = json.loads((a.run_dir / "manifest.json").read_text())["prediction"]
     wall = next(line for line in format_summary(a).splitlines() if line.startswith("  wall time (s):"))
     assert f"scoring {seconds:.3f}" in wall and f"prediction {prediction['seconds']:.3f}" in wall
-    assert prediction["samples"] == 31
+    assert prediction["samples"] == 31 and "by the latest invocation" in wall
+
+
+def test_a_resume_with_nothing_to_predict_names_the_prediction_time_as_an_earlier_one(runs):
+    from rvt_bench.harness.summary import latency_line
+
+    _, a, _ = runs
+    metrics = json.loads((a.run_dir / "metrics.json").read_text())
+    prediction = json.loads((a.run_dir / "manifest.json").read_text())["prediction"]
+    wall = latency_line(metrics, 1.0, prediction, predicted_now=0)[-1]
+    assert f"31 samples predicted by an earlier invocation on {prediction['finished_utc']}" in wall
+    assert "latest" not in wall
 
 
 def test_a_run_scored_before_typed_values_compares_as_it_did(runs, tmp_path):

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from rvt_bench.core.codec import unencodable_reason
 from rvt_bench.core.records import Failure
 from rvt_bench.core.types import DATA, RunStoreError, Sample
+from rvt_bench.loaders.base import Dataset as BaseDataset
 from rvt_bench.loaders.config import loader_kwargs
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ def load_samples(cfg: DictConfig) -> Loaded:
     dataset = instantiate(loader_kwargs(cfg.dataset), _convert_="all")
     samples = list(dataset)
     errors = [Failure.from_json(dict(e, kind=e.get("kind", DATA))) for e in getattr(dataset, "errors", []) or []]
+    # a loader on rvt_bench's base class has logged its own (record_error); another (a plugin's) may not have
+    logged = len(errors) if isinstance(dataset, BaseDataset) else 0
     seen: dict[str, Sample] = {}
     unique = []
     for s in samples:  # a repeated id is the later sample's data error: results are keyed by id
@@ -60,6 +63,6 @@ def load_samples(cfg: DictConfig) -> Loaded:
         samples = samples[: int(cfg.run.limit)]
     if not samples:
         raise RunStoreError(f"dataset {cfg.dataset.name!r} (split {cfg.dataset.get('split')!r}) has no samples")
-    for e in errors:
+    for e in errors[logged:]:
         log.warning("data error, sample not evaluated: %s: %s", e.sample_id or e.extra.get("file"), e.message)
     return Loaded(samples, errors, getattr(dataset, "data_source", None), list(getattr(dataset, "warnings", []) or []))

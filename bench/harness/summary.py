@@ -32,21 +32,29 @@ def results_table(metrics: dict[str, Any], keys: list[str] | None = None, digits
     return "\n".join(lines)
 
 
-def latency_line(metrics: dict[str, Any], scoring_s: float | None, prediction: dict[str, Any] | None = None) -> list[str]:
+def latency_line(metrics: dict[str, Any], scoring_s: float | None, prediction: dict[str, Any] | None = None,
+                 predicted_now: int | None = None) -> list[str]:
     """The summary's latency lines, the two kinds of seconds apart: the seconds the model's report
     measured per request (generation, perception, code, total), summed over requests (requests that
     ran at the same time overlap, so a sum can exceed the wall time); then the wall time of this
     invocation's prediction (manifest.json "prediction": {"seconds", "samples"}) and of its scoring
     (manifest.json "scoring"). Neither wall time is in metrics.json, which a re-scoring must
-    reproduce byte for byte."""
+    reproduce byte for byte. predicted_now: the samples this invocation predicted; 0 (a resume with
+    nothing left to predict) names the prediction time as an earlier invocation's, with its date."""
     report = adapter_report(metrics)
     shown = [f"{m.label.removesuffix(' time')} {float(m.value):.3f}" for m in (report.measures if report else [])
              if m.unit == "s" and isinstance(m.value, (int, float))]
     lines = [f"  latency, summed per request (s): {', '.join(shown)}"] if shown else []
     wall = []
     if prediction and isinstance(prediction.get("seconds"), (int, float)):
-        wall.append(f"prediction {float(prediction['seconds']):.3f} ({prediction.get('samples', '?')} samples "
-                    "predicted by the latest invocation)")
+        samples = prediction.get("samples", "?")
+        if predicted_now == 0:
+            when = f" on {prediction['finished_utc']}" if prediction.get("finished_utc") else ""
+            wall.append(f"prediction {float(prediction['seconds']):.3f} ({samples} samples predicted by an earlier "
+                        f"invocation{when}; this one predicted none)")
+        else:
+            wall.append(f"prediction {float(prediction['seconds']):.3f} ({samples} samples predicted by the latest "
+                        "invocation)")
     if scoring_s is not None:
         wall.append(f"scoring {float(scoring_s):.3f}")
     return lines + ([f"  wall time (s): {', '.join(wall)}"] if wall else [])
@@ -134,7 +142,7 @@ def format_summary(result: Any, verbose: bool = False) -> str:
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
     lines += sandbox_lines(getattr(result, "sandbox", ""))
     lines += model_lines(m)
-    lines += latency_line(m, result.scoring_s, getattr(result, "prediction", None))
+    lines += latency_line(m, result.scoring_s, getattr(result, "prediction", None), getattr(result, "predicted", None))
     if m.get("failures"):
         kinds = ", ".join(f"{k} {v}" for k, v in (m.get("failures_by_kind") or {}).items())
         lines.append(f"  failures by kind: {kinds} (reasons in metrics.json 'failed_samples'; "
