@@ -1,0 +1,172 @@
+"""Ref-DAVIS17 scored by ReferFormer's protocol (+dataset=ref_davis17_referformer:
+rvt_bench.loaders.ref_davis17_referformer, metrics/protocols/ref_davis17_referformer.py) on a
+fixture in its exact layouts (tests/data/ref_davis17_parity/make_fixture_referformer.py,
+regenerated into tmp_path).
+
+Parity: tests/data/ref_davis17_parity/expected_referformer.json is what
+davisvideochallenge/davis2017-evaluation@ac7c43fc's `evaluation_method.py --task unsupervised`
+printed on each annotator folder of that fixture, and its DAVISEvaluation's unrounded values
+(tests/data/ref_davis17_parity/run_davis2017.py); the run must reproduce them to 1e-9.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from PIL import Image
+
+from rvt_bench.adapters.precomputed import PrecomputedAdapter
+from rvt_bench.core import masks
+from rvt_bench.core.types import AdapterError, InstanceAnnotation, Prediction, Target
+from rvt_bench.harness.runner import run
+from rvt_bench.loaders.ref_davis17_referformer import RefDAVIS17ReferFormerDataset
+from rvt_bench.metrics.protocols.ref_davis17_referformer import RefDAVIS17ReferFormerProtocol
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "ref_davis17_parity"
+EXPECTED = json.loads((DATA / "expected_referformer.json").read_text())
+TOL = 1e-9
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("ref_davis17_make_fixture_referformer", DATA / "make_fixture_referformer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def fixture(tmp_path_factory):
+    module = _module()
+    tmp = tmp_path_factory.mktemp("ref_davis17_referformer")
+    root, pred = module.write_fixture(tmp)
+    return tmp, root, pred, module
+
+
+def _run(tmp, root, pred, *extra):
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "+dataset=ref_davis17_referformer", "+model=precomputed", f"dataset.root={root}", f"model.root={pred}",
+            f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}", *extra])
+    return run(cfg)
+
+
+@pytest.fixture(scope="module")
+def default_run(fixture):
+    tmp, root, pred, _ = fixture
+    return _run(tmp, root, pred / "valid")  # model.root = ReferFormer's <output_dir>/valid
+
+
+def _score(root, pred):
+    """(protocol, records) of the fixture read by the precomputed adapter, failures as the runner records them."""
+    ds, adapter, protocol = (RefDAVIS17ReferFormerDataset(root), PrecomputedAdapter(pred, layout="ref_davis17_referformer"),
+                             RefDAVIS17ReferFormerProtocol())
+    records = []
+    for sample in ds:
+        try:
+            prediction = adapter.predict(sample)
+        except AdapterError as exc:
+            prediction = Prediction.failure(sample.id, exc.kind, str(exc))
+        records.append(protocol.score_or_fail(sample, prediction)[0])
+    return protocol, records
+
+
+def test_the_run_reproduces_davis2017_evaluation_per_annotator_and_averaged(default_run):
+    metrics = default_run.metrics
+    for key in ("J", "F", "J&F"):
+        assert abs(metrics["metrics"][key] - EXPECTED["mean_of_annotators"][key]) <= TOL, key
+    for anno, ref in EXPECTED["unrounded"].items():
+        ours = metrics["breakdown"]["annotator"][anno]
+        assert abs(ours["J"] - ref["J-Mean"]) <= TOL and abs(ours["F"] - ref["F-Mean"]) <= TOL
+        assert abs(ours["J&F"] - ref["J&F-Mean"]) <= TOL
+        assert {k: round(ours[m], 3) for k, m in (("J&F-Mean", "J&F"), ("J-Mean", "J"), ("F-Mean", "F"))} \
+            == EXPECTED["printed"][anno]  # what its CSV holds (3 decimals)
+        assert ours["n"] == len(ref["objects"])
+    assert metrics["failures"] == 0 and metrics["warnings"] == []
+
+
+def test_every_matched_object_equals_davis2017s_in_its_order(fixture):
+    _, root, pred, _ = fixture
+    protocol, records = _score(root, pred / "valid")
+    for anno, videos in protocol.matched(records).items():
+        ours = [(video, j, f) for video, _, pairs in videos for j, f in pairs]
+        ref = EXPECTED["unrounded"][anno]["objects"]
+        assert len(ours) == len(ref)
+        for (video, j, f), (name, rj, rf) in zip(ours, ref):
+            assert name.rsplit("_", 1)[0] == video and abs(j - rj) <= TOL and abs(f - rf) <= TOL, (anno, name)
+
+
+def test_referformers_numbering_and_davis2017s_gt_objects(fixture):
+    _, root, _, module = fixture
+    ds = RefDAVIS17ReferFormerDataset(root)
+    assert len(ds) == 4 * sum(v[4] for v in module.VIDEOS.values()) and ds.errors == []
+    by_id = {s.id: s for s in ds}
+    s = by_id["cows/5"]  # expression obj * 4 + k: object 2 of annotator set anno_1
+    assert (s.meta["annotator"], s.meta["object"], s.meta["objects"]) == (1, 2, 2)
+    # cows: ids 1..3 in the first frame (2 absent from it: still an object), 4 appears later: not one
+    assert [a.id for a in s.annotations] == ["1", "2", "3"]
+    assert s.annotations[1].masks[0] is None and s.annotations[1].masks[1] is not None
+    assert s.target.ignore[1] is not None and s.target.ignore[0] is None  # the void band of odd frames
+
+
+def test_a_plain_gray_label_map_scores_as_the_palette_one(fixture, tmp_path):
+    _, root, pred, _ = fixture
+    gray = tmp_path / "gray"
+    for path in sorted((pred / "valid").rglob("*.png")):
+        out = gray / path.relative_to(pred / "valid")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.array(Image.open(path))).save(out)  # mode L: the label values themselves
+    protocol, records = _score(root, gray)
+    assert abs(protocol.aggregate(records)["metrics"]["J&F"] - EXPECTED["mean_of_annotators"]["J&F"]) <= TOL
+
+
+def test_a_missing_folder_fails_its_expressions_only_and_is_named(fixture, tmp_path):
+    _, root, pred, _ = fixture
+    copy = tmp_path / "pred"
+    shutil.copytree(pred / "valid", copy)
+    shutil.rmtree(copy / "anno_0" / "dogs-jump")
+    protocol, records = _score(root, copy)
+    body = protocol.aggregate(records)
+    failed = sorted(r.sample_id for r in records if r.failed)
+    assert failed == ["dogs-jump/0", "dogs-jump/4", "dogs-jump/8"]
+    assert any(all(f in w for f in failed) for w in body["warnings"])
+    assert body["breakdown"]["annotator"]["anno_1"]["J"] == pytest.approx(EXPECTED["unrounded"]["anno_1"]["J-Mean"], abs=TOL)
+
+
+def test_a_foreign_gray_value_fails_one_expression_with_the_reason(fixture, tmp_path):
+    _, root, pred, _ = fixture
+    copy = tmp_path / "pred"
+    shutil.copytree(pred / "valid", copy)
+    frame = copy / "anno_2" / "bike-packing" / "00001.png"
+    Image.fromarray(np.full(np.array(Image.open(frame)).shape, 200, np.uint8)).save(frame)
+    _, records = _score(root, copy)
+    failed = [r for r in records if r.failed]
+    assert sorted(r.sample_id for r in failed) == ["bike-packing/2", "bike-packing/6"]
+
+
+def contract_samples(rng, node):
+    """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py: per video
+    2 GT objects, void in some frames, 4 annotator sets x 2 expression objects."""
+    from tests.contract_samples import H, W, rand_mask, video
+
+    out = []
+    for v in range(3):
+        frames = 3
+        objects = [[rand_mask(rng) for _ in range(frames)] for _ in range(2)]
+        void = [masks.encode(np.pad(np.ones((1, W), bool), ((0, H - 1), (0, 0)))) if t == 1 else None for t in range(frames)]
+        for obj in range(2):
+            for anno in range(4):
+                exp_id = str(obj * 4 + anno)
+                s = video(f"v{v}/{exp_id}", frames, "segmentation", Target(masks=list(objects[obj]), ignore=void),
+                          {"video": f"v{v}", "exp_id": exp_id, "annotator": anno, "object": obj + 1, "objects": 2,
+                           "obj_id": str(obj + 1)})
+                out.append(replace(s, annotations=[InstanceAnnotation(str(g + 1), "", list(m)) for g, m in enumerate(objects)]))
+    return out
