@@ -8,8 +8,8 @@ Per annotator set and video (davis2017 ``_evaluate_unsupervised``): the proposal
 pixel is an empty proposal), padded with empty proposals up to the number of GT objects; for each
 (proposal, GT object) J and F per frame over **every** frame (the unsupervised task keeps the first
 and last), void (255) pixels taken out of both masks, averaged over frames; the matching maximises
-the sum of (mean J + mean F) / 2 (scipy's ``linear_sum_assignment``, ported with its tie-breaking:
-ref_davis17_referformer_matching.py); each GT object gets its matched
+the sum of (mean J + mean F) / 2 (scipy's ``linear_sum_assignment``, the reference's own call: on a
+tie its choice of pair moves J against F); each GT object gets its matched
 proposal's mean J and F. Per set: J-Mean, F-Mean = means over all its GT objects (every video),
 J&F-Mean = (J-Mean + F-Mean) / 2. Reported: the mean over the sets of each.
 Quirks and what a failure counts as: docs/benchmarks/ref_davis17.md.
@@ -29,7 +29,6 @@ from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, S
 from rvt_bench.metrics.estimators import Estimator, Found, stratum
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH, jf_counts
 from rvt_bench.metrics.protocols.base import Protocol, record_header
-from rvt_bench.metrics.protocols.ref_davis17_referformer_matching import linear_sum_assignment
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +211,8 @@ class RefDAVIS17ReferFormerProtocol(Protocol):
             if n_gt:
                 jm = np.array([p[0] for p in props], np.float64)  # [proposal, GT object]
                 fm = np.array([p[1] for p in props], np.float64)
+                from scipy.optimize import linear_sum_assignment  # here: importing rvt_bench.metrics needs no scipy
+
                 row, col = linear_sum_assignment(-((jm + fm) / 2))
                 pairs = [(float(jm[r_, c_]), float(fm[r_, c_])) for r_, c_ in zip(row, col)]  # in proposal order, as davis2017
             out.setdefault(anno, []).append((video, group[0].sample_id, pairs))
