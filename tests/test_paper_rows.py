@@ -12,7 +12,7 @@ from rvt_bench.leaderboards.paper import COLUMNS, PAPER_DIR, STATUSES, UNITS, pa
 
 SHARED = Path("/work/shared/data/dtr1_paper_results.csv")
 FILES = sorted(PAPER_DIR.glob("*.csv"))
-DATASETS = {"reasonseg", "revos", "llmseg40k", "jitbench", "rvtbench", ""}
+DATASETS = {"reasonseg", "revos", "llmseg40k", "jitbench", "rvtbench", "refcoco", "mevis", "reasonvos", ""}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -58,3 +58,17 @@ def test_dtr1_rows_carry_the_shared_copys_values():
         shared = list(csv.DictReader(fh))
     assert [(r["benchmark"], r["subset"], r["metric"], r["model"], r["value"]) for r in shared] == \
         [(r["benchmark"], r["subset"], r["metric"], r["model"], r["value_printed"]) for r in shipped]
+
+
+def test_refcoco_and_mevis_rows_name_our_splits_or_say_none_is_stated():
+    # leaderboards/paper/README.md "split": refcoco rows name our split (refcoco/val ... refcocog/test) or say
+    # the table names none; mevis rows are valid_u only where the table says so, else valid or unstated
+    from rvt_bench.leaderboards.tables import declared_layout
+
+    splits = {c.split for c in declared_layout("refcoco").columns}
+    for r in paper_rows("refcoco"):
+        assert r["split"] in splits or r["split"].endswith("(split not stated)"), r
+    assert {r["split"] for r in paper_rows("mevis")} <= {"valid_u", "valid", ""}
+    lisa = {(r["split"], r["model"]): r["value_printed"] for r in paper_rows("refcoco") if r["paper_id"] == "arXiv:2308.00692"}
+    # LISA v3 Table 2, as printed: LISA-7B refCOCO val 74.1, refCOCOg test(U) 68.5
+    assert lisa[("refcoco/val", "LISA-7B")] == "74.1" and lisa[("refcocog/test", "LISA-7B")] == "68.5"
