@@ -147,12 +147,19 @@ def test_429_is_retried_then_succeeds(server, tmp_path):
     assert len(server.requests) == 2
 
 
-def test_500_forever_is_unscored_after_the_retries(server, tmp_path):
-    server.reply = lambda body, n: (500, "boom")
+def test_503_forever_is_unscored_after_the_retries(server, tmp_path):
+    server.reply = lambda body, n: (503, "busy")
     [v] = _judge(server, tmp_path, max_retries=3).score_many([_item()])
     assert v.score is None and not v.cached
-    assert v.error.startswith("request:") and "HTTP 500 after 4 attempt(s)" in v.error
+    assert v.error.startswith("request:") and "HTTP 503 after 4 attempt(s)" in v.error
     assert len(server.requests) == 4
+
+
+def test_a_500_is_the_servers_answer_and_is_not_asked_again(server, tmp_path):
+    server.reply = lambda body, n: (500, "boom")
+    [v] = _judge(server, tmp_path, max_retries=3).score_many([_item()])
+    assert v.score is None and v.error.startswith("request:") and "HTTP 500 after 1 attempt(s)" in v.error
+    assert len(server.requests) == 1
 
 
 def test_a_body_that_is_not_json_is_unscored_not_a_crash(server, tmp_path):

@@ -66,9 +66,20 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _settled(pool: SandboxPool) -> None:
+    """Wait for the pool's warm sandboxes to finish starting: each holds its pipes, the pool's own and
+    not an attack's leak, so they are counted before and after a test alike."""
+    for fut in list(pool._warm):
+        try:
+            fut.result(timeout=60)
+        except Exception:  # noqa: BLE001 - one that failed to start holds nothing
+            pass
+
+
 @pytest.fixture(autouse=True)
-def host_unchanged(monkeypatch):
+def host_unchanged(monkeypatch, pool):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    _settled(pool)
     watched = ["/proc/sys/kernel/hostname", "/proc/sys/kernel/core_pattern",
                "/sys/kernel/mm/transparent_hugepage/enabled"]
     before = {p: _read(p) for p in watched}
@@ -79,6 +90,7 @@ def host_unchanged(monkeypatch):
     assert {p: _read(p) for p in watched} == before
     assert sorted(os.listdir("/dev")) == dev
     assert {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"} == env and os.getcwd() == cwd
+    _settled(pool)
     assert len(os.listdir("/proc/self/fd")) <= fds + 8  # no pipe or file left open per attack
 
 

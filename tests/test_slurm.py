@@ -132,10 +132,11 @@ def test_a_job_cancelled_mid_run_is_resumed_by_the_same_command(cluster, tmp_pat
     # The VLM adapter against a served model (the loopback chat server): a job that waits on its
     # server mid-run, as a GPU job does. No SAM2 here, so segmentation samples fail after the reply
     # (the same way locally), and the resume does not retry them (run.retry_failed=[]).
-    gate = Gate(open_for=3)
+    gate = Gate(open_for=4)  # the preflight's request (an image: rvt_bench.adapters.vlm), then 3 samples
     server = ChatServer(model="tiny-vlm", reply=gate)
     model = ["+dataset=demo", "+model=vlm", "model.model=tiny-vlm", f"model.base_url={server.url}", "model.sam2=null",
-             "model.frames.num_frames=2", "run.batch_size=1", "run.retry_failed=[]"]
+             "model.frames.num_frames=2", "run.batch_size=1", "run.retry_failed=[]",
+             "run.stop_after_same_failures=0"]  # the segmentation samples fail alike (no SAM2), on purpose
     # an API-served model: the job needs no GPU and little memory
     command = [*SLURM, "hydra.launcher.gpus_per_node=0", "hydra.launcher.mem_gb=2", *model]
     try:

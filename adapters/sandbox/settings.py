@@ -47,8 +47,8 @@ class SandboxSettings:
 
     def __post_init__(self):
         # every caller (evaluation config, train_dtr1.py, run_code(**limits)) gets the same bounds:
-        # a real, finite number within the sandbox's caps (rvt_bench.core.ranges.SANDBOX_CAPS)
-        from rvt_bench.core.ranges import SANDBOX_CAPS
+        # a real, finite number within the sandbox's caps (rvt_bench.core.bounds: no omegaconf needed)
+        from rvt_bench.core.bounds import SANDBOX_CAPS
 
         if self.isolation not in ISOLATION:
             raise SandboxError(f"sandbox isolation {self.isolation!r}: expected one of {ISOLATION}")
