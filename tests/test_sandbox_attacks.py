@@ -592,11 +592,18 @@ def test_34_a_forged_reply_in_grpo_rollouts_gets_the_execution_penalty():
     from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc
     from rvt_bench.adapters.twin.registry import describe_tools
 
+    from rvt_bench.adapters.sandbox import pool as pools
+
     samples, policy = _scripted_samples(2, FORGED)
     func = DTR1RolloutFunc({s.id: s for s in samples}, OraclePerception(), RolloutLimits(),
                            sandbox={"timeout_s": 5.0, "isolation": "bwrap"}, policy=policy, batch_size=2)
     jobs = [(prompts.messages(s, describe_tools(), 10), func._env(s)) for s in samples]
-    results = run_rollouts(policy, jobs, RolloutLimits())
+    before = set(pools._POOLS)
+    try:
+        results = run_rollouts(policy, jobs, RolloutLimits())
+    finally:  # the process-wide pool these settings started holds warm sandboxes (host_unchanged counts fds)
+        for settings in set(pools._POOLS) - before:
+            pools._POOLS.pop(settings).close()
     assert all(isinstance(r, Rollout) for r in results), results
     assert [[e["reason"] for e in r.events if e["stage"] == "execute"] for r in results] == [["error"]] * 2
     assert [r_exec(r.events) for r in results] == [-0.5, -0.5]
