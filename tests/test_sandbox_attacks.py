@@ -78,8 +78,11 @@ def _settled(pool: SandboxPool) -> None:
 
 @pytest.fixture(autouse=True)
 def host_unchanged(monkeypatch, pool):
+    from rvt_bench.adapters.sandbox import pool as pools
+
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     _settled(pool)
+    process_wide = set(pools._POOLS)
     watched = ["/proc/sys/kernel/hostname", "/proc/sys/kernel/core_pattern",
                "/sys/kernel/mm/transparent_hugepage/enabled"]
     before = {p: _read(p) for p in watched}
@@ -90,6 +93,9 @@ def host_unchanged(monkeypatch, pool):
     assert {p: _read(p) for p in watched} == before
     assert sorted(os.listdir("/dev")) == dev
     assert {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"} == env and os.getcwd() == cwd
+    # a process-wide pool an adapter started (get_pool) keeps warm sandboxes, and their pipes, until exit
+    for settings in set(pools._POOLS) - process_wide:
+        pools._POOLS.pop(settings).close()
     _settled(pool)
     assert len(os.listdir("/proc/self/fd")) <= fds + 8  # no pipe or file left open per attack
 
@@ -592,18 +598,11 @@ def test_34_a_forged_reply_in_grpo_rollouts_gets_the_execution_penalty():
     from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc
     from rvt_bench.adapters.twin.registry import describe_tools
 
-    from rvt_bench.adapters.sandbox import pool as pools
-
     samples, policy = _scripted_samples(2, FORGED)
     func = DTR1RolloutFunc({s.id: s for s in samples}, OraclePerception(), RolloutLimits(),
                            sandbox={"timeout_s": 5.0, "isolation": "bwrap"}, policy=policy, batch_size=2)
     jobs = [(prompts.messages(s, describe_tools(), 10), func._env(s)) for s in samples]
-    before = set(pools._POOLS)
-    try:
-        results = run_rollouts(policy, jobs, RolloutLimits())
-    finally:  # the process-wide pool these settings started holds warm sandboxes (host_unchanged counts fds)
-        for settings in set(pools._POOLS) - before:
-            pools._POOLS.pop(settings).close()
+    results = run_rollouts(policy, jobs, RolloutLimits())
     assert all(isinstance(r, Rollout) for r in results), results
     assert [[e["reason"] for e in r.events if e["stage"] == "execute"] for r in results] == [["error"]] * 2
     assert [r_exec(r.events) for r in results] == [-0.5, -0.5]
