@@ -48,12 +48,17 @@ def test_tensorboard_scalars_equal_metrics_json(logged):
     assert len(tags["images"]) == 31  # every overlay of the demo (max_images 32)
 
 
-def test_logging_a_run_again_replaces_its_event_files(logged):
+def test_logging_a_run_again_replaces_its_event_files(logged, tmp_path):
+    import shutil
+
     tmp, result, metrics = logged
+    # a copy of the logged run and its event files: the module's other tests read the originals
+    shutil.copytree(tmp / "runs", tmp_path / "runs")
+    run_dir = tmp_path / "runs" / result.run_dir.relative_to(tmp / "runs")
     tracker = loggers.make_logger({"_target_": "rvt_bench.harness.loggers.tensorboard_logger.TensorBoardLogger",
                                    "max_images": 0})
-    again = loggers.log_run(tracker, result.run_dir, tmp / "runs", metrics, {"dataset": {}, "model": {}})
-    assert len(list(Path(again).glob("events.out.tfevents.*"))) == 1
+    again = loggers.log_run(tracker, run_dir, tmp_path / "runs", metrics, {"dataset": {}, "model": {}})
+    assert Path(again).is_relative_to(tmp_path) and len(list(Path(again).glob("events.out.tfevents.*"))) == 1
     assert event_scalars(again)[1]["image/gIoU"] == [pytest.approx(metrics["metrics"]["image/gIoU"], rel=1e-6)]
 
 

@@ -102,11 +102,18 @@ def test_a_failed_benchmark_is_a_line_of_the_table_and_the_others_run():
     assert "2 of 3 benchmarks ran" in table and "| revos | valid | FAILED |" in table
 
 
-def test_a_multirun_ends_with_one_table_of_its_points_and_a_failed_point_stops_nothing(data):
+@pytest.fixture(scope="module")
+def sweep(data):
+    """A four-point multirun (two splits, one missing, x two run.limit values), run once for the
+    tests that read its table and its runs, in whatever order they run."""
     base = data["base"]
-    out = cli("-m", "+dataset=reasonseg", "+model=precomputed", f"model.root={base}/preds_reasonseg",
-              f"dataset.root={data['reasonseg']}", "dataset.split=val,nope", "run.limit=1,2", f"run.root={base / 'sweep'}",
-              "run.bootstrap.B=50", "run.report=false", cwd=base)
+    return cli("-m", "+dataset=reasonseg", "+model=precomputed", f"model.root={base}/preds_reasonseg",
+               f"dataset.root={data['reasonseg']}", "dataset.split=val,nope", "run.limit=1,2", f"run.root={base / 'sweep'}",
+               "run.bootstrap.B=50", "run.report=false", cwd=base)
+
+
+def test_a_multirun_ends_with_one_table_of_its_points_and_a_failed_point_stops_nothing(data, sweep):
+    base, out = data["base"], sweep
     assert out.returncode == 2 and "error: 2 runs of the sweep failed" in out.stderr, out.stderr[-3000:]
     table = out.stdout[out.stdout.index("## sweep: 4 points"):]
     lines = [line for line in table.splitlines() if line.startswith("| ")]
@@ -116,12 +123,10 @@ def test_a_multirun_ends_with_one_table_of_its_points_and_a_failed_point_stops_n
     assert list((base / "sweep" / ".hydra" / "multirun").rglob("points.md"))
 
 
-def test_compare_takes_run_limit_runs_as_partial_and_several_runs_against_the_first(data):
+def test_compare_takes_run_limit_runs_as_partial_and_several_runs_against_the_first(data, sweep):
     from rvt_bench.harness.compare import compare_many, format_many
 
     run_dir = next((data["base"] / "sweep" / "reasonseg" / "precomputed").iterdir())
-    if not (run_dir / "metrics.limit2.json").exists():
-        pytest.skip("needs the multirun test's runs")
     # a directory without a full run stands for its largest run.limit run (here run.limit=2)
     results = compare_many([run_dir, run_dir / "metrics.limit1.json", run_dir / "metrics.limit2.json"], b=50)
     assert [r["partial"] for r in results] == ["A: run.limit=2 (the first 2 samples); B: run.limit=1 (the first 1 samples)",
