@@ -131,6 +131,9 @@ def test_a_resume_with_nothing_to_predict_names_the_prediction_time_as_an_earlie
     wall = latency_line(metrics, 1.0, prediction, predicted_now=0)[-1]
     assert f"31 samples predicted by an earlier invocation on {prediction['finished_utc']}" in wall
     assert "latest" not in wall
+    rebuilt = latency_line(metrics, 1.0, prediction)[-1]  # report.html, built from the run's files
+    assert f"31 samples, by the invocation that finished predicting on {prediction['finished_utc']}" in rebuilt
+    assert "latest" not in rebuilt
 
 
 def test_a_run_scored_before_typed_values_compares_as_it_did(runs, tmp_path):

@@ -40,7 +40,8 @@ def latency_line(metrics: dict[str, Any], scoring_s: float | None, prediction: d
     invocation's prediction (manifest.json "prediction": {"seconds", "samples"}) and of its scoring
     (manifest.json "scoring"). Neither wall time is in metrics.json, which a re-scoring must
     reproduce byte for byte. predicted_now: the samples this invocation predicted; 0 (a resume with
-    nothing left to predict) names the prediction time as an earlier invocation's, with its date."""
+    nothing left to predict) names the prediction time as an earlier invocation's, with its date; None
+    (a report built from the run's files) names it by the date its invocation finished."""
     report = adapter_report(metrics)
     shown = [f"{m.label.removesuffix(' time')} {float(m.value):.3f}" for m in (report.measures if report else [])
              if m.unit == "s" and isinstance(m.value, (int, float))]
@@ -48,10 +49,13 @@ def latency_line(metrics: dict[str, Any], scoring_s: float | None, prediction: d
     wall = []
     if prediction and isinstance(prediction.get("seconds"), (int, float)):
         samples = prediction.get("samples", "?")
+        when = f" on {prediction['finished_utc']}" if prediction.get("finished_utc") else ""
         if predicted_now == 0:
-            when = f" on {prediction['finished_utc']}" if prediction.get("finished_utc") else ""
             wall.append(f"prediction {float(prediction['seconds']):.3f} ({samples} samples predicted by an earlier "
                         f"invocation{when}; this one predicted none)")
+        elif predicted_now is None:  # a report rebuilt later: which invocation is "latest" is not known here
+            wall.append(f"prediction {float(prediction['seconds']):.3f} ({samples} samples, by the invocation "
+                        f"that finished predicting{when})")
         else:
             wall.append(f"prediction {float(prediction['seconds']):.3f} ({samples} samples predicted by the latest "
                         "invocation)")

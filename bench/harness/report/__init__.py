@@ -272,7 +272,9 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         if x["value"].endswith(" s"):
             x["label"] += " (summed per request)"
     if prediction is not None and isinstance(prediction.get("seconds"), (int, float)):
-        measures.append({"label": "prediction wall time (latest invocation)", "value": f"{prediction['seconds']:.1f} s"})
+        finished = f", finished {prediction['finished_utc']}" if prediction.get("finished_utc") else ""
+        measures.append({"label": f"prediction wall time ({prediction.get('samples', '?')} samples{finished})",
+                         "value": f"{prediction['seconds']:.1f} s"})
     if scoring_s is not None:
         measures.append({"label": "scoring wall time", "value": f"{scoring_s:.1f} s"})
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
