@@ -9,20 +9,18 @@ expression J and F (tests/data/ref_davis17_parity/run_visa.py). The fixture's mi
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import pickle
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from rvt_bench.adapters.precomputed import PrecomputedAdapter
 from rvt_bench.core.store import read_jsonl
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
-from rvt_bench.harness.runner import run
 from rvt_bench.loaders.ref_davis17 import RefDAVIS17Dataset
 from rvt_bench.metrics.protocols.ref_davis17 import RefDAVIS17Protocol
+from tests.precomputed_runs import load_script, run_precomputed
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "ref_davis17_parity"
@@ -31,22 +29,14 @@ EXPECTED = json.loads((DATA / "expected_visa.json").read_text())
 
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("ref_davis17_make_fixture", DATA / "make_fixture.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(DATA / "make_fixture.py", "ref_davis17_make_fixture")
     tmp = tmp_path_factory.mktemp("ref_davis17")
     root, pred = module.write_fixture(tmp)
     return tmp, root, pred, module
 
 
 def _run(tmp, root, pred, *extra):
-    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "+dataset=ref_davis17", "+model=precomputed", f"dataset.root={root}", f"model.root={pred}",
-            f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}", *extra])
-    return run(cfg)
+    return run_precomputed("ref_davis17", tmp, root, pred, *extra)
 
 
 @pytest.fixture(scope="module")

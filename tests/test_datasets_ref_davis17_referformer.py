@@ -10,7 +10,6 @@ printed on each annotator folder of that fixture, and its DAVISEvaluation's unro
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from dataclasses import replace
@@ -18,15 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
 from PIL import Image
 
 from rvt_bench.adapters.precomputed import PrecomputedAdapter
 from rvt_bench.core import masks
 from rvt_bench.core.types import AdapterError, InstanceAnnotation, Prediction, Target
-from rvt_bench.harness.runner import run
 from rvt_bench.loaders.ref_davis17_referformer import RefDAVIS17ReferFormerDataset
 from rvt_bench.metrics.protocols.ref_davis17_referformer import RefDAVIS17ReferFormerProtocol
+from tests.precomputed_runs import load_script, run_precomputed
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "ref_davis17_parity"
@@ -35,10 +33,7 @@ TOL = 1e-9
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("ref_davis17_make_fixture_referformer", DATA / "make_fixture_referformer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(DATA / "make_fixture_referformer.py", "ref_davis17_make_fixture_referformer")
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +45,7 @@ def fixture(tmp_path_factory):
 
 
 def _run(tmp, root, pred, *extra):
-    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "+dataset=ref_davis17_referformer", "+model=precomputed", f"dataset.root={root}", f"model.root={pred}",
-            f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}", *extra])
-    return run(cfg)
+    return run_precomputed("ref_davis17_referformer", tmp, root, pred, *extra)
 
 
 @pytest.fixture(scope="module")

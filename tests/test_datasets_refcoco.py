@@ -8,12 +8,10 @@ validate gave on that fixture (tests/data/refcoco_parity/run_lisa.py). gIoU and 
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import pickle
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -22,6 +20,7 @@ from rvt_bench.core.types import DatasetFormatError
 from rvt_bench.harness.runner import run
 from rvt_bench.loaders.refcoco import RefCOCODataset, lisa_gt, parse_split
 from rvt_bench.metrics.protocols.refcoco import RefCOCOProtocol
+from tests.precomputed_runs import load_script, run_precomputed
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "refcoco_parity"
@@ -34,22 +33,14 @@ OURS = {"refcoco|unc|val": "refcoco/val", "refcoco|unc|testA": "refcoco/testA", 
 
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("refcoco_make_fixture", DATA / "make_fixture.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(DATA / "make_fixture.py", "refcoco_make_fixture")
     tmp = tmp_path_factory.mktemp("refcoco")
     root, pred = module.write_fixture(tmp)
     return tmp, root, pred
 
 
 def _run(tmp, root, pred, split, *extra):
-    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "+dataset=refcoco", "+model=precomputed", f"dataset.root={root}", f"dataset.split={split}",
-            f"model.root={pred}", f"run.root={tmp / 'runs'}", f"leaderboard.dir={tmp / 'boards'}", *extra])
-    return run(cfg).metrics
+    return run_precomputed("refcoco", tmp, root, pred, f"dataset.split={split}", *extra).metrics
 
 
 def _adapter(pred):
