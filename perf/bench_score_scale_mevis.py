@@ -26,16 +26,18 @@ Steps:
 4. values: per expression J and F and the printed means against ours (max |diff|).
 Printed: wall and CPU seconds of each, the ratio reference / ours, peak RSS.
 
-Figures (2026-12-04, 2 vCPUs shared with seven other engineers' jobs, load average 16-18; REDUCED
-sizes only: the full 50 x 140 x 4 would take the reference well over an hour here), --workers 2,
-720x1280:
-    --videos 4 --frames 40 --expressions 4 (16 expressions, 640 frames):
-    ours 5.5 s wall / 1.1 s CPU, eval_mevis.py 95.5 s wall / 18.4 s CPU: 17.5x wall, 16.7x CPU
-    --videos 8 --frames 70 --expressions 4 (32 expressions, 2,240 frames):
-    ours 21.3 s wall / 4.0 s CPU, eval_mevis.py 214.6 s wall / 64.3 s CPU: 10.1x wall, 15.9x CPU
-    per expression J and F and the printed J, F, J&F identical (max |diff| 0.0) in both; peak RSS
-    ours 60 MB main + 232 MB largest worker, eval_mevis.py 511 MB largest process (its workers read
-    mask_dict through a Manager proxy, which sends an anno's whole track for every frame read).
+Figures, --workers 2, 720x1280, per expression J and F and the printed J, F, J&F identical in every
+run (max |diff| 0.0):
+    full size, --videos 50 --frames 140 --expressions 4 (200 expressions, 28,000 scored frames;
+    2026-12-05, 2 vCPUs shared with four other engineers' jobs, load average 1.5 at the start, 6.6 at
+    the end): ours 39.5 s wall / 66.3 s CPU, eval_mevis.py 741.1 s wall / 679.6 s CPU: 18.8x wall,
+    10.3x CPU; peak RSS ours 123 MB main + 421 MB largest worker, eval_mevis.py 966 MB largest
+    process (its workers read mask_dict through a Manager proxy, which sends an anno's whole track
+    for every frame read). Generating the files took 72 s.
+    reduced sizes (2026-12-04, load average 16-18):
+    --videos 4 --frames 40 --expressions 4: ours 5.5 s wall / 1.1 s CPU, eval_mevis.py 95.5 s wall /
+    18.4 s CPU (17.5x wall, 16.7x CPU); --videos 8 --frames 70 --expressions 4: ours 21.3 s / 4.0 s,
+    eval_mevis.py 214.6 s / 64.3 s (10.1x wall, 15.9x CPU).
 """
 from __future__ import annotations
 
