@@ -166,3 +166,92 @@ def hub_cache(cache: Path, repo_id: str, files: Path, sha: str = SHA) -> Path:
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / "main").write_text(sha)
     return snap
+
+
+LMMS_REFCOCO_META = {"info": {"features": {
+    "question_id": {"dtype": "string", "_type": "Value"}, "image": {"_type": "Image"},
+    "question": {"dtype": "string", "_type": "Value"},
+    "answer": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
+    "segmentation": {"feature": {"dtype": "float32", "_type": "Value"}, "_type": "Sequence"},
+    "bbox": {"feature": {"dtype": "float32", "_type": "Value"}, "_type": "Sequence"},
+    "iscrowd": {"dtype": "int8", "_type": "Value"}, "file_name": {"dtype": "string", "_type": "Value"}}}}
+LMMS_REFCOCO_CARD = """---
+dataset_info:
+  features:
+  - {name: question_id, dtype: string}
+  - {name: image, dtype: image}
+  - {name: question, dtype: string}
+  - {name: answer, sequence: string}
+  - {name: segmentation, sequence: float32}
+  - {name: bbox, sequence: float32}
+  - {name: iscrowd, dtype: int8}
+  - {name: file_name, dtype: string}
+  splits:
+%s
+configs:
+- config_name: default
+  data_files:
+%s
+---
+"""
+LMMS_EXTRA_ID = "999999"  # a row of the copy that is no ref of the REFER split
+
+
+def lmms_refcoco_rows(refer_root: Path, split: str) -> list[dict]:
+    """lmms-lab/RefCOCO's rows of `split` (testA / testB) made from the REFER fixture (refcoco, unc):
+    one row per ref in the refs file's order, question_id = the ref's ann_id, answer = its sentences'
+    raw text, segmentation = the FIRST polygon of the annotation only (a ref whose annotation is an
+    RLE or empty has no row: a ref missing on the hub), bbox, iscrowd, the image's bytes and name;
+    plus one row (question_id LMMS_EXTRA_ID) that is no ref of the split."""
+    import pickle
+
+    from rvt_bench.loaders.refcoco import refer_split_matches
+
+    root = Path(refer_root)
+    refs = pickle.loads((root / "refcoco" / "refs(unc).p").read_bytes())
+    inst = json.loads((root / "refcoco" / "instances.json").read_text())
+    anns = {a["id"]: a for a in inst["annotations"]}
+    images = {im["id"]: im for im in inst["images"]}
+    image_dir = root / "images" / "mscoco" / "images" / "train2014"
+    rows = []
+    for ref in refs:
+        ann = anns[ref["ann_id"]]
+        seg = ann["segmentation"]
+        if not refer_split_matches(split, ref["split"]) or not seg or not isinstance(seg[0], list):
+            continue
+        name = images[ref["image_id"]]["file_name"]
+        rows.append({"question_id": str(ref["ann_id"]), "image": {"bytes": (image_dir / name).read_bytes(), "path": name},
+                     "question": "Provide a short description for this region.",
+                     "answer": [s["raw"] for s in ref["sentences"]], "segmentation": [float(v) for v in seg[0]],
+                     "bbox": [float(v) for v in ann["bbox"]], "iscrowd": int(ann["iscrowd"]), "file_name": name})
+    first = rows[0]
+    rows.append({**first, "question_id": LMMS_EXTRA_ID, "answer": ["the thing on the hub only"],
+                 "segmentation": [1.0, 1.0, 9.0, 1.0, 9.0, 9.0, 1.0, 9.0]})
+    return rows
+
+
+def lmms_refcoco_repo(refer_root: Path, out: Path, splits: tuple[str, ...] = ("testA", "testB")) -> Path:
+    """The hub repository lmms-lab/RefCOCO in its exact format (README.md card +
+    data/<split>-00000-of-00001.parquet, the columns and types of its card, datasets' schema metadata)
+    for `splits`, from the REFER fixture (lmms_refcoco_rows)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("question_id", pa.string()), ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+                        ("question", pa.string()), ("answer", pa.list_(pa.string())),
+                        ("segmentation", pa.list_(pa.float32())), ("bbox", pa.list_(pa.float32())),
+                        ("iscrowd", pa.int8()), ("file_name", pa.string())],
+                       metadata={"huggingface": json.dumps(LMMS_REFCOCO_META)})
+    out = Path(out)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for split in splits:
+        rows = lmms_refcoco_rows(refer_root, split)
+        counts[split] = len(rows)
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), out / "data" / f"{split}-00000-of-00001.parquet",
+                       row_group_size=100)
+    (out / "README.md").write_text(LMMS_REFCOCO_CARD % (
+        "\n".join(f"  - name: {s}\n    num_bytes: {(out / 'data' / f'{s}-00000-of-00001.parquet').stat().st_size}\n"
+                  f"    num_examples: {n}" for s, n in counts.items()),
+        "\n".join(f"  - {{split: {s}, path: data/{s}-*}}" for s in counts)), encoding="utf-8")
+    return out

@@ -12,6 +12,7 @@ import json
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -156,7 +157,7 @@ def test_a_bad_ref_is_a_data_error_for_each_of_its_sentences(fixture, tmp_path):
     assert len(ds) == EXPECTED["refcoco|unc|testB"]["n_sentences"] - len(victim["sentences"])
 
 
-def test_the_hub_copy_is_refused_with_one_line_before_anything_is_downloaded(monkeypatch):
+def test_the_hub_copy_is_refused_with_one_line_naming_the_variant_before_anything_is_downloaded(monkeypatch):
     from omegaconf import OmegaConf
 
     from rvt_bench.loaders import hub
@@ -165,9 +166,155 @@ def test_the_hub_copy_is_refused_with_one_line_before_anything_is_downloaded(mon
     node = OmegaConf.load(REPO / "conf" / "dataset" / "refcoco.yaml")
     node.hf_dataset = "lmms-lab/RefCOCO"
     for refuse in (lambda: hub.pin(node), lambda: RefCOCODataset(None, "refcoco/val", hf_dataset="lmms-lab/RefCOCO")):
-        with pytest.raises(DatasetFormatError, match=r"no hub copy is read.*REFER layout.*refs\(<splitBy>\)") as err:
+        with pytest.raises(DatasetFormatError, match=r"not read as LISA's protocol.*REFER layout.*refs\(<splitBy>\).*"
+                                                     r"named variant dataset\.loader\.gt=hub_polygon") as err:
             refuse()
         assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("split, says", [
+    ("refcoco/val", r"val split is refused: its rows \(val 8811, test 5000\) do not match RefCOCO's refs"),
+    ("refcoco/test", r"test split is refused: its rows .* do not match RefCOCO's refs"),
+    ("refcoco+/testA", r"holds RefCOCO \(unc\) only, not refcoco\+"),
+    ("refcoco/google/test", r"holds RefCOCO \(unc\) only"),
+])
+def test_the_hub_variant_reads_testa_and_testb_only_and_refuses_before_anything_is_downloaded(monkeypatch, split, says):
+    from omegaconf import OmegaConf
+
+    from rvt_bench.loaders import hub
+
+    monkeypatch.setattr(hub, "resolve_revision", lambda *a: pytest.fail("the hub was asked"))
+    node = OmegaConf.load(REPO / "conf" / "dataset" / "refcoco.yaml")
+    node.hf_dataset, node.split, node.loader.gt = "lmms-lab/RefCOCO", split, "hub_polygon"
+    for refuse in (lambda: hub.pin(node),
+                   lambda: RefCOCODataset(None, split, gt="hub_polygon", hf_dataset="lmms-lab/RefCOCO")):
+        with pytest.raises(DatasetFormatError, match=says) as err:
+            refuse()
+        assert "\n" not in str(err.value)
+    with pytest.raises(DatasetFormatError, match=r"gt=hub_polygon reads the hub copy: set dataset.hf_dataset"):
+        RefCOCODataset(None, "refcoco/testA", gt="hub_polygon")
+
+
+@pytest.fixture(scope="module")
+def lmms_hub(fixture):
+    """lmms-lab/RefCOCO's testA and testB in the hub's exact format (tests/hub_fixtures.py), made from
+    the REFER fixture, as a repository folder and in a Hugging Face cache under its hub id."""
+    from tests import hub_fixtures as fx
+
+    tmp, root, _ = fixture
+    repo = fx.lmms_refcoco_repo(root, tmp / "lmms_refcoco")
+    fx.hub_cache(tmp / "hf_cache", "lmms-lab/RefCOCO", repo)
+    return repo
+
+
+def _hub_rows(repo, sub):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(repo / "data" / f"{sub}-00000-of-00001.parquet").to_pylist()
+
+
+def test_the_lmms_fixture_is_what_datasets_reads_from_the_hub_copy(lmms_hub):
+    # the features of lmms-lab/RefCOCO's card (revision a5dff0b3194715fda69b2d6a0d2aaafb41eaa407)
+    import datasets
+    from datasets import Features, Image, Sequence, Value
+
+    card = Features({"question_id": Value("string"), "image": Image(), "question": Value("string"),
+                     "answer": Sequence(Value("string")), "segmentation": Sequence(Value("float32")),
+                     "bbox": Sequence(Value("float32")), "iscrowd": Value("int8"), "file_name": Value("string")})
+    for sub in ("testA", "testB"):
+        ds = datasets.load_dataset(str(lmms_hub), split=sub)
+        assert ds.features == card and ds.column_names == list(card)
+        assert ds[0]["image"].size[0] > 0 and len(ds[0]["segmentation"]) % 2 == 0
+
+
+def test_the_hub_variant_reads_every_sentence_of_every_row_with_its_one_polygon(fixture, lmms_hub, monkeypatch):
+    from pycocotools import mask as coco_mask
+
+    from rvt_bench.core.masks import decode
+    from rvt_bench.loaders import refcoco_hub
+    from tests import hub_fixtures as fx
+
+    monkeypatch.setenv("HF_HOME", str(fixture[0] / "hf_home"))
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HOME", str(fixture[0] / "hf_home"))
+    _, root, _ = fixture
+    several = 0
+    for sub in ("testA", "testB"):
+        ds = RefCOCODataset(None, f"refcoco/{sub}", gt="hub_polygon", hf_dataset=str(lmms_hub))
+        rows = {r["question_id"]: r for r in _hub_rows(lmms_hub, sub)}
+        assert sorted(s.id for s in ds) == sorted(f"{q}_{j}" for q, r in rows.items() for j in range(len(r["answer"])))
+        assert fx.LMMS_EXTRA_ID in {s.meta["question_id"] for s in ds}  # a row is read whether or not REFER has it
+        for s in ds:
+            row = rows[s.meta["question_id"]]
+            h, w = decode(s.target.masks[0]).shape
+            want = coco_mask.decode(coco_mask.frPyObjects([row["segmentation"]], h, w))[:, :, 0].astype(bool)
+            assert s.query == row["answer"][s.meta["sent_index"]].strip().lower() and s.meta["sent_id"] == s.id
+            assert np.array_equal(decode(s.target.masks[0]), want) and want.any() and s.target.ignore == [None]
+        several += sum(len(r["answer"]) > 1 for r in rows.values())
+        # the rows' one polygon is not LISA's GT of the same ref (the fixture's annotations have 2-3 polygons)
+        lisa = {str(s.meta["ann_id"]): s for s in RefCOCODataset(root, f"refcoco/{sub}")}
+        assert any(lisa[s.meta["ann_id"]].target.masks != s.target.masks for s in ds if s.meta["ann_id"] in lisa)
+        assert ds.data_source["format"] == "lmms-parquet" and ds.data_source["official"] is False
+        assert ds.data_source["label"] == refcoco_hub.LABEL
+        assert len(ds.warnings) == 1 and "NOT LISA's protocol" in ds.warnings[0] and "\n" not in ds.warnings[0]
+    assert several > 0
+
+
+def test_a_hub_variant_run_from_the_config_scores_the_refcoco_protocol_and_says_it_is_not_lisas(
+        fixture, lmms_hub, monkeypatch):
+    import huggingface_hub.constants as constants
+    from PIL import Image
+
+    from rvt_bench.core.masks import decode
+    from tests import hub_fixtures as fx
+
+    tmp, root, _ = fixture
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp / "hf_cache"))
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp / "hf_home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    ds = RefCOCODataset(None, "refcoco/testB", gt="hub_polygon", hf_dataset="lmms-lab/RefCOCO")
+    pred = tmp / "hub_pred"
+    pred.mkdir()
+    for k, s in enumerate(ds):  # perfect, empty, or the GT shifted one pixel
+        m = decode(s.target.masks[0])
+        m = m if k % 3 == 0 else np.zeros_like(m) if k % 3 == 1 else np.roll(m, 1, 1)
+        Image.fromarray(m.astype(np.uint8)).save(pred / f"{s.id}.png")
+    adapter, protocol = _adapter(pred), RefCOCOProtocol()
+    want = protocol.aggregate([protocol.score(s, adapter.predict(s)) for s in ds])["metrics"]
+    result = run_precomputed("refcoco", tmp / "hub_run", root, pred, "dataset.split=refcoco/testB",
+                             "dataset.hf_dataset=lmms-lab/RefCOCO", "dataset.loader.gt=hub_polygon", "run.report=false")
+    metrics = result.metrics
+    assert metrics["failures"] == 0 and metrics["n"] == len(ds) and metrics["protocol"] == "refcoco"
+    assert metrics["metrics"]["cIoU"] == want["cIoU"] and metrics["metrics"]["gIoU"] == want["gIoU"]
+    assert 0 < want["cIoU"] < 1
+    assert metrics["data_source"]["revision"] == fx.SHA and metrics["data_source"]["label"] == "lmms-lab hub copy, one polygon"
+    assert len(metrics["warnings"]) == 1 and "NOT LISA's protocol" in metrics["warnings"][0]
+    assert "hf_revision: " + fx.SHA in (result.run_dir / "config.yaml").read_text()  # pinned before the fingerprint
+
+
+def test_the_measurement_script_counts_the_refs_on_each_side_and_scores_the_hub_mask_on_lisas_gt(
+        fixture, lmms_hub, monkeypatch):
+    # perf/measure_hub_refcoco.py on the fixtures: testB's RLE annotation has no hub row, the extra
+    # row is no REFER ref; the hub's one polygon of 2-3 is not LISA's GT, so a prediction perfect on
+    # the hub is not perfect on LISA's GT
+    import huggingface_hub.constants as constants
+
+    from tests import hub_fixtures as fx
+
+    tmp, root, _ = fixture
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp / "hf_home"))
+    measure = load_script(REPO / "perf" / "measure_hub_refcoco.py", "measure_hub_refcoco").measure
+    rows = _hub_rows(lmms_hub, "testB")
+    figures = measure(str(root), str(lmms_hub), None, "testB")
+    lisa = RefCOCODataset(root, "refcoco/testB")
+    assert figures["lisa_refs"] == len({s.meta["ref_id"] for s in lisa}) and figures["lisa_sentences"] == len(lisa)
+    assert figures["hub_refs"] == len(rows) and figures["hub_sentences"] == sum(len(r["answer"]) for r in rows)
+    assert figures["missing_on_hub"] == 1 and figures["missing_in_lisa"] == 1  # the RLE ref; fx.LMMS_EXTRA_ID
+    assert figures["matched"] == len(rows) - 1 and figures["sentences_differ"] == 0 and figures["hub_shared_ids"] == 0
+    assert figures["iou_below_1"] == figures["matched"] and 0 < figures["iou_min"] <= figures["iou_mean"] < 1
+    assert figures["perfect_n"] == figures["lisa_sentences"] - 1 and 0 < figures["perfect_ciou"] < 1
+    assert fx.LMMS_EXTRA_ID in {r["question_id"] for r in rows}
 
 
 def test_the_referring_seg_suite_runs_lisas_eight_columns_in_one_table(fixture):

@@ -35,6 +35,8 @@ RUNS = {
     "bench_server.py": (["--samples", "2", "--batch-sizes", "1", "--adapters", "vlm"], r"vlm\s+1\s+2\s+[\d.]+\s+[\d.]+"),
     "bench_text_bootstrap.py": (["--n", "5", "--refs", "2", "--B", "10", "--loop", "1"], r"text_resample [\d.]+ s"),
     "bench_twin.py": (["--frames", "2", "--size", "32x48", "--device", "cpu"], r"cold\s+[\d.]+\s+[\d.]+"),
+    "measure_hub_refcoco.py": (["--tiny", "--work", "{tmp}"],
+                               r"testB\s+perfect-on-the-hub prediction on LISA's GT: gIoU [\d.]+ cIoU [\d.]+"),
     "gpu_real_models.py": (["--tiny", "--frames", "2", "--size", "32x48"], r"SAM2 \(transformers\)\s+ok\s+[\d.]+"),
 }
 NOT_RUN = {

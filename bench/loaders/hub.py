@@ -208,7 +208,9 @@ def pin(node: Any) -> None:
 
 
 def _hub_refusal(node: Any) -> str | None:
-    """The loader class's ``hub_refusal`` line (a benchmark that reads no hub copy), else None."""
+    """The loader class's ``hub_refusal`` line (a benchmark that reads no hub copy), else None; a
+    callable ``hub_refusal(node)`` answers for the node (a benchmark that reads a hub copy only as
+    a named variant, e.g. refcoco's dataset.loader.gt=hub_polygon)."""
     import importlib
 
     loader = node.get("loader") if hasattr(node, "get") else None
@@ -221,4 +223,6 @@ def _hub_refusal(node: Any) -> str | None:
     except ImportError:
         return None
     refusal = getattr(found, "hub_refusal", None)
+    if callable(refusal):
+        refusal = refusal(node)
     return refusal if isinstance(refusal, str) else None

@@ -29,10 +29,12 @@ SPLIT_BY = {"refcoco": "unc", "refcoco+": "unc", "refcocog": "umd"}  # the split
 SPLITS = ("train", "val", "test", "testA", "testB", "testC", "testAB", "testBC", "testAC")
 IMAGE_DIR = ("images", "mscoco", "images", "train2014")
 GT_MODES = ("sum", "union")
-HUB_REFUSAL = ("refcoco: no hub copy is read (the public one, lmms-lab/RefCOCO, has one row per annotation with one "
+HUB_VARIANT = "hub_polygon"  # dataset.loader.gt that reads the hub copy (rvt_bench.loaders.refcoco_hub)
+HUB_REFUSAL = ("refcoco: the hub copy is not read as LISA's protocol (lmms-lab/RefCOCO has one row per ref with one "
                "polygon, not LISA's every sentence of every ref with the annotation's polygons summed); set "
                "dataset.root to the official REFER layout instead: <root>/<ds>/refs(<splitBy>).p + instances.json + "
-               "images/mscoco/images/train2014 (docs/benchmarks/refcoco.md)")
+               "images/mscoco/images/train2014, or read the copy as the named variant dataset.loader.gt=hub_polygon "
+               "(refcoco/testA and refcoco/testB only, not LISA's protocol; docs/benchmarks/refcoco.md 'Hub copy')")
 
 
 def layout(root: Path | str, ds: str = "<ds>", split_by: str = "<splitBy>") -> str:
@@ -119,8 +121,11 @@ class RefCOCODataset(Dataset):
 
     root:  LISA's ``refer_seg`` directory (module docstring).
     split: "refcoco/val", "refcoco/testA", "refcoco+/testB", "refcocog/test", "refcocog/google/val", ...
-    gt:    "sum" (LISA's summed polygons, default) or "union" (corrected: every polygon's pixel).
-    hf_dataset, hf_revision: refused with one line (lmms-lab/RefCOCO is not LISA's set; docs).
+    gt:    "sum" (LISA's summed polygons, default) or "union" (corrected: every polygon's pixel), or
+           "hub_polygon": the named variant that reads the hub copy lmms-lab/RefCOCO given as hf_dataset
+           (rvt_bench.loaders.refcoco_hub: one polygon per ref, testA / testB only, NOT LISA's protocol).
+    hf_dataset, hf_revision: with gt="hub_polygon" the hub copy (id or local directory) and its
+           revision; with any other gt refused with one line naming the variant (docs "Hub copy").
 
     Each Sample: id = the sentence's ``sent_id``; modality "image", task "segmentation", one frame
     (the train2014 image); query = ``sent.strip().lower()`` (LISA); ``target.masks`` = [RLE of the
@@ -135,13 +140,33 @@ class RefCOCODataset(Dataset):
     """
 
     name = "refcoco"
-    hub_refusal = HUB_REFUSAL  # read by rvt_bench.loaders.hub.pin before anything is downloaded
+
+    @staticmethod
+    def hub_refusal(node) -> str | None:
+        """Read by rvt_bench.loaders.hub.pin before anything is downloaded: the one line refusing a
+        hub copy for the dataset node `node`, None when the hub_polygon variant can read its split."""
+        loader = node.get("loader") if hasattr(node, "get") else None
+        gt = loader.get("gt") if hasattr(loader, "get") else None
+        if gt != HUB_VARIANT:
+            return HUB_REFUSAL
+        from rvt_bench.loaders.refcoco_hub import split_refusal
+
+        return split_refusal(str(node.get("split")))
 
     def __init__(self, root: str | Path | None, split: str = "refcoco/val", gt: str = "sum",
                  hf_dataset: str | None = None, hf_revision: str | None = None) -> None:
         super().__init__()
-        if gt not in GT_MODES:
-            raise ValueError(f"refcoco: gt must be one of {list(GT_MODES)}, got {gt!r}")
+        if gt not in (*GT_MODES, HUB_VARIANT):
+            raise ValueError(f"refcoco: gt must be one of {[*GT_MODES, HUB_VARIANT]}, got {gt!r}")
+        if gt == HUB_VARIANT:  # the named hub variant (rvt_bench.loaders.refcoco_hub), not LISA's protocol
+            if hf_dataset is None:
+                raise DatasetFormatError(f"refcoco: dataset.loader.gt={HUB_VARIANT} reads the hub copy: set "
+                                         f"dataset.hf_dataset=lmms-lab/RefCOCO (docs/benchmarks/refcoco.md 'Hub copy')")
+            from rvt_bench.loaders import refcoco_hub
+
+            self.split, self.gt, self.root = split, gt, None
+            refcoco_hub.load(self, str(hf_dataset), hf_revision)
+            return
         if hf_dataset is not None:
             raise DatasetFormatError(HUB_REFUSAL)
         if root is None:
