@@ -8,6 +8,14 @@ directories, because such machines usually have no network):
         [--sam2 ID_OR_DIR] [--depth ID_OR_DIR] [--owlv2 ID_OR_DIR] [--qwen ID_OR_DIR] [--lisa ID_OR_DIR]
         [--skip qwen lisa ...]
     python perf/gpu_real_models.py --tiny     # the same code path with tiny random models, CPU
+    python perf/gpu_real_models.py --published [MODEL ...] [--data REASONSEG=DIR ...] [--out DIR]
+        [--dry-run]    # one published number per released model (perf/published_checks.py)
+
+--published runs, for each model named (all by default), the rvt-bench command of
+perf/published_checks.py that should reproduce one number its authors published, with the real
+checkpoint, and prints ours beside theirs (percent, difference; whether ours rounds to theirs at the
+published precision). Nothing is judged beyond that: a reproduction on other hardware and dtype is
+not bit-exact, and the size of the difference is the finding. --dry-run prints the commands only.
 
 Checks (a failed check is printed and makes the exit status 1; a model that cannot be loaded is
 reported as "unavailable" and skipped): DepthAnything V2 maps are (H, W), finite, and nearer discs
@@ -146,7 +154,13 @@ def main() -> int:
     ap.add_argument("--lisa", default="xinlai/LISA-7B-v1")
     ap.add_argument("--skip", nargs="*", default=[], choices=["sam2", "depth", "owlv2", "qwen", "lisa"])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--published", nargs="*", default=None, metavar="MODEL",
+                    help="run perf/published_checks.py's command per model (all when none named)")
+    ap.add_argument("--data", nargs="*", default=[], metavar="NAME=DIR", help="--published: data placeholders")
+    ap.add_argument("--dry-run", action="store_true", help="--published: print the commands, run nothing")
     args = ap.parse_args()
+    if args.published is not None:
+        return published(args.published, args.data, args.out, args.dry_run)
     height, width = (int(v) for v in args.size.split("x"))
     frames, discs = synthetic_video(args.frames, height, width)
     near0 = discs[0][1]
@@ -247,6 +261,62 @@ def main() -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "results.json").write_text(json.dumps(results, indent=2))
     return 1 if any(r["status"] == "check_failed" for r in results.values()) else 0
+
+
+def published(models: list[str], data_args: list[str], out: str | None, dry_run: bool) -> int:
+    """--published: run each check's command (a subprocess, as a user runs it), read its metrics.json
+    and print ours beside the published value. Exit 1 when a command fails or names an unknown model."""
+    import shlex
+    import subprocess
+
+    from published_checks import CHECKS, fill, placeholders
+
+    known = {c.model for c in CHECKS}
+    unknown = sorted(set(models) - known)
+    if unknown:
+        print(f"error: no published check for {unknown}; known: {sorted(known)} (perf/published_checks.py)")
+        return 1
+    data = dict(arg.split("=", 1) for arg in data_args)
+    work = Path(out or "published_runs").resolve()
+    repo = Path(__file__).resolve().parents[1]
+    rows, failed = [], False
+    for check in CHECKS:
+        if models and check.model not in models:
+            continue
+        missing = [name for name in placeholders(check) if name not in data]
+        if missing and not dry_run:
+            rows.append((check, None, f"needs --data {' '.join(m + '=DIR' for m in missing)}"))
+            failed = True
+            continue
+        filled = fill(check.overrides, {**{m: "{" + m + "}" for m in missing}, **data})
+        runs = work / check.model
+        cmd = [sys.executable, str(repo / "run_bench.py"), *filled, f"run.root={runs}/runs",
+               f"leaderboard.dir={runs}/boards"]
+        print("$ " + shlex.join(cmd), flush=True)
+        if dry_run:
+            continue
+        if subprocess.run(cmd, cwd=repo).returncode != 0:
+            rows.append((check, None, "the command failed (its last line above)"))
+            failed = True
+            continue
+        found = sorted((runs / "runs").rglob("metrics.json"), key=lambda f: f.stat().st_mtime)
+        value = json.loads(found[-1].read_text())["metrics"].get(check.metric) if found else None
+        if value is None:
+            failed = True
+        rows.append((check, None if value is None else 100 * value, "" if value is not None else
+                     f"the run wrote no {check.metric} (metrics.json under {runs / 'runs'})"))
+    if dry_run:
+        return 0
+    print(f"{'model':<16} {'metric':<8} {'published':>9} {'ours':>8} {'diff':>7}  rounds to it")
+    for check, ours, note in rows:
+        if ours is None:
+            print(f"{check.model:<16} {check.metric:<8} {check.expected:>9} {'-':>8} {'-':>7}  {note}")
+            continue
+        decimals = len(str(check.expected).partition(".")[2])
+        same = round(ours, decimals) == check.expected
+        print(f"{check.model:<16} {check.metric:<8} {check.expected:>9} {ours:>8.2f} {ours - check.expected:>+7.2f}  "
+              f"{'yes' if same else 'no'}   ({check.source})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

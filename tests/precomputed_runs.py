@@ -10,9 +10,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def load_script(path: Path, name: str) -> ModuleType:
-    """The Python file `path` imported as module `name`."""
+    """The Python file `path` imported as module `name` (registered in sys.modules, as dataclasses
+    need to find their module)."""
+    import sys
+
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

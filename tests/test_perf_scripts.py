@@ -44,6 +44,7 @@ NOT_RUN = {
     "cold_install.py": "fresh clones installed with an empty pip cache: downloads packages, minutes per case",
     "demo_side_by_side.py": "the full demo of two checkouts, interleaved: minutes, and a second checkout",
     "instant_server.py": "the stand-in server bench_server.py starts: run by bench_server.py's case above",
+    "published_checks.py": "the table gpu_real_models.py --published reads, not a script: tests/test_published_checks.py",
 }
 
 

@@ -1,0 +1,66 @@
+"""One published number per released model, with the rvt-bench command that should reproduce it on
+a GPU node holding the real checkpoint and data: read by `perf/gpu_real_models.py --published`
+(which runs them and prints ours beside the paper's) and shown in docs/models.md "Reproducing a
+published number". Values are the sources' own, in percent as printed there.
+
+A check's `overrides` are the command line after `python run_bench.py`; `{NAME}` placeholders are
+filled from `--data NAME=DIR` (the GPU machine usually has no network: data and weights must be on
+disk or in the HF cache, which `HF_HUB_OFFLINE=1` then reads). `metric` is the key of the run's
+metrics.json "metrics" (a fraction; multiplied by 100 to compare).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Check:
+    model: str                      # the +model= config
+    overrides: tuple[str, ...]      # run_bench.py arguments, {NAME} placeholders filled from --data
+    metric: str                     # metrics.json "metrics" key (fraction)
+    expected: float                 # the published value, percent
+    source: str                     # where the value is printed (and how far it was checked)
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("lisa",
+          ("+dataset=reasonseg", "dataset.root={REASONSEG}", "dataset.split=val", "+model=lisa",
+           "model.checkpoint=xinlai/LISA-7B-v1"),
+          "gIoU", 52.9,
+          "LISA (arXiv 2308.00692) Table 1, LISA-7B (ft), ReasonSeg val gIoU; "
+          "leaderboards/paper/lisa_arxiv2308.00692.csv (verified)"),
+    Check("seg_zero",
+          ("+dataset=reasonseg", "dataset.hf_dataset=Ricky06662/ReasonSeg_test", "dataset.split=test",
+           "+model=seg_zero", "model.backend=hf", "model.model=Ricky06662/Seg-Zero-7B-Best-on-ReasonSegTest"),
+          "gIoU", 57.5,
+          "Seg-Zero (arXiv 2503.06520) Table 5 as quoted in Seg-Zero issue #14 (not read in the paper's text)"),
+    Check("visionreasoner",
+          ("+dataset=reasonseg", "dataset.hf_dataset=Ricky06662/ReasonSeg_val", "+model=visionreasoner",
+           "model.backend=hf"),
+          "gIoU", 66.26,
+          "Seg-Zero README assets/val_results.png for eval_reasonseg_visionreasoner.sh, confirmed by the "
+          "author in Seg-Zero issue #92 (not read in the paper's text)"),
+)
+
+
+def fill(overrides: tuple[str, ...], data: dict[str, str]) -> list[str]:
+    """The overrides with each {NAME} replaced by data[NAME]. Raises KeyError naming a missing NAME."""
+    out = []
+    for arg in overrides:
+        for name in _placeholders(arg):
+            if name not in data:
+                raise KeyError(name)
+            arg = arg.replace("{" + name + "}", data[name])
+        out.append(arg)
+    return out
+
+
+def placeholders(check: Check) -> list[str]:
+    """The {NAME} placeholders of a check's overrides, in order."""
+    return [name for arg in check.overrides for name in _placeholders(arg)]
+
+
+def _placeholders(arg: str) -> list[str]:
+    import re
+
+    return re.findall(r"\{([A-Z][A-Z0-9_]*)\}", arg)

@@ -1,0 +1,89 @@
+"""perf/published_checks.py: every command that should reproduce a published number composes with
+today's configs (a renamed setting or model fails here, not on a GPU node), and
+`perf/gpu_real_models.py --published --dry-run` prints them as a user would run them."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.precomputed_runs import REPO, load_script
+
+checks = load_script(REPO / "perf" / "published_checks.py", "published_checks")
+
+
+@pytest.mark.parametrize("check", checks.CHECKS, ids=lambda c: c.model)
+def test_each_published_check_composes_with_the_configs(check, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
+
+    filled = checks.fill(check.overrides, {name: str(tmp_path) for name in checks.placeholders(check)})
+    assert f"+model={check.model}" in filled
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[*filled, f"run.root={tmp_path}/runs"])
+    assert cfg.model.name == check.model
+    from hydra.utils import get_class
+
+    assert check.metric in get_class(cfg.dataset.protocol._target_).headline
+
+
+def test_fill_names_a_missing_placeholder():
+    with pytest.raises(KeyError, match="REASONSEG"):
+        checks.fill(("dataset.root={REASONSEG}",), {})
+
+
+def run_script(*args):
+    return subprocess.run([sys.executable, str(REPO / "perf" / "gpu_real_models.py"), "--published", *args],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def test_dry_run_prints_one_command_per_model_and_runs_nothing(tmp_path):
+    out = run_script("--dry-run", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    commands = [line for line in out.stdout.splitlines() if line.startswith("$ ")]
+    assert len(commands) == len(checks.CHECKS)
+    for check, line in zip(checks.CHECKS, commands):
+        assert f"+model={check.model}" in line and f"run.root={tmp_path / check.model}/runs" in line
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_unknown_model_is_named_with_the_known_ones():
+    out = run_script("no_such_model", "--dry-run")
+    assert out.returncode == 1
+    assert "no_such_model" in out.stdout and "seg_zero" in out.stdout
+
+
+def test_a_missing_data_directory_is_reported_not_run(tmp_path):
+    out = run_script("lisa", "--out", str(tmp_path))
+    assert out.returncode == 1
+    assert "needs --data REASONSEG=DIR" in out.stdout
+    assert not (tmp_path / "lisa").exists()
+
+
+def test_published_runs_the_command_and_prints_ours_beside_the_paper(tmp_path, monkeypatch, capsys):
+    """The run path end to end with a check any machine can run: empty predictions of the two LISA
+    fixture images through +model=precomputed (gIoU 0 against a made-up published 0.0 and 12.5)."""
+    import cv2
+    import numpy as np
+
+    from rvt_bench.core.frames import read_frame
+
+    data = REPO / "tests" / "data" / "lisa" / "reasonseg"
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    for image in sorted((data / "val").glob("*.jpg")):
+        cv2.imwrite(str(pred / f"{image.stem}.png"), np.zeros(read_frame(str(image)).shape[:2], np.uint8))
+    overrides = ("+dataset=reasonseg", "dataset.root={ROOT}", "dataset.split=val", "+model=precomputed",
+                 "model.root={PRED}")
+    monkeypatch.setattr(checks, "CHECKS", (checks.Check("precomputed", overrides, "gIoU", 0.0, "none"),
+                                           checks.Check("precomputed", overrides, "gIoU", 12.5, "none")))
+    gpu = load_script(REPO / "perf" / "gpu_real_models.py", "gpu_real_models")
+    code = gpu.published([], [f"ROOT={data}", f"PRED={pred}"], str(tmp_path / "out"), dry_run=False)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = [line.split() for line in out.splitlines() if line.startswith("precomputed ")]
+    assert [row[:6] for row in rows] == [["precomputed", "gIoU", "0.0", "0.00", "+0.00", "yes"],
+                                         ["precomputed", "gIoU", "12.5", "0.00", "-12.50", "no"]]
