@@ -12,7 +12,7 @@ from rvt_bench.leaderboards.paper import COLUMNS, PAPER_DIR, STATUSES, UNITS, pa
 
 SHARED = Path("/work/shared/data/dtr1_paper_results.csv")
 FILES = sorted(PAPER_DIR.glob("*.csv"))
-DATASETS = {"reasonseg", "revos", "llmseg40k", "jitbench", "rvtbench", "refcoco", "mevis", "reasonvos", ""}
+DATASETS = {"reasonseg", "revos", "llmseg40k", "jitbench", "rvtbench", "refcoco", "mevis", "reasonvos", "groundmore", "ref_davis17", "ref_davis17_referformer", ""}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
