@@ -33,13 +33,15 @@ CHECKS: tuple[Check, ...] = (
           ("+dataset=reasonseg", "dataset.hf_dataset=Ricky06662/ReasonSeg_test", "dataset.split=test",
            "+model=seg_zero", "model.backend=hf", "model.model=Ricky06662/Seg-Zero-7B-Best-on-ReasonSegTest"),
           "gIoU", 57.5,
-          "Seg-Zero (arXiv 2503.06520) Table 5 as quoted in Seg-Zero issue #14 (not read in the paper's text)"),
+          "Seg-Zero (arXiv 2503.06520v3) Table 9, Seg-Zero-7B, ReasonSeg test gIoU; "
+          "leaderboards/paper/segzero_arxiv2503.06520.csv (verified; the checkpoint is the one the authors' "
+          "eval_reasonseg.sh names, Seg-Zero issue #14)"),
     Check("visionreasoner",
           ("+dataset=reasonseg", "dataset.hf_dataset=Ricky06662/ReasonSeg_val", "+model=visionreasoner",
            "model.backend=hf"),
-          "gIoU", 66.26,
-          "Seg-Zero README assets/val_results.png for eval_reasonseg_visionreasoner.sh, confirmed by the "
-          "author in Seg-Zero issue #92 (not read in the paper's text)"),
+          "gIoU", 66.3,
+          "VisionReasoner (arXiv 2505.12081v5) Table 2, VisionReasoner-7B, ReasonSeg val gIoU; "
+          "leaderboards/paper/visionreasoner_arxiv2505.12081.csv (verified; 66.26 in Seg-Zero's README)"),
 )
 
 
