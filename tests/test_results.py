@@ -175,3 +175,27 @@ def test_compare_of_three_runs_writes_one_page_with_flips_labels_and_ids(runs, t
     assert any(f">{sid}<" in svgs for sid in ids)  # the samples that changed most are named on the plot
     keys = [r["key"] for r in compare(a.run_dir, b.run_dir, b=20)["metrics"]]
     assert any("=" in k or k.count("/") > 1 for k in keys)  # paper-table cells beyond the headline
+
+
+def test_the_pages_name_each_metric_with_its_bootstrap_method_as_the_terminal_does(runs, tmp_path):
+    """report.html and compare --html listed the methods alone ("samples; sources ...; samples;
+    corpus metric ..."): which metric had which was only in the terminal's "Resampled" lines."""
+    import html as htmllib
+    import re
+
+    from rvt_bench.harness.report.comparison import write_comparison
+
+    _, a, b = runs
+    result = compare(a.run_dir, b.run_dir, b=50, per_sample=True)
+    terminal = format_comparison(result).split("Resampled (bootstrap draws and permutation swaps):\n")[1]
+    groups = [line[2:] for line in terminal.splitlines() if line.startswith("- ")]
+    assert len(groups) >= 3 and all(": " in g for g in groups)  # e.g. "image/gIoU, image/cIoU: samples"
+    page = htmllib.unescape(write_comparison(result, tmp_path / "cmp.html").read_text())
+    listed = re.search(r"resampled \(bootstrap draws and permutation swaps\):</p><ul class='meta resampled'>(.*?)</ul>", page).group(1)
+    assert re.findall(r"<li>(.*?)</li>", listed) == groups
+    report = htmllib.unescape(a.report.read_text())
+    listed = re.search(r'<ul class="meta" id="ci-methods">(.*?)</ul>', report).group(1)
+    said = dict(item.split(": ", 1)[::-1] for item in re.findall(r"<li>(.*?)</li>", listed))
+    for group in groups:  # the run's own intervals: each metric named with the same method as in the terminal
+        keys, how = group.split(": ", 1)
+        assert how in said and set(keys.split(", ")) <= set(said[how].split(", ")), (group, said)

@@ -219,7 +219,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     from rvt_bench.harness.report.breakdowns import breakdown_bars
     from rvt_bench.harness.rundir import sandbox_of
     from rvt_bench.harness.summary import format_summary
-    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text
+    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text, resampling_groups
     from rvt_bench.harness.visualize import render_sample, score_value
 
     scores = {r["sample_id"]: r for r in records}
@@ -282,8 +282,10 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     header_lines = _provenance(run_dir, cfg, preds_path)
+    results = headline_rows(m, 1)
     html = env.get_template(TEMPLATE).render(
-        m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=headline_rows(m, 1), report=report,
+        m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=results, report=report,
+        ci_methods=resampling_groups([(r.key, r.resampled) for r in results]),
         figures={k: (markupsafe.Markup(v) if v else None) for k, v in figures.items()}, measures=measures,
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables

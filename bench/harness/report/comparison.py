@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core.units import unit
+from rvt_bench.harness.view import resampling_groups
 
 
 def _cell(key: str, value: float, signed: bool = False) -> str:
@@ -45,12 +46,14 @@ def _section(result: dict[str, Any], anchor: str) -> str:
     flip_rows = "".join(
         f"<tr><td>{html.escape(f['sample_id'])}</td><td>{'right -> wrong' if f['a_correct'] else 'wrong -> right'}</td>"
         f"<td class='num'>{_score(f['a'])}</td><td class='num'>{_score(f['b'])}</td></tr>" for f in flips)
-    methods = "; ".join(dict.fromkeys(r["resampled"] for r in result["metrics"] if "resampled" in r)) or "n/a"
+    groups = resampling_groups([(r["key"], r.get("resampled", "")) for r in result["metrics"]])
+    methods = "<ul class='meta resampled'>" + ("".join(f"<li>{html.escape(', '.join(keys))}: {html.escape(how)}</li>"
+                                                       for keys, how in groups) or "<li>n/a</li>") + "</ul>"
     partial = f"<br><b>PARTIAL</b>: {html.escape(result['partial'])}" if result.get("partial") else ""
     return f"""<section id="{anchor}"><h2>{html.escape(name_b)} against {html.escape(name_a)}</h2>
 <p class="meta">A: {html.escape(name_a)}: {html.escape(result['a'])}<br>B: {html.escape(name_b)}: {html.escape(result['b'])}{partial}<br>
 shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']}); deltas in percentage
-points (pp), CIDEr as a score; 95% CI: paired bootstrap; p: paired permutation test; resampled: {html.escape(methods)}.</p>
+points (pp), CIDEr as a score; 95% CI: paired bootstrap; p: paired permutation test; resampled (bootstrap draws and permutation swaps):</p>{methods}
 <table class="comparison"><tr><th>metric</th><th>A</th><th>B</th><th>delta B-A</th><th>95% CI of delta</th><th>p</th><th>n</th>
 <th>B wins / losses / ties</th></tr>
 {''.join(rows)}</table>
