@@ -341,10 +341,11 @@ def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[l
 # --- rendering --------------------------------------------------------------------------------
 
 def paper_table(runs: Any, fmt: str = "markdown", published: list[Mapping[str, str]] | None = None,
-                digits: int = 1, with_ci: bool = True) -> str:
+                digits: int = 1, with_ci: bool = True, dataset: str | None = None) -> str:
     """The table of `runs` (one metrics.json body, RunMetrics or leaderboard row, or a list of them,
     all of one benchmark) in the benchmark's layout (module docstring), with `published` rows
-    below the runs. fmt: "markdown" or "latex" (booktabs: \\toprule, \\midrule, \\bottomrule, one
+    below the runs; `dataset` names the benchmark when neither runs nor published rows do (its
+    empty layout). fmt: "markdown" or "latex" (booktabs: \\toprule, \\midrule, \\bottomrule, one
     \\cmidrule per header group). Raises ValueError for another fmt or runs of several benchmarks."""
     if fmt not in FORMATS:
         raise ValueError(f"table format must be one of {FORMATS}, got {fmt!r}")
@@ -353,7 +354,7 @@ def paper_table(runs: Any, fmt: str = "markdown", published: list[Mapping[str, s
     datasets = {str(b.get("dataset")) for b in bodies}
     if len(datasets) > 1:
         raise ValueError(f"one table per benchmark: got runs of {sorted(datasets)}")
-    dataset = datasets.pop() if datasets else str((published or [{}])[0].get("dataset", ""))
+    dataset = datasets.pop() if datasets else dataset or str((published or [{}])[0].get("dataset", ""))
     lay = layout(dataset, bodies)
     run_lines = _run_lines(lay, bodies, digits, with_ci)
     paper_lines, outside = _published_lines(lay, list(published or []))
