@@ -57,7 +57,7 @@ def test_every_description_starts_in_one_column_after_the_longest_name(tmp_path)
                          ("judge", ["an_extremely_long_judge_name_that_takes_more_than_half_of_the_width"])):
         (tmp_path / group).mkdir()
         for name in names:
-            (tmp_path / group / f"{name}.yaml").write_text(f"# The {name} option, described at length so that "
+            (tmp_path / group / f"{name}.yaml").write_text(f"# The {name[:20]} option, described at length so that "
                                                            "its description wraps onto a second line or more.\n")
     text = catalog(tmp_path, width=80)
     lines = text.splitlines()
@@ -70,4 +70,17 @@ def test_every_description_starts_in_one_column_after_the_longest_name(tmp_path)
             continue
         assert line[column - 1] == " " and line[column] != " ", line  # description (or its next line) in the column
     assert "  +dataset=a" + " " * (column - len("  +dataset=a")) + "The a option" in text
-    assert "\n" + " " * column + "The an_extremely_long_judge_name" in text
+    assert "\n" + " " * column + "The an_extremely_long_ju option" in text
+
+
+def test_a_long_origin_is_never_cut_inside_a_word(tmp_path):
+    """A --config-dir or hydra.searchpath origin is a path: the narrower column after a long name
+    must not break it (test_plugins reads it back whole)."""
+    from rvt_bench.harness.catalog import catalog
+    from rvt_bench.harness.plugins import ConfSource
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mine.yaml").write_text("# Mine.\n")
+    origin = "hydra.searchpath file://" + "/very-long-folder-name" * 5 + "/conf"
+    text = catalog(tmp_path, width=80, sources=[ConfSource(origin, tmp_path, "")])
+    assert f"[from: {origin}]" in " ".join(text.split())

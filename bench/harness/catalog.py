@@ -81,7 +81,7 @@ def catalog(conf: Path = CONF, width: int | None = None, sources: Sequence[ConfS
         lines.append(f"{title}:")
         for choice, path, origin in rows:
             text = (description(path) or "(no description)") + origin
-            wrapped = textwrap.wrap(text, width - column - 1, break_on_hyphens=False) or [""]
+            wrapped = textwrap.wrap(text, width - column - 1, break_on_hyphens=False, break_long_words=False) or [""]
             if len(choice) > column:
                 lines.append(choice)
                 wrapped = [""] + wrapped
