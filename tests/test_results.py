@@ -199,3 +199,17 @@ def test_the_pages_name_each_metric_with_its_bootstrap_method_as_the_terminal_do
     for group in groups:  # the run's own intervals: each metric named with the same method as in the terminal
         keys, how = group.split(": ", 1)
         assert how in said and set(keys.split(", ")) <= set(said[how].split(", ")), (group, said)
+
+
+def test_the_compare_page_shows_control_characters_of_names_and_ids_as_escapes(tmp_path):
+    import re
+
+    from rvt_bench.harness.report.comparison import write_comparison
+
+    result = {"name_a": "a\x1b[31m", "name_b": "b<i>", "a": "run A\r", "b": "run B", "n_shared": 1, "only_a": 0, "only_b": 0,
+              "metrics": [{"key": "gIoU", "a": 0.5, "b": 0.6, "delta": 0.1, "low": 0.0, "high": 0.2, "p_value": 0.5, "n": 1,
+                           "wins": 1, "losses": 0, "ties": 0, "resampled": "samples"}],
+              "flips": [{"sample_id": "s\x00<b>1", "a_correct": False, "b_correct": True, "a": 0.0, "b": 1.0}]}
+    page = write_comparison(result, tmp_path / "cmp.html").read_text()
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f]", page)
+    assert r"a\x1b[31m" in page and r"run A\r" in page and r"s\x00&lt;b&gt;1" in page and "b&lt;i&gt;" in page

@@ -279,8 +279,10 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         measures.append({"label": "scoring wall time", "value": f"{scoring_s:.1f} s"})
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
     options["failure"] = sorted({r["failure"] for r in rows if r["failure"] != "none"})
+    # autoescape: data's < > & (a trace's </execute>, an answer's <answer>) show as text;
+    # finalize: its control characters (\x1b, \x00, \r) show as their escapes, never raw
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
+                             undefined=jinja2.StrictUndefined, finalize=_visible)
     header_lines = _provenance(run_dir, cfg, preds_path)
     results = headline_rows(m, 1)
     html = env.get_template(TEMPLATE).render(
@@ -295,6 +297,14 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
         listing=f"{IMAGES}/{CSV}")
     return html
+
+
+def _visible(value: Any) -> Any:
+    """A value the page prints: text with its control characters as escapes (line breaks and tabs
+    kept: rvt_bench.core.printable.printable_text); markup of ours (the charts) and non-text as they are."""
+    from rvt_bench.core.printable import printable_text
+
+    return printable_text(value) if isinstance(value, str) and not isinstance(value, markupsafe.Markup) else value
 
 
 def _failure(pred: Any) -> str:
