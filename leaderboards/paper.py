@@ -11,7 +11,11 @@ from rvt_bench.core import benchmark, files
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 COLUMNS = ("paper_id", "paper_title", "table", "dataset", "benchmark", "split", "subset", "metric", "model",
-           "value_printed", "unit", "status", "evidence_source", "evidence_snippet", "note")
+           "value_printed", "unit", "status", "evidence_source", "evidence_snippet", "note", "setting")
+SETTINGS = ("", "ablation")
+"""`setting`: "" for a paper's main result, "ablation" for a row of its ablation tables (a variant
+trained or run in a reduced setting): tables show those apart, never among the main results. A file
+written before the column existed (its header COLUMNS without `setting`) reads with setting ""."""
 STATUSES = ("verified", "unverified")
 UNITS = ("percent", "fraction", "score", "seconds", "count (mean)")
 
@@ -40,12 +44,17 @@ def evidence(row: dict[str, str]) -> str:
 
 def read(path: str | Path) -> list[dict[str, str]]:
     """The rows of one paper's CSV as strings (nothing parsed). Raises ValueError naming the file
-    when its header is not COLUMNS; as rvt_bench.core.files.read_text when it is not a regular
+    when its header is not COLUMNS (or COLUMNS without `setting`, read as setting "") or a row's
+    setting is not one of SETTINGS; as rvt_bench.core.files.read_text when it is not a regular
     UTF-8 file within its size cap."""
     reader = csv.DictReader(io.StringIO(files.read_text(path, "published-row CSV"), newline=""))
-    if tuple(reader.fieldnames or ()) != COLUMNS:
+    if tuple(reader.fieldnames or ()) not in (COLUMNS, COLUMNS[:-1]):
         raise ValueError(f"{path}: published-row columns must be {list(COLUMNS)}, got {reader.fieldnames}")
-    return list(reader)
+    rows = [{**row, "setting": row.get("setting") or ""} for row in reader]
+    for row in rows:
+        if row["setting"] not in SETTINGS:
+            raise ValueError(f"{path}: setting must be one of {list(SETTINGS)}, got {row['setting']!r} ({row['model']})")
+    return rows
 
 
 def paper_rows(dataset: str | None = None, paper_dir: str | Path = PAPER_DIR) -> list[dict[str, str]]:

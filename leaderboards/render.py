@@ -18,11 +18,12 @@ from typing import Any
 
 import pandas as pd
 
+from rvt_bench.core import benchmark
 from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
 from rvt_bench.leaderboards.paper import paper_rows
 from rvt_bench.leaderboards.publish import read_board as read_csv_board
-from rvt_bench.leaderboards.tables import FORMATS, paper_table
+from rvt_bench.leaderboards.tables import FORMATS, has_layout, paper_table
 
 # Numeric columns of a row that are not metrics.
 _NOT_METRICS = {"n", "excluded", "complete", "failures", "parse_rate", "data_errors", "judge_failure_rate",
@@ -108,11 +109,13 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
     headline = _headline(board, metrics) if not board.empty else None
     if headline in board.columns:  # runs in the paper table too come best first
         board = board.sort_values(headline, ascending=False, na_position="last", kind="stable")
-    table = paper_table(board_runs(board), fmt, published, digits) if not board.empty or published else ""
+    laid_out = not board.empty or published or has_layout(dataset)
+    table = paper_table(board_runs(board), fmt, published, digits, dataset=dataset) if laid_out else ""
     if fmt == "latex":
         return table
     if board.empty:
-        note = f"No runs: no leaderboard {dataset}.csv in {board_dir} (a scored run publishes its row there)."
+        note = (f"No runs yet: no leaderboard {dataset}.csv in {board_dir}. A scored run publishes its row there; "
+                f"make one with `rvt-bench +dataset={dataset} +model=MODEL` (`rvt-bench --list` names the models).")
         return "\n".join([f"## {dataset}", "", note, "", table]) if table else note
     head = ["rank", "model", "run", "split", "data", *[f"{c} ({'%' if unit(c) == '%' else 'score'})" for c in metrics],
             "n", "excluded", "failures", "parse rate (%)", "git", "date", "overrides"]
@@ -165,9 +168,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--digits", type=int, default=1, help="decimals of the percentages of runs")
     ap.add_argument("--format", choices=FORMATS, default="markdown", help="latex: the paper-layout table alone (booktabs)")
     args = ap.parse_args(argv)
-    if not (Path(args.dir) / f"{args.dataset}.csv").is_file() and not paper_rows(args.dataset):
+    # a benchmark without runs prints its (empty) layout; a name that is no benchmark at all (a typo)
+    # stops, naming what there is
+    if (not (Path(args.dir) / f"{args.dataset}.csv").is_file() and not paper_rows(args.dataset)
+            and benchmark.dataset_file(args.dataset) is None):
         boards = sorted(p.stem for p in Path(args.dir).glob("*.csv")) if Path(args.dir).is_dir() else []
-        print(f"error: no leaderboard {args.dataset}.csv in {args.dir} and no published rows for it; "
+        print(f"error: no leaderboard {args.dataset}.csv in {args.dir}, no published rows for it and no benchmark "
+              f"of that name (benchmarks: {', '.join(benchmark.declared_names())}); "
               f"boards there: {', '.join(boards) or 'none'}", file=sys.stderr)
         raise SystemExit(2)
     print(render(args.dataset, args.dir, not args.no_paper, args.digits, args.format))

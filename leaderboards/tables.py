@@ -341,10 +341,11 @@ def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[l
 # --- rendering --------------------------------------------------------------------------------
 
 def paper_table(runs: Any, fmt: str = "markdown", published: list[Mapping[str, str]] | None = None,
-                digits: int = 1, with_ci: bool = True) -> str:
+                digits: int = 1, with_ci: bool = True, dataset: str | None = None) -> str:
     """The table of `runs` (one metrics.json body, RunMetrics or leaderboard row, or a list of them,
     all of one benchmark) in the benchmark's layout (module docstring), with `published` rows
-    below the runs. fmt: "markdown" or "latex" (booktabs: \\toprule, \\midrule, \\bottomrule, one
+    below the runs; `dataset` names the benchmark when neither runs nor published rows do (its
+    empty layout). fmt: "markdown" or "latex" (booktabs: \\toprule, \\midrule, \\bottomrule, one
     \\cmidrule per header group). Raises ValueError for another fmt or runs of several benchmarks."""
     if fmt not in FORMATS:
         raise ValueError(f"table format must be one of {FORMATS}, got {fmt!r}")
@@ -353,12 +354,15 @@ def paper_table(runs: Any, fmt: str = "markdown", published: list[Mapping[str, s
     datasets = {str(b.get("dataset")) for b in bodies}
     if len(datasets) > 1:
         raise ValueError(f"one table per benchmark: got runs of {sorted(datasets)}")
-    dataset = datasets.pop() if datasets else str((published or [{}])[0].get("dataset", ""))
+    dataset = datasets.pop() if datasets else dataset or str((published or [{}])[0].get("dataset", ""))
     lay = layout(dataset, bodies)
     run_lines = _run_lines(lay, bodies, digits, with_ci)
-    paper_lines, outside = _published_lines(lay, list(published or []))
+    # a row of a paper's ablation tables (its `setting`, leaderboards/paper/README.md) is shown apart
+    published = list(published or [])
+    paper_lines, outside = _published_lines(lay, [r for r in published if not r.get("setting")])
+    ablation_lines, ablation_outside = _published_lines(lay, [r for r in published if r.get("setting")])
     render = _latex if fmt == "latex" else _markdown
-    return render(lay, run_lines, paper_lines, outside)
+    return render(lay, run_lines, paper_lines, outside + ablation_outside, ablation_lines)
 
 
 def _heads(lay: Layout) -> list[tuple[str, int]]:
@@ -383,29 +387,39 @@ def _unit_note(lay: Layout) -> str:
     return f"Values in %{cider}; runs: value [95% bootstrap CI]."
 
 
-def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]]) -> str:
+def _markdown_line(lay: Layout, line: Line) -> str:
+    method = line.method if not line.mark else f"{line.method} (paper, {line.mark})"
+    cells = [line.values.get(i, NA) + (f" {NOT_COMPARABLE}" if i in line.notes else "") for i in range(len(lay.columns))]
+    source = line.source + (f" ({line.evidence})" if line.evidence else "")
+    return "| " + " | ".join([method, *([line.what] if lay.lines is not None else []), *cells, source]) + " |"
+
+
+def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]],
+              ablations: list[Line] = ()) -> str:
     long = lay.lines is not None
     head = ["method", *(["metric"] if long else []), *(_col_title(c) for c in lay.columns), "source"]
+    rule = "|---" + "|---" * (len(head) - 2) + "|---|"
     lines = [f"**{lay.caption}.** {_unit_note(lay)} Published rows: as printed in their source, "
              "marked verified (checked against the paper's text) or unverified, with how the value is known "
              "(paper text; authors' README or code; secondary source, named; digest only). A value sits only in "
              "the column its source states (a row whose split is not stated is listed below the table).", "",
-             "| " + " | ".join(head) + " |", "|---" + "|---" * (len(head) - 2) + "|---|"]
-    for line in runs + paper:
-        method = line.method if not line.mark else f"{line.method} (paper, {line.mark})"
-        cells = [line.values.get(i, NA) + (f" {NOT_COMPARABLE}" if i in line.notes else "") for i in range(len(lay.columns))]
-        source = line.source + (f" ({line.evidence})" if line.evidence else "")
-        lines.append("| " + " | ".join([method, *([line.what] if long else []), *cells, source]) + " |")
+             "| " + " | ".join(head) + " |", rule]
+    lines += [_markdown_line(lay, line) for line in runs + paper]
     notes = _comparability_notes(runs)
     if notes:
         lines += [""] + [f"{NOT_COMPARABLE} {line.method}, {note}: not comparable to the published values." for line, note in notes]
+    if ablations:
+        lines += ["", "Published rows of ablation tables (a paper's variants in its ablation setting, not its main "
+                      "result; not comparable to the rows above):", "", "| " + " | ".join(head) + " |", rule]
+        lines += [_markdown_line(lay, line) for line in ablations]
     if outside:
         lines += ["", "Published rows outside this layout (an ablation, a breakdown the table does not show, or a "
                       "unit that does not fit its column):", "",
                   "| model | paper | table | split | subset | metric | value as printed | unit | mark |",
                   "|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['model']} | {r['paper_id']} | {r['table']} | {r.get('split', '')} | {r['subset']} | "
-                  f"{r['metric']} | {r['value_printed']} | {r.get('unit', '')} | {r['status']} |" for r in outside]
+                  f"{r['metric']} | {r['value_printed']} | {r.get('unit', '')} | {r['status']}"
+                  f"{', ablation' if r.get('setting') else ''} |" for r in outside]
     return "\n".join(lines)
 
 
@@ -435,7 +449,8 @@ def _comparability_notes(runs: list[Line]) -> list[tuple[Line, str]]:
     return out
 
 
-def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]]) -> str:
+def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]],
+           ablations: list[Line] = ()) -> str:
     long = lay.lines is not None
     lead = 2 if long else 1
     spec = "l" * lead + "c" * len(lay.columns) + "l"
@@ -475,6 +490,8 @@ def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mappi
     out += [f"\\caption{{{note}}}", "\\end{table}"]
     if outside:
         out.append(f"% {len(outside)} published rows outside this layout: rvt-bench render {lay.dataset} (markdown) lists them")
+    if ablations:
+        out.append(f"% {len(ablations)} published rows of ablation tables left out: rvt-bench render {lay.dataset} (markdown) lists them")
     return "\n".join(out)
 
 

@@ -735,3 +735,17 @@ def test_a_file_name_with_a_newline_and_an_ansi_escape_cannot_forge_lines(tmp_pa
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_CODES["error"] and "\x1b" not in stderr
     assert not any(line.startswith("FAKE") for line in stderr.splitlines()) and "b\\x1b[2J\\nFAKE" in stderr
+
+
+@pytest.mark.parametrize("in_flight, said", [
+    (["s1"], "; the sample in flight (s1) was abandoned; "),
+    (["s1", "s2"], "; the 2 samples in flight (s1, s2) were abandoned; "),  # a batch of two said "the sample"
+    ([], " are saved in "),
+    (["a\nb"], "; the sample in flight (a\\nb) was abandoned; ")])
+def test_the_stop_line_counts_the_samples_in_flight(in_flight, said):
+    from rvt_bench.harness.stops import Progress, stop_for
+
+    stop = stop_for(KeyboardInterrupt(), Progress(Path("runs/x"), "predicting", 3, in_flight), "m")
+    line = str(stop)
+    assert said in line and line.count("\n") == 0 and line.endswith("the same command resumes from there")
+    assert ("in flight" in line) == bool(in_flight)

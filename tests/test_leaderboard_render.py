@@ -83,6 +83,30 @@ def test_render_of_a_board_that_does_not_exist_stops_in_one_line(tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and err.count("\n") == 0
     assert err.startswith("error: no leaderboard nope.csv") and err.endswith("boards there: reasonseg")
+    assert "no benchmark of that name (benchmarks: " in err and "reasonseg" in err.split("(benchmarks: ")[1]
+
+
+def test_a_benchmark_without_runs_or_published_rows_prints_its_empty_layout_and_how_to_make_a_run(
+        tmp_path, capsys, monkeypatch):
+    """`render ref_davis17` (a layout, then no published rows) stopped with exit 2 while `render refcoco`
+    (a layout and published rows) printed its layout: both print it, with how to make a run. Every
+    benchmark with a layout has published rows by now, so ref_davis17's are taken away here."""
+    from rvt_bench.leaderboards import render as render_module
+    from rvt_bench.leaderboards.paper import paper_rows
+    from rvt_bench.leaderboards.render import main
+
+    monkeypatch.setattr(render_module, "paper_rows", lambda name: [] if name == "ref_davis17" else paper_rows(name))
+    assert not render_module.paper_rows("ref_davis17") and paper_rows("refcoco")
+    outputs = {}
+    for name in ("ref_davis17", "refcoco", "demo"):  # demo: a benchmark that declares no layout
+        main([name, "--dir", str(tmp_path)])  # no SystemExit: exit 0
+        outputs[name] = capsys.readouterr().out
+        assert outputs[name].startswith((f"## {name}\n\n" if name != "demo" else "") + f"No runs yet: no leaderboard {name}.csv")
+        assert f"make one with `rvt-bench +dataset={name} +model=MODEL`" in outputs[name]
+    assert "| method | Ref-DAVIS17 J&F | Ref-DAVIS17 J | Ref-DAVIS17 F | source |" in outputs["ref_davis17"]
+    assert "| method | refCOCO val |" in outputs["refcoco"] and "| method |" not in outputs["demo"]
+    main(["ref_davis17", "--dir", str(tmp_path), "--format", "latex"])
+    assert "Method & J\\&F & J & F & Source" in capsys.readouterr().out
 
 
 def test_an_unsandboxed_run_is_marked_in_every_rendered_table(tmp_path):

@@ -72,3 +72,20 @@ def test_refcoco_and_mevis_rows_name_our_splits_or_say_none_is_stated():
     lisa = {(r["split"], r["model"]): r["value_printed"] for r in paper_rows("refcoco") if r["paper_id"] == "arXiv:2308.00692"}
     # LISA v3 Table 2, as printed: LISA-7B refCOCO val 74.1, refCOCOg test(U) 68.5
     assert lisa[("refcoco/val", "LISA-7B")] == "74.1" and lisa[("refcocog/test", "LISA-7B")] == "68.5"
+
+
+def test_rows_of_ablation_tables_say_so_in_their_setting_column(tmp_path):
+    from rvt_bench.leaderboards.paper import SETTINGS
+
+    for r in paper_rows():
+        assert r["setting"] in SETTINGS, r
+        if "ablation" in (r["table"] + " " + r["subset"]).lower():
+            assert r["setting"] == "ablation", r  # an ablation table's row is never a main result
+    # a file written before the column existed reads as main results; an unknown setting is refused
+    old = tmp_path / "old.csv"
+    old.write_text(",".join(COLUMNS[:-1]) + "\n" + ",".join(["x"] * (len(COLUMNS) - 1)) + "\n")
+    assert read(old)[0]["setting"] == ""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(",".join(COLUMNS) + "\n" + ",".join(["x"] * len(COLUMNS)) + "\n")
+    with pytest.raises(ValueError, match="setting must be one of"):
+        read(bad)

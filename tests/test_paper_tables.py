@@ -113,3 +113,33 @@ def test_the_units_line_names_cider_only_where_the_table_has_it(dataset, cider):
 
     note = _unit_note(declared_layout(dataset))
     assert note.startswith("Values in %") and ("CIDEr" in note) == cider, note
+
+
+def test_published_rows_of_ablation_tables_are_shown_apart_from_the_main_results():
+    """`render mevis` showed VideoLISA's Table 6 (its 3k-iteration ablation setting) among the main
+    results; a row whose CSV `setting` is "ablation" is listed under its own heading instead, and
+    left out of the LaTeX table."""
+    base = {"paper_id": "arXiv:0000.00001", "paper_title": "T", "dataset": "revos", "benchmark": "ReVOS", "split": "",
+            "subset": "overall", "metric": "J&F", "value_printed": "50.0", "unit": "percent", "status": "verified",
+            "evidence_source": "paper text", "evidence_snippet": "x", "note": ""}
+    published = [{**base, "table": "Table 1", "model": "MainModel", "setting": ""},
+                 {**base, "table": "Table 5", "model": "VariantModel", "value_printed": "40.0", "setting": "ablation"},
+                 {**base, "table": "Table 5", "model": "OddVariant", "subset": "nowhere", "setting": "ablation"}]
+    text = paper_table([revos_run()], "markdown", published)
+    main, _, rest = text.partition("Published rows of ablation tables")
+    assert "| MainModel (paper, verified) |" in main and "VariantModel" not in main
+    ablations, _, outside = rest.partition("Published rows outside this layout")
+    assert "| VariantModel (paper, verified) |" in ablations and "40.0" in ablations and "MainModel" not in ablations
+    assert re.search(r"\| OddVariant \|.*\| verified, ablation \|", outside)  # outside the layout too, marked
+    tex = paper_table([revos_run()], "latex", published)
+    assert "MainModel" in tex and "VariantModel" not in tex and "% 1 published rows of ablation tables left out" in tex
+
+
+def test_mevis_shows_videolisas_ablation_rows_apart():
+    from rvt_bench.leaderboards.render import render
+
+    text = render("mevis", "/nonexistent-board-dir")
+    main, _, ablations = text.partition("Published rows of ablation tables")
+    assert ablations and "ablation setting" not in main and "arXiv:2409.19603 Table 6" not in main
+    assert "| VideoLISA-3.8B (Post optimization), ablation setting (paper, verified) | 50.9 | 58.1 | 54.5 |" in ablations
+    assert {r["setting"] for r in paper_rows("mevis") if r["table"] == "Table 6" and r["paper_id"] == "arXiv:2409.19603"} == {"ablation"}

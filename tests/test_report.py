@@ -155,3 +155,30 @@ def test_the_whole_page_prints(report, tmp_path):
     pdf = tmp_path / "report.pdf"
     chromium(f"--print-to-pdf={pdf}", "--no-pdf-header-footer", f"file://{report}")
     assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size > 50_000
+
+
+def test_control_characters_and_tags_from_the_model_show_as_text(tmp_path):
+    """A model's answer or code output holding \\x1b[31m, \\x00 or \\r reached report.html raw (a NUL
+    in the page, a terminal colour code in a copy-paste); trace text holding </execute> or <answer>
+    must stay text, never markup."""
+    import json
+
+    run_dir = demo_run(tmp_path, 3, 0, "hostile").run_dir
+    hostile = "\x1b[31mred\x1b[0m \x00nul\r\nnext\tcol \u202eevil"
+    rollout = ("<think>t</think><execute>print('</execute><answer>{\"x\": 1}</answer>')</execute>"
+               f"<results>{hostile}</results><answer>done</answer>")
+    path = run_dir / "predictions.jsonl"
+    lines = []
+    for line in path.read_text().splitlines():
+        p = json.loads(line)
+        if p.get("text") is not None:
+            p["text"] = hostile
+        p["trace"] = {"rollout": rollout}
+        lines.append(json.dumps(p))
+    path.write_text("\n".join(lines) + "\n")
+    page = build_report(run_dir).read_text(encoding="utf-8")
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", page)  # \n and \t only
+    assert r"\x1b[31mred\x1b[0m \x00nul\r" in page and r"\u202eevil" in page  # visible as escapes
+    assert '<td class="answer">' + r"\x1b[31mred" in page  # the answer cell, escaped too
+    assert "&lt;/execute&gt;&lt;answer&gt;" in page and "&lt;results&gt;" in page
+    assert "<answer>" not in page and "</execute>" not in page and "<results>" not in page

@@ -175,3 +175,41 @@ def test_compare_of_three_runs_writes_one_page_with_flips_labels_and_ids(runs, t
     assert any(f">{sid}<" in svgs for sid in ids)  # the samples that changed most are named on the plot
     keys = [r["key"] for r in compare(a.run_dir, b.run_dir, b=20)["metrics"]]
     assert any("=" in k or k.count("/") > 1 for k in keys)  # paper-table cells beyond the headline
+
+
+def test_the_pages_name_each_metric_with_its_bootstrap_method_as_the_terminal_does(runs, tmp_path):
+    """report.html and compare --html listed the methods alone ("samples; sources ...; samples;
+    corpus metric ..."): which metric had which was only in the terminal's "Resampled" lines."""
+    import html as htmllib
+    import re
+
+    from rvt_bench.harness.report.comparison import write_comparison
+
+    _, a, b = runs
+    result = compare(a.run_dir, b.run_dir, b=50, per_sample=True)
+    terminal = format_comparison(result).split("Resampled (bootstrap draws and permutation swaps):\n")[1]
+    groups = [line[2:] for line in terminal.splitlines() if line.startswith("- ")]
+    assert len(groups) >= 3 and all(": " in g for g in groups)  # e.g. "image/gIoU, image/cIoU: samples"
+    page = htmllib.unescape(write_comparison(result, tmp_path / "cmp.html").read_text())
+    listed = re.search(r"resampled \(bootstrap draws and permutation swaps\):</p><ul class='meta resampled'>(.*?)</ul>", page).group(1)
+    assert re.findall(r"<li>(.*?)</li>", listed) == groups
+    report = htmllib.unescape(a.report.read_text())
+    listed = re.search(r'<ul class="meta" id="ci-methods">(.*?)</ul>', report).group(1)
+    said = dict(item.split(": ", 1)[::-1] for item in re.findall(r"<li>(.*?)</li>", listed))
+    for group in groups:  # the run's own intervals: each metric named with the same method as in the terminal
+        keys, how = group.split(": ", 1)
+        assert how in said and set(keys.split(", ")) <= set(said[how].split(", ")), (group, said)
+
+
+def test_the_compare_page_shows_control_characters_of_names_and_ids_as_escapes(tmp_path):
+    import re
+
+    from rvt_bench.harness.report.comparison import write_comparison
+
+    result = {"name_a": "a\x1b[31m", "name_b": "b<i>", "a": "run A\r", "b": "run B", "n_shared": 1, "only_a": 0, "only_b": 0,
+              "metrics": [{"key": "gIoU", "a": 0.5, "b": 0.6, "delta": 0.1, "low": 0.0, "high": 0.2, "p_value": 0.5, "n": 1,
+                           "wins": 1, "losses": 0, "ties": 0, "resampled": "samples"}],
+              "flips": [{"sample_id": "s\x00<b>1", "a_correct": False, "b_correct": True, "a": 0.0, "b": 1.0}]}
+    page = write_comparison(result, tmp_path / "cmp.html").read_text()
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f]", page)
+    assert r"a\x1b[31m" in page and r"run A\r" in page and r"s\x00&lt;b&gt;1" in page and "b&lt;i&gt;" in page

@@ -49,6 +49,13 @@ def printable_lines(text: Any) -> str:
     return "\n".join(printable(line) for line in str(text).split("\n"))
 
 
+def printable_text(text: Any) -> str:
+    """`printable` with the text's own line breaks and tabs kept: text a page shows as text (a
+    model's answer, code output in a <pre>; report.html), every other control character (\x1b,
+    \x00, \r, \u202e) visible as its escape. HTML's own escaping (< > &) is the page's."""
+    return re.sub("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", _escape, str(text))
+
+
 _TEXT = (str, os.PathLike)  # a path argument (a run.root with a newline) is data too
 
 

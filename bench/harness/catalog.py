@@ -64,21 +64,29 @@ def catalog(conf: Path = CONF, width: int | None = None, sources: Sequence[ConfS
     rvt-bench's own, each description ending with `[from: ORIGIN]`; a source that cannot be found
     is listed at the end with why."""
     width = width or max(80, shutil.get_terminal_size((110, 24)).columns)
-    lines = []
+    sections = []
     for group, selector, title in GROUPS:
         entries = [(p, "") for p in _options(conf, group)]
         for source in sources:
             if source.path is not None:
                 entries += [(p, f" [from: {source.origin}]") for p in sorted((source.path / group).glob("*.yaml"))]
-        if not entries:
-            continue
+        if entries:
+            sections.append((title, [(f"  {selector}{path.stem}", path, origin) for path, origin in entries]))
+    # the descriptions' column: after the longest choice, so every description starts in it; a
+    # choice longer than half the width (a plugin's) gets a line of its own above its description
+    fits = [len(choice) for _, rows in sections for choice, _, _ in rows if len(choice) <= width // 2]
+    column = max([CHOICE_WIDTH, *fits])
+    lines = []
+    for title, rows in sections:
         lines.append(f"{title}:")
-        for path, origin in entries:
-            choice = f"  {selector}{path.stem}"
+        for choice, path, origin in rows:
             text = (description(path) or "(no description)") + origin
-            wrapped = textwrap.wrap(text, width - CHOICE_WIDTH - 1, break_on_hyphens=False) or [""]
-            lines.append(f"{choice:<{CHOICE_WIDTH}} {wrapped[0]}")
-            lines += [f"{'':<{CHOICE_WIDTH}} {w}" for w in wrapped[1:]]
+            wrapped = textwrap.wrap(text, width - column - 1, break_on_hyphens=False, break_long_words=False) or [""]
+            if len(choice) > column:
+                lines.append(choice)
+                wrapped = [""] + wrapped
+            lines.append(f"{choice if len(choice) <= column else '':<{column}} {wrapped[0]}".rstrip())
+            lines += [f"{'':<{column}} {w}" for w in wrapped[1:]]
     for source in sources:
         if source.path is None or source.problem:
             lines.append(f"not found: {source.origin}: {source.problem}")

@@ -37,6 +37,7 @@ from rvt_bench.core.store import read_jsonl, read_run_json
 from rvt_bench.core.units import unit
 from rvt_bench.core.types import RunStoreError
 from rvt_bench.harness.table_cis import _subset
+from rvt_bench.harness.view import resampling_groups
 from rvt_bench.leaderboards.tables import cell_keys
 from rvt_bench.metrics.estimators import CorpusEstimator
 
@@ -186,13 +187,9 @@ def format_comparison(result: dict[str, Any]) -> str:
 
 def _methods(results: list[dict[str, Any]]) -> list[str]:
     """One line per metric group saying what the paired bootstrap and permutation test resampled."""
-    found: dict[str, list[str]] = {}
-    for r in results:
-        for row in r["metrics"]:
-            if "resampled" in row and row["key"] not in found.get(row["resampled"], []):
-                found.setdefault(row["resampled"], []).append(row["key"])
+    groups = resampling_groups([(row["key"], row.get("resampled", "")) for r in results for row in r["metrics"]])
     return (["", "Resampled (bootstrap draws and permutation swaps):"] +
-            [f"- {', '.join(keys)}: {how}" for how, keys in found.items()]) if found else []
+            [f"- {', '.join(keys)}: {how}" for keys, how in groups]) if groups else []
 
 
 def format_many(results: list[dict[str, Any]]) -> str:

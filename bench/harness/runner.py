@@ -13,7 +13,7 @@ Each step lives in its own module; this one composes them (docs/architecture.md 
 A sample that fails (adapter exception, unparsable model output) becomes a Prediction with `error`
 set, is scored as an empty prediction and listed in metrics.json; the run goes on. A sample whose
 data is bad is a data error: listed and counted apart, not in `n` (docs/failures.md).
-Predictions are appended and fsynced one by one, so a killed run loses at most the sample in flight
+Predictions are appended and fsynced one by one, so a killed run loses at most the samples in flight
 and a restart skips every finished sample. One invocation at a time owns a run directory's
 predictions file (rvt_bench.core.store.RunLock).
 """

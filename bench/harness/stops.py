@@ -141,7 +141,9 @@ def missing_module(exc: BaseException | None) -> str | None:
 def _interrupted(p: Progress, what: str = "interrupted (Ctrl-C)") -> str:
     where = f" in {printable(p.run_dir)}" if p.run_dir else ""  # a run.root with a newline stays one line
     if p.phase == "predicting":
-        flight = f"; the sample in flight ({', '.join(p.in_flight)}) was abandoned" if p.in_flight else ""
+        ids, k = ", ".join(printable(i) for i in p.in_flight), len(p.in_flight)  # a batch has several
+        flight = ("" if not k else f"; the sample in flight ({ids}) was abandoned" if k == 1
+                  else f"; the {k} samples in flight ({ids}) were abandoned")
         return (f"{what} while predicting: {p.predicted} predictions of this invocation are saved{where}"
                 f"{flight}; the same command resumes from there")
     if p.phase == "scoring":

@@ -33,6 +33,18 @@ class HeadlineRow:
     resampled: str = ""  # what the interval's bootstrap resampled (metrics.json ci "resampled"), "" when none
 
 
+def resampling_groups(rows: list[tuple[str, str]]) -> list[tuple[list[str], str]]:
+    """(key, how it was resampled) pairs -> one (keys, how) group per method, in first-seen order;
+    pairs with no method ("") are left out. The terminal (compare's "Resampled" lines) and the
+    pages (report.html, compare --html: one list item per group) name each metric with its method
+    from these groups."""
+    found: dict[str, list[str]] = {}
+    for key, how in rows:
+        if how and key not in found.get(how, []):
+            found.setdefault(how, []).append(key)
+    return [(keys, how) for how, keys in found.items()]
+
+
 def metric_unit(metrics: dict[str, Any], key: str, value: Any = None) -> str:
     """"%" (a fraction, shown x100), "score" (CIDEr) or "count" (an integer), from metrics.json
     "metric_units" when it names the key, else from the key (rvt_bench.core.units.unit)."""

@@ -219,7 +219,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     from rvt_bench.harness.report.breakdowns import breakdown_bars
     from rvt_bench.harness.rundir import sandbox_of
     from rvt_bench.harness.summary import format_summary
-    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text
+    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text, resampling_groups
     from rvt_bench.harness.visualize import render_sample, score_value
 
     scores = {r["sample_id"]: r for r in records}
@@ -279,11 +279,15 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         measures.append({"label": "scoring wall time", "value": f"{scoring_s:.1f} s"})
     options = {key: sorted({r[key] for r in rows if r[key]}) for key in ("task", "level", "category")}
     options["failure"] = sorted({r["failure"] for r in rows if r["failure"] != "none"})
+    # autoescape: data's < > & (a trace's </execute>, an answer's <answer>) show as text;
+    # finalize: its control characters (\x1b, \x00, \r) show as their escapes, never raw
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
+                             undefined=jinja2.StrictUndefined, finalize=_visible)
     header_lines = _provenance(run_dir, cfg, preds_path)
+    results = headline_rows(m, 1)
     html = env.get_template(TEMPLATE).render(
-        m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=headline_rows(m, 1), report=report,
+        m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=results, report=report,
+        ci_methods=resampling_groups([(r.key, r.resampled) for r in results]),
         figures={k: (markupsafe.Markup(v) if v else None) for k, v in figures.items()}, measures=measures,
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
@@ -293,6 +297,14 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
         listing=f"{IMAGES}/{CSV}")
     return html
+
+
+def _visible(value: Any) -> Any:
+    """A value the page prints: text with its control characters as escapes (line breaks and tabs
+    kept: rvt_bench.core.printable.printable_text); markup of ours (the charts) and non-text as they are."""
+    from rvt_bench.core.printable import printable_text
+
+    return printable_text(value) if isinstance(value, str) and not isinstance(value, markupsafe.Markup) else value
 
 
 def _failure(pred: Any) -> str:

@@ -11,6 +11,7 @@ import itertools
 import re
 from typing import Sequence
 
+from rvt_bench.core.printable import printable
 from rvt_bench.core.records import AdapterReport
 from rvt_bench.harness.report.breakdowns import Bar
 
@@ -150,7 +151,7 @@ def paired_chart(key: str, a: dict[str, float], b: dict[str, float], name_a: str
     # the samples that changed most, named by id (at most LABELLED_IDS)
     changed = sorted((abs(y - x), s, x, y) for s, x, y in zip(shared, xs, ys) if y != x)[::-1][:LABELLED_IDS]
     for _, sid, x, y in changed:
-        ax.annotate(sid, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6, color="#495057", zorder=4)
+        ax.annotate(printable(sid), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6, color="#495057", zorder=4)
     unit = " (%)" if percent else ""
     ax.set_xlabel(f"{name_a}{unit}", fontsize=9)
     ax.set_ylabel(f"{name_b}{unit}", fontsize=9)

@@ -8,7 +8,15 @@ import html
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core.printable import printable_text
 from rvt_bench.core.units import unit
+from rvt_bench.harness.view import resampling_groups
+
+
+def _h(text: Any) -> str:
+    """Data (run names, sample ids, metric keys) as page text: HTML-escaped, its control characters
+    visible as escapes (rvt_bench.core.printable.printable_text), as in report.html."""
+    return html.escape(printable_text(text))
 
 
 def _cell(key: str, value: float, signed: bool = False) -> str:
@@ -28,9 +36,9 @@ def _section(result: dict[str, Any], anchor: str) -> str:
     name_a, name_b = result.get("name_a", "run A"), result.get("name_b", "run B")
     rows, charts = [], []
     for r in result["metrics"]:
-        key = html.escape(r["key"])
+        key = _h(r["key"])
         if "reason" in r:
-            rows.append(f"<tr><td>{key}</td><td colspan='7'>n/a: {html.escape(r['reason'])}</td></tr>")
+            rows.append(f"<tr><td>{key}</td><td colspan='7'>n/a: {_h(r['reason'])}</td></tr>")
             continue
         rows.append(f"<tr><td>{key}</td><td>{_cell(r['key'], r['a'])}</td><td>{_cell(r['key'], r['b'])}</td>"
                     f"<td>{_cell(r['key'], r['delta'], True)}</td><td>[{_cell(r['key'], r['low'], True)}, "
@@ -43,14 +51,16 @@ def _section(result: dict[str, Any], anchor: str) -> str:
                 charts.append(f"<section class='chart'>{svg}</section>")
     flips = result.get("flips") or []
     flip_rows = "".join(
-        f"<tr><td>{html.escape(f['sample_id'])}</td><td>{'right -> wrong' if f['a_correct'] else 'wrong -> right'}</td>"
+        f"<tr><td>{_h(f['sample_id'])}</td><td>{'right -> wrong' if f['a_correct'] else 'wrong -> right'}</td>"
         f"<td class='num'>{_score(f['a'])}</td><td class='num'>{_score(f['b'])}</td></tr>" for f in flips)
-    methods = "; ".join(dict.fromkeys(r["resampled"] for r in result["metrics"] if "resampled" in r)) or "n/a"
-    partial = f"<br><b>PARTIAL</b>: {html.escape(result['partial'])}" if result.get("partial") else ""
-    return f"""<section id="{anchor}"><h2>{html.escape(name_b)} against {html.escape(name_a)}</h2>
-<p class="meta">A: {html.escape(name_a)}: {html.escape(result['a'])}<br>B: {html.escape(name_b)}: {html.escape(result['b'])}{partial}<br>
+    groups = resampling_groups([(r["key"], r.get("resampled", "")) for r in result["metrics"]])
+    methods = "<ul class='meta resampled'>" + ("".join(f"<li>{_h(', '.join(keys))}: {_h(how)}</li>"
+                                                       for keys, how in groups) or "<li>n/a</li>") + "</ul>"
+    partial = f"<br><b>PARTIAL</b>: {_h(result['partial'])}" if result.get("partial") else ""
+    return f"""<section id="{anchor}"><h2>{_h(name_b)} against {_h(name_a)}</h2>
+<p class="meta">A: {_h(name_a)}: {_h(result['a'])}<br>B: {_h(name_b)}: {_h(result['b'])}{partial}<br>
 shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']}); deltas in percentage
-points (pp), CIDEr as a score; 95% CI: paired bootstrap; p: paired permutation test; resampled: {html.escape(methods)}.</p>
+points (pp), CIDEr as a score; 95% CI: paired bootstrap; p: paired permutation test; resampled (bootstrap draws and permutation swaps):</p>{methods}
 <table class="comparison"><tr><th>metric</th><th>A</th><th>B</th><th>delta B-A</th><th>95% CI of delta</th><th>p</th><th>n</th>
 <th>B wins / losses / ties</th></tr>
 {''.join(rows)}</table>
@@ -67,13 +77,13 @@ def write_many(results: list[dict[str, Any]], out: str | Path) -> Path:
         [results[0].get("name_a", "baseline"), *(r.get("name_b", "run") for r in results)])
     sections = "".join(_section(r, f"run{k}") for k, r in enumerate(results, 1))
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{_h(title)}</title>
 <style>body {{ font-family: system-ui, sans-serif; margin: 1em 1.5em; color: #222; }}
 table {{ border-collapse: collapse; margin-bottom: .8em; }} td, th {{ border: 1px solid #ccc; padding: 1px 6px; white-space: nowrap; }}
 .num {{ text-align: right; }}
 .charts {{ display: flex; flex-wrap: wrap; gap: 1em; }} .chart svg {{ max-width: 100%; height: auto; }}
 .meta {{ color: #555; font-size: .9em; }}</style></head><body>
-<h1>{html.escape(title)}</h1>
+<h1>{_h(title)}</h1>
 {sections}
 </body></html>
 """
