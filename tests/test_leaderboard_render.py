@@ -116,3 +116,16 @@ def test_an_unsandboxed_run_is_marked_in_every_rendered_table(tmp_path):
     assert [("UNSANDBOXED" in r) for r in runs] == [True, False]
     latex = render("reasonseg", tmp_path, fmt="latex")
     assert sum("UNSANDBOXED" in line for line in latex.splitlines()) == 1
+
+
+def test_a_server_scored_benchmark_renders_its_published_rows_with_or_without_runs(tmp_path):
+    # refytvos (ServerProtocol): a run scores nothing here, so its row has no metric; the table is the published rows'
+    text = render("refytvos", tmp_path)
+    assert text.startswith("## refytvos") and "No runs" in text
+    post = next(line for line in text.splitlines() if line.startswith("| VideoLISA-3.8B (Post-optimization) (paper, verified) |"))
+    assert post.split(" | ")[1:4] == ["63.7", "61.7", "65.7"]  # VideoLISA Table 1, Refer-Youtube-VOS
+    upsert(tmp_path, "refytvos", {"run_name": "srv", "fingerprint": "f1", "dataset": "refytvos", "split": "valid",
+                                  "model": "m", "source": "run", "headlines": "[]", "n": 10, "failures": 0})
+    with_run = render("refytvos", tmp_path)
+    assert "| m | – | – | – | run srv |" in with_run and post in with_run
+    assert "VideoLISA-3.8B" in render("refytvos", tmp_path, fmt="latex")

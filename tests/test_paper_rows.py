@@ -12,7 +12,7 @@ from rvt_bench.leaderboards.paper import COLUMNS, PAPER_DIR, STATUSES, UNITS, pa
 
 SHARED = Path("/work/shared/data/dtr1_paper_results.csv")
 FILES = sorted(PAPER_DIR.glob("*.csv"))
-DATASETS = {"reasonseg", "revos", "llmseg40k", "jitbench", "rvtbench", "refcoco", "mevis", "reasonvos", "groundmore", "ref_davis17", "ref_davis17_referformer", ""}
+DATASETS = {"reasonseg", "revos", "llmseg40k", "jitbench", "rvtbench", "refcoco", "mevis", "reasonvos", "groundmore", "ref_davis17", "ref_davis17_referformer", "refytvos", ""}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -89,3 +89,17 @@ def test_rows_of_ablation_tables_say_so_in_their_setting_column(tmp_path):
     bad.write_text(",".join(COLUMNS) + "\n" + ",".join(["x"] * len(COLUMNS)) + "\n")
     with pytest.raises(ValueError, match="setting must be one of"):
         read(bad)
+
+
+def test_refytvos_rows_are_videolisas_table_1_and_sa2vas_tables_6_and_8_with_no_split():
+    # neither paper names the Ref-YouTube-VOS split (VideoLISA: 'evaluated on the official challenge server')
+    rows = paper_rows("refytvos")
+    assert rows and {r["split"] for r in rows} == {""} and {r["status"] for r in rows} == {"verified"}
+    value = {(r["paper_id"], r["table"], r["model"], r["metric"]): r["value_printed"] for r in rows}
+    # VideoLISA Table 1, as printed: VideoLISA-3.8B (Post-optimization) Refer-Youtube-VOS 63.7 61.7 65.7
+    post = "VideoLISA-3.8B (Post-optimization)"
+    assert [value[("arXiv:2409.19603", "Table 1", post, m)] for m in ("J&F", "J", "F")] == ["63.7", "61.7", "65.7"]
+    assert len({r["model"] for r in rows if r["paper_id"] == "arXiv:2409.19603"}) == 19
+    # Sa2VA Table 6: Sa2VA-8B Ref-YTVOS 70.7; Table 8: InternVL2.5-26B 75.1
+    assert value[("arXiv:2501.04001", "Table 6", "Sa2VA-8B", "J&F")] == "70.7"
+    assert value[("arXiv:2501.04001", "Table 8", "Sa2VA (base MLLM InternVL2.5-26B)", "J&F")] == "75.1"
