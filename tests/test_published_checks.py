@@ -25,9 +25,9 @@ def test_each_published_check_composes_with_the_configs(check, tmp_path):
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[*filled, f"run.root={tmp_path}/runs"])
     assert cfg.model.name == check.model
-    from hydra.utils import get_class
+    from hydra.utils import instantiate
 
-    assert check.metric in get_class(cfg.dataset.protocol._target_).headline
+    assert check.metric in instantiate(cfg.dataset.protocol).headline
 
 
 def test_fill_names_a_missing_placeholder():
