@@ -41,6 +41,7 @@ def adapter(tmp_path_factory):
 
 def run_case(adapter, case):
     from rvt_bench.adapters.sa2va import preprocess, prompts
+    from rvt_bench.adapters.sa2va.adapter import llm_text
     from rvt_bench.adapters.sa2va.sam import sam_pixels
     from rvt_bench.core.frames import read_frame
 
@@ -51,9 +52,7 @@ def run_case(adapter, case):
     template = adapter.video_prompt if video else adapter.image_prompt
     text = template.replace("{query}", case["query"])
     assert text == case["prompt"]
-    n = config.num_image_token
-    full = prompts.build_prompt(text, n, pixels.shape[0]) if video else prompts.build_prompt(text, n * pixels.shape[0], 1)
-    token_ids = tokenizer.encode(full)
+    token_ids = tokenizer.encode(llm_text(text, config, pixels.shape[0], video))
     out = net.run(token_ids, pixels, [sam_pixels(preprocess.sam_frame(f)) for f in frames], frames[0].shape[:2],
                   seg_id=ids[prompts.SEG_TOKEN], img_context_id=ids[prompts.IMG_CONTEXT], eos_id=tokenizer.eos_token_id,
                   max_new_tokens=adapter.max_new_tokens, stop=adapter._stop(tokenizer, config))
@@ -74,7 +73,7 @@ def test_token_ids_match_sa2va(adapter, case):
 def test_mask_logits_match_sa2va(adapter, case):
     out = run_case(adapter, case)
     expected = torch.tensor(case["logits"]) if case["logits"] else torch.zeros((0, *out.logits.shape[1:]))
-    assert out.logits.shape == expected.shape
+    assert out.logits.shape == expected.shape and out.n_seg == len(expected)
     if len(expected):
         assert float((out.logits - expected).abs().max()) <= TOLERANCE
         assert np.array_equal(out.logits.numpy() > 0, expected.numpy() > 0)

@@ -25,6 +25,14 @@ from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*"]
 
 
+def llm_text(prompt: str, config, n_tiles: int, video: bool) -> str:
+    """The LLM's input text: a video's n_tiles frames as one image line each (256 tokens), an image's
+    n_tiles tiles as one line of 256 * n_tiles tokens (``predict_forward``)."""
+    if video:
+        return prompts.build_prompt(prompt, config.num_image_token, n_tiles, config.template)
+    return prompts.build_prompt(prompt, config.num_image_token * n_tiles, 1, config.template)
+
+
 class Sa2VAAdapter(Adapter):
     """Sa2VA on transformers / sam2 modules (rvt_bench.adapters.sa2va.model).
 
@@ -177,18 +185,16 @@ class Sa2VAAdapter(Adapter):
             raise AdapterError(f"sample {sample.id}: Sa2VA needs frames of one size (predict_forward asserts it)")
         t0 = time.perf_counter()
         pixels = preprocess.llm_pixels(frames, video=video)
-        text = prompts.build_prompt(self.prompt(sample), config.num_image_token, pixels.shape[0] if video else 1, config.template)
-        if not video:
-            text = prompts.build_prompt(self.prompt(sample), config.num_image_token * pixels.shape[0], 1, config.template)
+        text = llm_text(self.prompt(sample), config, pixels.shape[0], video)
         token_ids = tokenizer.encode(text)
         out = net.run(token_ids, pixels, [sam_pixels(preprocess.sam_frame(f)) for f in frames], size,
                       seg_id=ids[prompts.SEG_TOKEN], img_context_id=ids[prompts.IMG_CONTEXT], eos_id=tokenizer.eos_token_id,
-                      max_new_tokens=self.max_new_tokens, stop=self._stop(tokenizer, config))
+                      max_new_tokens=self.max_new_tokens, stop=self._stop(tokenizer, config), all_masks=False)
         if len(out.logits):
             per_frame = [(out.logits[0, i] > 0).numpy() for i in range(len(frames))]
         else:
             per_frame = [np.zeros(size, bool)] * len(frames)
         answer = tokenizer.decode(out.generated).strip()
         return Prediction(sample_id=sample.id, task="segmentation", masks=[masks.encode(m) for m in per_frame], text=answer,
-                          trace={"answer": answer, "n_seg": int(out.logits.shape[0]), "generated_tokens": len(out.generated)},
+                          trace={"answer": answer, "n_seg": out.n_seg, "generated_tokens": len(out.generated)},
                           timings={"sa2va": time.perf_counter() - t0})

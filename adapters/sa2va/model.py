@@ -29,12 +29,14 @@ from rvt_bench.core.types import AdapterError
 
 @dataclass
 class Sa2VAOutput:
-    """One sample's result: prompt ids, generated ids (eos / stop word kept), and mask logits
-    (N_seg, F, H, W) float32 at the frames' size, one (F, H, W) stack per usable [SEG]."""
+    """One sample's result: prompt ids, generated ids (eos / stop word kept), the number of usable
+    [SEG] (n_seg), and mask logits (N, F, H, W) float32 at the frames' size, one (F, H, W) stack per
+    usable [SEG] (N = n_seg), or for the first one only (N = min(n_seg, 1), ``all_masks=False``)."""
 
     token_ids: list[int]
     generated: list[int]
     logits: object
+    n_seg: int = 0
 
 
 def seg_hidden_positions(n_prompt: int, generated: list[int], seg_id: int) -> list[int]:
@@ -139,24 +141,29 @@ class Sa2VAModel(nn.Module):
     # --- one sample -----------------------------------------------------------------------------
 
     def run(self, token_ids: list[int], llm_pixels, sam_frames: list, out_size: tuple[int, int], *, seg_id: int,
-            img_context_id: int, eos_id: int | None, max_new_tokens: int, stop=lambda ids: False) -> Sa2VAOutput:
+            img_context_id: int, eos_id: int | None, max_new_tokens: int, stop=lambda ids: False,
+            all_masks: bool = True) -> Sa2VAOutput:
         """``predict_forward`` on one image (one frame) or video (every frame).
 
         llm_pixels: (N, 3, 448, 448) float32 tiles; sam_frames: F tensors (3, 1024, 1024) float32
-        (sam.sam_pixels); out_size: (H, W) of the frames. Masks come from every usable [SEG]."""
+        (sam.sam_pixels); out_size: (H, W) of the frames. Masks come from every usable [SEG]
+        (``predict_forward``), or from the first only (all_masks=False: what the authors' evaluation keeps)."""
         from rvt_bench.adapters.sa2va.sam import FrameFeatures, language_mask
 
         with torch.inference_mode():
             embeds = self.embed(token_ids, self.image_features(llm_pixels), img_context_id)
             generated = self.greedy(embeds, max_new_tokens, eos_id, stop)
             prompts = self.seg_embeddings(embeds, generated, seg_id)
-            if prompts.shape[0] == 0:
+            n_seg = int(prompts.shape[0])
+            if n_seg == 0:
                 return Sa2VAOutput(token_ids, generated, torch.zeros((0, len(sam_frames), *out_size), dtype=torch.float32))
+            if not all_masks:
+                prompts = prompts[:1]
             sam = self.sam
             sam_dtype = next(sam.parameters()).dtype
             features = [FrameFeatures(sam, f.to(self.device, sam_dtype)) for f in sam_frames]
             logits = torch.stack([torch.stack([language_mask(sam, feat, p, out_size) for feat in features]) for p in prompts])
-        return Sa2VAOutput(token_ids, generated, logits.float().cpu())
+        return Sa2VAOutput(token_ids, generated, logits.float().cpu(), n_seg)
 
 
 def build(config: Sa2VAConfig, device: str, dtype) -> Sa2VAModel:
