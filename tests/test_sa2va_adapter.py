@@ -120,3 +120,19 @@ def test_settings_are_checked_and_fingerprinted():
     fp = Sa2VAAdapter("ByteDance/Sa2VA-4B", device="cpu").fingerprint()
     assert fp["checkpoint"] == "ByteDance/Sa2VA-4B" and fp["max_new_tokens"] == 2048 and fp["dtype"] == "float32"
     assert Sa2VAAdapter("ByteDance/Sa2VA-4B", device="cpu", max_new_tokens=32).fingerprint() != fp
+
+
+def test_a_config_json_as_the_authors_save_it_reads_the_same():
+    """tests/data/sa2va/tiny_config_saved_by_4.42.3.json: the tiny config.json passed through the authors'
+    Sa2VAChatConfig(**raw).to_json_string() under transformers 4.42.3 (how the released files were
+    written: every PretrainedConfig key in llm_config and vision_config, 72 in llm_config)."""
+    from rvt_bench.adapters.sa2va.config import Sa2VAConfig
+    from tests.sa2va_tiny import SPECIAL, sa2va_config
+
+    saved = Sa2VAConfig.from_dict(json.loads((DATA / "tiny_config_saved_by_4.42.3.json").read_text()))
+    ours = Sa2VAConfig.from_dict(sa2va_config(256 + len(SPECIAL)))
+    assert saved.vision == ours.vision and (saved.template, saved.ps_version, saved.select_layer) == ("qwen_chat", "v2", -1)
+    a, b = saved.qwen2_config(), ours.qwen2_config()
+    for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "vocab_size", "rms_norm_eps", "rope_parameters", "tie_word_embeddings", "layer_types"):
+        assert getattr(a, key) == getattr(b, key), key
