@@ -42,11 +42,18 @@ def build_sam2(trunk: dict):
     """A SAM2Base (random weights) with Sa2VA's settings and the Hiera `trunk` sizes
     (config.SAM2_HIERA_L for the released checkpoints)."""
     try:
-        import sam2
+        from hydra.core.global_hydra import GlobalHydra
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
+
+        owned = GlobalHydra.instance().is_initialized()
+        import sam2
     except ImportError as exc:
         raise AdapterError(f"sa2va: the sam2 package is needed ({exc})") from exc
+    # sam2's __init__ initialises Hydra's global state when nobody has; a later hydra.initialize
+    # (a test, an app started afterwards) would then fail with "GlobalHydra is already initialized"
+    if not owned and GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
     cfg = OmegaConf.load(Path(sam2.__file__).parent / "configs" / "sam2" / "sam2_hiera_l.yaml")
     dim = int(trunk["embed_dim"])
     overrides = {
