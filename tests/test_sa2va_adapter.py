@@ -114,6 +114,11 @@ def test_internlm2_checkpoints_are_refused_in_one_line(copy_of):
         Sa2VAAdapter(str(copy_of), device="cpu")._load()
 
 
+def test_half_precision_on_the_cpu_is_refused_in_one_line(checkpoint):
+    with pytest.raises(AdapterError, match="dtype bfloat16 needs CUDA"):
+        Sa2VAAdapter(str(checkpoint), device="cpu", dtype="bfloat16")._load()
+
+
 def test_settings_are_checked_and_fingerprinted():
     with pytest.raises(AdapterError, match="image_prompt must contain"):
         Sa2VAAdapter("ByteDance/Sa2VA-4B", image_prompt="segment it")

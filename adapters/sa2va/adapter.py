@@ -8,7 +8,8 @@ prompt ``image_prompt`` / ``video_prompt`` with the query, a greedily generated 
 keeps ``prediction_masks[0]``; no [SEG] = empty masks, as theirs). The answer goes to
 Prediction.text.
 
-Precision: bfloat16 on CUDA (``preparing_for_generation``'s default), float32 on CPU.
+Precision: bfloat16 on CUDA (``preparing_for_generation``'s default; SAM2 under CUDA autocast, as
+``SAM2.language_embd_inference``), float32 on CPU (half precision on the CPU is refused in one line).
 """
 from __future__ import annotations
 
@@ -148,6 +149,8 @@ class Sa2VAAdapter(Adapter):
                 raise AdapterError(f"sa2va: the tokenizer in {directory} has no {token} token")
             ids[token] = tid
         device, dtype_name = self._device_dtype()
+        if device == "cpu" and dtype_name != "float32":
+            raise AdapterError(f"sa2va: dtype {dtype_name} needs CUDA (the authors run SAM2 under CUDA autocast); use float32 on the CPU")
         net = sa2va_model.build(config, device, getattr(torch, dtype_name))
         load_into(net, directory)
         self._loaded = (net, tokenizer, ids, config)

@@ -161,8 +161,11 @@ class Sa2VAModel(nn.Module):
                 prompts = prompts[:1]
             sam = self.sam
             sam_dtype = next(sam.parameters()).dtype
-            features = [FrameFeatures(sam, f.to(self.device, sam_dtype)) for f in sam_frames]
-            logits = torch.stack([torch.stack([language_mask(sam, feat, p, out_size) for feat in features]) for p in prompts])
+            # SAM2.language_embd_inference runs under torch.autocast("cuda", bfloat16): active on CUDA,
+            # inactive on the CPU (where the adapter runs float32 only)
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+                features = [FrameFeatures(sam, f.to(self.device, sam_dtype)) for f in sam_frames]
+                logits = torch.stack([torch.stack([language_mask(sam, feat, p, out_size) for feat in features]) for p in prompts])
         return Sa2VAOutput(token_ids, generated, logits.float().cpu(), n_seg)
 
 
