@@ -118,7 +118,7 @@ class Sa2VAModel(nn.Module):
     def greedy(self, inputs_embeds, max_new_tokens: int, eos_id: int | None, stop) -> list[int]:
         """Greedy decoding (``generate`` with do_sample=False) of at most `max_new_tokens` ids; stops
         after eos or when ``stop(generated)`` is true (both kept, as generate keeps them)."""
-        out = self.language_model(inputs_embeds=inputs_embeds, use_cache=True)
+        out = self.language_model(inputs_embeds=inputs_embeds, use_cache=True, logits_to_keep=1)  # the last row only
         new: list[int] = []
         while len(new) < max_new_tokens:
             token = int(out.logits[0, -1].argmax())

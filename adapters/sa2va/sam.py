@@ -13,8 +13,9 @@ the ``language_embd`` extension, then ``propagate_in_video``):
   backbone features + ``no_mem_embed`` (directly_add_no_mem_embed); ``propagate_in_video`` then
   returns the stored outputs of those conditioning frames. The memory encoder it runs on them
   feeds no output, so it is not run here.
-- prompt encoder with no points (one padding point with label -1, plus the pad point) and no mask;
-  the language embedding (1, 1, 256) is appended to the sparse embeddings -> (1, 3, 256).
+- prompt encoder with no points (a zero point with label -1, and the encoder's own padding point:
+  both embed as ``not_a_point_embed``) and no mask (``no_mask_embed``); the language embedding
+  (1, 1, 256) is appended to the sparse embeddings -> (1, 3, 256).
 - mask decoder with the high-resolution features, ``multimask_output=True`` (no points, initial
   conditioning frame), the mask with the highest predicted IoU; Sa2VA comments out SAM2's
   ``NO_OBJ_SCORE`` replacement of masks with a negative object score, so none is applied here.
