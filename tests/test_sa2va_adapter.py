@@ -106,6 +106,21 @@ def test_missing_parameter_is_named(copy_of):
         Sa2VAAdapter(str(copy_of), device="cpu")._load()
 
 
+def test_a_tied_checkpoint_without_lm_head_gets_the_input_embeddings(copy_of):
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(copy_of / "model.safetensors"))
+    del tensors["language_model.lm_head.weight"]
+    save_file(tensors, str(copy_of / "model.safetensors"))
+    with pytest.raises(AdapterError, match=r"lacks 'language_model\.lm_head\.weight'"):
+        Sa2VAAdapter(str(copy_of), device="cpu")._load()  # untied (the tiny config): the head is missing
+    config = json.loads((copy_of / "config.json").read_text())
+    config["llm_config"]["tie_word_embeddings"] = True
+    (copy_of / "config.json").write_text(json.dumps(config))
+    net = Sa2VAAdapter(str(copy_of), device="cpu")._load()[0]
+    assert net.language_model.lm_head.weight.equal(tensors["language_model.model.embed_tokens.weight"])
+
+
 def test_internlm2_checkpoints_are_refused_in_one_line(copy_of):
     config = json.loads((copy_of / "config.json").read_text())
     config["llm_config"]["architectures"] = ["InternLM2ForCausalLM"]
