@@ -45,6 +45,9 @@ SAM2_TRUNK = {"embed_dim": 8, "num_heads": 1, "stages": [1, 2, 2, 1], "global_at
               "window_pos_embed_bkg_spatial_size": [7, 7], "window_spec": [8, 4, 16, 8]}
 REFERENCE_BOOSTS = {"seg_boost": -7.0, "eos_boost": -6.25}
 """The checkpoint tests/data/sa2va/sa2va_reference.json was printed from: build_checkpoint(d, 0, **REFERENCE_BOOSTS)."""
+MULTI_SEG_BOOSTS = {"seg_boost": -7.0, "eos_boost": -6.0}
+"""tests/data/sa2va/sa2va_reference_multiseg.json: build_checkpoint(d, 0, **MULTI_SEG_BOOSTS), 4 new tokens,
+the first fixture image: Sa2VA answers "[SEG][SEG]<|im_end|>", two masks."""
 
 
 def write_tokenizer(directory: Path) -> dict[str, int]:

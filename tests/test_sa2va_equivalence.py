@@ -4,7 +4,8 @@ Reference: tests/data/sa2va/sa2va_reference.json, printed by tests/data/sa2va/re
 which runs magic-research/Sa2VA d01bf3fa8ee239325a007e7b64ee2fd22578b045 (hf/models,
 ``Sa2VAChatModel.predict_forward``) under transformers 4.42.3 (CPU, float32) on two images of
 tests/data/lisa/reasonseg and two clips of tests/data/sa2va/video (six frames: the LLM sees five;
-two frames). The checkpoint is rebuilt here from the same seed.
+two frames), and (sa2va_reference_multiseg.json) on the MULTI_SEG_BOOSTS checkpoint whose answer holds two
+[SEG]. The checkpoints are rebuilt here from the same seed.
 
 Tolerance: both sides run float32; the mask logits pass through two implementations of the same
 layers (the LLM's hidden state from one uncached pass here, from cached decoding there; different
@@ -21,11 +22,12 @@ import numpy as np
 import pytest
 import torch
 
-from tests.sa2va_tiny import REFERENCE_BOOSTS, build_checkpoint
+from tests.sa2va_tiny import MULTI_SEG_BOOSTS, REFERENCE_BOOSTS, build_checkpoint
 
 DATA = Path(__file__).parent / "data" / "sa2va"
 LISA_IMAGES = Path(__file__).parent / "data" / "lisa" / "reasonseg" / "val"
 REFERENCE = json.loads((DATA / "sa2va_reference.json").read_text())
+MULTI = json.loads((DATA / "sa2va_reference_multiseg.json").read_text())
 TOLERANCE = 1e-4  # max |logit difference|, float32 on CPU (module docstring)
 
 
@@ -79,8 +81,24 @@ def test_mask_logits_match_sa2va(adapter, case):
         assert np.array_equal(out.logits.numpy() > 0, expected.numpy() > 0)
 
 
-def test_reference_covers_no_seg_one_seg_and_a_video_longer_than_five_frames():
+def test_references_cover_no_seg_one_seg_two_seg_and_a_video_longer_than_five_frames():
     counts = sorted(len(c["logits"]) for c in REFERENCE["cases"])
     assert counts[0] == 0 and 1 in counts
     assert any(c["kind"] == "video" and len(c["files"]) > 5 for c in REFERENCE["cases"])
     assert any(c["kind"] == "video" and c["logits"] for c in REFERENCE["cases"])
+    assert [len(c["logits"]) for c in MULTI["cases"]] == [2]
+
+
+def test_two_seg_tokens_give_two_mask_stacks_as_sa2va(tmp_path):
+    """sa2va_reference_multiseg.json: the MULTI_SEG_BOOSTS checkpoint answers "[SEG][SEG]<|im_end|>"."""
+    from rvt_bench.adapters.sa2va.adapter import Sa2VAAdapter
+
+    adapter = Sa2VAAdapter(str(build_checkpoint(tmp_path / "multi", 0, **MULTI_SEG_BOOSTS)), device="cpu",
+                           max_new_tokens=MULTI["max_new_tokens"])
+    adapter._load()
+    (case,) = MULTI["cases"]
+    out = run_case(adapter, case)
+    expected = torch.tensor(case["logits"])
+    assert out.generated == case["output_ids"] and out.n_seg == 2 == len(expected)
+    assert out.logits.shape == expected.shape
+    assert float((out.logits - expected).abs().max()) <= TOLERANCE

@@ -8,6 +8,10 @@ peft 0.11.1, CPU, float32:
     python -m tests.sa2va_tiny /tmp/tiny_sa2va --reference
     python tests/data/sa2va/reference/run_sa2va.py /tmp/tiny_sa2va SA2VA_CHECKOUT/projects/llava_sam2/hf \
         tests/data/sa2va/sa2va_reference.json
+    # two [SEG]: the MULTI_SEG_BOOSTS checkpoint, 4 new tokens, the first image
+    python -c "from tests.sa2va_tiny import *; build_checkpoint('/tmp/tiny_sa2va_multi', 0, **MULTI_SEG_BOOSTS)"
+    python tests/data/sa2va/reference/run_sa2va.py /tmp/tiny_sa2va_multi SA2VA_CHECKOUT/projects/llava_sam2/hf \
+        tests/data/sa2va/sa2va_reference_multiseg.json 4 0
 
 What is shimmed (none of it touches the math):
 - ``torch.Tensor.cuda`` returns the tensor itself (predict_forward and SAM2VideoPredictor move
@@ -51,7 +55,9 @@ CASES = [
 MAX_NEW_TOKENS = 32
 
 
-def main(checkpoint: str, hf_dir: str, out: str) -> None:
+def main(checkpoint: str, hf_dir: str, out: str, max_new_tokens: str = str(MAX_NEW_TOKENS), *case_indices: str) -> None:
+    budget = int(max_new_tokens)
+    chosen = [CASES[int(i)] for i in case_indices] if case_indices else CASES
     sys.path.insert(0, hf_dir)
     from models import sam2 as sam2_mod  # noqa: the authors' package (hf/models, relative imports)
     from models.configuration_sa2va_chat import Sa2VAChatConfig
@@ -83,7 +89,7 @@ def main(checkpoint: str, hf_dir: str, out: str) -> None:
     model = Sa2VAChatModel(config, use_flash_attn=False).eval()
     model.load_state_dict(load_file(str(Path(checkpoint) / "model.safetensors")), strict=True)
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model.preparing_for_generation(tokenizer, max_new_tokens=MAX_NEW_TOKENS, torch_dtype=torch.float32)
+    model.preparing_for_generation(tokenizer, max_new_tokens=budget, torch_dtype=torch.float32)
 
     seen = {}
     generate = model.generate
@@ -104,7 +110,7 @@ def main(checkpoint: str, hf_dir: str, out: str) -> None:
     model.grounding_encoder.language_embd_inference = recording_embd
 
     cases = []
-    for case in CASES:
+    for case in chosen:
         seen["sam"] = []
         if case["kind"] == "image":
             image = Image.open(LISA_IMAGES / case["files"][0]).convert("RGB")
@@ -126,8 +132,8 @@ def main(checkpoint: str, hf_dir: str, out: str) -> None:
         print(case["kind"], case["files"][0], "generated", len(seen["sequences"]), "n_seg", len(logits), repr(result["prediction"][:80]))
     Path(out).write_text(json.dumps({"source": "magic-research/Sa2VA@d01bf3fa8ee239325a007e7b64ee2fd22578b045",
                                      "transformers": __import__("transformers").__version__, "torch": torch.__version__,
-                                     "max_new_tokens": MAX_NEW_TOKENS, "cases": cases}) + "\n")
+                                     "max_new_tokens": budget, "cases": cases}) + "\n")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:])
