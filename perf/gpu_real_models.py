@@ -6,7 +6,7 @@ directories, because such machines usually have no network):
 
     python perf/gpu_real_models.py [--frames 16] [--size 480x854] [--out DIR]
         [--sam2 ID_OR_DIR] [--depth ID_OR_DIR] [--owlv2 ID_OR_DIR] [--qwen ID_OR_DIR] [--lisa ID_OR_DIR]
-        [--skip qwen lisa ...]
+        [--sa2va ID_OR_DIR] [--skip qwen lisa sa2va ...]
     python perf/gpu_real_models.py --tiny     # the same code path with tiny random models, CPU
     python perf/gpu_real_models.py --published [MODEL ...] [--data REASONSEG=DIR ...] [--out DIR]
         [--dry-run]    # one published number per released model (perf/published_checks.py)
@@ -26,6 +26,11 @@ Qwen2.5-VL answers are non-empty and a batch answers like one-by-one (left paddi
 LISA (adapters/lisa, bfloat16, eval prompt and generated answer) returns one (H, W) mask per frame, and
 on the real checkpoint "the large blue disc" overlaps the near disc with IoU > 0.3 and the generated
 answer holds a [SEG]. (--lisa needs the checkpoint and openai/clip-vit-large-patch14 in the HF cache.)
+Sa2VA (adapters/sa2va, bfloat16, ByteDance/Sa2VA-4B) returns one (H, W) mask per frame of a two-frame
+clip and of one image, and on the real checkpoint its answer holds a [SEG] and the clip's first mask
+overlaps the near disc with IoU > 0.3. One published number to reproduce with it (docs/models.md "One
+published number per model"): `rvt-bench +dataset=mevis dataset.root=/data/mevis dataset.split=valid_u
++model=sa2va` -> MeViS valid_u J&F 55.9 (Sa2VA Table 8, InternVL2.5-4B).
 Prints one row per model and writes results.json under --out when given.
 """
 from __future__ import annotations
@@ -78,6 +83,38 @@ class LisaBench:
         evaluated = self.eval.predict(sample)
         generated = self.generate.predict(sample)
         return [masks.decode(r) for r in evaluated.masks], generated.text or ""
+
+
+class Sa2VABench:
+    """rvt_bench.adapters.sa2va.adapter.Sa2VAAdapter behind run_model's backend interface: a clip and its first frame."""
+
+    def __init__(self, checkpoint: str, device: str, workdir: Path, max_new_tokens: int = 64):
+        from rvt_bench.adapters.sa2va.adapter import Sa2VAAdapter
+
+        self.model_id = checkpoint
+        self.workdir = workdir
+        self.adapter = Sa2VAAdapter(checkpoint, device=device, max_new_tokens=max_new_tokens)
+
+    def components(self):
+        return self.adapter._load()
+
+    def answer(self, frames: list[np.ndarray], query: str):
+        from PIL import Image
+
+        from rvt_bench.core import masks
+        from rvt_bench.core.types import Sample, Target
+
+        paths = []
+        for i, frame in enumerate(frames):
+            paths.append(str(self.workdir / f"sa2va_frame{i}.png"))
+            Image.fromarray(frame).save(paths[-1])
+        out = []
+        for name, modality, chosen in (("clip", "video", paths), ("image", "image", paths[:1])):
+            sample = Sample(id=name, dataset="synthetic", split="gpu", modality=modality, frames=chosen,
+                            frame_ids=[str(i) for i in range(len(chosen))], query=query, task="segmentation", target=Target())
+            pred = self.adapter.predict(sample)
+            out.append(([masks.decode(r) for r in pred.masks], pred.text or ""))
+        return out
 
 
 def synthetic_video(frames: int, height: int, width: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -152,7 +189,8 @@ def main() -> int:
     ap.add_argument("--owlv2", default="google/owlv2-base-patch16-ensemble")
     ap.add_argument("--qwen", default="Qwen/Qwen2.5-VL-3B-Instruct")
     ap.add_argument("--lisa", default="xinlai/LISA-7B-v1")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["sam2", "depth", "owlv2", "qwen", "lisa"])
+    ap.add_argument("--sa2va", default="ByteDance/Sa2VA-4B")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["sam2", "depth", "owlv2", "qwen", "lisa", "sa2va"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--published", nargs="*", default=None, metavar="MODEL",
                     help="run perf/published_checks.py's command per model (all when none named)")
@@ -246,6 +284,27 @@ def main() -> int:
                 yield iou > 0.3, f"near disc IoU {iou:.2f}"
                 yield "[SEG]" in answer, f"generated answer without [SEG]: {answer!r}"
         run_model("LISA", make_lisa, lambda b: b.answer(frames[:2], "the large blue disc"), lisa_checks, results)
+
+    if "sa2va" not in args.skip:
+        import tempfile
+
+        sa2va_dir = Path(tempfile.mkdtemp(prefix="sa2va_bench_"))
+
+        def make_sa2va():
+            if tiny:
+                from tests.sa2va_tiny import REFERENCE_BOOSTS, build_checkpoint
+
+                return Sa2VABench(str(build_checkpoint(sa2va_dir / "tiny_sa2va", 0, **REFERENCE_BOOSTS)), "cpu", sa2va_dir, 8)
+            return Sa2VABench(args.sa2va, "cuda", sa2va_dir)
+
+        def sa2va_checks(out):
+            (clip, clip_answer), (image, _) = out
+            yield len(clip) == 2 and len(image) == 1 and all(m.shape == (height, width) for m in clip + image), "mask shapes"
+            if not tiny:
+                iou = float((clip[0] & discs[0][1]).sum() / max((clip[0] | discs[0][1]).sum(), 1))
+                yield iou > 0.3, f"near disc IoU {iou:.2f}"
+                yield "[SEG]" in clip_answer, f"answer without [SEG]: {clip_answer!r}"
+        run_model("Sa2VA", make_sa2va, lambda b: b.answer(frames[:2], "the large blue disc"), sa2va_checks, results)
 
     print(f"frames={T} size={height}x{width} tiny={tiny}")
     print(f"{'model':<20} {'status':<13} {'load_s':>7} {'run_s':>7} {'s/frame':>8} {'peak_GB':>8}")

@@ -250,6 +250,33 @@ def test_lisa_counts_a_frame_without_seg_and_an_empty_mask():
     assert stage([{"n_seg": 2}], full) is None
 
 
+# --- Sa2VA ----------------------------------------------------------------------------------------
+
+
+def test_sa2va_reports_seg_token_and_mask_on_the_tiny_checkpoint(small_demo, tmp_path):
+    from tests.sa2va_tiny import REFERENCE_BOOSTS, build_checkpoint
+
+    (small_demo / "splits" / "sa2va.txt").write_text("image/coffee_cup\nvideo/UVO/all/coin_entry/0\nrvt/vqa/coin_entry\n")
+    checkpoint = build_checkpoint(tmp_path / "tiny_sa2va", 0, **REFERENCE_BOOSTS)
+    result = demo_run(tmp_path, "+model=sa2va", f"model.checkpoint={checkpoint}", "model.max_new_tokens=16",
+                      f"dataset.root={small_demo}", "dataset.split=sa2va")
+    preds = {r["sample_id"]: r for r in map(json.loads, (result.run_dir / "predictions.jsonl").read_text().splitlines())}
+    scores = {r["sample_id"]: r for r in map(json.loads, (result.run_dir / "scores.jsonl").read_text().splitlines())}
+    first_failed, seg, decoded, correct = {}, 0, 0, 0
+    for sid in ("image/coffee_cup", "video/UVO/all/coin_entry/0"):  # random weights: the answer is whatever they give
+        has_seg = preds[sid]["trace"]["n_seg"] >= 1
+        has_mask = has_seg and any(masks.decode(m).any() for m in preds[sid]["masks"])
+        ok = scores[sid]["funnel"]["first_failed"] is None
+        seg, decoded, correct = seg + has_seg, decoded + has_mask, correct + ok
+        first_failed[sid] = None if ok else "result_correct" if has_mask else "mask_decoded" if has_seg else "seg_emitted"
+        frames = 1 if sid.startswith("image/") else len(list((small_demo / "revos" / "JPEGImages" / "UVO" / "all" / "coin_entry").glob("*.jpg")))
+        assert len(preds[sid]["masks"]) == frames and preds[sid]["error"] is None
+    assert seg >= 1 and frames > 1  # REFERENCE_BOOSTS: the tiny model emits [SEG] on images
+    first_failed["rvt/vqa/coin_entry"] = "seg_emitted"  # Sa2VA answers segmentation only
+    assert "segmentation only" in preds["rvt/vqa/coin_entry"]["error"]["message"]
+    shown(result, [("[SEG] emitted", seg), ("mask decoded", decoded), ("result correct", correct)], first_failed)
+
+
 # --- a model without stages ---------------------------------------------------------------------
 
 
