@@ -42,6 +42,12 @@ CHECKS: tuple[Check, ...] = (
           "gIoU", 66.3,
           "VisionReasoner (arXiv 2505.12081v5) Table 2, VisionReasoner-7B, ReasonSeg val gIoU; "
           "leaderboards/paper/visionreasoner_arxiv2505.12081.csv (verified; 66.26 in Seg-Zero's README)"),
+    Check("sa2va",
+          ("+dataset=mevis", "dataset.root={MEVIS}", "dataset.split=valid_u", "+model=sa2va",
+           "model.checkpoint=ByteDance/Sa2VA-4B"),
+          "J&F", 55.9,
+          "Sa2VA (arXiv 2501.04001v3) Table 8, base MLLM InternVL2.5-4B (its Table 19 names the InternVL2.5-based "
+          "models Sa2VA-1B/4B/8B/26B), MeViS valid_u J&F; leaderboards/paper/sa2va_arxiv2501.04001.csv (verified)"),
 )
 
 
