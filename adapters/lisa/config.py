@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core import files
-from rvt_bench.core.types import AdapterError, DatasetFormatError
+from rvt_bench.adapters.checkpoint import read_config_json
+from rvt_bench.core.types import AdapterError
 
 LLAMA_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "hidden_act", "max_position_embeddings", "rms_norm_eps", "initializer_range",
@@ -49,14 +49,7 @@ class LisaConfig:
     @classmethod
     def from_json(cls, path: str | Path) -> "LisaConfig":
         """Read config.json; raises AdapterError naming the file and the missing keys."""
-        path = Path(path)
-        if not path.is_file():
-            raise AdapterError(f"lisa: {path} is missing (a LISA checkpoint directory holds config.json)")
-        try:
-            raw = files.loads(files.read_text(path, "lisa config"), str(path), duplicates="last")
-        except (OSError, DatasetFormatError) as exc:
-            raise AdapterError(f"lisa: {path} is not valid JSON ({exc})") from exc
-        return cls.from_dict(raw, str(path))
+        return cls.from_dict(read_config_json(path, "lisa", "LISA"), str(path))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "config") -> "LisaConfig":

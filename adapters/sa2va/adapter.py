@@ -19,6 +19,7 @@ from typing import Sequence
 
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
+from rvt_bench.adapters.checkpoint import device_dtype
 from rvt_bench.adapters.sa2va import prompts
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
@@ -72,15 +73,7 @@ class Sa2VAAdapter(Adapter):
     # --- configuration ------------------------------------------------------------------------
 
     def _device_dtype(self) -> tuple[str, str]:
-        import torch
-
-        device = self.device_setting
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = self.dtype_setting
-        if dtype == "auto":
-            dtype = "float32" if device == "cpu" else "bfloat16"
-        return device, dtype
+        return device_dtype(self.device_setting, self.dtype_setting)
 
     def fingerprint(self) -> dict:
         _, dtype = self._device_dtype()

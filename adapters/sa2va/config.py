@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core import files
-from rvt_bench.core.types import AdapterError, DatasetFormatError
+from rvt_bench.adapters.checkpoint import read_config_json
+from rvt_bench.core.types import AdapterError
 
 SAM2_HIERA_L = {"embed_dim": 144, "num_heads": 2, "stages": [2, 6, 36, 4], "global_att_blocks": [23, 33, 43],
                 "window_pos_embed_bkg_spatial_size": [7, 7], "window_spec": [8, 4, 16, 8]}
@@ -52,14 +52,7 @@ class Sa2VAConfig:
     @classmethod
     def from_json(cls, path: str | Path) -> "Sa2VAConfig":
         """Read config.json; raises AdapterError naming the file and what is wrong."""
-        path = Path(path)
-        if not path.is_file():
-            raise AdapterError(f"sa2va: {path} is missing (a Sa2VA checkpoint directory holds config.json)")
-        try:
-            raw = files.loads(files.read_text(path, "sa2va config"), str(path), duplicates="last")
-        except (OSError, DatasetFormatError) as exc:
-            raise AdapterError(f"sa2va: {path} is not valid JSON ({exc})") from exc
-        return cls.from_dict(raw, str(path))
+        return cls.from_dict(read_config_json(path, "sa2va", "Sa2VA"), str(path))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "config") -> "Sa2VAConfig":
