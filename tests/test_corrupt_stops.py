@@ -611,6 +611,12 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line(tmp_path):
     (["run.fial_fast=true"], "error: run.fial_fast is not a setting; did you mean run.fail_fast?"),
     (["+datset=revos"], "error: 'datset' is not a config group; did you mean +dataset=revos?"),
     (["dataset.limits.max_json_depth=0"], "error: ConfigError: dataset.limits.max_json_depth=0 must be > 0"),
+    # run.name is one directory under run.root/<dataset>/<model>/ (adversary: '../..' put the run outside run.root)
+    (["run.name='../../../escaped'"], "error: ConfigError: run.name='../../../escaped' has a path separator or '.'/'..'"),
+    (["run.name=a/b"], "error: ConfigError: run.name='a/b' has a path separator"),
+    (["run.name=.."], "error: ConfigError: run.name='..' has a path separator"),
+    (["run.name='bad\u202ename'"], "error: ConfigError: run.name='bad\\u202ename' has control or invisible characters"),
+    (["run.name=" + "n" * 201], "error: ConfigError: run.name='" + "n" * 80 + "' has 201 characters (at most 200)"),
 ])
 def test_a_config_mistake_is_one_line_with_status_2(tmp_path, args, line):
     proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), *args, f"run.root={tmp_path / 'runs'}"], cwd=REPO,

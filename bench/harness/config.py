@@ -238,6 +238,33 @@ def check_ranges(cfg: DictConfig) -> None:
         raise ConfigError("; ".join(dict.fromkeys(found)) + " (python run_bench.py --cfg job shows every setting)")
 
 
+RUN_NAME_MAX = 200  # one path component, well under every filesystem's 255-byte name limit
+
+
+def check_run_name(cfg: DictConfig) -> None:
+    """Raise ConfigError when run.name is not one plain directory name: it names the run's
+    directory under run.root/<dataset>/<model>/ and its leaderboard row, so a separator or "..",
+    control or format characters, an unencodable string (a lone surrogate) or a name over
+    RUN_NAME_MAX characters is refused before any work (such a name put the run outside run.root,
+    or failed only at the leaderboard after every sample was predicted)."""
+    import unicodedata
+
+    name = OmegaConf.select(cfg, "run.name", default=None)
+    if name is None or name == "":
+        return
+    name = str(name)
+    shown = name.encode("unicode_escape", "backslashreplace").decode("ascii")[:80]
+    why = None
+    if "/" in name or "\\" in name or name in (".", ".."):
+        why = "a path separator or '.'/'..' (it is one directory name under run.root)"
+    elif any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in name):
+        why = "control or invisible characters"
+    elif len(name) > RUN_NAME_MAX:
+        why = f"{len(name)} characters (at most {RUN_NAME_MAX})"
+    if why:
+        raise ConfigError(f"run.name='{shown}' has {why}: choose a plain name such as run.name=my-try")
+
+
 def register(store: ConfigStore | None = None) -> None:
     """Store every schema of conf/schemas.yaml in Hydra's ConfigStore (idempotent)."""
     store = store or ConfigStore.instance()
@@ -249,4 +276,4 @@ register()
 
 __all__ = ["BootstrapConfig", "JudgeConfig", "LeaderboardConfig", "LoggerConfig", "OpenAIJudgeConfig", "RunConfig",
            "SCHEMA_FILE", "TensorBoardLoggerConfig", "WandbLoggerConfig", "adapter_node", "check_ranges", "group_node",
-           "register", "schemas", "with_schemas"]
+           "check_run_name", "register", "schemas", "with_schemas"]
