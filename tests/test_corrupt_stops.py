@@ -744,10 +744,14 @@ def test_a_file_name_with_a_newline_and_an_ansi_escape_cannot_forge_lines(tmp_pa
 
 
 @pytest.mark.parametrize("in_flight, said", [
-    (["s1"], "; the sample in flight (s1) was abandoned; "),
-    (["s1", "s2"], "; the 2 samples in flight (s1, s2) were abandoned; "),  # a batch of two said "the sample"
+    (["s1"], "; the sample in flight (s1) was not waited for; "),
+    (["s1", "s2"], "; the 2 samples in flight (s1; s2) were not waited for; "),  # a batch of two said "the sample"
     ([], " are saved in "),
-    (["a\nb"], "; the sample in flight (a\\nb) was abandoned; ")])
+    (["a\nb"], "; the sample in flight (a\\nb) was not waited for; "),
+    # ids with ", " stay apart; a batch of many names three, each cut at 40 characters (adversary: 1 KB lines)
+    (["a, b", "c"], "; the 2 samples in flight (a, b; c) were not waited for; "),
+    ([f"{k}" * 50 for k in range(5)], "; the 5 samples in flight (" + "; ".join([f"{k}" * 37 + "..." for k in range(3)])
+     + "; +2 more) were not waited for; ")])
 def test_the_stop_line_counts_the_samples_in_flight(in_flight, said):
     from rvt_bench.harness.stops import Progress, stop_for
 

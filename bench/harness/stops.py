@@ -138,12 +138,23 @@ def missing_module(exc: BaseException | None) -> str | None:
     return None
 
 
+SHOWN_IN_FLIGHT = 3  # ids named in a stop line; the rest counted
+SHOWN_ID_CHARS = 40
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SHOWN_ID_CHARS else text[:SHOWN_ID_CHARS - 3] + "..."
+
+
 def _interrupted(p: Progress, what: str = "interrupted (Ctrl-C)") -> str:
     where = f" in {printable(p.run_dir)}" if p.run_dir else ""  # a run.root with a newline stays one line
     if p.phase == "predicting":
-        ids, k = ", ".join(printable(i) for i in p.in_flight), len(p.in_flight)  # a batch has several
-        flight = ("" if not k else f"; the sample in flight ({ids}) was abandoned" if k == 1
-                  else f"; the {k} samples in flight ({ids}) were abandoned")
+        k = len(p.in_flight)  # a batch has several; a few ids, each cut short, keep the line readable
+        ids = "; ".join(_short(printable(i)) for i in p.in_flight[:SHOWN_IN_FLIGHT])
+        ids += f"; +{k - SHOWN_IN_FLIGHT} more" if k > SHOWN_IN_FLIGHT else ""
+        # "not waited for", not "lost": one may still be saved as the process ends (resume counts it)
+        flight = ("" if not k else f"; the sample in flight ({ids}) was not waited for" if k == 1
+                  else f"; the {k} samples in flight ({ids}) were not waited for")
         return (f"{what} while predicting: {p.predicted} predictions of this invocation are saved{where}"
                 f"{flight}; the same command resumes from there")
     if p.phase == "scoring":
