@@ -180,7 +180,7 @@ def run_model(name, make, work, checks, results) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--frames", type=int, default=16)
     ap.add_argument("--size", default="480x854")
     ap.add_argument("--tiny", action="store_true", help="tiny random models on CPU (tests this script)")
@@ -353,6 +353,8 @@ def published(models: list[str], data_args: list[str], out: str | None, dry_run:
                f"leaderboard.dir={runs}/boards"]
         print("$ " + shlex.join(cmd), flush=True)
         if dry_run:
+            needs = f"; needs --data {' '.join(m + '=DIR' for m in missing)}" if missing else ""
+            print(f"  expect {check.metric} {check.expected} ({check.source}){needs}", flush=True)
             continue
         if subprocess.run(cmd, cwd=repo).returncode != 0:
             rows.append((check, None, "the command failed (its last line above)"))

@@ -1,7 +1,8 @@
 """One published number per released model, with the rvt-bench command that should reproduce it on
 a GPU node holding the real checkpoint and data: read by `perf/gpu_real_models.py --published`
-(which runs them and prints ours beside the paper's) and shown in docs/models.md "Reproducing a
-published number". Values are the sources' own, in percent as printed there.
+(which runs them and prints ours beside the paper's) and shown in docs/models.md "One published
+number per model, on a GPU node". Values are the sources' own, in percent as printed there. The
+commands use `model.backend=hf` where a model can also be served (no server on the GPU node).
 
 A check's `overrides` are the command line after `python run_bench.py`; `{NAME}` placeholders are
 filled from `--data NAME=DIR` (the GPU machine usually has no network: data and weights must be on

@@ -156,3 +156,19 @@ def test_a_config_json_as_the_authors_save_it_reads_the_same():
     for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                 "vocab_size", "rms_norm_eps", "rope_parameters", "tie_word_embeddings", "layer_types"):
         assert getattr(a, key) == getattr(b, key), key
+
+
+def test_without_the_sam2_package_the_run_stops_with_the_extras_install_line(monkeypatch):
+    """A newcomer on the README's install (no `.[sam2]` extra) got 'sa2va: the sam2 package is needed'
+    and no install hint; the missing module now goes up as such and the stop names the extra."""
+    import sys
+
+    from rvt_bench.adapters.sa2va.sam import build_sam2
+    from rvt_bench.harness.stops import stop_for
+
+    monkeypatch.setitem(sys.modules, "sam2", None)  # `import sam2` raises ModuleNotFoundError
+    with pytest.raises(ModuleNotFoundError) as missing:
+        build_sam2({"embed_dim": 8})
+    assert missing.value.name == "sam2"
+    stop = stop_for(missing.value, None, "sa2va")
+    assert stop.reason == "missing_package" and str(stop).endswith('pip install -e ".[sam2]"'), str(stop)

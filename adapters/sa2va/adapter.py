@@ -131,8 +131,17 @@ class Sa2VAAdapter(Adapter):
         prompts.template(config.template)
         try:
             from transformers import AutoTokenizer
+            from transformers.utils import logging as hf_logging
 
-            tokenizer = AutoTokenizer.from_pretrained(str(directory))
+            # transformers reads config.json's model_type "sa2va_chat" (a remote-code class it does
+            # not know) and warns "You are using a model of type sa2va_chat to instantiate a model of
+            # type ``": expected here, since only the tokenizer files are read; quiet for this call only
+            level = hf_logging.get_verbosity()
+            hf_logging.set_verbosity_error()
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(str(directory))
+            finally:
+                hf_logging.set_verbosity(level)
         except Exception as exc:  # missing or unreadable tokenizer files: one line
             raise AdapterError(f"sa2va: the tokenizer in {directory} cannot be loaded: {first_line(exc)}") from exc
         ids = {}

@@ -32,7 +32,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from rvt_bench.core.types import AdapterError
 
 SAM_SIZE = 1024
 SAM_MEAN = (0.485, 0.456, 0.406)
@@ -42,19 +41,14 @@ SAM_STD = (0.229, 0.224, 0.225)
 def build_sam2(trunk: dict):
     """A SAM2Base (random weights) with Sa2VA's settings and the Hiera `trunk` sizes
     (config.SAM2_HIERA_L for the released checkpoints)."""
-    try:
-        from hydra.core.global_hydra import GlobalHydra
-        from hydra.utils import instantiate
-        from omegaconf import OmegaConf
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
 
-        owned = GlobalHydra.instance().is_initialized()
-        import sam2
-    except ImportError as exc:
-        raise AdapterError(f"sa2va: the sam2 package is needed ({exc})") from exc
-    # sam2's __init__ initialises Hydra's global state when nobody has; a later hydra.initialize
-    # (a test, an app started afterwards) would then fail with "GlobalHydra is already initialized"
-    if not owned and GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
+    # without sam2 the ModuleNotFoundError goes up as it is: the run stops with the install line of
+    # the extra that lists it (pip install -e ".[sam2]"), as for every missing package
+    from rvt_bench.adapters.twin.backends.sam2_pkg import import_sam2
+
+    sam2 = import_sam2()  # leaves Hydra's global state as it found it
     cfg = OmegaConf.load(Path(sam2.__file__).parent / "configs" / "sam2" / "sam2_hiera_l.yaml")
     dim = int(trunk["embed_dim"])
     overrides = {
