@@ -60,3 +60,22 @@ def test_published_rows_name_their_evidence_and_sit_only_where_their_source_says
             assert len(values) == len(set(values)) or len(set(values)) > 1, line  # no value shown twice
     tex = paper_table([], "latex", paper_rows("revos"))
     assert "secondary source (ReVSeg)" in tex
+
+
+def test_data_that_is_not_the_published_data_marks_every_value_and_keeps_the_protocols_own_reasons():
+    # rvt_bench.harness.results.mark_not_comparable: what the runner does for a data source that
+    # says it is not comparable (e.g. RefCOCO's dataset.loader.gt=hub_polygon)
+    from rvt_bench.harness.results import mark_not_comparable
+
+    run = body(ReVOSProtocol(), records(nonbinary=True))
+    own = dict(run["not_comparable"])
+    mark_not_comparable(run, "the copy is not the release")
+    assert {k: run["not_comparable"][k] for k in own} == own
+    assert run["not_comparable"]["J&F"] == "the copy is not the release"
+    assert all(run["not_comparable"].get(k) for k in cell_keys("revos", run) if k in run["metrics"])
+    assert any("=" in k for k in run["not_comparable"])  # breakdown cells too
+    tex = paper_table(run, "latex", [])
+    assert "the copy is not the release" in tex and "$^\\ddagger$" in tex
+    plain = body(ReVOSProtocol(), records(nonbinary=False))
+    mark_not_comparable(plain, "the copy is not the release")
+    assert NOT_COMPARABLE in paper_table(plain, "markdown", [])

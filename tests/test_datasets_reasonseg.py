@@ -130,6 +130,25 @@ def test_demo_level_category_and_instances_sidecar(tmp_path):
     assert s.annotations[1].depth is None
 
 
+def test_far_nan_or_inf_polygon_points_fail_their_sample_and_the_rest_load(tmp_path):
+    # the LabelMe shapes and the instances sidecar: a point beyond int32 (1e30) or non-finite is one
+    # sample's data error (the sidecar's OverflowError used to end the whole load)
+    write_sample(tmp_path / "val", "a", [shape("target", rect(1, 1, 3, 3))])
+    write_sample(tmp_path / "val", "b", [shape("target", rect(1, 1, 3, 3))])
+    write_sample(tmp_path / "val", "c", [shape("target", [[1e30, 1], [5, 1], [5, float("nan")]])])
+    write_sample(tmp_path / "val", "d", [shape("target", [[float("inf"), 1], [5, 1], [5, 5]])])
+    (tmp_path / "val" / "instances").mkdir()
+    for name, points in (("a", [[1e30, 1], [5, 1], [5, 5]]), ("b", [[float("nan"), 1], [5, 1], [5, 5]])):
+        (tmp_path / "val" / "instances" / f"{name}.json").write_text(
+            json.dumps({"instances": [{"id": "0", "label": "cup", "points": points}]}))
+    (tmp_path / "val" / "e.json").write_text((tmp_path / "val" / "a.json").read_text())
+    Image.open(tmp_path / "val" / "a.jpg").save(tmp_path / "val" / "e.jpg")
+    ds = ReasonSegDataset(tmp_path, "val")
+    assert [s.id for s in ds] == ["e"]
+    assert {e["sample_id"] for e in ds.errors} == {"a", "b", "c", "d"}
+    assert all("points" in e["message"] for e in ds.errors)
+
+
 def test_missing_root_says_what_was_expected(tmp_path):
     with pytest.raises(DatasetFormatError) as err:
         ReasonSegDataset(tmp_path / "nowhere", "val")

@@ -291,6 +291,20 @@ def test_a_hub_variant_run_from_the_config_scores_the_refcoco_protocol_and_says_
     assert metrics["data_source"]["revision"] == fx.SHA and metrics["data_source"]["label"] == "lmms-lab hub copy, one polygon"
     assert len(metrics["warnings"]) == 1 and "NOT LISA's protocol" in metrics["warnings"][0]
     assert "hf_revision: " + fx.SHA in (result.run_dir / "config.yaml").read_text()  # pinned before the fingerprint
+    # marked not comparable in the paper table beside the published rows, in markdown and LaTeX
+    from rvt_bench.leaderboards.paper import paper_rows
+    from rvt_bench.leaderboards.tables import NOT_COMPARABLE, paper_table
+
+    marked = metrics["not_comparable"]
+    assert {"cIoU", "gIoU"} <= set(marked) and all("dataset.loader.gt=hub_polygon" in why for why in marked.values())
+    assert metrics["data_source"]["not_comparable"] == marked["cIoU"]
+    md = paper_table(metrics, "markdown", paper_rows("refcoco"))
+    run_line = next(line for line in md.splitlines() if line.startswith("| precomputed"))
+    assert NOT_COMPARABLE in run_line and "cIoU: dataset.loader.gt=hub_polygon" in md
+    tex = paper_table(metrics, "latex", paper_rows("refcoco"))
+    assert "$^\\ddagger$" in tex and "cIoU: dataset.loader.gt=hub\\_polygon" in tex
+    lisa = _run(tmp / "lisa_run", root, fixture[2], "refcoco/testB", "run.report=false")
+    assert "not_comparable" not in lisa and NOT_COMPARABLE not in paper_table(lisa, "markdown", paper_rows("refcoco"))
 
 
 def test_the_measurement_script_counts_the_refs_on_each_side_and_scores_the_hub_mask_on_lisas_gt(
@@ -381,3 +395,120 @@ def contract_samples(rng, node):
     from tests.contract_samples import image_samples
 
     return image_samples(rng)
+
+
+# --- hostile data: one sample fails with a reason, the run goes on ------------------------------
+
+def _hostile_hub(lmms_hub, tmp_path, monkeypatch, extra):
+    """A copy of the hub fixture's testA with the rows `extra` (dicts of column overrides on a copy
+    of its first row) appended; RefCOCODataset of it, HF_HOME under tmp_path."""
+    import shutil
+
+    import huggingface_hub.constants as constants
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf_home"))
+    repo = tmp_path / "hostile_hub"
+    (repo / "data").mkdir(parents=True)
+    shutil.copy(lmms_hub / "README.md", repo / "README.md")
+    src = lmms_hub / "data" / "testA-00000-of-00001.parquet"
+    table = pq.read_table(src)
+    rows = table.to_pylist()
+    rows += [{**rows[0], **e} for e in extra]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), repo / "data" / src.name)
+    return RefCOCODataset(None, "refcoco/testA", gt="hub_polygon", hf_dataset=str(repo)), rows
+
+
+def _png(h, w, seed):
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(seed).integers(0, 255, (h, w, 3), dtype=np.uint8)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 1e7, 1e12, 1e30, -1e38])
+def test_a_polygon_with_a_non_finite_or_far_coordinate_is_a_data_error_before_pycocotools(bad):
+    # NaN / inf segfault pycocotools' frPyObjects and a far coordinate costs memory with its size
+    # (1e7: ~830 MB, 1e12: killed); run in a child so that a regression fails this test, not the session
+    import subprocess
+    import sys
+
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+            "from rvt_bench.loaders.refcoco import lisa_gt\nfrom rvt_bench.core.types import DatasetFormatError\n"
+            f"try:\n    lisa_gt([[1.0, 1.0, 5.0, 1.0, 5.0, 5.0], [{bad!r}, 1.0, 5.0, 1.0, 5.0, 5.0]], 24, 32)\n"
+            "except DatasetFormatError as exc:\n    print('DFE', exc)\n")
+    code = code.replace("nan,", "float('nan'),").replace("inf,", "float('inf'),")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("DFE polygon 1 has ") and ("non-finite" in done.stdout or "outside" in done.stdout)
+
+
+def test_coordinates_near_the_image_are_filled_as_before_and_the_bound_is_4x_the_larger_side():
+    from pycocotools import mask as coco_mask
+
+    from rvt_bench.loaders.refcoco import POLYGON_MARGIN, POLYGON_SPAN
+
+    bound = POLYGON_SPAN * 32 + POLYGON_MARGIN
+    for poly in ([-3.0, -2.5, 35.0, 1.0, 33.5, 26.0, 2.0, 25.0], [-bound, 1.0, 5.0, 1.0, 5.0, float(bound)]):
+        target, _ = lisa_gt([poly], 24, 32)
+        assert np.array_equal(target, coco_mask.decode(coco_mask.frPyObjects([poly], 24, 32))[:, :, 0] == 1)
+    with pytest.raises(DatasetFormatError, match="outside the 24x32 image"):
+        lisa_gt([[-bound - 0.5, 1.0, 5.0, 1.0, 5.0, 5.0]], 24, 32)
+
+
+def test_a_far_polygon_in_instances_json_is_a_data_error_for_each_sentence_of_its_ref(fixture, tmp_path):
+    _, root, _ = fixture
+    import shutil
+
+    copy = tmp_path / "refer_seg"
+    shutil.copytree(root, copy)
+    refs = pickle.loads((copy / "refcoco" / "refs(unc).p").read_bytes())
+    victim = next(r for r in refs if r["split"] == "testB")
+    inst_path = copy / "refcoco" / "instances.json"
+    inst = json.loads(inst_path.read_text())
+    ann = next(a for a in inst["annotations"] if a["id"] == victim["ann_id"])
+    ann["segmentation"] = [[1e5, 1.0, 5.0, 1.0, 5.0, 5.0]]  # NaN (json accepts it) would crash pycocotools outright
+    inst_path.write_text(json.dumps(inst))
+    ds = RefCOCODataset(copy, "refcoco/testB")
+    assert sorted(e["sample_id"] for e in ds.errors) == sorted(str(s["sent_id"]) for s in victim["sentences"])
+    assert all(f"annotation {victim['ann_id']}: polygon 0 has the coordinate 100000" in e["message"] for e in ds.errors)
+    assert len(ds) == EXPECTED["refcoco|unc|testB"]["n_sentences"] - len(victim["sentences"])
+
+
+def test_hub_rows_with_unwritable_names_or_far_polygons_fail_their_samples_and_the_rest_load(
+        lmms_hub, tmp_path, monkeypatch):
+    bad = {"900": ".", "901": "..", "902": "x" * 300 + ".jpg", "903": "a\x00b.jpg"}
+    extra = [{"question_id": q, "file_name": name, "image": {"bytes": _png(20, 30, int(q)), "path": None}}
+             for q, name in bad.items()]
+    extra.append({"question_id": "904", "file_name": "COCO_train2014_000000000904.jpg", "segmentation": [1e5, 1.0, 5.0, 1.0, 5.0, 5.0]})
+    ds, rows = _hostile_hub(lmms_hub, tmp_path, monkeypatch, extra)
+    failed = {e["sample_id"].split("_")[0]: e["message"] for e in ds.errors}
+    assert set(failed) == {*bad, "904"}
+    for q, message in failed.items():
+        assert f"(question_id {q})" in message and "testA-00000-of-00001.parquet:" in message
+    assert "cannot name an image file" in failed["900"] and "cannot name an image file" in failed["903"]
+    assert "cannot be written" in failed["902"] and "outside the" in failed["904"]
+    assert len(ds) == sum(len(r["answer"]) for r in rows[:-len(extra)])
+
+
+def test_hub_rows_sharing_a_file_name_keep_their_own_image_bytes(lmms_hub, tmp_path, monkeypatch):
+    from rvt_bench.core.frames import frame_size
+
+    name = "COCO_train2014_000000999999.png"
+    small, other_size = _png(20, 30, 1), _png(26, 40, 2)
+    same_size = _png(20, 30, 3)  # random pixels do not compress: every 20x30 PNG has one length
+    assert len(same_size) == len(small) and same_size != small
+    extra = [{"question_id": q, "file_name": name, "image": {"bytes": data, "path": None}}
+             for q, data in (("910", small), ("911", other_size), ("912", same_size), ("913", small))]
+    ds, _ = _hostile_hub(lmms_hub, tmp_path, monkeypatch, extra)
+    assert not ds.errors
+    frames = {s.meta["question_id"]: Path(s.frames[0]) for s in ds if s.meta["question_id"] in ("910", "911", "912", "913")}
+    assert {q: f.read_bytes() for q, f in frames.items()} == {"910": small, "911": other_size, "912": same_size, "913": small}
+    assert frames["910"] == frames["913"] and len({frames["910"], frames["911"], frames["912"]}) == 3
+    assert frame_size(frames["911"]) == (26, 40)
+    assert {s.frame_ids[0] for s in ds if s.meta["question_id"] == "911"} == {Path(name).stem}

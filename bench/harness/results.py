@@ -26,6 +26,24 @@ def _nulls(node: dict, where: str, why: dict[str, str]) -> None:
             _nulls(v, f"{where}{k}.", why)
 
 
+def mark_not_comparable(aggregate: dict[str, Any], why: str) -> None:
+    """Mark every metric of a run (metrics.json "metrics" and each breakdown value, as table cell keys
+    "<group>=<value>/<metric>": leaderboards.tables.cells_of) not comparable with published numbers
+    for `why`, in aggregate["not_comparable"] ({key: why}, read by leaderboards/tables.py, which marks
+    those cells); a key the protocol already marked keeps its own reason."""
+    keys = [str(k) for k in (aggregate.get("metrics") or {})]
+    for group, rows in (aggregate.get("breakdown") or {}).items():
+        if isinstance(rows, dict):
+            for name, values in rows.items():
+                if isinstance(values, dict):
+                    keys += [f"{group}={name}/{k}" for k in values if k != "n" and not str(k).endswith("_n")]
+    marked = dict(aggregate.get("not_comparable") or {})
+    for key in keys:
+        marked.setdefault(key, why)
+    if marked:
+        aggregate["not_comparable"] = marked
+
+
 def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any], scores_path: Path) -> None:
     """Complete a run's metrics in place with the versioned header: schema_version, units
     ("fraction"), metric_units ({key: "fraction" | "score"}: CIDEr is an unbounded score), headline,

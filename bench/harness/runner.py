@@ -38,7 +38,7 @@ from rvt_bench.harness import judging, loggers, logs, outputs, publish, resume, 
 from rvt_bench.harness.config import adapter_node, check_ranges, check_run_name, with_schemas
 from rvt_bench.loaders.config import read_limits
 from rvt_bench.harness.predict import FrameChecker, predict
-from rvt_bench.harness.results import finish_metrics, write_sample_log
+from rvt_bench.harness.results import finish_metrics, mark_not_comparable, write_sample_log
 from rvt_bench.harness.samples import load_samples
 from rvt_bench.harness.summary import format_summary  # noqa: F401  (run_bench and users import it from here)
 
@@ -238,6 +238,8 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     if data_warnings:
         metrics.aggregate["warnings"] = [*data_warnings, *(metrics.aggregate.get("warnings") or [])]
     finish_metrics(metrics, protocol, resolved, scores_path)
+    if data_source is not None and data_source.get("not_comparable"):  # the data itself is not the published one
+        mark_not_comparable(metrics.aggregate, str(data_source["not_comparable"]))
     write_sample_log(run_dir / rundir.derived_name("samples.jsonl", limit), samples, done, scores_path, adapter)
     if limit is not None:
         metrics.partial = f"run.limit={limit}: the first {len(samples)} samples only"

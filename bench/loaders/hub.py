@@ -36,6 +36,9 @@ class DataSource:
                 they differ from it, None when it cannot be told.
     differences: one line per way the copy differs from the official release (what changes scores).
     label:      a short name of a non-official copy for tables ("Seg-Zero hub copy"); "" otherwise.
+    not_comparable: why a run on this copy is not comparable with published numbers (the run's
+                every metric is then marked so in tables: rvt_bench.harness.results.mark_not_comparable);
+                "" when it is (kept out of to_json then).
     """
 
     hf_dataset: str
@@ -44,10 +47,14 @@ class DataSource:
     official: bool | None = None
     differences: list[str] = field(default_factory=list)
     label: str = ""
+    not_comparable: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"hf_dataset": self.hf_dataset, "revision": self.revision, "format": self.format,
-                "official": self.official, "differences": list(self.differences), "label": self.label}
+        out = {"hf_dataset": self.hf_dataset, "revision": self.revision, "format": self.format,
+               "official": self.official, "differences": list(self.differences), "label": self.label}
+        if self.not_comparable:
+            out["not_comparable"] = self.not_comparable
+        return out
 
 
 def is_local(hf_dataset: str) -> bool:

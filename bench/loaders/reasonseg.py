@@ -154,7 +154,7 @@ def _read_instances(path: Path, height: int, width: int) -> list[InstanceAnnotat
         require_keys(inst, ("id", "label", "points"), f"{path} instance {k}")
         try:
             mask = masks.rasterize_polygon(inst["points"], height, width)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: a coordinate beyond int32 (1e30)
             raise DatasetFormatError(f"{path} instance {k}: points must be [[x, y], ...]: {exc}") from exc
         out.append(InstanceAnnotation(id=str(inst["id"]), label=str(inst["label"]), masks=[masks.encode(np.asarray(mask))]))
     return out

@@ -15,6 +15,7 @@ ref whose split contains the letter), testAB / testBC / testAC (exact).
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,7 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
             polys = [[float(v) for v in p] for p in segmentation]
             if any(len(p) < 6 or len(p) % 2 for p in polys):
                 raise ValueError("a polygon needs an even number of coordinates, at least 6")
+            _check_polygon_range(polys, height, width)
             rles = coco_mask.frPyObjects(polys, height, width)
         else:
             rles = []
@@ -114,6 +116,29 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
     value = np.sum(decoded, axis=2).astype(np.uint8)  # LISA: np.sum(m, axis=2).astype(np.uint8)
     ignore = value == 255
     return value == 1, (ignore if ignore.any() else None)
+
+
+# How far outside the image a polygon coordinate may lie. COCO's polygons lie on the image up to a
+# pixel or two of rounding; nothing real comes near 4x the image's larger side. pycocotools
+# (frPyObjects -> rleFrPoly) upsamples every edge 5x and allocates one point per upsampled pixel, so
+# an edge's memory grows with its length (a 1e7 coordinate costs ~830 MB, 1e12 is killed for memory)
+# and NaN / inf crash it (segfault). Within this bound an edge costs at most ~40 x (8 max(H, W) + 2
+# POLYGON_MARGIN) bytes (~200 KB at 640 px).
+POLYGON_SPAN = 4
+POLYGON_MARGIN = 64
+
+
+def _check_polygon_range(polys: list[list[float]], height: int, width: int) -> None:
+    """DatasetFormatError for a polygon with a non-finite coordinate or one farther than
+    POLYGON_SPAN x max(H, W) + POLYGON_MARGIN from the image (checked before pycocotools sees it)."""
+    bound = POLYGON_SPAN * max(int(height), int(width)) + POLYGON_MARGIN
+    for k, poly in enumerate(polys):
+        for v in poly:
+            if not math.isfinite(v):
+                raise DatasetFormatError(f"polygon {k} has a non-finite coordinate ({v})")
+            if abs(v) > bound:
+                raise DatasetFormatError(f"polygon {k} has the coordinate {v:g}, outside the {height}x{width} image "
+                                         f"by far (|v| > {bound} = {POLYGON_SPAN} x max(H, W) + {POLYGON_MARGIN})")
 
 
 class RefCOCODataset(Dataset):

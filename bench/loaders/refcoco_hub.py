@@ -19,6 +19,7 @@ by pycocotools as LISA fills a polygon (no ignore region), scored by the refcoco
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -44,6 +45,8 @@ DIFFERENCES = (
     "no ignore region (LISA's summed GT ignores value-255 pixels and counts overlaps as neither class)",
     "sample ids are <question_id>_<j>, not REFER sent_ids",
 )
+NOT_COMPARABLE = (f"dataset.loader.gt={VARIANT}: {HUB_ID} read with one polygon per ref, not LISA's protocol; "
+                  f"the comparable run reads the REFER layout (docs/benchmarks/refcoco.md 'Hub copy')")
 _COCO_NAME = re.compile(r"(\d+)\.[A-Za-z]+$")
 
 
@@ -95,7 +98,7 @@ def load(ds: "RefCOCODataset", hf_dataset: str, revision: str | None) -> None:
         _add_row(ds, rows[k], k, images)
     ds.require_some_samples(", ".join(str(f) for f in files))
     source = hub.DataSource(hf_dataset, resolved, "lmms-parquet", official=False, differences=list(DIFFERENCES),
-                            label=LABEL)
+                            label=LABEL, not_comparable=NOT_COMPARABLE)
     ds.data_source = source.to_json()
     ds.warn(f"refcoco: {hf_dataset} (revision {resolved[:12]}) read as the variant dataset.loader.gt={VARIANT}: these "
             f"numbers are NOT LISA's protocol (one polygon per ref, the hub's refs and sentences) and not comparable "
@@ -136,16 +139,30 @@ def polygon_mask(segmentation, height: int, width: int):
 
 
 def write_image(row: dict, images: Path) -> Path:
-    """The row's image bytes written once under `images` by file name; its path."""
+    """The row's image bytes written once under `images`, named by content: ``<sha256[:16]>_<name>``
+    (name: the file name's last part, or question_id.jpg), so rows sharing a file name but not their
+    bytes never share (or overwrite) a file, and rows sharing the bytes share it; its path.
+    Raises DatasetFormatError for missing bytes or a name that cannot be a file ("", ".", "..", a NUL,
+    too long for the file system, any OSError writing it)."""
     image = row.get("image") or {}
     if not isinstance(image, dict) or not image.get("bytes"):
         raise DatasetFormatError("no image bytes")
-    name = Path(str(row.get("file_name") or image.get("path") or f"{row.get('question_id')}.jpg")).name
-    target = images / name
-    if not target.is_file() or target.stat().st_size != len(image["bytes"]):
-        tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
-        tmp.write_bytes(image["bytes"])
-        tmp.replace(target)
+    data = image["bytes"]
+    if not isinstance(data, (bytes, bytearray)):
+        raise DatasetFormatError(f"image bytes must be bytes, got {type(data).__name__}")
+    given = str(row.get("file_name") or image.get("path") or f"{row.get('question_id')}.jpg")
+    name = given.replace("\\", "/").rsplit("/", 1)[-1]
+    if name in ("", ".", "..") or "\x00" in name:
+        raise DatasetFormatError(f"file_name {given[:120]!r} cannot name an image file")
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    target = images / f"{digest}_{name}"
+    try:
+        if not target.is_file() or target.stat().st_size != len(data):
+            tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(target)
+    except (OSError, ValueError) as exc:
+        raise DatasetFormatError(f"the image of file_name {given[:120]!r} cannot be written: {exc}") from None
     return target
 
 
@@ -167,7 +184,8 @@ def _add_row(ds: "RefCOCODataset", row: dict, k: int, images: Path) -> None:
     gt = Target(masks=[masks.encode(target)], ignore=[None])
     for j, (sid, sent) in enumerate(zip(ids, answer)):
         ds._samples.append(Sample(
-            id=sid, dataset=ds.name, split=ds.split, modality="image", frames=[str(path)], frame_ids=[path.stem],
+            id=sid, dataset=ds.name, split=ds.split, modality="image", frames=[str(path)],
+            frame_ids=[Path(path.name.split("_", 1)[1]).stem],  # the file name, without write_image's digest
             query=sent.strip().lower(), task="segmentation", target=gt,
             meta={"image_id": row["image_id"], "ann_id": qid, "question_id": qid, "sent_id": sid,
                   "ref_split": ds.split.rsplit("/", 1)[-1], "is_sentence": False, "ref_index": k, "sent_index": j},
