@@ -512,3 +512,24 @@ def test_hub_rows_sharing_a_file_name_keep_their_own_image_bytes(lmms_hub, tmp_p
     assert frames["910"] == frames["913"] and len({frames["910"], frames["911"], frames["912"]}) == 3
     assert frame_size(frames["911"]) == (26, 40)
     assert {s.frame_ids[0] for s in ds if s.meta["question_id"] == "911"} == {Path(name).stem}
+
+
+@pytest.mark.parametrize("height, width", [(10**6, 10**6), (0, 640), (-5, 640)])
+def test_an_image_size_no_image_has_in_instances_json_is_a_data_error_for_its_ref(fixture, tmp_path, height, width):
+    """instances.json gives the GT canvas: a hostile 10^6 x 10^6 had the masks allocate 10^12 bytes."""
+    _, root, _ = fixture
+    import shutil
+
+    copy = tmp_path / "refer_seg"
+    shutil.copytree(root, copy)
+    refs = pickle.loads((copy / "refcoco" / "refs(unc).p").read_bytes())
+    victim = next(r for r in refs if r["split"] == "testB")
+    inst_path = copy / "refcoco" / "instances.json"
+    inst = json.loads(inst_path.read_text())
+    image = next(i for i in inst["images"] if i["id"] == victim["image_id"])
+    image["height"], image["width"] = height, width
+    inst_path.write_text(json.dumps(inst))
+    ds = RefCOCODataset(copy, "refcoco/testB")
+    failed = {e["sample_id"] for e in ds.errors}
+    assert {str(s["sent_id"]) for s in victim["sentences"]} <= failed
+    assert all(f"the image size {height}x{width} is not one a readable image has" in e["message"] for e in ds.errors)

@@ -85,6 +85,7 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
     if not isinstance(segmentation, list):
         raise DatasetFormatError(f"segmentation must be a list of polygons or RLEs (LISA reads segmentation[0]), "
                                  f"got {type(segmentation).__name__}")
+    _check_canvas(height, width)
     if not segmentation:
         return np.zeros((height, width), bool), None
     try:
@@ -126,6 +127,18 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
 # POLYGON_MARGIN) bytes (~200 KB at 640 px).
 POLYGON_SPAN = 4
 POLYGON_MARGIN = 64
+
+
+def _check_canvas(height: int, width: int) -> None:
+    """DatasetFormatError for a GT size no readable image has: not positive, or over the pixels PIL
+    decodes before calling a file a decompression bomb (2 x Image.MAX_IMAGE_PIXELS; instances.json
+    gives the size, and a hostile one would have the masks allocate it)."""
+    from PIL import Image
+
+    limit = 2 * int(Image.MAX_IMAGE_PIXELS or 0) or 2**31
+    if not (height > 0 and width > 0 and height * width <= limit):
+        raise DatasetFormatError(f"the image size {height}x{width} is not one a readable image has "
+                                 f"(positive, at most {limit} pixels)")
 
 
 def _check_polygon_range(polys: list[list[float]], height: int, width: int) -> None:
