@@ -179,3 +179,22 @@ def test_llmseg40k_hub_copy_without_the_authors_files_points_to_the_official_dow
     (tmp_path / "repo" / "README.md").write_text("not the data")
     with pytest.raises(DatasetFormatError, match="no hub copy of LLM-Seg40K is known: download it from https://github.com/wangjunchi/LLMSeg"):
         LLMSeg40KDataset(None, hf_dataset=str(tmp_path / "repo"))
+
+
+def test_a_failed_download_says_how_to_work_without_network(monkeypatch):
+    """A newcomer offline waited out the hub's retries and got the connection error alone."""
+    import huggingface_hub
+
+    from rvt_bench.loaders import hub
+
+    def refuse(*args, **kwargs):
+        raise ConnectionError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(hub, "resolve_revision", lambda *a, **k: "0" * 40)
+    monkeypatch.setattr(hub, "offline", lambda: False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
+    with pytest.raises(DatasetFormatError) as failed:
+        hub.snapshot("refcoco", "lmms-lab/RefCOCO", None)
+    said = str(failed.value)
+    assert "\n" not in said and "ConnectionError: [Errno -2] Name or service not known" in said
+    assert "huggingface-cli download --repo-type dataset lmms-lab/RefCOCO" in said and "HF_HUB_OFFLINE=1" in said

@@ -142,7 +142,10 @@ def snapshot(dataset: str, hf_dataset: str, revision: str | None = None,
                                       allow_patterns=allow_patterns)), resolved
     except Exception as exc:
         raise DatasetFormatError(f"{dataset}: downloading the Hugging Face dataset {hf_dataset!r} failed: "
-                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+                                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} (no network "
+                                 f"here? download it once where the hub can be reached: huggingface-cli download "
+                                 f"--repo-type dataset {hf_dataset}; HF_HUB_OFFLINE=1 then reads the cache without "
+                                 f"retrying)") from exc
 
 
 def work_dir(hf_dataset: str, revision: str) -> Path:
