@@ -96,7 +96,8 @@ def breakdown_chart(bars: Sequence[Bar]) -> str | None:
     if base:
         ax.scatter([100 * b.baseline for _, b in base], [yy for yy, _ in base], marker="D", s=28,
                    color=BASELINE_COLOR, zorder=3, label="empty prediction")
-    ax.set_yticks(y, [f"{b.label}, {b.key.rpartition('/')[2]} (n={b.n})" for b in bars], fontsize=9)
+    # subset names and metric keys come from the data: escaped (a lone surrogate made matplotlib raise), "$" as text
+    ax.set_yticks(y, [printable(f"{b.label}, {b.key.rpartition('/')[2]} (n={b.n})") for b in bars], fontsize=9, parse_math=False)
     ax.set_xlim(0, 100)
     ax.set_xlabel("%", fontsize=9)
     ax.legend(fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
