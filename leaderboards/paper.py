@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 from rvt_bench.core import benchmark, files
+from rvt_bench.core.printable import printable
+from rvt_bench.core.types import DatasetFormatError
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 COLUMNS = ("paper_id", "paper_title", "table", "dataset", "benchmark", "split", "subset", "metric", "model",
@@ -42,18 +45,42 @@ def evidence(row: dict[str, str]) -> str:
     return "digest only"
 
 
+class PublishedRowsError(DatasetFormatError, ValueError):
+    """A published-row CSV that cannot be read as one (its header, a row's fields, setting or value):
+    the message names the file and the row, on one line; the CLI's data error (exit 2)."""
+
+
+VALUE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+"""value_printed: a finite decimal number as printed ("56.2", "0.837"), nothing else (no "nan", no
+formula, no text)."""
+
+
 def read(path: str | Path) -> list[dict[str, str]]:
-    """The rows of one paper's CSV as strings (nothing parsed). Raises ValueError naming the file
-    when its header is not COLUMNS (or COLUMNS without `setting`, read as setting "") or a row's
-    setting is not one of SETTINGS; as rvt_bench.core.files.read_text when it is not a regular
-    UTF-8 file within its size cap."""
+    """The rows of one paper's CSV as strings (nothing parsed). Raises PublishedRowsError (a ValueError
+    and DatasetFormatError) naming the file when its header is not COLUMNS (or COLUMNS without
+    `setting`, read as setting ""), and naming the file and row when a row has not the header's
+    number of fields, its setting is not one of SETTINGS or its value_printed is not a finite number
+    (VALUE); as rvt_bench.core.files.read_text when it is not a regular UTF-8 file within its size cap."""
     reader = csv.DictReader(io.StringIO(files.read_text(path, "published-row CSV"), newline=""))
+    where = printable(path)
     if tuple(reader.fieldnames or ()) not in (COLUMNS, COLUMNS[:-1]):
-        raise ValueError(f"{path}: published-row columns must be {list(COLUMNS)}, got {reader.fieldnames}")
-    rows = [{**row, "setting": row.get("setting") or ""} for row in reader]
-    for row in rows:
+        raise PublishedRowsError(f"{where}: published-row columns must be {list(COLUMNS)}, got "
+                                 f"{printable(reader.fieldnames)}")
+    width = len(reader.fieldnames)
+    rows = []
+    for k, row in enumerate(reader, 1):
+        line = f"{where}: row {k} (line {reader.line_num})"
+        fields = width - sum(v is None for v in row.values()) + len(row.get(None) or ())
+        if fields != width:
+            raise PublishedRowsError(f"{line}: has {fields} fields, the header {width}")
+        row = {**row, "setting": row.get("setting") or ""}
         if row["setting"] not in SETTINGS:
-            raise ValueError(f"{path}: setting must be one of {list(SETTINGS)}, got {row['setting']!r} ({row['model']})")
+            raise PublishedRowsError(f"{line}: setting must be one of {list(SETTINGS)}, got {printable(repr(row['setting']))} "
+                                     f"({printable(row['model'])})")
+        if not VALUE.fullmatch(row["value_printed"]):
+            raise PublishedRowsError(f"{line}: value_printed must be a number as printed (56.2), got "
+                                     f"{printable(repr(row['value_printed']))} ({printable(row['model'])})")
+        rows.append(row)
     return rows
 
 

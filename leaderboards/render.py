@@ -19,11 +19,12 @@ from typing import Any
 import pandas as pd
 
 from rvt_bench.core import benchmark
+from rvt_bench.core.printable import printable, printable_lines
 from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
 from rvt_bench.leaderboards.paper import paper_rows
 from rvt_bench.leaderboards.publish import read_board as read_csv_board
-from rvt_bench.leaderboards.tables import FORMATS, has_layout, paper_table
+from rvt_bench.leaderboards.tables import FORMATS, has_layout, markdown_cell, paper_table
 
 # Numeric columns of a row that are not metrics.
 _NOT_METRICS = {"n", "excluded", "complete", "failures", "parse_rate", "data_errors", "judge_failure_rate",
@@ -121,7 +122,7 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
             "n", "excluded", "failures", "parse rate (%)", "git", "date", "overrides"]
     lines = [f"## {dataset}", "",
              f"Runs, values in % (files hold fractions) [95% bootstrap CI], sorted by {headline or 'n/a'}.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             "| " + " | ".join(markdown_cell(c) for c in head) + " |", "|" + "---|" * len(head)]
     for rank, (_, r) in enumerate(board.iterrows(), 1):
         cells = []
         for c in metrics:
@@ -135,9 +136,9 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
         model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(r) + _incomplete(r)
         parse = "n/a" if pd.isna(r.get("parse_rate")) else _pct(r.get("parse_rate"))
         data = _data_source(_text(r.get("data_source")))
-        lines.append("| " + " | ".join([str(rank), model, str(r.get("run_name")), str(r.get("split")), data, *cells,
-                                         str(r.get("n")), _count(r.get("excluded")), str(r.get("failures")), parse, _text(r.get("git_sha"))[:10],
-                                         _text(r.get("date")), _text(r.get("overrides"))]) + " |")
+        lines.append("| " + " | ".join(markdown_cell(c) for c in [
+            str(rank), model, str(r.get("run_name")), str(r.get("split")), data, *cells, str(r.get("n")), _count(r.get("excluded")),
+            str(r.get("failures")), parse, _text(r.get("git_sha"))[:10], _text(r.get("date")), _text(r.get("overrides"))]) + " |")
     return "\n".join(lines + (["", table] if table else []))
 
 
@@ -168,16 +169,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--digits", type=int, default=1, help="decimals of the percentages of runs")
     ap.add_argument("--format", choices=FORMATS, default="markdown", help="latex: the paper-layout table alone (booktabs)")
     args = ap.parse_args(argv)
+    from rvt_bench.harness.cli import exit_on_known_errors
+
+    # a published-rows CSV that cannot be read (a row's setting, value or fields) is one line, exit 2
+    published = exit_on_known_errors(lambda: paper_rows(args.dataset))
     # a benchmark without runs prints its (empty) layout; a name that is no benchmark at all (a typo)
     # stops, naming what there is
-    if (not (Path(args.dir) / f"{args.dataset}.csv").is_file() and not paper_rows(args.dataset)
+    if (not (Path(args.dir) / f"{args.dataset}.csv").is_file() and not published
             and benchmark.dataset_file(args.dataset) is None):
         boards = sorted(p.stem for p in Path(args.dir).glob("*.csv")) if Path(args.dir).is_dir() else []
-        print(f"error: no leaderboard {args.dataset}.csv in {args.dir}, no published rows for it and no benchmark "
-              f"of that name (benchmarks: {', '.join(benchmark.declared_names())}); "
-              f"boards there: {', '.join(boards) or 'none'}", file=sys.stderr)
+        print(printable(f"error: no leaderboard {args.dataset}.csv in {args.dir}, no published rows for it and no benchmark "
+                        f"of that name (benchmarks: {', '.join(benchmark.declared_names())}); "
+                        f"boards there: {', '.join(boards) or 'none'}"), file=sys.stderr)
         raise SystemExit(2)
-    print(render(args.dataset, args.dir, not args.no_paper, args.digits, args.format))
+    text = exit_on_known_errors(lambda: render(args.dataset, args.dir, not args.no_paper, args.digits, args.format))
+    print(printable_lines(text))  # data's control characters as escapes (the cells' own line breaks are spaces)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from rvt_bench.core import benchmark
+from rvt_bench.core.printable import printable
 from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.paper import evidence
 from rvt_bench.metrics.protocols.base import group_key
@@ -387,11 +388,24 @@ def _unit_note(lay: Layout) -> str:
     return f"Values in %{cider}; runs: value [95% bootstrap CI]."
 
 
+_BREAKS = re.compile("[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]+")
+
+
+def markdown_cell(text: Any) -> str:
+    """`text` as one markdown table cell: line breaks as spaces, "|" escaped (a cell of a published
+    row or a run name cannot end its row or add one), other control characters as escapes."""
+    return printable(_BREAKS.sub(" ", str(text))).replace("|", "\\|")
+
+
+def _markdown_row(cells: Sequence[Any]) -> str:
+    return "| " + " | ".join(markdown_cell(c) for c in cells) + " |"
+
+
 def _markdown_line(lay: Layout, line: Line) -> str:
     method = line.method if not line.mark else f"{line.method} (paper, {line.mark})"
     cells = [line.values.get(i, NA) + (f" {NOT_COMPARABLE}" if i in line.notes else "") for i in range(len(lay.columns))]
     source = line.source + (f" ({line.evidence})" if line.evidence else "")
-    return "| " + " | ".join([method, *([line.what] if lay.lines is not None else []), *cells, source]) + " |"
+    return _markdown_row([method, *([line.what] if lay.lines is not None else []), *cells, source])
 
 
 def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mapping[str, str]],
@@ -403,23 +417,24 @@ def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Ma
              "marked verified (checked against the paper's text) or unverified, with how the value is known "
              "(paper text; authors' README or code; secondary source, named; digest only). A value sits only in "
              "the column its source states (a row whose split is not stated is listed below the table).", "",
-             "| " + " | ".join(head) + " |", rule]
+             _markdown_row(head), rule]
     lines += [_markdown_line(lay, line) for line in runs + paper]
     notes = _comparability_notes(runs)
     if notes:
-        lines += [""] + [f"{NOT_COMPARABLE} {line.method}, {note}: not comparable to the published values." for line, note in notes]
+        lines += [""] + [printable(_BREAKS.sub(" ", f"{NOT_COMPARABLE} {line.method}, {note}: not comparable to the published values."))
+                         for line, note in notes]
     if ablations:
         lines += ["", "Published rows of ablation tables (a paper's variants in its ablation setting, not its main "
-                      "result; not comparable to the rows above):", "", "| " + " | ".join(head) + " |", rule]
+                      "result; not comparable to the rows above):", "", _markdown_row(head), rule]
         lines += [_markdown_line(lay, line) for line in ablations]
     if outside:
         lines += ["", "Published rows outside this layout (an ablation, a breakdown the table does not show, or a "
                       "unit that does not fit its column):", "",
                   "| model | paper | table | split | subset | metric | value as printed | unit | mark |",
                   "|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['model']} | {r['paper_id']} | {r['table']} | {r.get('split', '')} | {r['subset']} | "
-                  f"{r['metric']} | {r['value_printed']} | {r.get('unit', '')} | {r['status']}"
-                  f"{', ablation' if r.get('setting') else ''} |" for r in outside]
+        lines += [_markdown_row([r['model'], r['paper_id'], r['table'], r.get('split', ''), r['subset'], r['metric'],
+                                 r['value_printed'], r.get('unit', ''), f"{r['status']}{', ablation' if r.get('setting') else ''}"])
+                  for r in outside]
     return "\n".join(lines)
 
 
@@ -428,8 +443,9 @@ _LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{
 
 
 def latex_escape(text: str) -> str:
-    """`text` with LaTeX's special characters escaped (J&F -> J\\&F)."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    """`text` with LaTeX's special characters escaped (J&F -> J\\&F), line breaks as spaces (a blank
+    line inside a cell ends the tabular's paragraph) and other control characters as their escapes."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in printable(_BREAKS.sub(" ", str(text))))
 
 
 def _latex_value(text: str) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -334,6 +335,13 @@ def published(models: list[str], data_args: list[str], out: str | None, dry_run:
     unknown = sorted(set(models) - known)
     if unknown:
         print(f"error: no published check for {unknown}; known: {sorted(known)} (perf/published_checks.py)")
+        return 1
+    bad = [arg for arg in data_args if not re.fullmatch(r"[A-Z][A-Z0-9_]*=.+", arg, re.S)]
+    if bad:
+        from rvt_bench.core.printable import printable
+
+        print(f"error: --data takes NAME=DIR (NAME as the checks write it, e.g. REASONSEG=/data/reasonseg), got "
+              f"{', '.join(printable(repr(arg)) for arg in bad)}")
         return 1
     data = dict(arg.split("=", 1) for arg in data_args)
     work = Path(out or "published_runs").resolve()

@@ -53,15 +53,33 @@ CHECKS: tuple[Check, ...] = (
 
 
 def fill(overrides: tuple[str, ...], data: dict[str, str]) -> list[str]:
-    """The overrides with each {NAME} replaced by data[NAME]. Raises KeyError naming a missing NAME."""
+    """The overrides with each {NAME} replaced by data[NAME], the value an override holds a placeholder
+    in written as a Hydra quoted string (`quote`: a path with a space, quote, comma or bracket parses,
+    and `${...}` in it stays text). Raises KeyError naming a missing NAME."""
     out = []
     for arg in overrides:
-        for name in _placeholders(arg):
-            if name not in data:
-                raise KeyError(name)
-            arg = arg.replace("{" + name + "}", data[name])
+        names = _placeholders(arg)
+        if names:
+            key, _, value = arg.partition("=")
+            for name in names:
+                if name not in data:
+                    raise KeyError(name)
+                value = value.replace("{" + name + "}", data[name])
+            arg = f"{key}={quote(value)}"
         out.append(arg)
     return out
+
+
+def quote(value: str) -> str:
+    """`value` as a single-quoted string of Hydra's override grammar that OmegaConf reads back as
+    `value`: `${` escaped as `\\${` (OmegaConf resolves interpolations in quoted strings too), the
+    backslashes before it doubled; each `'` as `\\'` and the backslashes before a quote or at the end
+    doubled (Hydra unescapes backslashes only there)."""
+    import re
+
+    value = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
+    value = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value)
+    return f"'{value}'"
 
 
 def placeholders(check: Check) -> list[str]:

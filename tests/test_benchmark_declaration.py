@@ -197,3 +197,56 @@ def test_adding_it_needs_no_line_in_a_shared_file(toy):
     back = [ScoreRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in records]
     body = protocol.aggregate(back)
     assert body["n"] == len(samples) and contract.canonical(body) == contract.canonical(protocol.aggregate(records[::-1]))
+
+
+def _toy_rows(toy, *rows: dict) -> None:
+    with open(toy["extra"] / "dataset" / "toy_paper.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**{c: "" for c in COLUMNS}, "paper_id": "arXiv:0000.00000", "paper_title": "Toy", "table": "Table 1",
+                             "dataset": "toyseg", "benchmark": "ToySeg", "split": "val", "subset": "overall", "metric": "gIoU",
+                             "model": "ToyNet", "value_printed": "12.3", "unit": "percent", "status": "unverified",
+                             "evidence_source": "this test", **row})
+
+
+@pytest.mark.parametrize("row, said", [({"setting": "main\x1b[31m\nfake line"}, "setting must be one of"),
+                                       ({"value_printed": "=HYPERLINK(\"http://x\",\"y\")"}, "value_printed must be a number")])
+def test_render_of_a_benchmark_whose_published_rows_are_bad_is_one_line_exit_2(toy, tmp_path, capsys, row, said):
+    """An unknown setting was a ValueError traceback (rc 1); a formula was shown as a published value."""
+    from rvt_bench.leaderboards.render import main as render_main
+
+    _toy_rows(toy, row)
+    with pytest.raises(SystemExit) as caught:
+        render_main(["toyseg", "--dir", str(tmp_path / "boards")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and said in err
+    assert "toy_paper.csv: row 1 (line " in err and "\x1b" not in err
+
+
+def test_render_of_a_benchmark_whose_published_row_has_too_few_fields_is_one_line_exit_2(toy, tmp_path, capsys):
+    """A short row was an AttributeError traceback ('NoneType' object has no attribute 'strip')."""
+    from rvt_bench.leaderboards.render import main as render_main
+
+    path = toy["extra"] / "dataset" / "toy_paper.csv"
+    path.write_text(",".join(COLUMNS) + "\n" + "arXiv:0000.00000,Toy,Table 1,toyseg\n")
+    with pytest.raises(SystemExit) as caught:
+        render_main(["toyseg", "--dir", str(tmp_path / "boards")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.count("\n") == 1 and f"has 4 fields, the header {len(COLUMNS)}" in err
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "latex"])
+def test_render_prints_a_hostile_published_row_escaped_in_its_cell(toy, tmp_path, capsys, fmt):
+    """A model "a | b\\n\\n| injected | row |" forged markdown rows; \\x1b and \\u202e reached the terminal raw."""
+    import re
+
+    from rvt_bench.leaderboards.render import main as render_main
+
+    _toy_rows(toy, {"model": "a | b\n\n| injected | row |\x1b]8;;http://x\x07\u202e"})
+    render_main(["toyseg", "--dir", str(tmp_path / "boards"), "--format", fmt])
+    out = capsys.readouterr().out
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", out) and "\n\n| injected" not in out
+    assert not any(line.startswith("| injected") for line in out.splitlines())
+    assert (r"a \| b \| injected \| row \|\x1b]8;;http://x\x07\u202e" if fmt == "markdown"
+            else r"a | b | injected | row |\textbackslash{}x1b]8;;http://x\textbackslash{}x07\textbackslash{}u202e") in out

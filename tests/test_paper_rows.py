@@ -83,7 +83,7 @@ def test_rows_of_ablation_tables_say_so_in_their_setting_column(tmp_path):
             assert r["setting"] == "ablation", r  # an ablation table's row is never a main result
     # a file written before the column existed reads as main results; an unknown setting is refused
     old = tmp_path / "old.csv"
-    old.write_text(",".join(COLUMNS[:-1]) + "\n" + ",".join(["x"] * (len(COLUMNS) - 1)) + "\n")
+    old.write_text(",".join(COLUMNS[:-1]) + "\n" + ",".join("1.5" if c == "value_printed" else "x" for c in COLUMNS[:-1]) + "\n")
     assert read(old)[0]["setting"] == ""
     bad = tmp_path / "bad.csv"
     bad.write_text(",".join(COLUMNS) + "\n" + ",".join(["x"] * len(COLUMNS)) + "\n")
@@ -103,3 +103,59 @@ def test_refytvos_rows_are_videolisas_table_1_and_sa2vas_tables_6_and_8_with_no_
     # Sa2VA Table 6: Sa2VA-8B Ref-YTVOS 70.7; Table 8: InternVL2.5-26B 75.1
     assert value[("arXiv:2501.04001", "Table 6", "Sa2VA-8B", "J&F")] == "70.7"
     assert value[("arXiv:2501.04001", "Table 8", "Sa2VA (base MLLM InternVL2.5-26B)", "J&F")] == "75.1"
+
+
+def _csv(path, **row):
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, COLUMNS)
+        writer.writeheader()
+        writer.writerow({**{c: "x" for c in COLUMNS}, "value_printed": "50.0", "setting": "", **row})
+    return path
+
+
+@pytest.mark.parametrize("value", ["=HYPERLINK(\"http://x\",\"y\")", "55.0\n\n\\end{tabular}", "nan", "inf", "-", "", " 5", "1_0", "56|0"])
+def test_a_value_printed_that_is_not_a_number_is_refused_naming_file_and_row(tmp_path, value):
+    """value_printed was never checked: a formula or "55.0\\n\\n\\end{tabular}" was shown as a published value."""
+    from rvt_bench.core.types import DatasetFormatError
+
+    path = _csv(tmp_path / "p.csv", value_printed=value, model="M\x1b[31m")
+    with pytest.raises(DatasetFormatError, match="value_printed must be a number") as caught:
+        read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: row 1 (line ") and "\n" not in message and "\x1b" not in message
+
+
+@pytest.mark.parametrize("value", ["50.0", "0.837", "12", "-3.5", "1e-3", "+2."])
+def test_a_number_as_printed_is_read(tmp_path, value):
+    assert read(_csv(tmp_path / "p.csv", value_printed=value))[0]["value_printed"] == value
+
+
+def test_every_shipped_value_is_a_number():
+    from rvt_bench.leaderboards.paper import VALUE
+
+    rows = paper_rows()
+    assert rows and all(VALUE.fullmatch(r["value_printed"]) for r in rows)
+
+
+def test_a_row_with_too_few_or_too_many_fields_is_refused_naming_file_and_row(tmp_path):
+    """A short row raised AttributeError ('NoneType' object has no attribute 'strip') in the table code."""
+    from rvt_bench.core.types import DatasetFormatError
+
+    short = tmp_path / "short.csv"
+    short.write_text(",".join(COLUMNS) + "\n" + ",".join(["1"] * 5) + "\n")
+    with pytest.raises(DatasetFormatError, match=f"row 1 \\(line 2\\): has 5 fields, the header {len(COLUMNS)}"):
+        read(short)
+    long = tmp_path / "long.csv"
+    long.write_text(",".join(COLUMNS) + "\n" + ",".join(["1"] * (len(COLUMNS) + 2)) + "\n")
+    with pytest.raises(DatasetFormatError, match=f"has {len(COLUMNS) + 2} fields"):
+        read(long)
+
+
+def test_an_unknown_setting_is_a_data_error_on_one_line(tmp_path):
+    from rvt_bench.core.types import DatasetFormatError
+
+    with pytest.raises(DatasetFormatError) as caught:
+        read(_csv(tmp_path / "p.csv", setting="main\x1b[31m\nfake line"))
+    assert "setting must be one of" in str(caught.value) and "\n" not in str(caught.value) and "\x1b" not in str(caught.value)

@@ -143,3 +143,28 @@ def test_mevis_shows_videolisas_ablation_rows_apart():
     assert ablations and "ablation setting" not in main and "arXiv:2409.19603 Table 6" not in main
     assert "| VideoLISA-3.8B (Post optimization), ablation setting (paper, verified) | 50.9 | 58.1 | 54.5 |" in ablations
     assert {r["setting"] for r in paper_rows("mevis") if r["table"] == "Table 6" and r["paper_id"] == "arXiv:2409.19603"} == {"ablation"}
+
+
+HOSTILE_BASE = {"paper_id": "arXiv:0000.00001", "paper_title": "T", "dataset": "revos", "benchmark": "ReVOS", "split": "",
+                "subset": "overall", "metric": "J&F", "value_printed": "50.0", "unit": "percent", "status": "verified",
+                "evidence_source": "paper text", "evidence_snippet": "x", "note": "", "table": "Table 1", "setting": ""}
+
+
+def test_a_published_cell_with_pipes_newlines_or_control_characters_stays_in_its_markdown_cell():
+    """A published row's model "a | b\\n\\n| injected | row |" forged table rows in `render` and report.html,
+    and \\x1b / \\u202e reached the terminal raw."""
+    published = [{**HOSTILE_BASE, "model": "pipe | in\n\n| injected | row |\x1b[31m\u202e"},
+                 {**HOSTILE_BASE, "model": "out | side\nx", "subset": "nowhere", "table": "T|1"}]
+    text = paper_table([revos_run()], "markdown", published)
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", text)
+    assert not any(line.startswith("| injected") for line in text.splitlines())
+    assert r"| pipe \| in \| injected \| row \|\x1b[31m\u202e (paper, verified) |" in text
+    assert r"| out \| side x | arXiv:0000.00001 | T\|1 |" in text
+
+
+def test_a_published_cell_with_blank_lines_or_control_characters_stays_in_its_latex_cell():
+    """Blank lines inside a cell ended the tabular's paragraph in LaTeX; control characters went in raw."""
+    published = [{**HOSTILE_BASE, "model": "two\n\nparagraphs\x07\\end{tabular}"}]
+    tex = paper_table([revos_run()], "latex", published)
+    assert "\n\n" not in tex and not re.search("[\x00-\x08\x0b-\x1f\x7f]", tex)
+    assert r"two paragraphs\textbackslash{}x07\textbackslash{}end\{tabular\}" in tex

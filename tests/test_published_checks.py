@@ -87,3 +87,26 @@ def test_published_runs_the_command_and_prints_ours_beside_the_paper(tmp_path, m
     rows = [line.split() for line in out.splitlines() if line.startswith("precomputed ")]
     assert [row[:6] for row in rows] == [["precomputed", "gIoU", "0.0", "0.00", "+0.00", "yes"],
                                          ["precomputed", "gIoU", "12.5", "0.00", "-12.50", "no"]]
+
+
+def test_a_data_directory_with_a_space_quote_or_interpolation_composes_as_itself(tmp_path):
+    """--data values went into the Hydra overrides unquoted: a path with a space, quote, comma or
+    bracket failed to parse, and `${oc.env:HOME}` in it was interpolated."""
+    from hydra import compose, initialize_config_dir
+
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver the configs use)
+
+    check = next(c for c in checks.CHECKS if c.model == "lisa")
+    for odd in ("a b'c,d[0]${x}", "h ${oc.env:HOME}", "back\\slash\\", "e\\${y}\\'"):
+        data = str(tmp_path / odd)
+        filled = checks.fill(check.overrides, {"REASONSEG": data})
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            cfg = compose("config", overrides=[*filled, f"run.root={tmp_path}/runs"])
+        assert cfg.dataset.root == data and cfg.model.name == "lisa"
+
+
+def test_a_data_argument_without_a_name_is_one_line():
+    out = run_script("lisa", "--data", "NOEQUALS", "--dry-run")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stdout.startswith("error: --data takes NAME=DIR") and "'NOEQUALS'" in out.stdout
+    assert out.stdout.count("\n") == 1

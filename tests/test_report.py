@@ -182,3 +182,27 @@ def test_control_characters_and_tags_from_the_model_show_as_text(tmp_path):
     assert '<td class="answer">' + r"\x1b[31mred" in page  # the answer cell, escaped too
     assert "&lt;/execute&gt;&lt;answer&gt;" in page and "&lt;results&gt;" in page
     assert "<answer>" not in page and "</execute>" not in page and "<results>" not in page
+
+
+def test_paper_tables_on_the_page_show_control_characters_as_escapes():
+    """The paper tables are Markup (<pre>), which the page's finalize skips: a published-rows CSV holding
+    \\x1b, \\x00, \\x07 or \\u202e put them on report.html raw."""
+    from rvt_bench.harness.report import _table_blocks
+
+    hostile = "| M\x1b]8;;http://x\x07link\x00 \u202eevil <b> | 50.0 |\n|---|---|"
+    blocks = _table_blocks({"markdown": hostile, "latex": hostile})
+    for block in blocks:
+        html = str(block["html"])
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", html)
+        assert r"\x1b]8;;http://x\x07link\x00 \u202eevil &lt;b&gt;" in html and "\n|---|---|" in html
+
+
+def test_a_breakdown_label_with_a_lone_surrogate_or_mathtext_is_drawn_escaped():
+    """A subset name with a lone surrogate made matplotlib raise (FT2Font), one with "$\\frac{$" failed
+    in mathtext; \\x1b reached the SVG raw."""
+    from rvt_bench.harness.report.breakdowns import Bar
+    from rvt_bench.harness.report.charts import breakdown_chart
+
+    svg = breakdown_chart([Bar("bad\udcffname \x1b[31m $\\frac{$", "image/gIoU", 0.5, 0.4, 0.6, None, 3)])
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]", svg)
+    assert r"bad\udcffname \x1b[31m $\frac{$, gIoU (n=3)" in svg

@@ -213,3 +213,30 @@ def test_the_compare_page_shows_control_characters_of_names_and_ids_as_escapes(t
     page = write_comparison(result, tmp_path / "cmp.html").read_text()
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f]", page)
     assert r"a\x1b[31m" in page and r"run A\r" in page and r"s\x00&lt;b&gt;1" in page and "b&lt;i&gt;" in page
+
+
+def test_compare_shows_a_hostile_run_name_escaped_on_the_terminal_and_in_the_charts(runs, tmp_path, capsys):
+    """A run name from metrics.json holding an OSC 8 link, U+202E, a newline, a lone surrogate or "$\\frac{$":
+    compare printed it raw to the terminal, the paired charts' SVG <text> carried it raw, and the
+    lone surrogate (or the mathtext) killed `compare --html` with a matplotlib traceback."""
+    import re
+    import shutil
+
+    from rvt_bench.harness.compare import main as compare_main
+
+    _, a, b = runs
+    hostile = tmp_path / "hostile"
+    shutil.copytree(a.run_dir, hostile)
+    metrics = json.loads((hostile / "metrics.json").read_text())
+    metrics["run_name"] = "x\x1b]8;;http://x\x07link\x07 \u202eevil\nforged line bad\udcffname $\\frac{$"
+    (hostile / "metrics.json").write_text(json.dumps(metrics))
+    out = tmp_path / "cmp.html"
+    compare_main([str(hostile), str(b.run_dir), "--B", "20", "--html", str(out)])
+    stdout = capsys.readouterr().out
+    raw = "[\x00-\x08\x0b-\x1f\x7f\u202e\ud800-\udfff]"
+    assert not re.search(raw, stdout) and "\nforged line" not in stdout
+    assert r"x\x1b]8;;http://x\x07link\x07 \u202eevil\nforged line bad\udcffname $\frac{$" in stdout
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(raw, page)
+    labels = re.findall(r"<text[^>]*>([^<]*)", page)
+    assert any(label.endswith(r"\udcffname $\frac{$) (%)") for label in labels)  # "$" as text, not mathtext

@@ -9,20 +9,33 @@ import os
 import re
 from typing import Any
 
-# C0 controls, DEL, C1 controls, the line / paragraph separators and the bidirectional overrides and
-# isolates (which reorder what a terminal shows: "Trojan Source")
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Unicode's format characters (category Cf, Unicode 14): invisible, they hide or reorder what a terminal
+# or a page shows: the bidirectional marks, embeddings, overrides and isolates ("Trojan Source":
+# U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069), zero-width spaces and joiners (U+200B-U+200D),
+# the byte-order mark U+FEFF, soft hyphen, tag characters. tests/test_printable.py checks this list
+# against the running Python's unicodedata.
+_FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+           "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+# a lone surrogate (text decoded with surrogateescape, a JSON "\udcff"): no codec writes it, and a
+# font renderer (matplotlib) raises on it
+_SURROGATE = "\ud800-\udfff"
+# C0 controls, DEL, C1 controls, the line / paragraph separators, format characters, lone surrogates
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}{_SURROGATE}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _escape(match: re.Match) -> str:
     char = match.group()
-    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+                                else f"\\U{code:08x}")
 
 
 def printable(text: Any) -> str:
-    """str(text) with every control character written as its escape (\\n, \\x1b, \\u202e); other
-    characters, non-ASCII letters included, unchanged."""
+    """str(text) with every control character, format character (U+200B, U+202E, U+FEFF) and lone
+    surrogate written as its escape (\\n, \\x1b, \\u202e, \\udcff); other characters, non-ASCII
+    letters included, unchanged."""
     return _CONTROL.sub(_escape, str(text))
 
 
@@ -53,7 +66,10 @@ def printable_text(text: Any) -> str:
     """`printable` with the text's own line breaks and tabs kept: text a page shows as text (a
     model's answer, code output in a <pre>; report.html), every other control character (\x1b,
     \x00, \r, \u202e) visible as its escape. HTML's own escaping (< > &) is the page's."""
-    return re.sub("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", _escape, str(text))
+    return _TEXT_CONTROL.sub(_escape, str(text))
+
+
+_TEXT_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}{_SURROGATE}]")
 
 
 _TEXT = (str, os.PathLike)  # a path argument (a run.root with a newline) is data too

@@ -32,6 +32,7 @@ from hydra.utils import instantiate
 
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.harness import bootstrap
+from rvt_bench.core.printable import printable
 from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.store import read_jsonl, read_run_json
 from rvt_bench.core.units import unit
@@ -168,18 +169,19 @@ def _show(key: str, value: float, signed: bool = False) -> str:
 def format_comparison(result: dict[str, Any]) -> str:
     """Markdown table: | metric | unit | A | B | delta B-A | 95% CI | p | n | wins/losses/ties |;
     fractions in percent (delta and interval in pp), CIDEr as a score."""
-    partial = [f"PARTIAL comparison: {result['partial']}"] if result.get("partial") else []
-    lines = [f"A: {result.get('name_a', 'run A')}  {result['a']}", f"B: {result.get('name_b', 'run B')}  {result['b']}", *partial,
+    p = printable  # run names, paths, metric keys and reasons are data: their control characters as escapes
+    partial = [f"PARTIAL comparison: {p(result['partial'])}"] if result.get("partial") else []
+    lines = [f"A: {p(result.get('name_a', 'run A'))}  {p(result['a'])}", f"B: {p(result.get('name_b', 'run B'))}  {p(result['b'])}", *partial,
              f"shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']})", "",
              "| metric | unit (delta) | A | B | delta B-A | 95% CI of delta | p (permutation) | n | B wins / losses / ties |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
     for r in result["metrics"]:
         key = r["key"]
         if "reason" in r:
-            lines.append(f"| {key} | | n/a | n/a | n/a | n/a | n/a | | {r['reason']} |")
+            lines.append(f"| {p(key)} | | n/a | n/a | n/a | n/a | n/a | | {p(r['reason'])} |")
             continue
         shown = "score" if unit(key) == "score" else "% (pp)"
-        lines.append(f"| {key} | {shown} | {_show(key, r['a'])} | {_show(key, r['b'])} | {_show(key, r['delta'], True)} | "
+        lines.append(f"| {p(key)} | {shown} | {_show(key, r['a'])} | {_show(key, r['b'])} | {_show(key, r['delta'], True)} | "
                      f"[{_show(key, r['low'], True)}, {_show(key, r['high'], True)}] | {r['p_value']:.4f} | {r['n']} | "
                      f"{r['wins']} / {r['losses']} / {r['ties']} |")
     return "\n".join(lines + _methods([result]))
@@ -189,7 +191,7 @@ def _methods(results: list[dict[str, Any]]) -> list[str]:
     """One line per metric group saying what the paired bootstrap and permutation test resampled."""
     groups = resampling_groups([(row["key"], row.get("resampled", "")) for r in results for row in r["metrics"]])
     return (["", "Resampled (bootstrap draws and permutation swaps):"] +
-            [f"- {', '.join(keys)}: {how}" for keys, how in groups]) if groups else []
+            [f"- {printable(', '.join(keys))}: {printable(how)}" for keys, how in groups]) if groups else []
 
 
 def format_many(results: list[dict[str, Any]]) -> str:
@@ -197,8 +199,9 @@ def format_many(results: list[dict[str, Any]]) -> str:
     line, then each run's value, delta, 95% CI of the delta, p, n and wins / losses / ties."""
     if len(results) == 1:
         return format_comparison(results[0])
-    lines = [f"baseline: {results[0].get('name_a', 'baseline')}  {results[0]['a']}"]
-    lines += [f"run {k}: {r.get('name_b', f'run {k}')}  {r['b']}" + (f"  PARTIAL: {r['partial']}" if r.get("partial") else "")
+    p = printable  # run names, paths, metric keys and reasons are data: their control characters as escapes
+    lines = [f"baseline: {p(results[0].get('name_a', 'baseline'))}  {p(results[0]['a'])}"]
+    lines += [f"run {k}: {p(r.get('name_b', f'run {k}'))}  {p(r['b'])}" + (f"  PARTIAL: {p(r['partial'])}" if r.get("partial") else "")
               for k, r in enumerate(results, 1)]
     lines += ["", "Each run against the baseline over the samples both scored (baseline: its value on those samples).", "",
               "| metric | run | unit (delta) | baseline | run | delta vs baseline | 95% CI of delta | p (permutation) | n | "
@@ -209,9 +212,9 @@ def format_many(results: list[dict[str, Any]]) -> str:
         for k, r in enumerate(results, 1):
             row = next((x for x in r["metrics"] if x["key"] == key), None)
             if row is None or "reason" in row:
-                lines.append(f"| {key} | {r.get('name_b', f'run {k}')} | | n/a | n/a | n/a | n/a | n/a | | {row['reason'] if row else 'not reported'} |")
+                lines.append(f"| {p(key)} | {p(r.get('name_b', f'run {k}'))} | | n/a | n/a | n/a | n/a | n/a | | {p(row['reason']) if row else 'not reported'} |")
                 continue
-            lines.append(f"| {key} | {r.get('name_b', f'run {k}')} | {shown} | {_show(key, row['a'])} | {_show(key, row['b'])} | {_show(key, row['delta'], True)} | "
+            lines.append(f"| {p(key)} | {p(r.get('name_b', f'run {k}'))} | {shown} | {_show(key, row['a'])} | {_show(key, row['b'])} | {_show(key, row['delta'], True)} | "
                          f"[{_show(key, row['low'], True)}, {_show(key, row['high'], True)}] | {row['p_value']:.4f} | "
                          f"{row['n']} | {row['wins']} / {row['losses']} / {row['ties']} |")
     return "\n".join(lines + _methods(results))
@@ -234,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.html:
         from rvt_bench.harness.report.comparison import write_many
 
-        print(f"comparison page: {write_many(results, Path(args.html))}")  # one file for every run
+        print(f"comparison page: {printable(write_many(results, Path(args.html)))}")  # one file for every run
     print(json.dumps(results[0] if len(results) == 1 else results, indent=2) if args.json else format_many(results))
 
 

@@ -86,11 +86,16 @@ def _paper_tables(m: dict[str, Any]) -> dict[str, str] | None:
 
 
 def _table_blocks(tables: dict[str, str] | None) -> list[dict[str, Any]]:
-    """The paper tables as the page's collapsible blocks ({"title", "html"}), text kept verbatim for pasting."""
+    """The paper tables as the page's collapsible blocks ({"title", "html"}), text kept for pasting with
+    its control characters escaped (printable_text: the block is Markup, which the page's finalize skips,
+    and a published-rows CSV is data)."""
+    from rvt_bench.core.printable import printable_text
+
     if not tables:
         return []
     titles = {"markdown": "Paper table (the benchmark's published layout, markdown)", "latex": "Paper table (LaTeX, booktabs)"}
-    return [{"title": titles[fmt], "html": markupsafe.Markup("<pre>{}</pre>").format(text)} for fmt, text in tables.items()]
+    return [{"title": titles[fmt], "html": markupsafe.Markup("<pre>{}</pre>").format(printable_text(text))}
+            for fmt, text in tables.items()]
 
 
 def _protocol(cfg: Any) -> Any | None:

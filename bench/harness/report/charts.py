@@ -96,7 +96,8 @@ def breakdown_chart(bars: Sequence[Bar]) -> str | None:
     if base:
         ax.scatter([100 * b.baseline for _, b in base], [yy for yy, _ in base], marker="D", s=28,
                    color=BASELINE_COLOR, zorder=3, label="empty prediction")
-    ax.set_yticks(y, [f"{b.label}, {b.key.rpartition('/')[2]} (n={b.n})" for b in bars], fontsize=9)
+    # subset names and metric keys come from the data: escaped (a lone surrogate made matplotlib raise), "$" as text
+    ax.set_yticks(y, [printable(f"{b.label}, {b.key.rpartition('/')[2]} (n={b.n})") for b in bars], fontsize=9, parse_math=False)
     ax.set_xlim(0, 100)
     ax.set_xlabel("%", fontsize=9)
     ax.legend(fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
@@ -151,14 +152,17 @@ def paired_chart(key: str, a: dict[str, float], b: dict[str, float], name_a: str
     # the samples that changed most, named by id (at most LABELLED_IDS)
     changed = sorted((abs(y - x), s, x, y) for s, x, y in zip(shared, xs, ys) if y != x)[::-1][:LABELLED_IDS]
     for _, sid, x, y in changed:
-        ax.annotate(printable(sid), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6, color="#495057", zorder=4)
+        ax.annotate(printable(sid), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6, color="#495057", zorder=4,
+                    parse_math=False)
     unit = " (%)" if percent else ""
-    ax.set_xlabel(f"{name_a}{unit}", fontsize=9)
-    ax.set_ylabel(f"{name_b}{unit}", fontsize=9)
+    # run names and metric keys are data (metrics.json): control characters, format characters
+    # (\u202e) and lone surrogates (on which matplotlib's font code raises) as escapes, "$" as text
+    ax.set_xlabel(f"{printable(name_a)}{unit}", fontsize=9, parse_math=False)
+    ax.set_ylabel(f"{printable(name_b)}{unit}", fontsize=9, parse_math=False)
     pad = 0.03 * top
     ax.set_xlim(-pad, top + pad)
     ax.set_ylim(-pad, top + pad)
-    ax.set_title(f"{key}: B better on {wins}, worse on {losses}, tied on {len(shared) - wins - losses} "
-                 f"of {len(shared)}", fontsize=9)
+    ax.set_title(f"{printable(key)}: B better on {wins}, worse on {losses}, tied on {len(shared) - wins - losses} "
+                 f"of {len(shared)}", fontsize=9, parse_math=False)
     _style(ax)
-    return _svg(fig, f"{key} per sample: run A against run B")
+    return _svg(fig, f"{printable(key)} per sample: run A against run B")
