@@ -20,6 +20,7 @@ import pandas as pd
 
 from rvt_bench.core import benchmark
 from rvt_bench.core.printable import printable, printable_lines
+from rvt_bench.core.types import DatasetFormatError
 from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
 from rvt_bench.leaderboards.paper import paper_rows
@@ -161,6 +162,17 @@ def _data_source(cell: str) -> str:
     return "files"
 
 
+def _or_one_line(call):
+    """call(); a data error (a published-rows file that cannot be read) ends the command with one
+    line on stderr and exit status 2, as the harness's data errors do (leaderboards sits below the
+    harness, so it says so itself)."""
+    try:
+        return call()
+    except DatasetFormatError as exc:
+        print(printable(f"error: {type(exc).__name__}: {' '.join(str(exc).split())}"), file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset")
@@ -169,10 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--digits", type=int, default=1, help="decimals of the percentages of runs")
     ap.add_argument("--format", choices=FORMATS, default="markdown", help="latex: the paper-layout table alone (booktabs)")
     args = ap.parse_args(argv)
-    from rvt_bench.harness.cli import exit_on_known_errors
-
     # a published-rows CSV that cannot be read (a row's setting, value or fields) is one line, exit 2
-    published = exit_on_known_errors(lambda: paper_rows(args.dataset))
+    published = _or_one_line(lambda: paper_rows(args.dataset))
     # a benchmark without runs prints its (empty) layout; a name that is no benchmark at all (a typo)
     # stops, naming what there is
     if (not (Path(args.dir) / f"{args.dataset}.csv").is_file() and not published
@@ -182,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
                         f"of that name (benchmarks: {', '.join(benchmark.declared_names())}); "
                         f"boards there: {', '.join(boards) or 'none'}"), file=sys.stderr)
         raise SystemExit(2)
-    text = exit_on_known_errors(lambda: render(args.dataset, args.dir, not args.no_paper, args.digits, args.format))
+    text = _or_one_line(lambda: render(args.dataset, args.dir, not args.no_paper, args.digits, args.format))
     print(printable_lines(text))  # data's control characters as escapes (the cells' own line breaks are spaces)
 
 
