@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files
-from rvt_bench.core.types import AdapterError, DatasetFormatError
+from rvt_bench.core.types import AdapterError, DatasetFormatError, first_line
 
 
 def device_dtype(device: str, dtype: str) -> tuple[str, str]:
@@ -33,3 +33,23 @@ def read_config_json(path: str | Path, model: str, label: str) -> dict[str, Any]
         return files.loads(files.read_text(path, f"{model} config"), str(path), duplicates="last")
     except (OSError, DatasetFormatError) as exc:
         raise AdapterError(f"{model}: {path} is not valid JSON ({exc})") from exc
+
+
+def checkpoint_dir(checkpoint: str, model: str, label: str, example: str, patterns: list[str]) -> Path:
+    """The local directory of `checkpoint`: itself when it is a directory, else the hub snapshot of
+    that id (only the files matching `patterns`). Raises AdapterError, prefixed with `model`, for a
+    path that is no directory (`label` and the hub id `example` say what was expected) and for a
+    hub id that cannot be fetched."""
+    path = Path(checkpoint)
+    if path.is_dir():
+        return path
+    if path.exists() or checkpoint.startswith((".", "/")) or checkpoint.count("/") != 1:
+        raise AdapterError(f"{model}: model.checkpoint {checkpoint} is not a directory (expected a {label} checkpoint "
+                           f"directory or a hub id such as {example})")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(checkpoint, allow_patterns=patterns))
+    except Exception as exc:  # hub/network errors come in many types; one line names the setting
+        raise AdapterError(f"{model}: cannot fetch model.checkpoint {checkpoint} from the hub and no such directory "
+                           f"exists: {first_line(exc)}") from exc

@@ -22,7 +22,7 @@ from typing import Sequence
 
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
-from rvt_bench.adapters.checkpoint import device_dtype
+from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
 from rvt_bench.adapters.lisa import prompts
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
@@ -111,17 +111,7 @@ class LisaAdapter(Adapter):
         self._loaded = None
 
     def _resolve_checkpoint(self) -> Path:
-        path = Path(self.checkpoint)
-        if path.is_dir():
-            return path
-        if path.exists() or self.checkpoint.startswith((".", "/")) or self.checkpoint.count("/") != 1:
-            raise AdapterError(f"lisa: model.checkpoint {self.checkpoint} is not a directory (expected a LISA checkpoint directory or a hub id such as xinlai/LISA-7B-v1)")
-        try:
-            from huggingface_hub import snapshot_download
-
-            return Path(snapshot_download(self.checkpoint, allow_patterns=WEIGHT_PATTERNS))
-        except Exception as exc:  # hub/network errors come in many types; one line names the setting
-            raise AdapterError(f"lisa: cannot fetch model.checkpoint {self.checkpoint} from the hub and no such directory exists: {first_line(exc)}") from exc
+        return checkpoint_dir(self.checkpoint, "lisa", "LISA", "xinlai/LISA-7B-v1", WEIGHT_PATTERNS)
 
     def _resolve_tower(self, directory: Path, configured: str) -> str:
         tower = self.vision_tower or configured

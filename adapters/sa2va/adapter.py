@@ -19,7 +19,7 @@ from typing import Sequence
 
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
-from rvt_bench.adapters.checkpoint import device_dtype
+from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
 from rvt_bench.adapters.sa2va import prompts
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
@@ -105,17 +105,7 @@ class Sa2VAAdapter(Adapter):
         self._loaded = None
 
     def _resolve_checkpoint(self) -> Path:
-        path = Path(self.checkpoint)
-        if path.is_dir():
-            return path
-        if path.exists() or self.checkpoint.startswith((".", "/")) or self.checkpoint.count("/") != 1:
-            raise AdapterError(f"sa2va: model.checkpoint {self.checkpoint} is not a directory (expected a Sa2VA checkpoint directory or a hub id such as ByteDance/Sa2VA-4B)")
-        try:
-            from huggingface_hub import snapshot_download
-
-            return Path(snapshot_download(self.checkpoint, allow_patterns=WEIGHT_PATTERNS))
-        except Exception as exc:  # hub/network errors come in many types; one line names the setting
-            raise AdapterError(f"sa2va: cannot fetch model.checkpoint {self.checkpoint} from the hub and no such directory exists: {first_line(exc)}") from exc
+        return checkpoint_dir(self.checkpoint, "sa2va", "Sa2VA", "ByteDance/Sa2VA-4B", WEIGHT_PATTERNS)
 
     def _load(self):
         if self._loaded is not None:
