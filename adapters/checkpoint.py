@@ -53,3 +53,27 @@ def checkpoint_dir(checkpoint: str, model: str, label: str, example: str, patter
     except Exception as exc:  # hub/network errors come in many types; one line names the setting
         raise AdapterError(f"{model}: cannot fetch model.checkpoint {checkpoint} from the hub and no such directory "
                            f"exists: {first_line(exc)}") from exc
+
+
+def weight_files(directory: str | Path, model: str, singles: tuple[str, ...]) -> list[Path]:
+    """The weight files of a checkpoint directory: the shards the first `<single>.index.json` found
+    names (in `singles` order), else the first single file present. Raises AdapterError, prefixed with
+    `model`, for an unreadable index, a missing shard, or a directory holding none of them."""
+    directory = Path(directory)
+    for single in singles:
+        index = directory / f"{single}.index.json"
+        if index.is_file():
+            try:
+                shards = sorted(set(files.loads(files.read_text(index, "checkpoint index"), str(index))["weight_map"].values()))
+            except (OSError, DatasetFormatError, KeyError, TypeError, AttributeError) as exc:
+                raise AdapterError(f"{model}: cannot read {index} ({exc})") from exc
+            missing = [s for s in shards if not (directory / s).is_file()]
+            if missing:
+                raise AdapterError(f"{model}: shard {directory / missing[0]} named by {index.name} is missing "
+                                   f"({len(missing)} of {len(shards)})")
+            return [directory / s for s in shards]
+    for single in singles:
+        if (directory / single).is_file():
+            return [directory / single]
+    expected = " or ".join(f"{single}[.index.json]" for single in singles)
+    raise AdapterError(f"{model}: no weights in {directory} (expected {expected})")

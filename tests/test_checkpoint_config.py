@@ -53,3 +53,32 @@ def test_a_checkpoint_is_a_directory_or_a_hub_id_else_one_line(tmp_path, monkeyp
     assert asked == [("xinlai/LISA-7B-v1", ["*.json", "*.bin"])]
     assert str(failed.value) == ("lisa: cannot fetch model.checkpoint xinlai/LISA-7B-v1 from the hub and no such "
                                  "directory exists: We couldn't connect to 'https://huggingface.co'")
+
+
+def test_weight_files_reads_an_index_or_a_single_file_else_one_line(tmp_path):
+    import json
+
+    from rvt_bench.adapters.lisa.weights import checkpoint_files as lisa_files
+    from rvt_bench.adapters.sa2va.weights import checkpoint_files as sa2va_files
+
+    with pytest.raises(AdapterError, match=r"^lisa: no weights in .* \(expected pytorch_model.bin\[.index.json\] or "
+                                           r"model.safetensors\[.index.json\]\)$"):
+        lisa_files(tmp_path)
+    with pytest.raises(AdapterError, match=r"^sa2va: no weights in .* \(expected model.safetensors\[.index.json\]\)$"):
+        sa2va_files(tmp_path)
+    (tmp_path / "pytorch_model.bin").write_bytes(b"x")
+    assert lisa_files(tmp_path) == [tmp_path / "pytorch_model.bin"]
+    with pytest.raises(AdapterError, match="^sa2va: no weights in"):
+        sa2va_files(tmp_path)  # Sa2VA's releases are safetensors only
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"a": "b-00002.safetensors", "c": "a-00001.safetensors"}}))
+    (tmp_path / "a-00001.safetensors").write_bytes(b"x")
+    with pytest.raises(AdapterError, match=r"^sa2va: shard .*b-00002.safetensors named by model.safetensors.index.json "
+                                           r"is missing \(1 of 2\)$"):
+        sa2va_files(tmp_path)
+    (tmp_path / "b-00002.safetensors").write_bytes(b"x")
+    assert sa2va_files(tmp_path) == [tmp_path / "a-00001.safetensors", tmp_path / "b-00002.safetensors"]
+    assert lisa_files(tmp_path) == sa2va_files(tmp_path)  # an index comes before a single file
+    index.write_text("{not json")
+    with pytest.raises(AdapterError, match=r"^lisa: cannot read .*model.safetensors.index.json"):
+        lisa_files(tmp_path)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rvt_bench.core import files
-from rvt_bench.core.types import AdapterError, DatasetFormatError
+from rvt_bench.adapters.checkpoint import weight_files
+from rvt_bench.core.types import AdapterError
 
 SAM_RULES = (
     ("iou_prediction_head.layers.0", "iou_prediction_head.proj_in"),
@@ -78,22 +78,7 @@ def our_key(key: str) -> str | None:
 def checkpoint_files(directory: str | Path) -> list[Path]:
     """The weight files of a checkpoint directory: the shards an index names, or the single file.
     Raises AdapterError naming the directory and what was expected (or the missing shard)."""
-    directory = Path(directory)
-    for index_name in ("pytorch_model.bin.index.json", "model.safetensors.index.json"):
-        index = directory / index_name
-        if index.is_file():
-            try:
-                shards = sorted(set(files.loads(files.read_text(index, "checkpoint index"), str(index))["weight_map"].values()))
-            except (OSError, DatasetFormatError, KeyError, TypeError, AttributeError) as exc:
-                raise AdapterError(f"lisa: cannot read {index} ({exc})") from exc
-            missing = [s for s in shards if not (directory / s).is_file()]
-            if missing:
-                raise AdapterError(f"lisa: shard {directory / missing[0]} named by {index_name} is missing ({len(missing)} of {len(shards)})")
-            return [directory / s for s in shards]
-    for single in ("pytorch_model.bin", "model.safetensors"):
-        if (directory / single).is_file():
-            return [directory / single]
-    raise AdapterError(f"lisa: no weights in {directory} (expected pytorch_model.bin[.index.json] or model.safetensors[.index.json])")
+    return weight_files(directory, "lisa", ("pytorch_model.bin", "model.safetensors"))
 
 
 def read_state_dict(path: Path) -> dict:

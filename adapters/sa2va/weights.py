@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rvt_bench.core import files
-from rvt_bench.core.types import AdapterError, DatasetFormatError
+from rvt_bench.adapters.checkpoint import weight_files
+from rvt_bench.core.types import AdapterError
 
 
 import re
@@ -36,20 +36,7 @@ def released_key(name: str) -> str:
 def checkpoint_files(directory: str | Path) -> list[Path]:
     """The safetensors files of a checkpoint directory: the shards its index names, or the single
     file. Raises AdapterError naming the directory and what was expected (or the missing shard)."""
-    directory = Path(directory)
-    index = directory / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = sorted(set(files.loads(files.read_text(index, "checkpoint index"), str(index))["weight_map"].values()))
-        except (OSError, DatasetFormatError, KeyError, TypeError, AttributeError) as exc:
-            raise AdapterError(f"sa2va: cannot read {index} ({exc})") from exc
-        missing = [s for s in shards if not (directory / s).is_file()]
-        if missing:
-            raise AdapterError(f"sa2va: shard {directory / missing[0]} named by {index.name} is missing ({len(missing)} of {len(shards)})")
-        return [directory / s for s in shards]
-    if (directory / "model.safetensors").is_file():
-        return [directory / "model.safetensors"]
-    raise AdapterError(f"sa2va: no weights in {directory} (expected model.safetensors[.index.json])")
+    return weight_files(directory, "sa2va", ("model.safetensors",))
 
 
 def load_into(model, directory: str | Path) -> None:
