@@ -461,8 +461,9 @@ def test_coordinates_near_the_image_are_filled_as_before_and_the_bound_is_4x_the
         lisa_gt([[-bound - 0.5, 1.0, 5.0, 1.0, 5.0, 5.0]], 24, 32)
 
 
-def test_a_far_polygon_in_instances_json_is_a_data_error_for_each_sentence_of_its_ref(fixture, tmp_path):
-    _, root, _ = fixture
+def _edited_copy(root, tmp_path, edit):
+    """A copy of the REFER fixture whose instances.json `edit(inst, victim)` changed, victim being
+    the first testB ref; (copy, victim)."""
     import shutil
 
     copy = tmp_path / "refer_seg"
@@ -471,9 +472,19 @@ def test_a_far_polygon_in_instances_json_is_a_data_error_for_each_sentence_of_it
     victim = next(r for r in refs if r["split"] == "testB")
     inst_path = copy / "refcoco" / "instances.json"
     inst = json.loads(inst_path.read_text())
-    ann = next(a for a in inst["annotations"] if a["id"] == victim["ann_id"])
-    ann["segmentation"] = [[1e5, 1.0, 5.0, 1.0, 5.0, 5.0]]  # NaN (json accepts it) would crash pycocotools outright
+    edit(inst, victim)
     inst_path.write_text(json.dumps(inst))
+    return copy, victim
+
+
+def test_a_far_polygon_in_instances_json_is_a_data_error_for_each_sentence_of_its_ref(fixture, tmp_path):
+    _, root, _ = fixture
+
+    def far(inst, victim):
+        ann = next(a for a in inst["annotations"] if a["id"] == victim["ann_id"])
+        ann["segmentation"] = [[1e5, 1.0, 5.0, 1.0, 5.0, 5.0]]  # NaN (json accepts it) would crash pycocotools outright
+
+    copy, victim = _edited_copy(root, tmp_path, far)
     ds = RefCOCODataset(copy, "refcoco/testB")
     assert sorted(e["sample_id"] for e in ds.errors) == sorted(str(s["sent_id"]) for s in victim["sentences"])
     assert all(f"annotation {victim['ann_id']}: polygon 0 has the coordinate 100000" in e["message"] for e in ds.errors)
@@ -518,17 +529,12 @@ def test_hub_rows_sharing_a_file_name_keep_their_own_image_bytes(lmms_hub, tmp_p
 def test_an_image_size_no_image_has_in_instances_json_is_a_data_error_for_its_ref(fixture, tmp_path, height, width):
     """instances.json gives the GT canvas: a hostile 10^6 x 10^6 had the masks allocate 10^12 bytes."""
     _, root, _ = fixture
-    import shutil
 
-    copy = tmp_path / "refer_seg"
-    shutil.copytree(root, copy)
-    refs = pickle.loads((copy / "refcoco" / "refs(unc).p").read_bytes())
-    victim = next(r for r in refs if r["split"] == "testB")
-    inst_path = copy / "refcoco" / "instances.json"
-    inst = json.loads(inst_path.read_text())
-    image = next(i for i in inst["images"] if i["id"] == victim["image_id"])
-    image["height"], image["width"] = height, width
-    inst_path.write_text(json.dumps(inst))
+    def resize(inst, victim):
+        image = next(i for i in inst["images"] if i["id"] == victim["image_id"])
+        image["height"], image["width"] = height, width
+
+    copy, victim = _edited_copy(root, tmp_path, resize)
     ds = RefCOCODataset(copy, "refcoco/testB")
     failed = {e["sample_id"] for e in ds.errors}
     assert {str(s["sent_id"]) for s in victim["sentences"]} <= failed

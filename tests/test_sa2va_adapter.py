@@ -86,32 +86,30 @@ def test_other_tasks_are_refused(checkpoint):
         Sa2VAAdapter(str(checkpoint), device="cpu").predict(video_sample(2, "q", task="vqa"))
 
 
-def test_unknown_checkpoint_key_is_named(copy_of):
+def _edit_weights(directory, edit):
+    """The checkpoint's model.safetensors rewritten after `edit(tensors)` changed its dict; the dict."""
     from safetensors.torch import load_file, save_file
 
-    tensors = load_file(str(copy_of / "model.safetensors"))
-    tensors["language_model.model.extra.weight"] = tensors["mlp1.0.weight"].clone()
-    save_file(tensors, str(copy_of / "model.safetensors"))
+    tensors = load_file(str(directory / "model.safetensors"))
+    edit(tensors)
+    save_file(tensors, str(directory / "model.safetensors"))
+    return tensors
+
+
+def test_unknown_checkpoint_key_is_named(copy_of):
+    _edit_weights(copy_of, lambda t: t.update({"language_model.model.extra.weight": t["mlp1.0.weight"].clone()}))
     with pytest.raises(AdapterError, match=r"key 'language_model\.model\.extra\.weight' is not a Sa2VA parameter"):
         Sa2VAAdapter(str(copy_of), device="cpu")._load()
 
 
 def test_missing_parameter_is_named(copy_of):
-    from safetensors.torch import load_file, save_file
-
-    tensors = load_file(str(copy_of / "model.safetensors"))
-    del tensors["text_hidden_fcs.2.bias"]
-    save_file(tensors, str(copy_of / "model.safetensors"))
+    _edit_weights(copy_of, lambda t: t.pop("text_hidden_fcs.2.bias"))
     with pytest.raises(AdapterError, match=r"lacks 'text_hidden_fcs\.2\.bias' \(1 parameters missing\)"):
         Sa2VAAdapter(str(copy_of), device="cpu")._load()
 
 
 def test_a_tied_checkpoint_without_lm_head_gets_the_input_embeddings(copy_of):
-    from safetensors.torch import load_file, save_file
-
-    tensors = load_file(str(copy_of / "model.safetensors"))
-    del tensors["language_model.lm_head.weight"]
-    save_file(tensors, str(copy_of / "model.safetensors"))
+    tensors = _edit_weights(copy_of, lambda t: t.pop("language_model.lm_head.weight"))
     with pytest.raises(AdapterError, match=r"lacks 'language_model\.lm_head\.weight'"):
         Sa2VAAdapter(str(copy_of), device="cpu")._load()  # untied (the tiny config): the head is missing
     config = json.loads((copy_of / "config.json").read_text())
