@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,24 @@ def test_a_signal_ignored_when_the_process_started_stays_ignored():
     proc = subprocess.run([sys.executable, "-c", IGNORED], cwd=REPO, capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     assert proc.returncode == 0 and proc.stdout.split() == ["True", "False"], proc.stdout + proc.stderr[-2000:]
+
+
+def test_a_stop_during_the_imports_cannot_be_swallowed_by_a_library():
+    """The imports' stop line raised SystemExit from inside whatever module was importing; one that
+    guards its import with `except BaseException` swallowed it and the run went on with Ctrl-C
+    ignored (a full suite once ran the whole demo after the Ctrl-C, exit 0)."""
+    code = textwrap.dedent("""
+        import os, signal, time
+        from rvt_bench.harness import signals
+        signals.during_import()
+        try:  # a library's guarded import
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(2)
+        except BaseException:
+            pass
+        print("went on")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, (proc.returncode, proc.stdout, proc.stderr[-500:])
+    assert "went on" not in proc.stdout
+    assert proc.stderr.strip().splitlines() == ["stopped: interrupted (Ctrl-C) while starting; nothing was written"]

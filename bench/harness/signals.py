@@ -15,6 +15,7 @@ Scoring worker processes (run.score_workers) ignore Ctrl-C and die quietly of SI
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -111,6 +112,11 @@ def during_import() -> dict[int, Any]:
     def stop_now(signum: int, frame: Any) -> None:
         _set(signal.SIG_IGN)
         print(f"stopped: {SAID[signum]} while starting; nothing was written", file=sys.stderr, flush=True)
-        raise SystemExit(128 + signum)
+        sys.stdout.flush()
+        # os._exit, not SystemExit: the signal lands inside some library's import, and an import
+        # guarded by `except BaseException` (or a bare except) swallowed SystemExit, so the run went on
+        # with the signal ignored (seen once in a full suite: the demo ran to the end, exit 0).
+        # Nothing is written yet and nothing needs cleaning up before the imports are done.
+        os._exit(128 + signum)
 
     return _set(stop_now)
