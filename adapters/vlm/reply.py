@@ -32,12 +32,14 @@ class Reply:
     """One generation. text: the decoded reply (special tokens removed). finish_reason: "stop" (the
     model ended its turn) or "length" (max tokens reached). n_tokens: tokens generated.
     input_sizes: (h, w) of each image as the model received it, when the backend knows (hf reads
-    Qwen's image_grid_thw); None = as sent."""
+    Qwen's image_grid_thw); None = as sent. prompt_tokens: the tokens the server counted in the
+    request (``usage.prompt_tokens``), None where it reports none."""
 
     text: str
     finish_reason: str
     n_tokens: int
     input_sizes: list[tuple[int, int]] | None = None
+    prompt_tokens: int | None = None
 
 
 @dataclass
