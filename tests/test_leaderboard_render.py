@@ -129,3 +129,32 @@ def test_a_server_scored_benchmark_renders_its_published_rows_with_or_without_ru
     with_run = render("refytvos", tmp_path)
     assert "| m | – | – | – | run srv |" in with_run and post in with_run
     assert "VideoLISA-3.8B" in render("refytvos", tmp_path, fmt="latex")
+
+
+def test_the_summarys_render_command_names_the_runs_leaderboard_dir_and_shows_the_run(tmp_path, capsys, monkeypatch):
+    """After a run with leaderboard.dir=<elsewhere>, the summary's `rvt-bench render ... --format latex`
+    lacked `--dir`, and the command it printed answered "No runs yet"; it now names the folder, and
+    running it prints the run. The default folder is left out (render reads it anyway)."""
+    import shlex
+    from types import SimpleNamespace
+
+    from rvt_bench.harness.summary import format_summary
+    from rvt_bench.leaderboards.render import main
+
+    boards = tmp_path / "my boards"  # a space: the command is shell-quoted
+    board = upsert(boards, "reasonseg", run_row("a1", "mine", 0.5))
+    body = {"dataset": "reasonseg", "split": "val", "model": "m", "run_name": "mine", "n": 10, "failures": 0,
+            "parse_rate": 1.0, "tasks": {"segmentation": 10}, "headline": ["gIoU"], "metrics": {"gIoU": 0.5}}
+    text = format_summary(SimpleNamespace(metrics=body, scoring_s=1.0, leaderboard=board))
+    command = text.split("(LaTeX, with the published rows: ", 1)[1].split(")\n", 1)[0]
+    assert command == f"rvt-bench render reasonseg --format latex --dir {shlex.quote(str(boards))}"
+    main(shlex.split(command)[2:])
+    out = capsys.readouterr().out
+    assert "No runs yet" not in out and "\\begin{tabular}" in out and "\nm & 50.0" in out
+    # the report's copy of the summary knows the folder from the config (board_dir)
+    assert f"--dir {shlex.quote(str(boards))})" in format_summary(SimpleNamespace(metrics=body, scoring_s=1.0,
+                                                                                board_dir=str(boards)))
+    monkeypatch.chdir(tmp_path)  # render's default folder, leaderboards/, relative to the working directory
+    default = upsert(tmp_path / "leaderboards", "reasonseg", run_row("a1", "mine", 0.5))
+    assert "(LaTeX, with the published rows: rvt-bench render reasonseg --format latex)" in format_summary(
+        SimpleNamespace(metrics=body, scoring_s=1.0, leaderboard=default))
