@@ -335,8 +335,32 @@ def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[l
             split = (row.get("split") or "").split(" ", 1)[0] or None
             if _cell(col, line) == key and (col.split is None or col.split == split):
                 target.values[i] = value
-    # verified rows first, then as the files list them
-    return sorted(lines.values(), key=lambda line: line.mark != "verified"), outside
+    # verified rows first, then as the files list them; a method two papers print alike shown once
+    return _merged(sorted(lines.values(), key=lambda line: line.mark != "verified"), lay), outside
+
+
+def _merged(lines: list[Line], lay: Layout) -> list[Line]:
+    """`lines` with a method that two papers print with the same values shown once (LISA's Table 2
+    and Seg-Zero's Table 10 both print LAVT, ReLA and LISA-7B): a later line of the same method,
+    mark and metric whose columns are all among an earlier line's (or the other way round), each
+    with the same value, joins it, its source added ("...; arXiv:2503.06520 Table 10 prints 3 of
+    these values, the same"). Lines that differ in any shared value stay apart."""
+    out: list[Line] = []
+    for line in lines:
+        for kept in out:
+            if (kept.method, kept.mark, kept.what) != (line.method, line.mark, line.what):
+                continue
+            small, big = (line, kept) if set(line.values) <= set(kept.values) else (kept, line)
+            if not set(small.values) <= set(big.values) or any(big.values[i] != v for i, v in small.values.items()):
+                continue
+            what = "these values" if len(small.values) == len(big.values) else f"{len(small.values)} of these values"
+            kept.source = f"{big.source}; {small.source} prints {what}, the same"
+            kept.values = dict(big.values)
+            kept.evidence = "; ".join(dict.fromkeys(e for e in (big.evidence, small.evidence) if e))
+            break
+        else:
+            out.append(line)
+    return out
 
 
 # --- rendering --------------------------------------------------------------------------------
