@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core.units import NA, SCORE_METRICS, ci_text, pct, show, unit  # noqa: F401  (re-exported)
-from rvt_bench.harness.view import adapter_report, breakdown_rows, funnel_text, headline_rows, measure_text, metric_unit
+from rvt_bench.harness.view import adapter_report, averages_of, breakdown_rows, funnel_text, headline_rows, measure_text, metric_unit
 
 WIDTH = 110       # wrap long lines (funnel, measures) at this many characters
 MAX_WARNINGS = 5  # more are counted and left to metrics.json "warnings" (all of them with run.verbose=true)
@@ -116,6 +116,11 @@ def metric_lines(metrics: dict[str, Any], keys: list[str] | None, digits: int = 
         n = "" if r.n is None else str(r.n)
         base = "" if r.baseline is None else r.baseline_text
         out.append(f"  {r.key:<{width}}  {r.value_text:>8}  {r.ci_text:<{ci_width}}  {base:>11}  {r.unit:<5}  {n:>5}".rstrip())
+    averaged, groups = averages_of(metrics), {}
+    for r in rows:  # a protocol whose means are not over its samples: what the n column counts
+        if r.key in averaged:
+            groups.setdefault((averaged[r.key]["n"], averaged[r.key]["of"]), []).append(r.key)
+    out += [f"  n of {', '.join(keys)}: {n} {of}" for (n, of), keys in groups.items()]
     return out
 
 
