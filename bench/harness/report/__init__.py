@@ -263,6 +263,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
             "declared": pred.task if pred is not None and pred.task else "", "drawn": drawn,
             "text_task": not (s.target.masks or s.target.boxes),
             "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
+            "card": s.meta.get("card") if isinstance(s.meta.get("card"), str) else "",
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
             "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
