@@ -469,7 +469,7 @@ def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Ma
              "the column its source states (a row whose split or protocol is not stated is listed below the table)."]
     if lay.note:
         lines.append(printable(lay.note))
-    if outside and not paper:
+    if outside and not paper and not ablations:
         lines.append(f"No published row fills these columns: all {len(outside)} are listed below the table "
                      f"({_reason_counts(lay, outside)}).")
     lines += ["", _markdown_row(head), rule]
