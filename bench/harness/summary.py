@@ -120,7 +120,7 @@ def metric_lines(metrics: dict[str, Any], keys: list[str] | None, digits: int = 
     for r in rows:  # a protocol whose means are not over its samples: what the n column counts
         if r.key in averaged:
             groups.setdefault((averaged[r.key]["n"], averaged[r.key]["of"]), []).append(r.key)
-    out += [f"  n of {', '.join(keys)}: {n} {of}" for (n, of), keys in groups.items()]
+    out += [f"  n of {', '.join(names)}: {count} {of}" for (count, of), names in groups.items()]
     return out
 
 
