@@ -159,3 +159,34 @@ def contract_samples(rng, node):
                            "obj_id": str(obj + 1)})
                 out.append(replace(s, annotations=[InstanceAnnotation(str(g + 1), "", list(m)) for g, m in enumerate(objects)]))
     return out
+
+
+def test_the_empty_prediction_baseline_is_the_score_of_empty_proposals_and_n_counts_gt_objects(default_run, fixture, tmp_path):
+    """The summary's "empty pred." column was blank for this protocol, and its n counted expressions
+    while J, F and J&F are means over GT objects per annotator set. baseline_empty is now what the
+    protocol gives when every proposal is empty (an empty prediction folder scored), and the n column
+    counts the GT objects the means are over, saying so."""
+    from rvt_bench.harness.summary import format_summary
+
+    _, root, _, _ = fixture
+    body = default_run.metrics
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    protocol, records = _score(root, empty)  # every expression fails: an empty proposal, as the protocol says
+    assert all(r.failed for r in records)
+    expected = protocol.aggregate(records)["metrics"]
+    assert set(body["baseline_empty"]) == {"J&F", "J", "F"}
+    for key in ("J&F", "J", "F"):
+        assert body["baseline_empty"][key] == pytest.approx(expected[key], abs=1e-12) and 0 < expected[key] < body["metrics"][key]
+    objects = sum(v["n"] for v in body["breakdown"]["annotator"].values())
+    assert body["averages"] == {"metrics": ["J&F", "J", "F"], "n": objects,
+                                "of": f"GT objects (7 in each of 4 annotator sets), not the {body['n']} expressions scored"}
+    lines = format_summary(default_run).splitlines()
+    row = next(line for line in lines if line.startswith("  J&F "))
+    assert row.split()[-3:] == [f"{100 * body['baseline_empty']['J&F']:.2f}", "%", str(objects)]
+    assert f"  n of J&F, J, F: {objects} GT objects (7 in each of 4 annotator sets), not the 28 expressions scored" in lines
+    # fewer expressions than objects (an object's expression left out of anno_0): n falls, the objects stay
+    _, scored = _score(root, fixture[2] / "valid")
+    fewer = [r for r in scored if r.sample_id != "cows/0"]
+    averages = protocol.aggregate(fewer)["averages"]
+    assert len(fewer) == 27 and averages["n"] == 28 and averages["of"].endswith("not the 27 expressions scored")

@@ -94,3 +94,25 @@ def contract_samples(rng, node):
 
     return [replace(s, task="segmentation", meta={"q_type": ("causal", "sequential", "counterfactual", "descriptive")[i % 4]})
             for i, s in enumerate(revos_samples(rng))]
+
+
+def test_a_sample_card_shows_the_action_window_and_labels_frames_once(scored, tmp_path):
+    """GroundMoRe's cards showed no action window (the GT is empty outside it, so a blank frame looked
+    like a miss) and labelled frames "frame frame_000000". The card now says the window, each panel
+    outside it says so, and a frame id that already says frame is not prefixed again."""
+    from rvt_bench.harness.visualize import frame_label, render_sample
+
+    dataset, _, _ = scored
+    sample = next(s for s in dataset if s.id == "family_clip_0010_0015/0")
+    start, end, indices = sample.meta["action_start"], sample.meta["action_end"], sample.meta["indices"]
+    inside = sum(start <= k <= end for k in indices)
+    assert 0 < inside < len(indices)
+    assert sample.meta["card"] == (f"action window: frames {start}-{end} of the video's 30 (ground truth empty outside it; "
+                                   f"{inside} of the 20 sampled frames inside)")
+    labels = [frame_label(sample, t) for t in range(sample.num_frames)]
+    assert labels[0] == "frame_000000, outside action" and not any(label.startswith("frame frame") for label in labels)
+    assert [label.endswith(", outside action") for label in labels] == [not start <= k <= end for k in indices]
+    assert render_sample(sample, None, None, 4).ndim == 3  # the header with the card line draws
+    # another benchmark's numeric frame ids keep their "frame " prefix
+    from dataclasses import replace
+    assert frame_label(replace(sample, frame_ids=["00005"] * 20, meta={}), 0) == "frame 00005"

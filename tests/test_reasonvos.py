@@ -114,3 +114,18 @@ def contract_samples(rng, node):
 
     return [replace(s, meta={"is_sent": i % 2 == 0, "source": "mevis"})
             for i, s in enumerate(revos_samples(rng, 10))]
+
+
+def test_the_is_sent_breakdown_is_labelled_short_and_sentence_as_the_paper_layout(scored):
+    """report.html's breakdown bars said "is_sent false" / "is_sent true" where the paper layout's
+    columns say short / sentence; they now say short and sentence."""
+    from rvt_bench.harness.report.breakdowns import breakdown_bars
+
+    _, pairs = scored
+    protocol = ReasonVOSProtocol()
+    records = [protocol.score(s, p) for s, p in pairs]
+    body = {**protocol.aggregate(records), "headline": protocol.headline, "metric_units": {}}
+    labels = [bar.label for bar in breakdown_bars(body, protocol, records, b=0)]
+    assert "short" in labels and "sentence" in labels and not any("is_sent" in label for label in labels)
+    heads = [col["head"] for col in benchmark.paper("reasonvos")["columns"]]
+    assert any(h.startswith("short ") for h in heads) and any(h.startswith("sentence ") for h in heads)

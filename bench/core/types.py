@@ -200,7 +200,10 @@ class Sample:
     frames:    image paths in temporal order; load with rvt_bench.core.frames.read_frame -> (H, W, 3) uint8 RGB.
     frame_ids: the dataset's own frame names, same length as frames.
     task:      "segmentation" | "grounding" | "vqa" | "summarization".
-    meta:      what the protocol groups by: level, category, type_id, is_sentence, source ids...
+    meta:      what the protocol groups by: level, category, type_id, is_sentence, source ids...;
+               shown on the sample's card (report.html, rvt-bench visualize) when a loader sets them:
+               "card" (one line, e.g. GroundMoRe's action window) and "frame_notes" (one text per
+               frame, "" for none, appended to the frame's label)
     annotations: every annotated object in the frames (not only the target), for oracle perception;
                None when the dataset has no such annotations.
     """

@@ -67,7 +67,8 @@ class GroundMoReDataset(Dataset):
     (`action_window`), masks/frame_<k:06d>.png read as PIL `convert("P")` == obj_id, all zero when
     that PNG is missing; outside the window all zero; every mask of the first sampled frame's size.
     meta = {"video", "exp_id", "obj_id", "q_type", "answer", "action_start", "action_end",
-    "indices"}.
+    "indices", "card" (the action window in words, for the sample's card), "frame_notes" ("outside
+    action" for a sampled frame outside the window, else "")}.
 
     Data errors (the question is left out and listed): its video's images/ folder is missing (the
     reference prints "Missing frames" and skips it), a question lacks a key or has an unreadable
@@ -141,8 +142,12 @@ class GroundMoReDataset(Dataset):
                 gt.append(masks.encode_fast(values == obj_id))
             else:  # outside the action window, or no mask file: the reference's all-zero GT
                 gt.append(masks.empty(h, w))
+        inside = [start <= k <= end for k in indices]
+        card = (f"action window: frames {start}-{end} of the video's {len(frames)} (ground truth empty outside it; "
+                f"{sum(inside)} of the {len(indices)} sampled frames inside)")
         return Sample(id=f"{video}/{exp_id}", dataset=self.name, split=split, modality="video", frames=chosen,
                       frame_ids=[Path(f).stem for f in chosen], query=str(q["question"]), task="segmentation",
                       target=Target(masks=gt),
                       meta={"video": video, "exp_id": exp_id, "obj_id": obj_id, "q_type": str(q["q_type"]),
-                            "answer": q.get("answer"), "action_start": start, "action_end": end, "indices": indices})
+                            "answer": q.get("answer"), "action_start": start, "action_end": end, "indices": indices,
+                            "card": card, "frame_notes": ["" if i else "outside action" for i in inside]})

@@ -195,6 +195,13 @@ def _drawn(sample: Any, pred: Any) -> list[str]:
     return out
 
 
+def _board_dir(cfg: Any) -> str | None:
+    """The run's leaderboard folder (leaderboard.dir) for the summary's render command; None when
+    the config has none (a report rebuilt without it)."""
+    board = cfg.get("leaderboard") if cfg is not None and hasattr(cfg, "get") else None
+    return str(board.get("dir")) if board is not None and board.get("dir") else None
+
+
 def _provenance(run_dir: Path, cfg: Any, preds_path: str) -> list[str]:
     """The header's provenance line: when the run started and this page was built (UTC), the git
     sha, the data root and the predictions."""
@@ -256,6 +263,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
             "declared": pred.task if pred is not None and pred.task else "", "drawn": drawn,
             "text_task": not (s.target.masks or s.target.boxes),
             "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
+            "card": s.meta.get("card") if isinstance(s.meta.get("card"), str) else "",
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
             "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
@@ -298,7 +306,8 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
         header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
-        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction)),
+        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction,
+                                               board_dir=_board_dir(cfg))),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
         listing=f"{IMAGES}/{CSV}")
     return html
