@@ -24,7 +24,7 @@ from rvt_bench.adapters.vlm import prompts as prompt_mod
 from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
 from rvt_bench.adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
 from rvt_bench.adapters.vlm.frames import resize, sample_indices, smart_resize
-from rvt_bench.adapters.vlm.reply import Reply, ReplyError, split_reply
+from rvt_bench.adapters.vlm.reply import Reply, ReplyError, says_no_target, split_reply
 from rvt_bench.core.frames import read_frame
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample
@@ -261,9 +261,12 @@ class VLMAdapter(Adapter):
         if sample.task in ("vqa", "summarization"):
             pred.text = parts.answer
             return pred
-        dets = self._detections(job, parse_detections(parts.answer))
+        dets = [] if says_no_target(parts.answer) else self._detections(job, parse_detections(parts.answer))
         trace["detections"] = [{"frame": d.frame, "box": _r(d.box), "point": None if d.point is None else _r(d.point)}
                                for d in dets]
+        if not dets:  # "[]" (as the prompts ask) or "none": the model's answer is that nothing matches
+            pred.no_target = True
+            return pred
         if sample.task == "grounding":
             pred.boxes = self._boxes(job, dets)
             return pred

@@ -76,3 +76,14 @@ def split_reply(text: str, finish_reason: str = "stop") -> Parts:
     if not answer:
         raise ReplyError("empty_answer", "the reply has no answer text" + (" after </think>" if thought is not None else ""))
     return Parts(thought, answer)
+
+
+NO_TARGET_ANSWERS = ("none", "no target", "no object", "no such object", "nothing")
+"""Whole answers (case, surrounding space and a final period aside) that say the query names no
+object; the prompts ask for ``[]``, which rvt_bench.adapters.vlm.coords.parse_detections reads as
+no detection."""
+
+
+def says_no_target(answer: str) -> bool:
+    """True when the whole answer is one of NO_TARGET_ANSWERS."""
+    return answer.strip().rstrip(".").strip().lower() in NO_TARGET_ANSWERS

@@ -267,6 +267,8 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
             "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
+            "no_target": bool(pred is not None and pred.no_target),
+            "no_target_score": pred.no_target_score if pred is not None else None,
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
     _write_listing(images / CSV, listing)
