@@ -354,5 +354,5 @@ def test_unschemed_limit_reads_the_unit_from_the_name():
     from rvt_bench.core.ranges import unschemed_limit
 
     assert [unschemed_limit(k) for k in ("timeout_s", "workers", "score_workers", "max_concurrency", "n_threads",
-                                         "pool_size", "max_retries", "max_processes", "threshold")] == \
-        [SECONDS, WORKERS, WORKERS, WORKERS, WORKERS, WORKERS, UNSCHEMED, UNSCHEMED, UNSCHEMED]
+                                         "pool_size", "n_parallel", "max_retries", "max_processes", "threshold")] == \
+        [SECONDS, WORKERS, WORKERS, WORKERS, WORKERS, WORKERS, WORKERS, UNSCHEMED, UNSCHEMED, UNSCHEMED]

@@ -102,13 +102,13 @@ def _walk(node: Any, path: str, out: list[str]) -> None:
             _walk(child, where, out)
 
 
-_POOL_NAMES = ("workers", "concurrency", "threads", "pool_size")
+_POOL_NAMES = ("workers", "concurrency", "threads", "parallel", "pool_size")
 
 
 def unschemed_limit(key: str) -> float:
     """The upper bound of a numeric setting `key` that no schema ranges, by its unit read from its
     name: a name ending in `_s` is seconds (SECONDS); `workers`, `concurrency`, `threads`,
-    `pool_size` or a name ending in `_` + one of them is a pool's size (WORKERS, 1024: a
+    `parallel`, `pool_size` or a name ending in `_` + one of them (`n_parallel`) is a pool's size (WORKERS, 1024: a
     precomputed model's `model.workers=1e8` would start a hundred million threads); any other at
     UNSCHEMED (2^53, the last integer a float holds exactly)."""
     if key.endswith("_s"):
