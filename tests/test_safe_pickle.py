@@ -222,6 +222,14 @@ def test_depth_digits_memo_index_and_self_reference_are_bounded(data, says):
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_a_picklers_own_sharing_is_far_below_the_fan_out_bound(protocol):
+    # dict keys and short strings written once and referred to by the memo (json-loaded keys are shared)
+    records = [{"a_rather_long_key_name_for_testing": k % 7, "another_long_key_name_here": "train"} for k in range(1000)]
+    data = pickle.dumps(records, protocol=protocol)
+    assert safe_pickle.check(data) < 1.0 * len(data) and safe_pickle.loads(data) == records
+
+
 def test_the_bounds_keep_what_is_in_them():
     assert safe_pickle.loads(_deep(safe_pickle.MAX_DEPTH)) is not None
     assert safe_pickle.loads(pickle.dumps({"sent_id": 10 ** 99 - 1}, protocol=2)) == {"sent_id": 10 ** 99 - 1}
