@@ -143,3 +143,20 @@ def contract_samples(rng, node):
     from tests.contract_samples import revos_samples
 
     return revos_samples(rng)
+
+
+def test_a_deep_rle_or_a_self_referencing_mask_list_in_mask_dict_pkl_is_one_line_naming_it(fixture, tmp_path):
+    import shutil
+
+    _, root, _, _ = fixture
+    copy = tmp_path / "ref_davis17"
+    shutil.copytree(root, copy)
+    path = copy / "valid" / "mask_dict.pkl"
+    deep = b"\x80\x02}X\x01\x00\x00\x000]}X\x06\x00\x00\x00counts" + b"]" * 300_000 + b"a" * 299_999 + b"sas."
+    loop = [None]
+    loop.append(loop)
+    for data, says in ((deep, "nested more than 64 levels"), (pickle.dumps({"0": loop}, protocol=2), "contains itself")):
+        path.write_bytes(data)
+        with pytest.raises(DatasetFormatError, match=rf"mask_dict\.pkl: not a plain-data pickle \(.*{says}") as err:
+            RefDAVIS17Dataset(copy)
+        assert "\n" not in str(err.value)

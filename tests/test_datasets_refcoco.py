@@ -539,3 +539,31 @@ def test_an_image_size_no_image_has_in_instances_json_is_a_data_error_for_its_re
     failed = {e["sample_id"] for e in ds.errors}
     assert {str(s["sent_id"]) for s in victim["sentences"]} <= failed
     assert all(f"the image size {height}x{width} is not one a readable image has" in e["message"] for e in ds.errors)
+
+
+def test_a_memo_amplified_refs_file_is_one_line_in_bounded_time_and_memory(fixture, tmp_path):
+    # 1000 references to one memoized ref holding 1000 references to one sentence: ~4 KB that the
+    # standard unpickler turns into a million samples; here one line naming the file, under 500 MB
+    import subprocess
+    import sys
+    import time
+
+    _, root, _ = fixture
+    bad = tmp_path / "refer_seg"
+    (bad / "refcoco").mkdir(parents=True)
+    (bad / "refcoco" / "instances.json").write_text((root / "refcoco" / "instances.json").read_text())
+    sent = {"sent": "man left", "sent_id": 9, "tokens": ["man", "left"], "raw": "man left"}
+    ref = {"ref_id": 3, "ann_id": 1007, "image_id": 1, "split": "val", "sentences": [sent] * 1000, "sent_ids": [9]}
+    (bad / "refcoco" / "refs(unc).p").write_bytes(pickle.dumps([ref] * 1000, protocol=2))
+    assert (bad / "refcoco" / "refs(unc).p").stat().st_size < 5000
+    code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (500 << 20, 500 << 20))\n"
+            "from rvt_bench.loaders.refcoco import RefCOCODataset\nfrom rvt_bench.core.types import DatasetFormatError\n"
+            f"try:\n    RefCOCODataset({str(bad)!r}, 'refcoco/val')\nexcept DatasetFormatError as exc:\n    print('DFE', exc)\n")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "1"})
+    seconds = time.monotonic() - start
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(f"DFE {bad}/refcoco/refs(unc).p: not a plain-data pickle (its data, every memo "
+                                  f"reference expanded") and done.stdout.count("\n") == 1
+    assert seconds < 5

@@ -354,9 +354,12 @@ def _write_listing(path: Path, rows: list[list[Any]]) -> None:
     import csv
     import io
 
+    from rvt_bench.core.csvcells import guard_rows, line_end
+
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
-    path.write_text(buf.getvalue(), encoding="utf-8")
+    end = line_end(cell for row in rows for cell in row)
+    csv.writer(buf, lineterminator=end).writerows(guard_rows(rows))  # a sample id "=..." is text to a spreadsheet
+    path.write_bytes(buf.getvalue().encode("utf-8"))
 
 
 def image_name(index: int, sample_id: str) -> str:
