@@ -87,8 +87,6 @@ def _check_split(ds: "ReasonSegDataset", hf_dataset: str) -> None:
 def _read_segzero(ds: "ReasonSegDataset", hf_dataset: str, files: list[Path], images: Path) -> None:
     """Samples of Seg-Zero's parquet rows, sorted by image_id as LISA's files are: id = image_id,
     the image written once to `images`, target = the boolean mask (no ignore region)."""
-    import pyarrow.parquet as pq
-
     _check_split(ds, hf_dataset)
     if ds.query_length != "all":
         raise DatasetFormatError(f"reasonseg: {hf_dataset} has no is_sentence field: query_length must be 'all', "
@@ -98,7 +96,7 @@ def _read_segzero(ds: "ReasonSegDataset", hf_dataset: str, files: list[Path], im
     images.mkdir(parents=True, exist_ok=True)
     samples: list[Sample] = []
     for path in files:
-        pf = pq.ParquetFile(path)
+        pf = hub.parquet_file(path)
         missing = [c for c in SEGZERO_COLUMNS if c not in pf.schema_arrow.names]
         if missing:
             raise DatasetFormatError(f"reasonseg: {path} lacks the columns {missing} of Seg-Zero's copy "
