@@ -122,7 +122,10 @@ def _row_sample(ds: "ReasonSegDataset", batch, i: int, stem: str, images: Path, 
     image = batch.column("image")[i].as_py() or {}
     if not image.get("bytes"):
         raise DatasetFormatError(f"{path} row {stem}: no image bytes")
-    name = Path(str(image.get("path") or f"{stem}.jpg")).name
+    given = str(image.get("path") or f"{stem}.jpg")
+    name = Path(given).name
+    if name in ("", ".", "..") or "\x00" in name:  # the image is written under `images` by this name
+        raise DatasetFormatError(f"{path} row {stem}: image path {given[:120]!r} cannot name an image file")
     target = images / name
     if not target.is_file() or target.stat().st_size != len(image["bytes"]):
         tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
