@@ -138,6 +138,30 @@ def test_an_expression_without_masks_is_a_data_error(fixture, tmp_path):
     assert "no entry '4'" in ds.errors[0]["message"]
 
 
+@pytest.mark.parametrize("edit, says", [("frame", "must be a relative path"), ("video", "leaves")])
+def test_a_frame_or_video_name_out_of_its_folder_is_a_data_error(fixture, tmp_path, edit, says):
+    """'..' and absolute names were joined to JPEGImages/ as they were: the frames of another folder
+    (or of /etc) became the sample's."""
+    import shutil
+
+    _, root, _, _ = fixture
+    copy = tmp_path / "ref_davis17"
+    shutil.copytree(root, copy)
+    path = copy / "meta_expressions" / "valid" / "meta_expressions.json"
+    meta = json.loads(path.read_text())
+    if edit == "frame":
+        meta["videos"]["gold-fish"]["frames"][0] = "/etc/hostname"
+        video = "gold-fish"
+    else:  # sorts where gold-fish did: VISA's numbering of the other videos is unchanged
+        video = "gold-fish/../../../../etc"
+        meta["videos"][video] = meta["videos"].pop("gold-fish")
+    path.write_text(json.dumps(meta))
+    ds = RefDAVIS17Dataset(copy)
+    assert sorted(e["sample_id"] for e in ds.errors) == sorted(f"{video}/{e}" for e in meta["videos"][video]["expressions"])
+    assert all(says in e["message"] for e in ds.errors)
+    assert len(ds) + len(ds.errors) == sum(len(v["expressions"]) for v in meta["videos"].values())
+
+
 def contract_samples(rng, node):
     """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
     from tests.contract_samples import revos_samples

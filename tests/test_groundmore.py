@@ -85,6 +85,33 @@ def test_a_missing_root_and_another_split_are_one_line(tmp_path):
         GroundMoReDataset(tmp_path, split="val")
 
 
+def test_a_mask_png_over_the_pixel_limit_fails_its_questions_before_any_decode(tmp_path):
+    """A 20 KB mask PNG declaring 9000 x 8000 pixels (over dataset.limits.max_image_pixels) was
+    decoded whole, then stopped the run; now the questions whose window reads it fail, named."""
+    from tests.test_guarded_reads import blank_png
+
+    root, _ = load_fixture_module().write_fixture(tmp_path)
+    (root / "groundmore_videos" / "family_clip_0010_0015" / "masks" / "frame_000006.png").write_bytes(blank_png(9000, 8000))
+    dataset = GroundMoReDataset(root)
+    over = {e["sample_id"]: e["message"] for e in dataset.errors if "max_image_pixels" in e["message"]}
+    assert sorted(over) == ["family_clip_0010_0015/0", "family_clip_0010_0015/1"]  # windows 6..17 and 0..11
+    assert all("frame_000006.png is 9000 x 8000 = 72,000,000 pixels" in m and "not decoded" in m for m in over.values())
+    assert len(dataset) == 6  # 9 questions: these two and the one without frames left out
+
+
+@pytest.mark.parametrize("video", ["../../outside_0000_0002", "/tmp/outside_0000_0002"])
+def test_a_video_name_out_of_the_videos_folder_fails_its_questions(tmp_path, video):
+    root, _ = load_fixture_module().write_fixture(tmp_path)
+    path = root / "groundmore_test.json"
+    data = json.loads(path.read_text())
+    data["videos"][video] = data["videos"]["ball-game_0100_0103"]
+    path.write_text(json.dumps(data))
+    dataset = GroundMoReDataset(root)
+    failed = {e["sample_id"]: e["message"] for e in dataset.errors if e["sample_id"].startswith(video)}
+    assert sorted(failed) == [f"{video}/0", f"{video}/1"]
+    assert all(f"video name {video!r}" in m and ("leaves" in m or "relative path" in m) for m in failed.values())
+
+
 def contract_samples(rng, node):
     """Synthetic GroundMoRe-format samples for tests/test_protocol_contract.py: segmentation clips
     with the question type its protocol breaks down by (meta_keys: q_type)."""

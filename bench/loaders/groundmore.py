@@ -7,12 +7,10 @@ the model's inference; there is no file-based evaluator upstream).
 """
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from rvt_bench.core import files, masks
 from rvt_bench.core.frames import frame_size
@@ -71,10 +69,12 @@ class GroundMoReDataset(Dataset):
     action" for a sampled frame outside the window, else "")}.
 
     Data errors (the question is left out and listed): its video's images/ folder is missing (the
-    reference prints "Missing frames" and skips it), a question lacks a key or has an unreadable
-    time, a mask PNG cannot be read or has another size than the first sampled frame (the
-    reference fails on it). Raises DatasetFormatError for a missing root or annotation, another
-    split, or a JSON without "videos".
+    reference prints "Missing frames" and skips it), its video name leads out of the videos folder
+    ('..', absolute), a question lacks a key or has an unreadable time, a mask PNG cannot be read,
+    breaks dataset.limits (not a regular file, too large, over max_image_pixels: checked before
+    any decode) or has another size than the first sampled frame (the reference fails on it).
+    Raises DatasetFormatError for a missing root or annotation, another split, or a JSON without
+    "videos".
     """
 
     name = "groundmore"
@@ -101,9 +101,10 @@ class GroundMoReDataset(Dataset):
                 sample_id = f"{video}/{exp_id}"
                 with self.sample_errors(sample_id):
                     require_keys(q, QUESTION_KEYS, f"{path} {sample_id}")
+                    video_dir = files.inside(videos, str(video), f"{path} video name")
                     if frames is None:
-                        frames = self._frames(videos / str(video) / "images")
-                    self._samples.append(self._sample(videos / str(video), str(video), str(exp_id), q, frames,
+                        frames = self._frames(video_dir / "images")
+                    self._samples.append(self._sample(video_dir, str(video), str(exp_id), q, frames,
                                                       int(num_frames), split))
         self.require_some_samples(str(path))
 
@@ -132,11 +133,7 @@ class GroundMoReDataset(Dataset):
         for k in indices:
             mask_path = video_dir / "masks" / f"frame_{k:06d}.png"
             if start <= k <= end and mask_path.exists():
-                try:
-                    with Image.open(io.BytesIO(files.read_data(mask_path, "mask PNG"))) as img:
-                        values = np.asarray(img.convert("P"))
-                except OSError as exc:
-                    raise DatasetFormatError(f"cannot read mask {mask_path}: {exc}") from exc
+                values = files.read_image(mask_path, "mask PNG", mode="P")  # limits checked before the decode
                 if values.shape != (h, w):
                     raise DatasetFormatError(f"mask {mask_path} is {list(values.shape)} [H, W], the frames are {[h, w]}")
                 gt.append(masks.encode_fast(values == obj_id))
