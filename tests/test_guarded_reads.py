@@ -40,15 +40,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         _OWN_RUN_FILES + ": predictions.jsonl, checked to be a regular file, its torn tail cut in bounded pieces",
     ("bench/core/store.py", "atomic_folder", "os.open"): "a directory descriptor, for fsync after a rename (no byte read)",
     ("bench/core/store.py", "umask", "open"): _HOST,
-    ("bench/core/safe_pickle.py", "load", "read_bytes"):
-        "pending: helper pickleout moves the benchmark pickles onto the checked reader (issue 41 item 2)",
     ("bench/harness/manifest.py", "_shipped_names", "read_text"): _SHIPPED,
     ("bench/harness/manifest.py", "lock_state", "read_text"): _SHIPPED,
     ("bench/harness/submission.py", "_entry_problem", "Image.open"):
         "decodes bytes already read out of the zip, their size and pixels checked first (it opens no file)",
-    ("bench/harness/submission.py", "check", "zipfile.ZipFile"):
-        "pending: the archive the user passes to --check, not dataset data; a FIFO there still hangs (left to the "
-        "submission exporter's owner, issue 41 item 5)",
     ("bench/harness/loggers/tensorboard_logger.py", "_read_rgb", "cv2.imread"):
         "a picture the harness itself just wrote into the run's report_images/",
     ("adapters/twin/cache.py", "_decode", "np.load"):

@@ -148,6 +148,15 @@ def test_check_names_missing_extra_escaping_wrongly_sized_and_corrupt_entries(me
     assert len(problems) == 6
 
 
+def test_check_of_a_fifo_given_as_the_archive_is_a_problem_not_a_hang(mevis, tmp_path):
+    import os
+
+    fifo = tmp_path / "sub.zip"
+    os.mkfifo(fifo)  # opened the plain way, zipfile waits for a writer forever
+    problems = submission.check("mevis", mevis, fifo)
+    assert problems[-1].startswith(f"{fifo}: not a readable zip") and "FIFO" in problems[-1]
+
+
 def test_a_benchmark_without_a_server_layout_is_refused_in_one_line(tmp_path, capsys):
     from tests.test_datasets_revos import write_revos
 

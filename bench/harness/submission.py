@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image
 
 from rvt_bench.core import files, masks, png
+from rvt_bench.core.files import FileLimitError
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core import benchmark as benchmark_decl
 from rvt_bench.core.benchmark import PredictionLayout
@@ -211,9 +212,9 @@ def check(benchmark: str, root: str | Path, archive_path: str | Path, split: str
             continue
         for name, frame in zip(names, sample.frames):
             expected[name] = frame
-    try:
-        archive = zipfile.ZipFile(archive_path)
-    except (OSError, zipfile.BadZipFile) as exc:
+    try:  # through the checked reader: a FIFO or a device given as the archive is refused, nothing hangs
+        archive = zipfile.ZipFile(files.open_binary(archive_path, "submission zip"))
+    except (OSError, zipfile.BadZipFile, FileLimitError) as exc:
         return problems + [f"{archive_path}: not a readable zip ({exc})"]
     with archive:
         names = archive.namelist()
