@@ -69,6 +69,27 @@ def test_a_whole_run_from_the_config_gives_relas_numbers(fixture):
     nt = [r for r in lines if r.get("no_target")]
     assert len(nt) == EXPECTED["val"]["counts"]["TP"] + EXPECTED["val"]["counts"]["FP"]
     assert all(r["masks"] is None and isinstance(r["no_target_score"], float) for r in nt)
+    assert (Path(result.run_dir) / "report.html").is_file()  # 480 x 480 masks drawn over their images
+
+
+def test_the_committed_numbers_are_reproduced_exactly_not_only_to_the_tolerance(fixture):
+    _, root, pred = fixture
+    for split in SPLITS:
+        got = _scored(root, pred, split)["metrics"]
+        assert all(got[k] == v for k, v in EXPECTED[split]["results"]["grefcoco"].items()), split
+
+
+def test_a_reader_is_declared_by_a_dotted_class_name_and_one_that_cannot_be_built_fails_the_sample(fixture, tmp_path):
+    from rvt_bench.core.benchmark import DeclarationError, prediction_layout
+
+    with pytest.raises(DeclarationError, match="dotted class name"):
+        prediction_layout("x", {"path": "p.json", "reader": "not a name"})
+    _, root, pred = fixture
+    adapter = PrecomputedAdapter(pred, layout="grefcoco")
+    adapter.use_prediction_layouts({"grefcoco": prediction_layout("grefcoco", {"path": "predictions.json",
+                                                                               "reader": "rvt_bench.nowhere.Reader"})})
+    with pytest.raises(AdapterError, match="cannot be built"):
+        adapter.predict(GRefCOCODataset(root, "testA")[0])
 
 
 def test_a_no_target_answers_mask_still_counts_in_u_and_dropping_it_is_a_named_variant(fixture):
