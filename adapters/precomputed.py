@@ -102,7 +102,9 @@ class PrecomputedAdapter(Adapter):
         if layout != "jsonl" and not self.root.is_dir():
             raise AdapterError(f"precomputed: layout {layout} expects {self.root} to be a directory of PNG masks")
         self.layout = layout
-        self._auto = tuple(self._layouts)  # the layouts auto chooses among
+        # the layouts auto chooses among: outside a run, those a sample's meta can pick (a layout
+        # without keys, such as gRefCOCO's index file, would fit every sample)
+        self._auto = tuple(n for n, lay in self._layouts.items() if lay.keys)
         self._predictions: dict[str, Prediction] | None = None
         self._readers: dict[str, object] = {}  # layout name -> its declared reader over root
         self._readers_lock = threading.Lock()

@@ -1,8 +1,10 @@
 """gRefCOCO protocol: ReLA's ReferEvaluator (henghuiding/ReLA@3ca9551
 gres_model/evaluation/refer_evaluation.py) over every sentence of a split: gIoU, cIoU, T_acc,
-N_acc, Pr@0.7/0.8/0.9 as it prints them (gIoU, cIoU and Pr@ in percent, T_acc and N_acc as
-fractions). How a "no target" answer and a no-target sample enter each number, and the resolution
-it scores at: docs/benchmarks/grefcoco.md."""
+N_acc, Pr@0.7/0.8/0.9 as it prints them. It prints gIoU, cIoU and Pr@ in percent, T_acc and
+N_acc as fractions; metrics.json holds every one as a fraction (as every benchmark here: the
+summary and tables show them x 100), i.e. ReLA's percentages / 100, computed before its x 100.
+How a "no target" answer and a no-target sample enter each number, and the resolution it scores
+at: docs/benchmarks/grefcoco.md."""
 from __future__ import annotations
 
 import logging
@@ -15,6 +17,7 @@ from rvt_bench.core.records import ScoreRecord, UnitValues
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample
 from rvt_bench.metrics.estimators import Estimator, Found, stratum
 from rvt_bench.metrics.protocols.base import Protocol, record_header
+from rvt_bench.metrics.units.base import CORRECT_IOU
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,13 @@ class GRefCOCOValues(UnitValues):
     pred_nt: bool
     target: int
 
+    def correct(self) -> bool:
+        """A no-target sample answered "no target"; a targeted one answered with IoU > CORRECT_IOU."""
+        return self.pred_nt if self.gt_nt else (not self.pred_nt and self.iou > CORRECT_IOU)
+
+    def sample_score(self) -> float:
+        return self.term
+
 
 def rela_counts(pred: np.ndarray, gt: np.ndarray, gt_nt: bool, pred_nt: bool) -> tuple[int, int, float]:
     """(I, U, term) of one sentence as ReferEvaluator.evaluate: pred, gt bool [H, W] at the
@@ -54,9 +64,10 @@ def rela_counts(pred: np.ndarray, gt: np.ndarray, gt_nt: bool, pred_nt: bool) ->
 
 def rela_aggregate(rows: list[tuple[int, int, float, bool, bool]]) -> dict:
     """ReferEvaluator's printed numbers for one source over rows (I, U, term, gt_nt, pred_nt) in
-    its order: gIoU = 100 * sum(term) / N; cIoU = sum(I) * 100 / sum(U); T_acc = TN / (TN + FP),
-    N_acc = TP / (TP + FN) (both 0 when no sample is no-target); Pr@t = 100 * #(targeted term >= t)
-    / #targeted. A value whose denominator is 0 (where ReLA raises ZeroDivisionError) is None."""
+    its order, as fractions (ReLA prints gIoU, cIoU and Pr@ x 100): gIoU = sum(term) / N;
+    cIoU = sum(I) / sum(U); T_acc = TN / (TN + FP), N_acc = TP / (TP + FN) (both 0 when no sample
+    is no-target); Pr@t = #(targeted term >= t) / #targeted. A value whose denominator is 0 (where
+    ReLA raises ZeroDivisionError) is None."""
     n = len(rows)
     sum_term = 0
     sum_i = sum_u = 0
@@ -73,15 +84,15 @@ def rela_aggregate(rows: list[tuple[int, int, float, bool, bool]]) -> dict:
             for t in PR_THRESHOLDS:
                 pr[t] += term >= t
     targeted, empty = tn + fp, tp + fn
-    out = {"gIoU": 100.0 * (sum_term / n) if n else None,
-           "cIoU": sum_i * 100.0 / sum_u if sum_u else None}
+    out = {"gIoU": sum_term / n if n else None,
+           "cIoU": sum_i / sum_u if sum_u else None}
     if empty:
         out["T_acc"] = tn / (tn + fp) if targeted else None
         out["N_acc"] = tp / (tp + fn)
     else:
         out["T_acc"] = out["N_acc"] = 0
     for t in PR_THRESHOLDS:
-        out[f"Pr@{t:1.1f}"] = pr[t] * 100.0 / targeted if targeted else None
+        out[f"Pr@{t:1.1f}"] = pr[t] / targeted if targeted else None
     return out
 
 
@@ -199,9 +210,9 @@ class GRefCOCOProtocol(Protocol):
             return "no gRefCOCO samples"
         v = lambda r: r.of(GRefCOCOValues)  # noqa: E731
         if key == "gIoU":
-            return Estimator(key, [stratum(records, lambda r: 100.0 * v(r).term)])
+            return Estimator(key, [stratum(records, lambda r: v(r).term)])
         if key == "cIoU":
-            return Estimator(key, [stratum(records, lambda r: 100.0 * v(r).I, lambda r: v(r).U)])
+            return Estimator(key, [stratum(records, lambda r: v(r).I, lambda r: v(r).U)])
         if key in ("N_acc", "T_acc"):
             want_nt = key == "N_acc"
             group = [r for r in records if v(r).gt_nt == want_nt]
@@ -215,5 +226,5 @@ class GRefCOCOProtocol(Protocol):
             group = [r for r in records if not v(r).gt_nt]
             if not group:
                 return "no sample with a target"
-            return Estimator(key, [stratum(group, lambda r: 100.0 * (v(r).term >= t))])
+            return Estimator(key, [stratum(group, lambda r: float(v(r).term >= t))])
         return f"no per-sample estimator for {key!r}"
