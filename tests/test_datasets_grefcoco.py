@@ -347,3 +347,14 @@ def test_outside_a_run_auto_never_picks_the_keyless_index_layout_for_another_ben
                     query="q", task="segmentation", target=Target(masks=[None]), meta={"unknown_key": 1})
     with pytest.raises(AdapterError, match="cannot choose a PNG layout"):
         PrecomputedAdapter(pred, layout="auto").predict(sample)
+
+
+def test_the_image_size_variant_scores_image_size_masks_against_the_unscaled_polygons(fixture):
+    _, root, _ = fixture
+    protocol = GRefCOCOProtocol()
+    for s in GRefCOCODataset(root, "val", image_size=None):
+        assert "eval_gt" not in s.meta
+        gt = masks.decode(s.target.masks[0]).astype(bool)
+        record = protocol.score(s, Prediction(s.id, task="segmentation", masks=[masks.encode(gt)]))
+        v = record.values["grefcoco"]
+        assert (v.I, v.U) == ((0, 0) if s.meta["no_target"] else (int(gt.sum()), int(gt.sum())))
