@@ -10,6 +10,8 @@ hands the run's benchmark's layouts to the adapter (``use_prediction_layouts``).
                                                         ("UVO/all/<id>").
     reasonseg  <root>/<name>.png                        read: any.
     llmseg40k  <root>/<image>_<qa_index>.png            read: any.
+    a layout with a `reader` (gRefCOCO's predictions.json of masks and no-target scores): the
+               declared class reads it (rvt_bench.core.benchmark.PredictionLayout.reader).
 
     jsonl      <root> = a run directory holding predictions*.jsonl, or one .jsonl file: our own
                Prediction records (rvt_bench.core.store), matched by sample id.
@@ -45,6 +47,7 @@ a failure here) -> result correct; the seconds spent reading.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -103,8 +106,12 @@ class PrecomputedAdapter(Adapter):
         if layout != "jsonl" and not self.root.is_dir():
             raise AdapterError(f"precomputed: layout {layout} expects {self.root} to be a directory of PNG masks")
         self.layout = layout
-        self._auto = tuple(self._layouts)  # the layouts auto chooses among
+        # the layouts auto chooses among: outside a run, those a sample's meta can pick (a layout
+        # without keys, such as gRefCOCO's index file, would fit every sample)
+        self._auto = tuple(n for n, lay in self._layouts.items() if lay.keys)
         self._predictions: dict[str, Prediction] | None = None
+        self._readers: dict[str, object] = {}  # layout name -> its declared reader over root
+        self._readers_lock = threading.Lock()
 
     def fingerprint(self) -> dict:
         return {"name": self.name, "root": str(self.root.resolve()), "layout": self.layout}
@@ -130,7 +137,25 @@ class PrecomputedAdapter(Adapter):
         if self.layout == "jsonl":
             return self._from_jsonl(sample)
         layout = self._layouts[self.layout] if self.layout != "auto" else self._layout_for(sample)
+        if layout.reader is not None:
+            return self._reader(layout)(sample)
         return self._from_pngs(sample, layout)
+
+    def _reader(self, layout: PredictionLayout):
+        """The declared reader of `layout` over this folder (PredictionLayout.reader), built once."""
+        with self._readers_lock:
+            reader = self._readers.get(layout.name)
+            if reader is None:
+                import importlib
+
+                module, _, cls = str(layout.reader).rpartition(".")
+                try:
+                    reader = getattr(importlib.import_module(module), cls)(self.root, layout)
+                except (ImportError, AttributeError, TypeError) as exc:
+                    raise AdapterError(f"precomputed: layout {layout.name}: reader {layout.reader} cannot be "
+                                       f"built: {exc}") from exc
+                self._readers[layout.name] = reader
+        return reader
 
     def passed(self, item: ScoredSample) -> dict[str, bool]:
         pred = item.prediction

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from rvt_bench.core import benchmark
 from rvt_bench.leaderboards.paper import COLUMNS, PAPER_DIR, STATUSES, UNITS, paper_rows, read
 
 SHARED = Path("/work/shared/data/dtr1_paper_results.csv")
 FILES = sorted(PAPER_DIR.glob("*.csv"))
-DATASETS = {"reasonseg", "revos", "llmseg40k", "jitbench", "rvtbench", "refcoco", "mevis", "reasonvos", "groundmore", "ref_davis17", "ref_davis17_referformer", "refytvos", ""}
+DATASETS = {*benchmark.declared_names(), ""}  # a row names a declared benchmark, or none
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

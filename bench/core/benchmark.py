@@ -127,11 +127,16 @@ class PredictionLayout:
     name: the layout's name (`model.layout=<name>`); path: a template relative to the folder whose
     fields are sample meta keys and, for one file per frame, `{frame_id}` (each of
     sample.frame_ids); read: "any" (foreground where any channel is nonzero) or "gray" (read as
-    cv2 IMREAD_GRAYSCALE, gray values kept). keys: the meta keys the template needs."""
+    cv2 IMREAD_GRAYSCALE, gray values kept). keys: the meta keys the template needs.
+    reader: None, or the dotted name of a class in the benchmark's own module that reads a layout
+    PNG templates cannot say (masks plus scores in an index file: gRefCOCO): built once per folder
+    as ``cls(root, layout)``, called per sample as ``reader(sample) -> Prediction`` (AdapterError
+    for a sample it cannot answer); ``path`` is then the index file's name."""
 
     name: str
     path: str
     read: str = "any"
+    reader: str | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -169,7 +174,11 @@ def prediction_layout(name: str, spec: Any, where: str = "") -> PredictionLayout
     read = spec.get("read", "any")
     if read not in READS:
         raise DeclarationError(f"{where}predictions.{name}: read must be one of {list(READS)}, got {read!r}")
-    return PredictionLayout(str(name), spec["path"], read)
+    reader = spec.get("reader")
+    if reader is not None and (not isinstance(reader, str) or not all(p.isidentifier() for p in reader.split("."))
+                               or "." not in reader):
+        raise DeclarationError(f"{where}predictions.{name}: reader must be a dotted class name, got {reader!r}")
+    return PredictionLayout(str(name), spec["path"], read, reader)
 
 
 def prediction_layouts(name: str | None = None, block: Any = None) -> dict[str, PredictionLayout]:

@@ -128,6 +128,8 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
         frame[m] = 0.55 * frame[m] + 0.45 * np.array(GT_RGB, np.float32)
     pred_rle = pred.masks[t] if pred is not None and pred.masks and t < len(pred.masks) else None
     pred_mask = masks.decode(pred_rle).astype(bool) if pred_rle is not None else None
+    if pred_mask is not None and pred_mask.shape != (h, w):  # a mask at the evaluator's size (gRefCOCO's 480 x 480)
+        pred_mask = cv2.resize(pred_mask.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
     if pred_mask is not None:
         frame[pred_mask] = (1 - PRED_ALPHA) * frame[pred_mask] + PRED_ALPHA * np.array(PRED_RGB, np.float32)
     out = np.ascontiguousarray(frame.astype(np.uint8))
