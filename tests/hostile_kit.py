@@ -11,7 +11,7 @@ FIXTURES here, reusing the builders their tests already have. A benchmark withou
 the kit (every row, and test_every_benchmark_declares_its_files_and_has_a_fixture): it cannot skip it.
 
 One attack = a fresh copy of the benchmark's fixture, one file made hostile (the glob's first match
-that a sample reads, when the pristine run tells; every match for the repeated PNG bomb), then the
+that a sample reads, when the pristine run tells; every match in its folder for the repeated PNG bomb), then the
 runner's phases with the benchmark's own loader and protocol and its YAML's settings (load_samples,
 the runner's FrameChecker, a model that reads every frame and answers the ground truth, the
 protocol's score_or_fail and aggregate; without the run directory, whose files cost more than the
@@ -50,8 +50,9 @@ The attacks (by role; every file role also gets fifo, dev_zero, symlink_out, tru
 - image/mask_png: the kit's runs set dataset.limits.max_image_pixels to PIXELS (2048 x 2048), so
   that the images scale to it and the config's limit is the one checked: png_over_limit (a PNG
   header of 4096 x 4096 pixels, under PIL's own bomb limits: the reason must name
-  max_image_pixels), png_bomb_repeated (every file of the glob one PNG just under the limit, 2040 x
-  2040, 4 KB: within the limits, so it may load and score; it must stay within time and memory);
+  max_image_pixels), png_bomb_repeated (every file of the glob in the attacked file's folder, one
+  video's frames or masks, one PNG just under the limit, 2040 x 2040, 4 KB: within the limits, so
+  it may load and score; it must stay within time and memory);
 - frame_dir: fifo, dev_zero, symlink_out.
 """
 from __future__ import annotations
@@ -233,9 +234,16 @@ def _symlink_out(t: Target) -> None:
     os.symlink(outside, t.first)
 
 
+def _rewrite(path: Path, data: bytes) -> None:
+    """Replace the file at `path` by a new one holding `data` (the copy's files are hard links to
+    the pristine fixture's: never written in place)."""
+    path.unlink()
+    path.write_bytes(data)
+
+
 def _truncated(t: Target) -> None:
     data = t.first.read_bytes()
-    t.first.write_bytes(data[: len(data) // 2])
+    _rewrite(t.first, data[: len(data) // 2])
 
 
 MARKER = "HOSTILE-KIT-MARKER-41"
@@ -287,12 +295,12 @@ def _write_doc(path: Path, kind: str, doc: Any, splice: bytes | None = None) -> 
         if splice is not None:
             encoded = MARKER.encode()
             data = data.replace(b"X" + struct.pack("<I", len(encoded)) + encoded, splice, 1)
-        path.write_bytes(data)
+        _rewrite(path, data)
         return
     text = "\n".join(json.dumps(d) for d in doc) + "\n" if kind == "jsonl" else json.dumps(doc)
     if splice is not None:
         text = text.replace(json.dumps(MARKER), splice.decode(), 1)
-    path.write_text(text)
+    _rewrite(path, text.encode())
 
 
 def _spliced(new_bytes: bytes, pick: Callable[[Any], tuple] = _first_int) -> Callable[[Target], None]:
@@ -308,7 +316,7 @@ def _spliced(new_bytes: bytes, pick: Callable[[Any], tuple] = _first_int) -> Cal
 def _pickled(value_of: Callable[[], Any]) -> Callable[[Target], None]:
     def change(t: Target) -> None:
         _, doc = _read_doc(t.first)
-        t.first.write_bytes(pickle.dumps(_set(doc, _first_int(doc), value_of()), protocol=2))
+        _rewrite(t.first, pickle.dumps(_set(doc, _first_int(doc), value_of()), protocol=2))
     return change
 
 
@@ -324,7 +332,7 @@ DEEP_PICKLE = 300_000
 
 def _bytearray_pickle(t: Target) -> None:
     call = b"cbuiltins\nbytearray\nJ" + struct.pack("<i", 500_000_000) + b"\x85R"
-    t.first.write_bytes(b"\x80\x02](" + call * 8 + b"e.")
+    _rewrite(t.first, b"\x80\x02](" + call * 8 + b"e.")
 
 
 def _amplified(value: Any, levels: int = 2, times: int = 1000) -> Any:
@@ -340,7 +348,7 @@ def _amplified(value: Any, levels: int = 2, times: int = 1000) -> Any:
 
 def _memo_pickle(t: Target) -> None:
     _, doc = _read_doc(t.first)
-    t.first.write_bytes(pickle.dumps(_amplified(doc), protocol=2))
+    _rewrite(t.first, pickle.dumps(_amplified(doc), protocol=2))
 
 
 def _png(width: int, height: int, rows: bytes | None = None) -> bytes:
@@ -355,7 +363,7 @@ def _png(width: int, height: int, rows: bytes | None = None) -> bytes:
 
 
 def _png_over_limit(t: Target) -> None:
-    t.first.write_bytes(_png(4096, 4096))  # 4 x PIXELS, under PIL's own limits: only max_image_pixels refuses it
+    _rewrite(t.first, _png(4096, 4096))  # 4 x PIXELS, under PIL's own limits: only max_image_pixels refuses it
 
 
 BOMB_SIDE = 2040  # BOMB_SIDE**2 just under PIXELS
@@ -365,7 +373,7 @@ def _png_bomb_repeated(t: Target) -> None:
     bomb = t.elsewhere / "bomb.png"
     bomb.parent.mkdir(parents=True, exist_ok=True)
     bomb.write_bytes(_png(BOMB_SIDE, BOMB_SIDE, bytes(BOMB_SIDE + 1) * BOMB_SIDE))
-    for path in t.matches:
+    for path in [m for m in t.matches if m.parent == t.first.parent]:  # one sample's files: a video's frames or masks
         path.unlink()
         os.link(bomb, path)
 
@@ -652,7 +660,7 @@ def judge(attack: Attack, kind: str, reasons: list[str], other: list[str], named
 
 def _copy(base: Path, root: Path, into: Path) -> Path:
     """A copy of the fixture folder `base` in `into`; the copy's dataset root."""
-    shutil.copytree(base, into / "base", symlinks=True)
+    shutil.copytree(base, into / "base", symlinks=True, copy_function=os.link)  # hard links: attacks _rewrite
     return into / "base" / root.relative_to(base)
 
 
