@@ -39,3 +39,11 @@ def rate(key: str, label: str, num: int, den: int) -> list[Measure]:
 def mean(key: str, label: str, values: Sequence[float], unit: str = "") -> list[Measure]:
     """[Measure(key, label, mean of values rounded to 3 digits, unit)], [] for no values."""
     return [Measure(key, label, round(sum(values) / len(values), 3), unit)] if values else []
+
+
+def no_target(scored: Sequence[ScoredSample]) -> list[Measure]:
+    """The share of predictions whose answer is "no target" (Prediction.no_target), among those
+    that did not fail; nothing when no prediction said it."""
+    answered = [item.prediction for item in scored if item.prediction.error is None]
+    said = sum(1 for p in answered if p.no_target)
+    return rate("no_target", "answered no target", said, len(answered)) if said else []

@@ -56,6 +56,7 @@ from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.core import benchmark, files, masks, png
 from rvt_bench.core.benchmark import PredictionLayout
+from rvt_bench.core.bounds import WORKERS
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.records import Measure
 from rvt_bench.core.store import prediction_files, read_predictions
@@ -83,6 +84,9 @@ class PrecomputedAdapter(Adapter):
     def __init__(self, root: str | Path, layout: str = "auto", name: str = "precomputed", workers: int = 2) -> None:
         self.name = name
         # PNG decoding releases the GIL: threads read several samples' files at once.
+        if not float(workers) <= WORKERS:
+            raise AdapterError(f"precomputed: model.workers must be at most {WORKERS} (a pool's bound, "
+                               f"rvt_bench.core.bounds.WORKERS), got {workers!r}")
         self.workers = max(1, int(workers))
         self.preferred_batch_size = 8 * self.workers
         self.root = Path(root)

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from rvt_bench.core import files
+from rvt_bench.core import csvcells, files
 from rvt_bench.core.store import write_atomic
 
 KEY = "fingerprint"
@@ -46,8 +46,24 @@ def upsert(board_dir: str | Path, dataset: str, row: dict[str, Any]) -> Path:
         board = pd.concat([board, pd.DataFrame([row])], ignore_index=True)
         cols = [c for c in LEADING if c in board.columns] + [c for c in board.columns if c not in LEADING]
         board = board[cols].sort_values(["run_name", KEY], kind="stable")
-        write_atomic(path, board.to_csv(index=False, float_format="%.6f"))
+        out = _guarded(board)
+        end = csvcells.line_end([*out.columns, *(c for col in out.columns for c in out[col])])
+        write_atomic(path, out.to_csv(index=False, float_format="%.6f", lineterminator=end))
     return path
+
+
+def _guarded(board: pd.DataFrame) -> pd.DataFrame:
+    """`board` with every text cell and column name a spreadsheet would evaluate written as text
+    (rvt_bench.core.csvcells, OWASP's leading quote); numbers unchanged. `read_board` undoes it."""
+    return _cells(board.rename(columns=csvcells.guard), csvcells.guard)
+
+
+def _cells(board: pd.DataFrame, how) -> pd.DataFrame:
+    """`board` with `how` applied to every cell of its text columns (numbers are never quoted)."""
+    for column in board.columns:
+        if not pd.api.types.is_numeric_dtype(board[column]):
+            board[column] = board[column].map(how)
+    return board
 
 
 def render(board_dir: str | Path, dataset: str) -> str:
@@ -60,8 +76,11 @@ def render(board_dir: str | Path, dataset: str) -> str:
 
 def read_board(path: Path) -> pd.DataFrame:
     """A leaderboard CSV (empty when absent or empty), read through rvt_bench.core.files: a FIFO or
-    a device in its place is refused (DatasetFormatError naming it) instead of hanging the run."""
+    a device in its place is refused (DatasetFormatError naming it) instead of hanging the run. Text
+    cells written as text for spreadsheets (`upsert`, rvt_bench.core.csvcells) come back as they were."""
     if not path.exists():
         return pd.DataFrame()
     raw = files.read_data(path, "leaderboard")
-    return pd.read_csv(io.BytesIO(raw), dtype={KEY: str}) if raw.strip() else pd.DataFrame()
+    if not raw.strip():
+        return pd.DataFrame()
+    return _cells(pd.read_csv(io.BytesIO(raw), dtype={KEY: str}).rename(columns=csvcells.unguard), csvcells.unguard)

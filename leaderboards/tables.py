@@ -62,6 +62,7 @@ class Layout:
     columns: tuple[Column, ...]
     lines: tuple[tuple[str, str], ...] | None = None
     subsets: Mapping[str, str] = field(default_factory=lambda: dict(_SUBSETS))
+    note: str = ""  # what the benchmark says under its caption (which published rows its columns can hold)
 
 
 def declared_layout(dataset: str) -> Layout | None:
@@ -85,7 +86,8 @@ def declared_layout(dataset: str) -> Layout | None:
     lines = block.get("lines")
     subsets = {**_SUBSETS, **{str(k).lower(): str(v) for k, v in (block.get("subsets") or {}).items()}}
     return Layout(dataset, str(block.get("caption") or dataset), tuple(cols),
-                  None if lines is None else tuple((str(t), str(m)) for t, m in lines), subsets)
+                  None if lines is None else tuple((str(t), str(m)) for t, m in lines), subsets,
+                  " ".join(str(block.get("note") or "").split()))
 
 
 def has_layout(dataset: Any) -> bool:
@@ -299,6 +301,30 @@ def published_cell(row: Mapping[str, str], lay: Layout) -> tuple[str, tuple[str,
     return None
 
 
+def outside_reason(row: Mapping[str, str], lay: Layout) -> str:
+    """Why a published row is listed under `lay`'s table, not in it: "ablation", "protocol not
+    stated" or "split not stated" (its subset or split says so, or it names no split where the
+    columns are per split), "split not in this table", "unit does not fit its column", "metric not
+    in this table", else "breakdown not in this table"."""
+    subset, split = row.get("subset", "").lower(), (row.get("split") or "").strip()
+    if row.get("setting"):
+        return "ablation"
+    if "protocol not stated" in subset or "protocol not stated" in split.lower():
+        return "protocol not stated"
+    split_columns = any(col.split is not None for col in lay.columns)
+    if "split not stated" in split.lower() or (split_columns and not split):
+        return "split not stated"
+    placed = published_cell(row, lay)
+    if placed is not None:
+        return "unit does not fit its column"
+    if lay.lines is None and subset in lay.subsets:
+        key = lay.subsets[subset] + row.get("metric", "").strip()
+        if any(col.cell == key for col in lay.columns):
+            return "split not in this table"
+        return "metric not in this table"
+    return "breakdown not in this table"
+
+
 def published_value(row: Mapping[str, str], key: str) -> str | None:
     """The printed value in the unit of `key`'s column, or None when its unit does not fit:
     percent as printed; a fraction as the percentage it equals (decimal arithmetic: "0.837" ->
@@ -335,8 +361,32 @@ def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[l
             split = (row.get("split") or "").split(" ", 1)[0] or None
             if _cell(col, line) == key and (col.split is None or col.split == split):
                 target.values[i] = value
-    # verified rows first, then as the files list them
-    return sorted(lines.values(), key=lambda line: line.mark != "verified"), outside
+    # verified rows first, then as the files list them; a method two papers print alike shown once
+    return _merged(sorted(lines.values(), key=lambda line: line.mark != "verified"), lay), outside
+
+
+def _merged(lines: list[Line], lay: Layout) -> list[Line]:
+    """`lines` with a method that two papers print with the same values shown once (LISA's Table 2
+    and Seg-Zero's Table 10 both print LAVT, ReLA and LISA-7B): a later line of the same method,
+    mark and metric whose columns are all among an earlier line's (or the other way round), each
+    with the same value, joins it, its source added ("...; arXiv:2503.06520 Table 10 prints 3 of
+    these values, the same"). Lines that differ in any shared value stay apart."""
+    out: list[Line] = []
+    for line in lines:
+        for kept in out:
+            if (kept.method, kept.mark, kept.what) != (line.method, line.mark, line.what):
+                continue
+            small, big = (line, kept) if set(line.values) <= set(kept.values) else (kept, line)
+            if not set(small.values) <= set(big.values) or any(big.values[i] != v for i, v in small.values.items()):
+                continue
+            what = "these values" if len(small.values) == len(big.values) else f"{len(small.values)} of these values"
+            kept.source = f"{big.source}; {small.source} prints {what}, the same"
+            kept.values = dict(big.values)
+            kept.evidence = "; ".join(dict.fromkeys(e for e in (big.evidence, small.evidence) if e))
+            break
+        else:
+            out.append(line)
+    return out
 
 
 # --- rendering --------------------------------------------------------------------------------
@@ -416,8 +466,13 @@ def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Ma
     lines = [f"**{lay.caption}.** {_unit_note(lay)} Published rows: as printed in their source, "
              "marked verified (checked against the paper's text) or unverified, with how the value is known "
              "(paper text; authors' README or code; secondary source, named; digest only). A value sits only in "
-             "the column its source states (a row whose split is not stated is listed below the table).", "",
-             _markdown_row(head), rule]
+             "the column its source states (a row whose split or protocol is not stated is listed below the table)."]
+    if lay.note:
+        lines.append(printable(lay.note))
+    if outside and not paper and not ablations:
+        lines.append(f"No published row fills these columns: all {len(outside)} are listed below the table "
+                     f"({_reason_counts(lay, outside)}).")
+    lines += ["", _markdown_row(head), rule]
     lines += [_markdown_line(lay, line) for line in runs + paper]
     notes = _comparability_notes(runs)
     if notes:
@@ -428,14 +483,23 @@ def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Ma
                       "result; not comparable to the rows above):", "", _markdown_row(head), rule]
         lines += [_markdown_line(lay, line) for line in ablations]
     if outside:
-        lines += ["", "Published rows outside this layout (an ablation, a breakdown the table does not show, or a "
-                      "unit that does not fit its column):", "",
-                  "| model | paper | table | split | subset | metric | value as printed | unit | mark |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", f"Published rows outside this layout ({_reason_counts(lay, outside)}):", "",
+                  "| model | paper | table | split | subset | metric | value as printed | unit | mark | why not in the table |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [_markdown_row([r['model'], r['paper_id'], r['table'], r.get('split', ''), r['subset'], r['metric'],
-                                 r['value_printed'], r.get('unit', ''), f"{r['status']}{', ablation' if r.get('setting') else ''}"])
+                                 r['value_printed'], r.get('unit', ''), f"{r['status']}{', ablation' if r.get('setting') else ''}",
+                                 outside_reason(r, lay)])
                   for r in outside]
     return "\n".join(lines)
+
+
+def _reason_counts(lay: Layout, outside: list[Mapping[str, str]]) -> str:
+    """"protocol not stated: 4; ablation: 2": why the rows under the table are there, with counts."""
+    counts: dict[str, int] = {}
+    for row in outside:
+        reason = outside_reason(row, lay)
+        counts[reason] = counts.get(reason, 0) + 1
+    return "; ".join(f"{reason}: {n}" for reason, n in counts.items())
 
 
 _LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
@@ -504,8 +568,11 @@ def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mappi
     if any(line.mark == "unverified" for line in paper):
         note += " $^\\dagger$Published value not checked against the paper's text (transcribed from a secondary source)."
     out += [f"\\caption{{{note}}}", "\\end{table}"]
+    if lay.note:
+        out.append(f"% {printable(lay.note)}")
     if outside:
-        out.append(f"% {len(outside)} published rows outside this layout: rvt-bench render {lay.dataset} (markdown) lists them")
+        out.append(f"% {len(outside)} published rows outside this layout ({_reason_counts(lay, outside)}): "
+                   f"rvt-bench render {lay.dataset} (markdown) lists them")
     if ablations:
         out.append(f"% {len(ablations)} published rows of ablation tables left out: rvt-bench render {lay.dataset} (markdown) lists them")
     return "\n".join(out)

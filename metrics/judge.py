@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from rvt_bench.core.paths import cache_root
 from rvt_bench.core.http import call_with_retries
 from rvt_bench.core.records import JudgeVerdict
 from rvt_bench.core.store import write_atomic
@@ -194,7 +195,8 @@ class Judge:
                        errors (the openai client's own retries are off so this loop is the only one).
     backoff_s, backoff_max_s: wait backoff_s * 2**attempt seconds before retry attempt+1, capped.
     max_concurrency:   requests in flight at most (threads of score_many).
-    cache_dir:         None = ~/.cache/rvt-bench/judge; "" disables the cache.
+    cache_dir:         None = ~/.cache/rvt-bench/judge (moved by RVT_BENCH_CACHE or XDG_CACHE_HOME:
+                       rvt_bench.core.paths.cache_root); "" disables the cache.
     temperature, max_tokens: sampling settings sent with every request.
     Raises JudgeError on a missing model or API key, an unknown template or bad limits. Network
     errors never raise: they become unscored verdicts.
@@ -238,7 +240,7 @@ class Judge:
         self.temperature = float(temperature)
         self.max_tokens = int(max_tokens)
         if cache_dir is None:
-            cache_dir = Path.home() / ".cache" / "rvt-bench" / "judge"
+            cache_dir = cache_root() / "judge"
         self.cache = JudgeCache(cache_dir) if str(cache_dir) else None
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
 

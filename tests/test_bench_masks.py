@@ -212,3 +212,32 @@ def test_decode_box_and_bbox_agree_with_the_full_decode():
 def test_decode_box_rejects_runs_that_do_not_cover_the_frame():
     with pytest.raises(DatasetFormatError, match="H\\*W"):
         masks.decode_box({"size": [4, 4], "counts": [1, 2]}, (0, 4, 0, 4))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_coverage_equals_the_uint8_sum_and_the_union_of_the_decoded_masks(seed):
+    """masks.coverage from the runs against pycocotools' decode summed as LISA sums it
+    (np.sum(decode(rles), axis=2).astype(np.uint8)): random polygons (overlapping, off the image,
+    degenerate), compressed and list RLEs, 256 copies of one mask (the uint8 sum wraps to 0)."""
+    from pycocotools import mask as coco_mask
+
+    rng = np.random.default_rng(seed)
+    h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    polys = [list(rng.uniform(-5, max(h, w) + 5, 2 * int(rng.integers(3, 9)))) for _ in range(int(rng.integers(1, 12)))]
+    rles = [coco_mask.frPyObjects([p], h, w)[0] for p in polys]
+    rles.append(coco_mask.encode(np.asfortranarray(rng.random((h, w)) < 0.3)))
+    rles.append({"size": [h, w], "counts": masks.compressed_runs(rles[0]["counts"])})  # list counts
+    rles += [rles[1]] * (256 if seed % 2 else 3)
+    coded = [masks._coded(r) for r in rles]
+    want = np.sum(coco_mask.decode(coded), axis=2).astype(np.uint8)
+    got = masks.coverage(rles, h, w)
+    assert got.dtype == np.uint8 and got.shape == (h, w) and np.array_equal(got, want)
+    assert np.array_equal(masks.coverage(rles, h, w, wrap=False), coco_mask.decode(coded).any(axis=2))
+    assert not masks.coverage([], h, w).any()
+
+
+def test_coverage_refuses_an_rle_of_another_size_or_malformed():
+    with pytest.raises(DatasetFormatError, match=r"segmentation RLE is \[4, 5\] \(H, W\), the image is \[5, 4\]"):
+        masks.coverage([{"size": [4, 5], "counts": [20]}], 5, 4)
+    with pytest.raises(DatasetFormatError, match="malformed RLE"):
+        masks.coverage([{"size": [4, 5], "counts": [3, 4]}], 4, 5)

@@ -326,3 +326,33 @@ def test_sandbox_settings_built_directly_are_bounded_too(key, value):
 
     with pytest.raises(SandboxError, match=f"sandbox {key}="):
         SandboxSettings(**{key: value})
+
+
+@pytest.mark.parametrize("overrides, line", [
+    (["+model=precomputed", "model.root=x", "model.workers=1e8"], "model.workers=100000000.0 must be <= 1024"),
+    (["+model=precomputed", "model.root=x", "model.workers=1025"], "model.workers=1025 must be <= 1024"),
+    (["+model=dtr1", "policy=openai", "policy.max_concurrency=5000"], "policy.max_concurrency=5000 must be <= 1024"),
+    (["+model=precomputed", "model.root=x", "+model.n_threads=1e6"], "model.n_threads=1000000.0 must be <= 1024"),
+])
+def test_a_pool_no_schema_ranges_is_bounded_by_its_name_as_the_docs_say(overrides, line):
+    # model.workers=1e8 was accepted (numbers no schema ranges were bounded at 2^53 only)
+    from rvt_bench.core.types import ConfigError
+    from rvt_bench.harness.config import check_ranges
+
+    cfg = composed("+dataset=demo", *overrides)
+    with pytest.raises(ConfigError) as err:
+        check_ranges(cfg)
+    assert str(err.value).startswith(line)
+    from rvt_bench.core.ranges import problems
+
+    assert problems(composed("+dataset=demo", *[o.replace(o.split("=")[1], "1024") if o.split("=")[0].endswith(
+        ("workers", "concurrency", "threads")) else o for o in overrides])) == []
+
+
+def test_unschemed_limit_reads_the_unit_from_the_name():
+    from rvt_bench.core.bounds import SECONDS, UNSCHEMED, WORKERS
+    from rvt_bench.core.ranges import unschemed_limit
+
+    assert [unschemed_limit(k) for k in ("timeout_s", "workers", "score_workers", "max_concurrency", "n_threads",
+                                         "pool_size", "n_parallel", "max_retries", "max_processes", "threshold")] == \
+        [SECONDS, WORKERS, WORKERS, WORKERS, WORKERS, WORKERS, WORKERS, UNSCHEMED, UNSCHEMED, UNSCHEMED]

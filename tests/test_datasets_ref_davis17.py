@@ -138,8 +138,49 @@ def test_an_expression_without_masks_is_a_data_error(fixture, tmp_path):
     assert "no entry '4'" in ds.errors[0]["message"]
 
 
+@pytest.mark.parametrize("edit, says", [("frame", "must be a relative path"), ("video", "leaves")])
+def test_a_frame_or_video_name_out_of_its_folder_is_a_data_error(fixture, tmp_path, edit, says):
+    """'..' and absolute names were joined to JPEGImages/ as they were: the frames of another folder
+    (or of /etc) became the sample's."""
+    import shutil
+
+    _, root, _, _ = fixture
+    copy = tmp_path / "ref_davis17"
+    shutil.copytree(root, copy)
+    path = copy / "meta_expressions" / "valid" / "meta_expressions.json"
+    meta = json.loads(path.read_text())
+    if edit == "frame":
+        meta["videos"]["gold-fish"]["frames"][0] = "/etc/hostname"
+        video = "gold-fish"
+    else:  # sorts where gold-fish did: VISA's numbering of the other videos is unchanged
+        video = "gold-fish/../../../../etc"
+        meta["videos"][video] = meta["videos"].pop("gold-fish")
+    path.write_text(json.dumps(meta))
+    ds = RefDAVIS17Dataset(copy)
+    assert sorted(e["sample_id"] for e in ds.errors) == sorted(f"{video}/{e}" for e in meta["videos"][video]["expressions"])
+    assert all(says in e["message"] for e in ds.errors)
+    assert len(ds) + len(ds.errors) == sum(len(v["expressions"]) for v in meta["videos"].values())
+
+
 def contract_samples(rng, node):
     """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
     from tests.contract_samples import revos_samples
 
     return revos_samples(rng)
+
+
+def test_a_deep_rle_or_a_self_referencing_mask_list_in_mask_dict_pkl_is_one_line_naming_it(fixture, tmp_path):
+    import shutil
+
+    _, root, _, _ = fixture
+    copy = tmp_path / "ref_davis17"
+    shutil.copytree(root, copy)
+    path = copy / "valid" / "mask_dict.pkl"
+    deep = b"\x80\x02}X\x01\x00\x00\x000]}X\x06\x00\x00\x00counts" + b"]" * 300_000 + b"a" * 299_999 + b"sas."
+    loop = [None]
+    loop.append(loop)
+    for data, says in ((deep, "nested more than 64 levels"), (pickle.dumps({"0": loop}, protocol=2), "contains itself")):
+        path.write_bytes(data)
+        with pytest.raises(DatasetFormatError, match=rf"mask_dict\.pkl: not a plain-data pickle \(.*{says}") as err:
+            RefDAVIS17Dataset(copy)
+        assert "\n" not in str(err.value)

@@ -141,6 +141,114 @@ def test_a_foreign_gray_value_fails_one_expression_with_the_reason(fixture, tmp_
     assert sorted(r.sample_id for r in failed) == ["bike-packing/2", "bike-packing/6"]
 
 
+def _gt_copy(root, tmp_path, edit_meta=None):
+    """A copy of the fixture's root (meta edited by `edit_meta(meta)` when given)."""
+    copy = tmp_path / "root"
+    shutil.copytree(root, copy)
+    if edit_meta is not None:
+        path = copy / "meta_expressions" / "valid" / "meta_expressions.json"
+        meta = json.loads(path.read_text())
+        edit_meta(meta)
+        path.write_text(json.dumps(meta))
+    return copy
+
+
+def _expressions(meta, video):
+    return [f"{video}/{e}" for e in meta["videos"][video]["expressions"]]
+
+
+def test_a_gt_png_that_is_a_fifo_fails_its_video_without_hanging(fixture, tmp_path):
+    from tests.test_corrupt_files import fifo_at
+
+    _, root, _, _ = fixture
+    copy = _gt_copy(root, tmp_path)
+    frame = copy / "valid" / "Annotations" / "cows" / "00001.png"
+    frame.unlink()
+    with fifo_at(frame):
+        ds = RefDAVIS17ReferFormerDataset(copy)
+    meta = json.loads((copy / "meta_expressions" / "valid" / "meta_expressions.json").read_text())
+    assert sorted(e["sample_id"] for e in ds.errors) == sorted(_expressions(meta, "cows"))
+    assert all("is not a regular file (a FIFO); refused" in e["message"] for e in ds.errors)
+    assert {s.meta["video"] for s in ds} == {"bike-packing", "dogs-jump"}
+
+
+def test_a_gt_png_over_the_pixel_limit_is_refused_before_any_decode(fixture):
+    from rvt_bench.core import files
+
+    _, root, _, _ = fixture
+    with files.limits_in_force(files.ReadLimits(max_image_pixels=700)):  # bike-packing's frames are 24 x 32
+        ds = RefDAVIS17ReferFormerDataset(root)
+    assert {e["sample_id"].split("/")[0] for e in ds.errors} == {"bike-packing"}
+    assert all("32 x 24 = 768 pixels, which exceeds the limit of 700 (dataset.limits.max_image_pixels); not decoded"
+               in e["message"] for e in ds.errors)
+
+
+def test_a_png_over_pils_own_limit_is_a_data_error_not_an_uncaught_decompression_bomb(tmp_path):
+    """With dataset.limits.max_image_pixels above PIL's refusal (2 x Image.MAX_IMAGE_PIXELS), PIL's
+    DecompressionBombError is the file's data error (it stopped the run)."""
+    from rvt_bench.core import files
+    from rvt_bench.core.types import DatasetFormatError
+
+    path = tmp_path / "bomb.png"
+    from tests.test_guarded_reads import blank_png
+
+    path.write_bytes(blank_png(14_000, 14_000))  # 196M pixels, 20 KB
+    with files.limits_in_force(files.ReadLimits(max_image_pixels=1 << 28)), \
+            pytest.raises(DatasetFormatError, match="bomb.png is not a readable image: .*decompression bomb"):
+        files.read_image(path, "GT PNG")
+
+
+def test_a_gt_png_listed_many_times_is_decoded_once(fixture, tmp_path, monkeypatch):
+    """A frame listed 20 times (a 172 KB PNG so listed decoded to 4.1 GB) is one file: read once, its
+    masks shared; the expression still has the 20 frames the meta lists."""
+    from rvt_bench.loaders import ref_davis17_referformer as module
+
+    _, root, _, _ = fixture
+
+    def repeat(meta):
+        meta["videos"]["cows"]["frames"] = ["00000"] + ["00001"] * 20
+
+    copy = _gt_copy(root, tmp_path, repeat)
+    reads = []
+    real = module.read_label_png
+    monkeypatch.setattr(module, "read_label_png", lambda path: reads.append(f"{path.parent.name}/{path.name}") or real(path))
+    ds = RefDAVIS17ReferFormerDataset(copy)
+    assert ds.errors == [] and reads.count("cows/00001.png") == 1
+    cows = next(s for s in ds if s.meta["video"] == "cows")
+    assert cows.num_frames == 21 and len(set(map(str, cows.target.ignore[1:]))) == 1
+
+
+def test_a_16_bit_first_frame_with_a_label_above_254_fails_its_video(fixture, tmp_path):
+    """A label 60000 would be 60000 GT objects (davis2017 builds objects x frames x pixels masks)."""
+    _, root, _, _ = fixture
+    copy = _gt_copy(root, tmp_path)
+    frame = copy / "valid" / "Annotations" / "cows" / "00000.png"
+    Image.fromarray(np.full(np.array(Image.open(frame)).shape, 60000, np.uint16)).save(frame)
+    ds = RefDAVIS17ReferFormerDataset(copy)
+    assert {e["sample_id"].split("/")[0] for e in ds.errors} == {"cows"}
+    assert all("the first frame holds label 60000; DAVIS label maps are 8-bit" in e["message"] for e in ds.errors)
+
+
+@pytest.mark.parametrize("where, name, says", [
+    ("video", "../valid/Annotations/cows", "leaves"), ("video", "/etc", "must be a relative path"),
+    ("frame", "../../../meta_expressions/valid/x", "leaves"), ("frame", "/etc/passwd", "must be a relative path")])
+def test_a_video_or_frame_name_out_of_its_folder_fails_that_video(fixture, tmp_path, where, name, says):
+    _, root, _, _ = fixture
+
+    def hostile(meta):
+        if where == "video":
+            meta["videos"][name] = meta["videos"].pop("cows")
+        else:
+            meta["videos"]["cows"]["frames"][1] = name
+
+    copy = _gt_copy(root, tmp_path, hostile)
+    ds = RefDAVIS17ReferFormerDataset(copy)
+    video = name if where == "video" else "cows"
+    assert {e["sample_id"].rsplit("/", 1)[0] for e in ds.errors} == {video}
+    assert all(f"name {name!r}"[:-1] in e["message"] and says in e["message"] for e in ds.errors)
+    assert {s.meta["video"] for s in ds} == {"bike-packing", "dogs-jump"}
+
+
 def contract_samples(rng, node):
     """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py: per video
     2 GT objects, void in some frames, 4 annotator sets x 2 expression objects."""
@@ -159,3 +267,34 @@ def contract_samples(rng, node):
                            "obj_id": str(obj + 1)})
                 out.append(replace(s, annotations=[InstanceAnnotation(str(g + 1), "", list(m)) for g, m in enumerate(objects)]))
     return out
+
+
+def test_the_empty_prediction_baseline_is_the_score_of_empty_proposals_and_n_counts_gt_objects(default_run, fixture, tmp_path):
+    """The summary's "empty pred." column was blank for this protocol, and its n counted expressions
+    while J, F and J&F are means over GT objects per annotator set. baseline_empty is now what the
+    protocol gives when every proposal is empty (an empty prediction folder scored), and the n column
+    counts the GT objects the means are over, saying so."""
+    from rvt_bench.harness.summary import format_summary
+
+    _, root, _, _ = fixture
+    body = default_run.metrics
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    protocol, records = _score(root, empty)  # every expression fails: an empty proposal, as the protocol says
+    assert all(r.failed for r in records)
+    expected = protocol.aggregate(records)["metrics"]
+    assert set(body["baseline_empty"]) == {"J&F", "J", "F"}
+    for key in ("J&F", "J", "F"):
+        assert body["baseline_empty"][key] == pytest.approx(expected[key], abs=1e-12) and 0 < expected[key] < body["metrics"][key]
+    objects = sum(v["n"] for v in body["breakdown"]["annotator"].values())
+    assert body["averages"] == {"metrics": ["J&F", "J", "F"], "n": objects,
+                                "of": f"GT objects (7 in each of 4 annotator sets), not the {body['n']} expressions scored"}
+    lines = format_summary(default_run).splitlines()
+    row = next(line for line in lines if line.startswith("  J&F "))
+    assert row.split()[-3:] == [f"{100 * body['baseline_empty']['J&F']:.2f}", "%", str(objects)]
+    assert f"  n of J&F, J, F: {objects} GT objects (7 in each of 4 annotator sets), not the 28 expressions scored" in lines
+    # fewer expressions than objects (an object's expression left out of anno_0): n falls, the objects stay
+    _, scored = _score(root, fixture[2] / "valid")
+    fewer = [r for r in scored if r.sample_id != "cows/0"]
+    averages = protocol.aggregate(fewer)["averages"]
+    assert len(fewer) == 27 and averages["n"] == 28 and averages["of"].endswith("not the 27 expressions scored")

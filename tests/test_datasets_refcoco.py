@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from rvt_bench.adapters.precomputed import PrecomputedAdapter
 from rvt_bench.core.types import DatasetFormatError
 from rvt_bench.harness.runner import run
-from rvt_bench.loaders.refcoco import RefCOCODataset, lisa_gt, parse_split
+from rvt_bench.loaders.refcoco import IMAGE_DIR, RefCOCODataset, lisa_gt, parse_split
 from rvt_bench.metrics.protocols.refcoco import RefCOCOProtocol
 from tests.precomputed_runs import load_script, run_precomputed
 
@@ -539,3 +539,103 @@ def test_an_image_size_no_image_has_in_instances_json_is_a_data_error_for_its_re
     failed = {e["sample_id"] for e in ds.errors}
     assert {str(s["sent_id"]) for s in victim["sentences"]} <= failed
     assert all(f"the image size {height}x{width} is not one a readable image has" in e["message"] for e in ds.errors)
+
+
+def test_a_memo_amplified_refs_file_is_one_line_in_bounded_time_and_memory(fixture, tmp_path):
+    # 1000 references to one memoized ref holding 1000 references to one sentence: ~4 KB that the
+    # standard unpickler turns into a million samples; here one line naming the file, under 500 MB
+    import subprocess
+    import sys
+    import time
+
+    _, root, _ = fixture
+    bad = tmp_path / "refer_seg"
+    (bad / "refcoco").mkdir(parents=True)
+    (bad / "refcoco" / "instances.json").write_text((root / "refcoco" / "instances.json").read_text())
+    sent = {"sent": "man left", "sent_id": 9, "tokens": ["man", "left"], "raw": "man left"}
+    ref = {"ref_id": 3, "ann_id": 1007, "image_id": 1, "split": "val", "sentences": [sent] * 1000, "sent_ids": [9]}
+    (bad / "refcoco" / "refs(unc).p").write_bytes(pickle.dumps([ref] * 1000, protocol=2))
+    assert (bad / "refcoco" / "refs(unc).p").stat().st_size < 5000
+    code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (500 << 20, 500 << 20))\n"
+            "from rvt_bench.loaders.refcoco import RefCOCODataset\nfrom rvt_bench.core.types import DatasetFormatError\n"
+            f"try:\n    RefCOCODataset({str(bad)!r}, 'refcoco/val')\nexcept DatasetFormatError as exc:\n    print('DFE', exc)\n")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "1"})
+    seconds = time.monotonic() - start
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(f"DFE {bad}/refcoco/refs(unc).p: not a plain-data pickle (its data, every memo "
+                                  f"reference expanded") and done.stdout.count("\n") == 1
+    assert seconds < 5
+
+
+@pytest.mark.parametrize("name, says", [("../../../../../refcoco/instances.json", "leaves"), ("ABSOLUTE", "relative path")])
+def test_a_file_name_out_of_the_image_folder_is_a_data_error_for_its_ref(fixture, tmp_path, name, says):
+    """file_name was joined as it was: a '..' or absolute name read any file as the image."""
+    _, root, _ = fixture
+
+    def rename(inst, victim):
+        image = next(i for i in inst["images"] if i["id"] == victim["image_id"])
+        image["file_name"] = str(root.joinpath(*IMAGE_DIR, image["file_name"])) if name == "ABSOLUTE" else name
+
+    copy, victim = _edited_copy(root, tmp_path, rename)
+    ds = RefCOCODataset(copy, "refcoco/testB")
+    assert {str(s["sent_id"]) for s in victim["sentences"]} <= {e["sample_id"] for e in ds.errors}
+    assert all("file_name" in e["message"] and says in e["message"] for e in ds.errors)
+
+
+_BOUNDED_LOAD = """
+import json, resource, sys, time
+from rvt_bench.loaders.refcoco import RefCOCODataset
+with open("/proc/self/status") as fh:  # the address space the imports took, plus 500 MB for the work
+    vm = next(int(line.split()[1]) << 10 for line in fh if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (500 << 20), vm + (500 << 20)))
+start = time.monotonic()
+ds = RefCOCODataset(sys.argv[1], "refcoco/testB")
+print(json.dumps({"seconds": time.monotonic() - start, "n": len(ds), "errors": ds.errors}))
+"""
+
+
+@pytest.mark.parametrize("declared", ["13000x13000", "the image's"])
+def test_400_polygons_on_a_large_canvas_cost_what_the_image_holds_under_an_address_space_limit(fixture, tmp_path, declared):
+    """issue 41: a 17.7 KB instances.json with 400 polygons on a declared 13000 x 13000 canvas segfaulted
+    pycocotools (10 polygons peaked at 3.3 GB). The canvas is the image's real size (its header):
+    a declared larger one is the ref's data error; on a real 4000 x 4000 image the 400 polygons
+    are summed from their runs, not decoded one layer each (400 x 16 MB). Each in < 5 s and < 500 MB."""
+    import subprocess
+    import sys
+
+    from tests.test_guarded_reads import blank_png
+
+    side = 13000 if declared == "13000x13000" else 4000
+    rng = np.random.default_rng(41)
+    polygons = [[round(float(v), 1) for v in rng.uniform(0, side, 6)] for _ in range(400)]
+
+    def hostile(inst, victim):
+        image = next(i for i in inst["images"] if i["id"] == victim["image_id"])
+        image["height"] = image["width"] = side
+        next(a for a in inst["annotations"] if a["id"] == victim["ann_id"])["segmentation"] = polygons
+        for a in inst["annotations"]:  # the image's other annotations: polygons on their own canvas still
+            if a["image_id"] == victim["image_id"] and a["id"] != victim["ann_id"]:
+                a["segmentation"] = [[1.0, 1.0, 9.0, 1.0, 9.0, 9.0]]
+        return image["file_name"]
+
+    names = []
+    copy, victim = _edited_copy(fixture[1], tmp_path, lambda inst, v: names.append(hostile(inst, v)))
+    assert (copy / "refcoco" / "instances.json").stat().st_size < 40_000
+    if declared != "13000x13000":
+        copy.joinpath(*IMAGE_DIR, names[0]).write_bytes(blank_png(side, side))  # the real image: 4000 x 4000
+    done = subprocess.run([sys.executable, "-c", _BOUNDED_LOAD, str(copy)], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    print(f"{declared}: {out['seconds']:.2f} s")
+    assert out["seconds"] < 5, out["seconds"]
+    sentences = {str(s["sent_id"]) for s in victim["sentences"]}
+    failed = {e["sample_id"]: e["message"] for e in out["errors"]}
+    if declared == "13000x13000":  # every ref of the image fails, one line each naming both sizes
+        assert sentences <= set(failed) and len(failed) == len(out["errors"])
+        assert all("the size 13000x13000 (H x W), its file " in m and "never on a larger canvas" in m and "\n" not in m
+                   for m in failed.values())
+    else:
+        assert not failed and out["n"] == EXPECTED["refcoco|unc|testB"]["n_sentences"]

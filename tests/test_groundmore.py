@@ -85,6 +85,33 @@ def test_a_missing_root_and_another_split_are_one_line(tmp_path):
         GroundMoReDataset(tmp_path, split="val")
 
 
+def test_a_mask_png_over_the_pixel_limit_fails_its_questions_before_any_decode(tmp_path):
+    """A 20 KB mask PNG declaring 9000 x 8000 pixels (over dataset.limits.max_image_pixels) was
+    decoded whole, then stopped the run; now the questions whose window reads it fail, named."""
+    from tests.test_guarded_reads import blank_png
+
+    root, _ = load_fixture_module().write_fixture(tmp_path)
+    (root / "groundmore_videos" / "family_clip_0010_0015" / "masks" / "frame_000006.png").write_bytes(blank_png(9000, 8000))
+    dataset = GroundMoReDataset(root)
+    over = {e["sample_id"]: e["message"] for e in dataset.errors if "max_image_pixels" in e["message"]}
+    assert sorted(over) == ["family_clip_0010_0015/0", "family_clip_0010_0015/1"]  # windows 6..17 and 0..11
+    assert all("frame_000006.png is 9000 x 8000 = 72,000,000 pixels" in m and "not decoded" in m for m in over.values())
+    assert len(dataset) == 6  # 9 questions: these two and the one without frames left out
+
+
+@pytest.mark.parametrize("video", ["../../outside_0000_0002", "/tmp/outside_0000_0002"])
+def test_a_video_name_out_of_the_videos_folder_fails_its_questions(tmp_path, video):
+    root, _ = load_fixture_module().write_fixture(tmp_path)
+    path = root / "groundmore_test.json"
+    data = json.loads(path.read_text())
+    data["videos"][video] = data["videos"]["ball-game_0100_0103"]
+    path.write_text(json.dumps(data))
+    dataset = GroundMoReDataset(root)
+    failed = {e["sample_id"]: e["message"] for e in dataset.errors if e["sample_id"].startswith(video)}
+    assert sorted(failed) == [f"{video}/0", f"{video}/1"]
+    assert all(f"video name {video!r}" in m and ("leaves" in m or "relative path" in m) for m in failed.values())
+
+
 def contract_samples(rng, node):
     """Synthetic GroundMoRe-format samples for tests/test_protocol_contract.py: segmentation clips
     with the question type its protocol breaks down by (meta_keys: q_type)."""
@@ -94,3 +121,25 @@ def contract_samples(rng, node):
 
     return [replace(s, task="segmentation", meta={"q_type": ("causal", "sequential", "counterfactual", "descriptive")[i % 4]})
             for i, s in enumerate(revos_samples(rng))]
+
+
+def test_a_sample_card_shows_the_action_window_and_labels_frames_once(scored, tmp_path):
+    """GroundMoRe's cards showed no action window (the GT is empty outside it, so a blank frame looked
+    like a miss) and labelled frames "frame frame_000000". The card now says the window, each panel
+    outside it says so, and a frame id that already says frame is not prefixed again."""
+    from rvt_bench.harness.visualize import frame_label, render_sample
+
+    dataset, _, _ = scored
+    sample = next(s for s in dataset if s.id == "family_clip_0010_0015/0")
+    start, end, indices = sample.meta["action_start"], sample.meta["action_end"], sample.meta["indices"]
+    inside = sum(start <= k <= end for k in indices)
+    assert 0 < inside < len(indices)
+    assert sample.meta["card"] == (f"action window: frames {start}-{end} of the video's 30 (ground truth empty outside it; "
+                                   f"{inside} of the 20 sampled frames inside)")
+    labels = [frame_label(sample, t) for t in range(sample.num_frames)]
+    assert labels[0] == "frame_000000, outside action" and not any(label.startswith("frame frame") for label in labels)
+    assert [label.endswith(", outside action") for label in labels] == [not start <= k <= end for k in indices]
+    assert render_sample(sample, None, None, 4).ndim == 3  # the header with the card line draws
+    # another benchmark's numeric frame ids keep their "frame " prefix
+    from dataclasses import replace
+    assert frame_label(replace(sample, frame_ids=["00005"] * 20, meta={}), 0) == "frame 00005"

@@ -198,3 +198,23 @@ def test_a_failed_download_says_how_to_work_without_network(monkeypatch):
     said = str(failed.value)
     assert "\n" not in said and "ConnectionError: [Errno -2] Name or service not known" in said
     assert "huggingface-cli download --repo-type dataset lmms-lab/RefCOCO" in said and "HF_HUB_OFFLINE=1" in said
+
+
+@pytest.mark.parametrize("given", ["..", "a/..", "x\x00.jpg"])
+def test_a_segzero_row_whose_image_path_cannot_name_a_file_fails_that_row(cache, tmp_path, given):
+    """The row's image is written under its path's last part: '..' named the images folder's parent
+    (an uncaught IsADirectoryError stopped the load)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "segzero_val"
+    shutil.copytree(cache / "segzero_val", copy)
+    path = copy / "data" / "test-00000-of-00001.parquet"
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[0]["image"]["path"] = given
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), path)
+    ds = ReasonSegDataset(None, "val", hf_dataset=str(copy))
+    failed = {e["sample_id"]: e["message"] for e in ds.errors}
+    assert "cannot name an image file" in failed[rows[0]["image_id"]] and len(ds) == 2

@@ -129,3 +129,54 @@ def test_a_server_scored_benchmark_renders_its_published_rows_with_or_without_ru
     with_run = render("refytvos", tmp_path)
     assert "| m | – | – | – | run srv |" in with_run and post in with_run
     assert "VideoLISA-3.8B" in render("refytvos", tmp_path, fmt="latex")
+
+
+def test_the_summarys_render_command_names_the_runs_leaderboard_dir_and_shows_the_run(tmp_path, capsys, monkeypatch):
+    """After a run with leaderboard.dir=<elsewhere>, the summary's `rvt-bench render ... --format latex`
+    lacked `--dir`, and the command it printed answered "No runs yet"; it now names the folder, and
+    running it prints the run. The default folder is left out (render reads it anyway)."""
+    import shlex
+    from types import SimpleNamespace
+
+    from rvt_bench.harness.summary import format_summary
+    from rvt_bench.leaderboards.render import main
+
+    boards = tmp_path / "my boards"  # a space: the command is shell-quoted
+    board = upsert(boards, "reasonseg", run_row("a1", "mine", 0.5))
+    body = {"dataset": "reasonseg", "split": "val", "model": "m", "run_name": "mine", "n": 10, "failures": 0,
+            "parse_rate": 1.0, "tasks": {"segmentation": 10}, "headline": ["gIoU"], "metrics": {"gIoU": 0.5}}
+    text = format_summary(SimpleNamespace(metrics=body, scoring_s=1.0, leaderboard=board))
+    command = text.split("(LaTeX, with the published rows: ", 1)[1].split(")\n", 1)[0]
+    assert command == f"rvt-bench render reasonseg --format latex --dir {shlex.quote(str(boards))}"
+    main(shlex.split(command)[2:])
+    out = capsys.readouterr().out
+    assert "No runs yet" not in out and "\\begin{tabular}" in out and "\nm & 50.0" in out
+    # the report's copy of the summary knows the folder from the config (board_dir)
+    assert f"--dir {shlex.quote(str(boards))})" in format_summary(SimpleNamespace(metrics=body, scoring_s=1.0,
+                                                                                board_dir=str(boards)))
+    monkeypatch.chdir(tmp_path)  # render's default folder, leaderboards/, relative to the working directory
+    default = upsert(tmp_path / "leaderboards", "reasonseg", run_row("a1", "mine", 0.5))
+    assert "(LaTeX, with the published rows: rvt-bench render reasonseg --format latex)" in format_summary(
+        SimpleNamespace(metrics=body, scoring_s=1.0, leaderboard=default))
+
+
+def test_ref_davis17_says_why_its_columns_hold_no_published_row_and_lists_them_as_protocol_not_stated(tmp_path):
+    """`render ref_davis17` (VISA's protocol, the default) showed empty columns and, below, Sa2VA's rows under
+    "Published rows outside this layout (an ablation, a breakdown ..., or a unit ...)", none of which was
+    the reason: their paper states no protocol. The render now says why the columns are empty, where the
+    other protocol's rows are, and names the reason in the heading and per row."""
+    text = render("ref_davis17", tmp_path)
+    assert "No published row is known to use VISA's protocol" in text
+    assert "rvt-bench render ref_davis17_referformer" in text
+    assert "No published row fills these columns: all 4 are listed below the table (protocol not stated: 4)." in text
+    heading = next(line for line in text.splitlines() if line.startswith("Published rows outside this layout"))
+    assert heading == "Published rows outside this layout (protocol not stated: 4):"
+    sa2va = [line for line in text.splitlines() if line.startswith("| Sa2VA-")]
+    assert len(sa2va) == 4 and all(line.endswith("| verified | protocol not stated |") for line in sa2va)
+    # the reasons of other layouts' rows: refcoco's split-less Sa2VA rows, VisionReasoner's gIoU in a cIoU table
+    refcoco = render("refcoco", tmp_path)
+    assert "Published rows outside this layout (split not stated: 12; metric not in this table: 9):" in refcoco
+    assert "No published row fills these columns" not in refcoco
+    latex = render("ref_davis17", tmp_path, fmt="latex")
+    assert "% No published row is known to use VISA's protocol" in latex
+    assert "% 4 published rows outside this layout (protocol not stated: 4)" in latex

@@ -168,3 +168,28 @@ def test_a_published_cell_with_blank_lines_or_control_characters_stays_in_its_la
     tex = paper_table([revos_run()], "latex", published)
     assert "\n\n" not in tex and not re.search("[\x00-\x08\x0b-\x1f\x7f]", tex)
     assert r"two paragraphs\textbackslash{}x07\textbackslash{}end\{tabular\}" in tex
+
+
+def test_a_method_two_papers_print_alike_is_one_line_naming_both_papers():
+    """`render refcoco` listed LAVT, ReLA and LISA-7B twice: LISA's Table 2 (every column) and Seg-Zero's
+    Table 10 (testA, testA, test: the same values). Each is one line now, its source naming both papers;
+    methods whose values differ between papers stay two lines."""
+    text = paper_table([], "markdown", paper_rows("refcoco"), dataset="refcoco")
+    main = text.partition("Published rows outside this layout")[0]
+    for model, cells in (("LAVT", "72.7 | 75.8 | 68.8 | 62.1 | 68.4 | 55.1 | 61.2 | 62.1"),
+                         ("ReLA", "73.8 | 76.5 | 70.2 | 66.0 | 71.0 | 57.7 | 65.0 | 66.0"),
+                         ("LISA-7B", "74.1 | 76.5 | 71.1 | 62.4 | 67.4 | 56.5 | 66.4 | 68.5")):
+        lines = [line for line in main.splitlines() if line.startswith(f"| {model} (paper, verified) |")]
+        assert len(lines) == 1, model
+        assert lines[0] == (f"| {model} (paper, verified) | {cells} | arXiv:2308.00692 Table 2; arXiv:2503.06520 Table 10 "
+                            "prints 3 of these values, the same (paper text) |")
+    assert len([line for line in main.splitlines() if line.startswith("| Seg-Zero-7B (paper")]) == 1
+    # the same method printed with a different value by another paper: two lines, each with its own source
+    base = {**HOSTILE_BASE, "model": "M"}
+    apart = paper_table([revos_run()], "markdown", [{**base, "paper_id": "arXiv:1"}, {**base, "paper_id": "arXiv:2", "value_printed": "51.0"}])
+    ms = [line for line in apart.splitlines() if line.startswith("| M (paper")]
+    assert len(ms) == 2 and "| 50.0 |" in ms[0] and "| 51.0 |" in ms[1] and ms[1].endswith("| arXiv:2 Table 1 (paper text) |")
+    alike = paper_table([revos_run()], "markdown", [{**base, "paper_id": "arXiv:1"}, {**base, "paper_id": "arXiv:2"}])
+    assert "| arXiv:1 Table 1; arXiv:2 Table 1 prints these values, the same (paper text) |" in alike
+    latex = paper_table([], "latex", paper_rows("refcoco"), dataset="refcoco")
+    assert sum(line.startswith("LAVT &") for line in latex.splitlines()) == 1

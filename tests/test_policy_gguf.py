@@ -239,3 +239,30 @@ def test_an_unwritable_cache_dir_is_one_adapter_error_not_a_hang(tmp_path):
     policy = GGUFPolicy(model="smollm2", requantize="q8_0", cache_dir=str(tmp_path / "file" / "cache"))
     with pytest.raises(AdapterError, match="policy.cache_dir .* is not a writable directory"):
         policy.model_path()
+
+
+def test_the_requantised_weights_go_where_rvt_bench_cache_or_xdg_cache_home_says(tmp_path, monkeypatch):
+    """The demo wrote its 145 MB of requantised weights to ~/.cache/rvt-bench/gguf whatever the
+    environment said; RVT_BENCH_CACHE (first) or XDG_CACHE_HOME now move that folder, and the judge's."""
+    from rvt_bench.adapters.policy.gguf_files import default_cache_dir
+    from rvt_bench.core.paths import cache_root
+    from rvt_bench.metrics.judge import Judge
+
+    monkeypatch.delenv("RVT_BENCH_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "rvt-bench" / "gguf"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")  # the XDG rule: only an absolute path counts
+    assert cache_root() == tmp_path / "home" / ".cache" / "rvt-bench"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "rvt-bench" / "gguf"
+    judge = Judge(model="m", base_url="http://127.0.0.1:9/v1", api_key="EMPTY", max_retries=0)
+    assert judge.cache.root == tmp_path / "xdg" / "rvt-bench" / "judge"
+    monkeypatch.setenv("RVT_BENCH_CACHE", str(tmp_path / "own"))
+    assert default_cache_dir() == tmp_path / "own" / "gguf"
+    # the policy with cache_dir null writes there: a folder that cannot be made is named in the error
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("RVT_BENCH_CACHE", str(tmp_path / "file" / "cache"))
+    policy = GGUFPolicy(model="smollm2", requantize="q8_0")
+    with pytest.raises(AdapterError, match=f"policy.cache_dir {tmp_path / 'file' / 'cache' / 'gguf'} is not a writable directory"):
+        policy.model_path()

@@ -288,3 +288,31 @@ def test_a_stored_mask_that_is_not_an_rle_fails_its_sample(tmp_path):
     adapter.preflight()
     with pytest.raises(AdapterError, match="is not a COCO RLE"):
         adapter.predict(sample)
+
+
+@pytest.mark.parametrize("workers", [1025, 1e8, float("nan")])
+def test_workers_past_the_pool_bound_are_refused_in_one_line(tmp_path, workers):
+    with pytest.raises(AdapterError, match=r"model.workers must be at most 1024"):
+        PrecomputedAdapter(tmp_path, workers=workers)
+
+
+def test_map_threads_never_starts_more_threads_than_the_pool_bound(monkeypatch):
+    import threading
+    import time
+
+    from rvt_bench.core import threads
+
+    monkeypatch.setattr(threads, "WORKERS", 3)
+    lock, running, peak = threading.Lock(), [0], [0]
+
+    def one(x):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+        return x * 2
+
+    assert threads.map_threads(one, range(20), 10_000) == [2 * x for x in range(20)]
+    assert peak[0] == 3

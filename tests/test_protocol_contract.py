@@ -187,3 +187,18 @@ def test_every_headline_metric_has_an_estimator_that_reproduces_it(case):
         est = protocol.estimator(key, records)
         assert not isinstance(est, str), (name, key, est)
         assert abs(est.value() - metrics[key]) <= 1e-6, (name, key)
+
+
+def test_a_no_target_answer_scores_as_the_empty_prediction(case):
+    """"No target" is an answer of its own (Prediction.no_target); a benchmark without no-target
+    samples (Protocol.no_target == "empty") scores it exactly as an empty prediction, so no number
+    of these benchmarks moves, and the record it writes is the empty one's."""
+    name, protocol, pairs, _ = case
+    if protocol.no_target != "empty":
+        pytest.skip(f"{name} scores no-target answers itself")
+    samples = [s for s, _ in pairs]
+    said = protocol.score_many([(s, Prediction.none_found(s.id, 0.9, task=s.task)) for s in samples], progress=False)
+    empty = protocol.score_many([(s, Prediction(s.id, task=s.task)) for s in samples], progress=False)
+    assert [r for r, _ in said] == [r for r, _ in empty]
+    assert all(p.no_target and p.error is None for _, p in said)  # the answer itself is kept for the report
+    assert canonical(protocol.aggregate([r for r, _ in said])) == canonical(protocol.aggregate([r for r, _ in empty]))

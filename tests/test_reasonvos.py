@@ -106,6 +106,23 @@ def test_a_split_other_than_test_and_a_missing_root_are_one_line(tmp_path):
         ReasonVOSProtocol(failed="zero")
 
 
+@pytest.mark.parametrize("source, says", [("../../..", "leaves"), ("/etc", "must be a relative path")])
+def test_a_source_that_leads_out_of_annotations_fails_the_video_s_expressions(fixture, tmp_path, source, says):
+    import shutil
+
+    root, _ = fixture
+    copy = tmp_path / "ReasonVOS"
+    shutil.copytree(root, copy)
+    path = copy / "meta_expressions.json"
+    meta = json.loads(path.read_text())
+    meta["videos"]["vid_a"]["source"] = source
+    path.write_text(json.dumps(meta))
+    dataset = ReasonVOSDataset(copy)
+    failed = {e["sample_id"]: e["message"] for e in dataset.errors if "vid_a" in e["sample_id"]}
+    assert len(failed) == len(meta["videos"]["vid_a"]["expressions"])
+    assert all(says in m and "annotation folder <source>_<video>_<obj_id>" in m for m in failed.values())
+
+
 def contract_samples(rng, node):
     """Synthetic samples of this benchmark's format for tests/test_protocol_contract.py."""
     from dataclasses import replace
@@ -114,3 +131,18 @@ def contract_samples(rng, node):
 
     return [replace(s, meta={"is_sent": i % 2 == 0, "source": "mevis"})
             for i, s in enumerate(revos_samples(rng, 10))]
+
+
+def test_the_is_sent_breakdown_is_labelled_short_and_sentence_as_the_paper_layout(scored):
+    """report.html's breakdown bars said "is_sent false" / "is_sent true" where the paper layout's
+    columns say short / sentence; they now say short and sentence."""
+    from rvt_bench.harness.report.breakdowns import breakdown_bars
+
+    _, pairs = scored
+    protocol = ReasonVOSProtocol()
+    records = [protocol.score(s, p) for s, p in pairs]
+    body = {**protocol.aggregate(records), "headline": protocol.headline, "metric_units": {}}
+    labels = [bar.label for bar in breakdown_bars(body, protocol, records, b=0)]
+    assert "short" in labels and "sentence" in labels and not any("is_sent" in label for label in labels)
+    heads = [col["head"] for col in benchmark.paper("reasonvos")["columns"]]
+    assert any(h.startswith("short ") for h in heads) and any(h.startswith("sentence ") for h in heads)

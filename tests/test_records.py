@@ -242,3 +242,17 @@ def test_scores_jsonl_rows_are_versioned_score_records_and_metrics_has_no_hidden
     body = json.loads((result.run_dir / "metrics.json").read_text())
     assert not [k for k in body if k.startswith("_")]
     assert RunMetrics.from_json(body).to_json() == body
+
+
+def test_every_built_in_score_kind_is_documented_in_the_schema():
+    """docs/metrics_schema.md's scores.jsonl table lacked the `mevis` and `davis_unsupervised` kinds."""
+    import rvt_bench.metrics  # noqa: F401  (imports every built-in kind)
+    from rvt_bench.core.records import UnitValues
+    from rvt_bench.metrics.protocols import mevis, ref_davis17_referformer, server  # noqa: F401
+
+    schema = (Path(__file__).resolve().parent.parent / "docs" / "metrics_schema.md").read_text()
+    table = schema.split("| kind | written by | values |", 1)[1].split("\n\n", 1)[0]
+    documented = {line.split("|")[1].strip().strip("`") for line in table.splitlines()[2:] if line.startswith("| `")}
+    assert {"mevis", "davis_unsupervised"} <= set(UnitValues._kinds)
+    shipped = {k for k, cls in UnitValues._kinds.items() if cls.__module__.startswith("rvt_bench.")}  # tests register their own
+    assert {"mevis", "davis_unsupervised", "video_jf", "server"} <= shipped and shipped <= documented

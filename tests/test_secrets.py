@@ -3,6 +3,8 @@ rvt_bench.harness.secrets); the end-to-end attack (a sweep against a server that
 is tests/test_sandbox_attacks.py::test_3_4_secrets_reach_no_file_and_no_console_of_a_sweep."""
 import logging
 
+import pytest
+
 from rvt_bench.core import secrets
 from rvt_bench.core.store import write_atomic
 from rvt_bench.harness.manifest import redact, redact_overrides
@@ -145,3 +147,37 @@ def test_a_url_fragment_in_the_config_is_scrubbed_where_it_is_echoed():
     assert "SECRETF5" not in line and "SECRETK4" not in line
     assert "SECRETF5" not in secrets.scrub("the server said: bad fragment SECRETF5")
     assert secrets.scrub("http://h/cb#access_token=abcdefghij&x=1") == "http://h/cb#access_token=<redacted>&x=1"
+
+
+def test_a_config_dir_value_reading_a_plain_environment_variable_stops_the_run_in_one_line(tmp_path):
+    # `${oc.env:NAME}` in a --config-dir YAML copied any variable whose name is not secret-like into
+    # metrics.json, report.html and the leaderboard CSV
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    extra = tmp_path / "extra" / "model"
+    extra.mkdir(parents=True)
+    (extra / "leaky.yaml").write_text("defaults:\n  - precomputed\n  - _self_\nname: m-${oc.env:RVT_TEST_PLAIN}\n")
+    env = {**os.environ, "RVT_TEST_PLAIN": "aws-id-AKIA0123456789"}
+    proc = subprocess.run([sys.executable, str(repo / "run_bench.py"), "--config-dir", str(tmp_path / "extra"),
+                           "+dataset=demo", "+model=leaky", f"model.root={tmp_path}", f"run.root={tmp_path / 'runs'}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(proc.stderr.splitlines()) == 1 and "model.name reads environment variable RVT_TEST_PLAIN" in proc.stderr
+    assert "AKIA" not in proc.stderr + proc.stdout
+    written = [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    assert all(".hydra" in p.parts for p in written) and not any("AKIA" in p.read_text() for p in written)
+
+
+@pytest.mark.parametrize("value, bad", [
+    ("${oc.env:HOME}", True), ("x-${oc.env:USER,nobody}", True), ("${oc.decode:'${oc.env:HOME}'}", True),
+    ("${oc.env:OPENAI_API_KEY}", False), ("${oc.env:RVT_BENCH_SECRET_3}", False), ("plain", False),
+    ("${model.name}", False)])
+def test_env_interpolation_problems(value, bad):
+    from rvt_bench.harness.secrets import env_interpolation_problems
+
+    found = env_interpolation_problems({"run": {"name": value}, "policy": {"api_key": "${oc.env:MY_KEY}"}})
+    assert bool(found) == bad and all(line.startswith("run.name ") for line in found)

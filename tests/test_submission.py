@@ -148,6 +148,15 @@ def test_check_names_missing_extra_escaping_wrongly_sized_and_corrupt_entries(me
     assert len(problems) == 6
 
 
+def test_check_of_a_fifo_given_as_the_archive_is_a_problem_not_a_hang(mevis, tmp_path):
+    import os
+
+    fifo = tmp_path / "sub.zip"
+    os.mkfifo(fifo)  # opened the plain way, zipfile waits for a writer forever
+    problems = submission.check("mevis", mevis, fifo)
+    assert problems[-1].startswith(f"{fifo}: not a readable zip") and "FIFO" in problems[-1]
+
+
 def test_a_benchmark_without_a_server_layout_is_refused_in_one_line(tmp_path, capsys):
     from tests.test_datasets_revos import write_revos
 
@@ -178,3 +187,30 @@ def test_a_refytvos_run_predicts_scores_nothing_and_its_run_directory_zips(refyt
         assert np.array_equal(np.array(Image.open(io.BytesIO(z.read("Annotations/v1/1/00005.png")))) > 0,
                               np.array(Image.open(pred / "v1" / "1" / "00005.png")) > 0)
     assert submission.check("refytvos", refytvos, out) == []
+
+
+@pytest.mark.parametrize("exp_id", ["../../evil", "/tmp/evil", "a\\..\\..\\evil", "x\x00y"])
+def test_an_expression_id_that_names_a_path_outside_the_archive_refuses_the_export_in_one_line(
+        mevis, tmp_path, capsys, exp_id):
+    # a meta whose expression id holds "../" wrote a zip entry outside the unzip folder, exit 0
+    videos = json.loads((mevis / "valid" / "meta_expressions.json").read_text())
+    videos["videos"]["v1"]["expressions"][exp_id] = {"exp": "the evil"}
+    (mevis / "valid" / "meta_expressions.json").write_text(json.dumps(videos))
+    pred = tmp_path / "pred"
+    write_pngs(pred, VIDEOS)
+    out = tmp_path / "sub.zip"
+    for extra in ([], ["--empty-missing"]):
+        assert submission.main(["mevis", str(mevis), str(pred), str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "cannot be named in the archive" in err and "no zip written" in err
+        assert not out.exists() and not list(tmp_path.glob(".sub.zip*"))
+    problems = submission.check("mevis", mevis, out)
+    assert any("is a path outside the archive's root" in p or "not a plain relative path" in p for p in problems)
+
+
+@pytest.mark.parametrize("name, why", [("ok/0/00000.png", None), ("../x.png", "outside"), ("/x.png", "outside"),
+                                       ("C:x.png", "outside"), ("a/../../x.png", "outside"), ("a//x.png", "empty"),
+                                       ("./x.png", "'.'"), ("a\\x.png", "backslash"), ("a\x01.png", "control")])
+def test_name_problem(name, why):
+    problem = submission.name_problem(name)
+    assert (problem is None) if why is None else (why in problem)

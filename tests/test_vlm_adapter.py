@@ -162,9 +162,10 @@ def test_video_segmentation_propagates_from_the_first_named_frame(demo):
     assert len(pred.masks) == 16 and pred.trace["key_frame"] == 5
 
 
-def test_an_empty_list_is_an_empty_mask_not_a_failure(demo):
-    pred = make(Canned("[]"), sam2=FakeSam2()).predict(demo["image/coffee_cup"])
-    assert pred.masks == [None]
+def test_an_empty_list_is_the_no_target_answer_not_a_failure(demo):
+    sam2 = FakeSam2()
+    pred = make(Canned("[]"), sam2=sam2).predict(demo["image/coffee_cup"])
+    assert pred.no_target and pred.masks is None and pred.error is None and sam2.calls == []
 
 
 def test_segmentation_without_sam2_is_an_adapter_error(demo):

@@ -48,7 +48,8 @@ class GGUFPolicy(Policy):
                    decoding draws no random numbers).
     chat_template: None = the GGUF's `tokenizer.chat_template`; else a Jinja2 template or a name
                    from rvt_bench.adapters.policy.chat.NAMED_TEMPLATES, required when the GGUF has none.
-    cache_dir:     where chunked models are assembled (None = ~/.cache/rvt-bench/gguf).
+    cache_dir:     where chunked models are assembled and weights requantised (None = ~/.cache/rvt-bench/gguf,
+                   moved by RVT_BENCH_CACHE or XDG_CACHE_HOME: rvt_bench.core.paths.cache_root).
     decoding:      "free" | "grammar": constrain each continuation to the request's GBNF grammar
                    (llama.cpp's grammar sampler; the transformers runtime: xgrammar).
     requantize:    llama_cpp only: None = run the shipped weights; "q8_0" = run them requantised to

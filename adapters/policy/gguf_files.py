@@ -16,9 +16,14 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from rvt_bench.core.paths import cache_root
 from rvt_bench.core.types import AdapterError
 
-DEFAULT_CACHE_DIR = Path.home() / ".cache" / "rvt-bench" / "gguf"
+
+def default_cache_dir() -> Path:
+    """Where assembled and requantised weights go when policy.cache_dir is null: <cache_root>/gguf
+    (~/.cache/rvt-bench/gguf unless RVT_BENCH_CACHE or XDG_CACHE_HOME moves it; core/paths.py)."""
+    return cache_root() / "gguf"
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ def resolve_gguf(key: str, cache_dir: str | Path | None = None) -> Path:
         raise AdapterError(f"GGUF model {key!r} needs the package {spec.package!r} ({spec.install})")
     if spec.assembled:
         module = importlib.import_module(spec.module)
-        target = Path(cache_dir or DEFAULT_CACHE_DIR) / spec.filename
+        target = Path(cache_dir or default_cache_dir()) / spec.filename
         try:
             # assemble() verifies the sha256 of an existing file and of a freshly joined one.
             return Path(module.assemble(target))
@@ -113,7 +118,8 @@ REQUANTIZE_TYPES = ("q8_0",)
 
 def requantize_gguf(path: Path, ftype: str, cache_dir: str | Path | None = None) -> Path:
     """`path` requantised to `ftype` ("q8_0") by llama.cpp's own `llama_model_quantize`, written
-    once into `cache_dir` (default ~/.cache/rvt-bench/gguf) as `<stem>.<ftype>.gguf` and reused
+    once into `cache_dir` (default `default_cache_dir()`: ~/.cache/rvt-bench/gguf, or under
+    RVT_BENCH_CACHE / XDG_CACHE_HOME) as `<stem>.<ftype>.gguf` and reused
     after. Why: llama.cpp's CPU kernels evaluate prompts and draft batches of Q8_0 ~1.5-2x faster
     than Q4_1 (llamafile's sgemm has no Q4_1 path), and Q8_0's rounding error is a small fraction
     of Q4_1's step, so the model is the same model to within that rounding (the fingerprint records
@@ -128,7 +134,7 @@ def requantize_gguf(path: Path, ftype: str, cache_dir: str | Path | None = None)
 
     if ftype not in REQUANTIZE_TYPES:
         raise AdapterError(f"policy requantize={ftype!r}: expected null or one of {list(REQUANTIZE_TYPES)}")
-    root = Path(cache_dir or DEFAULT_CACHE_DIR)
+    root = Path(cache_dir or default_cache_dir())
     target = root / f"{Path(path).stem}.{ftype}.gguf"
     if target.is_file():
         return target
@@ -139,7 +145,7 @@ def requantize_gguf(path: Path, ftype: str, cache_dir: str | Path | None = None)
         probe.unlink()
     except OSError as exc:
         raise AdapterError(f"policy.cache_dir {root} is not a writable directory ({exc.strerror or exc}); the "
-                           f"requantised weights are written there once: set policy.cache_dir to one") from exc
+                           f"requantised weights are written there once: set policy.cache_dir or RVT_BENCH_CACHE to one") from exc
     try:
         lock = FileLock(str(target) + ".lock", timeout=600)
         lock.acquire()

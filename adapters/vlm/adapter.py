@@ -19,12 +19,12 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from rvt_bench.adapters.base import Adapter, ScoredSample, settings_block
-from rvt_bench.adapters.vlm import families, funnel
+from rvt_bench.adapters.vlm import calibrate, families, funnel
 from rvt_bench.adapters.vlm import prompts as prompt_mod
 from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
 from rvt_bench.adapters.vlm.coords import COORDINATE_FAMILIES, Detection, check_family, parse_detections, to_frame
 from rvt_bench.adapters.vlm.frames import resize, sample_indices, smart_resize
-from rvt_bench.adapters.vlm.reply import Reply, ReplyError, split_reply
+from rvt_bench.adapters.vlm.reply import Reply, ReplyError, says_no_target, split_reply
 from rvt_bench.core.frames import read_frame
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample
@@ -45,6 +45,8 @@ class FrameSampling:
     min_pixels / max_pixels: smart_resize area bounds per frame, in pixels; 401408 = 512 merged
         28 px patches (Qwen2.5-VL's own default allows 12845056).
     factor: sides become multiples of this (Qwen2/2.5-VL: 14 px patches merged 2x2).
+    A server's processor must keep these sizes (its own bounds at least as wide): the preflight
+    checks it where the family's boxes are pixels of that size (rvt_bench.adapters.vlm.calibrate).
     """
 
     num_frames: Optional[int] = 16
@@ -98,6 +100,8 @@ class VLMAdapter(Adapter):
         `frames.factor` must be its own, else AdapterError.
     frames: FrameSampling keys. generation: Generation keys. think: Think keys (the answer is read
         after </think>, rvt_bench.adapters.vlm.reply).
+    input_size_check: check at preflight that the server's processor keeps the frames' size, for
+        families whose boxes are pixels of that size (rvt_bench.adapters.vlm.calibrate); false skips it.
     grounding_fill: boxes of frames not shown to the model: "nearest" (the nearest shown frame's,
         the earlier on ties) or "none" (no box).
     sam2: a SAM2 backend (rvt_bench.adapters.twin.backends.sam2_hf / sam2_pkg) for segmentation, or None
@@ -118,11 +122,14 @@ class VLMAdapter(Adapter):
                  coords: str = "qwen2_5_vl", frames: Mapping[str, Any] | None = None,
                  generation: Mapping[str, Any] | None = None, think: Mapping[str, Any] | None = None,
                  grounding_fill: str = "nearest", sam2: Any = None, prompts: Mapping[str, Any] | None = None,
-                 family: str | None = None, **backend_kwargs: Any):
+                 family: str | None = None, input_size_check: bool = True, **backend_kwargs: Any):
         self.name = name
+        self.model_name = model
         self.coords = check_family(coords)
         self.frames = settings_block("frames", FrameSampling, frames)
         self.family = families.check(family, self.coords, self.frames, model)
+        self.input_size_check = bool(input_size_check)
+        self.input_size: dict | None = None  # what the preflight check saw (rvt_bench.adapters.vlm.calibrate)
         self.generation = settings_block("generation", Generation, generation)
         self.think = settings_block("think", Think, think)
         if grounding_fill not in FILL:
@@ -158,6 +165,20 @@ class VLMAdapter(Adapter):
 
     def preflight(self) -> None:
         self.backend.preflight()
+        family = self.checked_family()
+        if family is not None and self.input_size_check and not self.backend.knows_input_size:
+            what = f"the server of model.model={self.model_name!r} ({getattr(self.backend, 'base_url', '?')})"
+            self.input_size = calibrate.check_input_size(self.backend, family, self.frames, what)
+
+    def checked_family(self) -> str | None:
+        """The family whose server-side resize the preflight checks: the stated family, else the one
+        model.model names (never for model.family=custom), when its coordinates are absolute pixels
+        of the processed input (rvt_bench.adapters.vlm.calibrate.TOKENS_PER_IMAGE) and model.coords
+        is its convention."""
+        family = self.family if self.family is not None else families.family_of(self.model_name)
+        if family in calibrate.TOKENS_PER_IMAGE and families.FAMILIES[family].coords == self.coords:
+            return family
+        return None
 
     def close(self) -> None:
         self.backend.close()
@@ -240,9 +261,12 @@ class VLMAdapter(Adapter):
         if sample.task in ("vqa", "summarization"):
             pred.text = parts.answer
             return pred
-        dets = self._detections(job, parse_detections(parts.answer))
+        dets = [] if says_no_target(parts.answer) else self._detections(job, parse_detections(parts.answer))
         trace["detections"] = [{"frame": d.frame, "box": _r(d.box), "point": None if d.point is None else _r(d.point)}
                                for d in dets]
+        if not dets:  # "[]" (as the prompts ask) or "none": the model's answer is that nothing matches
+            pred.no_target = True
+            return pred
         if sample.task == "grounding":
             pred.boxes = self._boxes(job, dets)
             return pred

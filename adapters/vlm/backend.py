@@ -34,6 +34,9 @@ class VLMBackend(ABC):
     name: str
     batch_size: int = 1
     """Requests worth sending together (hf: decoded as one batch; openai: in flight at once)."""
+    knows_input_size: bool = False
+    """True where replies carry the size each image was processed at (Reply.input_sizes); else the
+    adapter checks the server's resize at preflight (rvt_bench.adapters.vlm.calibrate)."""
 
     @abstractmethod
     def generate(self, requests: list[VLMRequest]) -> list[Reply | AdapterError]:

@@ -66,6 +66,7 @@ class VLMConfig:
     model: str = MISSING
     coords: str = _VLM["coords"]
     family: Optional[str] = _VLM["family"]
+    input_size_check: bool = _VLM["input_size_check"]
     frames: FrameSamplingConfig = field(default_factory=FrameSamplingConfig)  # type: ignore[valid-type]
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # type: ignore[valid-type]
     think: ThinkConfig = field(default_factory=ThinkConfig)  # type: ignore[valid-type]

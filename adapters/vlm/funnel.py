@@ -6,7 +6,8 @@ Stages, in order, then "result correct" (rvt_bench.core.records.ScoreRecord.corr
                   family on frames it was shown (no parse failure)
   sam2_masks      segmentation only: SAM2 turned the boxes into masks (no failure after parsing);
                   does not apply to the other tasks
-Measures: reply tokens (mean over replies), and the seconds the predictions recorded: frames
+Measures: reply tokens (mean over replies), the share answered "no target" (a reply of [] or
+"none" for a segmentation or grounding query: Prediction.no_target; only when some did), and the seconds the predictions recorded: frames
 (reading and resizing), generation (the VLM), SAM2, total.
 """
 from __future__ import annotations
@@ -38,4 +39,5 @@ def passed(item: ScoredSample) -> dict[str, bool | None]:
 
 def measures(scored: Sequence[ScoredSample]) -> list[Measure]:
     tokens = [float(t["n_tokens"]) for t in map(_trace, scored) if isinstance(t.get("n_tokens"), (int, float))]
-    return [*M.mean("reply_tokens", "reply tokens (mean)", tokens, "count"), *M.latency(scored, LATENCY)]
+    return [*M.mean("reply_tokens", "reply tokens (mean)", tokens, "count"), *M.no_target(scored),
+            *M.latency(scored, LATENCY)]

@@ -29,6 +29,7 @@ class HFVLM(ModelBackend, VLMBackend):
     """
 
     name = "hf"
+    knows_input_size = True  # image_grid_thw read back per image
 
     def __init__(self, model: str, revision: str = "main", device: str = "auto", dtype: str = "auto",
                  batch_size: int = 4, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,

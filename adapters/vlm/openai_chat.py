@@ -122,5 +122,8 @@ class OpenAIChatVLM(VLMBackend):
             finish = choice.finish_reason
         except (AttributeError, IndexError, TypeError) as exc:
             raise AdapterError(f"vlm {self.model}: malformed chat response from {self.base_url}: {exc}") from exc
-        n_tokens = int(getattr(getattr(resp, "usage", None), "completion_tokens", 0) or 0)
-        return Reply(text=text, finish_reason="length" if finish == "length" else "stop", n_tokens=n_tokens)
+        usage = getattr(resp, "usage", None)
+        n_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        prompt_tokens = getattr(usage, "prompt_tokens", None)
+        return Reply(text=text, finish_reason="length" if finish == "length" else "stop", n_tokens=n_tokens,
+                     prompt_tokens=prompt_tokens if type(prompt_tokens) is int and prompt_tokens >= 0 else None)

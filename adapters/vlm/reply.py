@@ -32,12 +32,14 @@ class Reply:
     """One generation. text: the decoded reply (special tokens removed). finish_reason: "stop" (the
     model ended its turn) or "length" (max tokens reached). n_tokens: tokens generated.
     input_sizes: (h, w) of each image as the model received it, when the backend knows (hf reads
-    Qwen's image_grid_thw); None = as sent."""
+    Qwen's image_grid_thw); None = as sent. prompt_tokens: the tokens the server counted in the
+    request (``usage.prompt_tokens``), None where it reports none."""
 
     text: str
     finish_reason: str
     n_tokens: int
     input_sizes: list[tuple[int, int]] | None = None
+    prompt_tokens: int | None = None
 
 
 @dataclass
@@ -74,3 +76,14 @@ def split_reply(text: str, finish_reason: str = "stop") -> Parts:
     if not answer:
         raise ReplyError("empty_answer", "the reply has no answer text" + (" after </think>" if thought is not None else ""))
     return Parts(thought, answer)
+
+
+NO_TARGET_ANSWERS = ("none", "no target", "no object", "no such object", "nothing")
+"""Whole answers (case, surrounding space and a final period aside) that say the query names no
+object; the prompts ask for ``[]``, which rvt_bench.adapters.vlm.coords.parse_detections reads as
+no detection."""
+
+
+def says_no_target(answer: str) -> bool:
+    """True when the whole answer is one of NO_TARGET_ANSWERS."""
+    return answer.strip().rstrip(".").strip().lower() in NO_TARGET_ANSWERS

@@ -49,7 +49,9 @@ JSON_DEPTH = 10_000
 
 UNSCHEMED = float(1 << 53)
 """Any number of a setting that no schema ranges (a policy backend's, a user model's): the last
-integer a float holds exactly; a seconds setting (its name ends in `_s`) at most SECONDS."""
+integer a float holds exactly; a seconds setting (its name ends in `_s`) at most SECONDS, a pool's
+size (`workers`, `*_concurrency`, `*_threads`, `n_parallel`, `pool_size`...: rvt_bench.core.ranges.unschemed_limit)
+at most WORKERS."""
 
 SANDBOX_POOL = 64
 """Warm sandboxes kept started ahead of use (model.sandbox.pool_size): each is an interpreter of about

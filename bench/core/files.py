@@ -10,7 +10,9 @@ Every read here is bounded, whatever is on disk:
   ``max_json_depth`` (json's RecursionError for the very deep, one pass over the levels for the
   rest), an integer literal over Python's limit (4300 digits, sys.get_int_max_str_digits: its
   ValueError), and a key repeated in one object (``object_pairs_hook``) are refused;
-- a relative name from data must stay inside its declared root (`inside`).
+- a relative name from data must stay inside its declared root (`inside`);
+- an image is decoded only after its header's width x height passed ``max_image_pixels``
+  (`read_image`, `check_image_pixels`; frames: rvt_bench.core.frames, mask PNGs: rvt_bench.core.png).
 A violation raises ``FileLimitError`` (a DatasetFormatError) naming the file and what was wrong;
 the caller decides whether it is one sample's data error or the whole dataset's.
 
@@ -27,7 +29,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from rvt_bench.core.types import DatasetFormatError
 
@@ -47,7 +49,8 @@ class ReadLimits:
     max_image_pixels:   width x height of one frame or mask image, read from its header before any
                         decode (2**26 = an 8192 x 8192 image).
     max_polygon_points: points of all polygons of one annotation file (hand-drawn LabelMe shapes have
-                        tens to hundreds; filling costs up to points x rows).
+                        tens to hundreds; filling costs up to points x rows), or of one COCO
+                        annotation (RefCOCO).
     """
 
     max_file_mb: float = 4096.0
@@ -105,6 +108,15 @@ def open_regular(path: str | Path, what: str = "file") -> tuple[int, int]:
         os.close(fd)
         raise
     return fd, st.st_size
+
+
+def open_binary(path: str | Path, what: str = "file") -> BinaryIO:
+    """A binary file object of the regular file `path` (`open_regular`'s checks: a FIFO or a device
+    is refused, nothing hangs), for a library that reads the file itself within its own bounds
+    (pyarrow reads a parquet footer, zipfile a central directory). The caller closes it. Raises as
+    `open_regular`."""
+    fd, _ = open_regular(path, what)
+    return os.fdopen(fd, "rb")
 
 
 def _kind(mode: int) -> str:
@@ -356,3 +368,35 @@ def check_image_pixels(buf: bytes, path: str | Path, what: str = "image") -> Non
     if size is not None and size[0] * size[1] > limit:
         raise FileLimitError(f"{what} {path} is {size[0]} x {size[1]} = {size[0] * size[1]:,} pixels, which exceeds the "
                              f"limit of {limit:,} (dataset.limits.max_image_pixels); not decoded")
+
+
+def read_image(path: str | Path, what: str = "image", mode: str | None = None):
+    """The pixels of the image file `path` as PIL gives them, ``np.asarray(Image.open(path))`` (after
+    ``.convert(mode)`` when `mode` is given: "P", "L"...), as a numpy array: (H, W) for palette and
+    gray images (palette indices, gray values), (H, W, C) otherwise.
+
+    Read through `read_data` (a regular file, at most max_file_mb) and checked from its header
+    against ReadLimits.max_image_pixels before any decode (PIL's own decompression-bomb limit
+    still refuses more than 2 x Image.MAX_IMAGE_PIXELS). Raises DatasetFormatError naming the file
+    (FileLimitError for a limit) when it is missing, not a regular file, too large, over the pixel
+    limit, or not a decodable image."""
+    import io
+    import warnings
+
+    import numpy as np
+    from PIL import Image
+
+    buf = read_data(path, what)
+    check_image_pixels(buf, path, what)
+    limit = _limits.max_image_pixels
+    try:
+        with warnings.catch_warnings():  # PIL warns from 89M pixels on; max_image_pixels decides
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(buf)) as img:
+                width, height = img.size
+                if width * height > limit:  # a header image_size could not read, PIL's parser did
+                    raise FileLimitError(f"{what} {path} is {width} x {height} = {width * height:,} pixels, which exceeds "
+                                         f"the limit of {limit:,} (dataset.limits.max_image_pixels); not decoded")
+                return np.asarray(img.convert(mode) if mode is not None else img)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise DatasetFormatError(f"{what} {path} is not a readable image: {exc}") from None

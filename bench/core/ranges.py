@@ -90,8 +90,8 @@ def _walk(node: Any, path: str, out: list[str]) -> None:
             out.append(f"{where}={child._value()!r} must be a finite number")
         elif not bounds and isinstance(child, ValueNode) and _number(child._value()):
             # a setting no schema ranges (a policy backend's, a model's own): its unit read from its
-            # name (`*_s` seconds), otherwise no number past 2^53, the last integer a float holds
-            limit = SECONDS if str(key).endswith("_s") else UNSCHEMED
+            # name (`*_s` seconds, a pool's size), otherwise no number past 2^53
+            limit = unschemed_limit(str(key))
             if abs(child._value()) > limit:
                 out.append(f"{where}={child._value()!r} must be <= {limit:g}")
         elif bounds:
@@ -100,6 +100,22 @@ def _walk(node: Any, path: str, out: list[str]) -> None:
                 out.append(f"{where}={value!r} must be {range_text(bounds)}")
         if isinstance(child, (DictConfig, ListConfig)):
             _walk(child, where, out)
+
+
+_POOL_NAMES = ("workers", "concurrency", "threads", "parallel", "pool_size")
+
+
+def unschemed_limit(key: str) -> float:
+    """The upper bound of a numeric setting `key` that no schema ranges, by its unit read from its
+    name: a name ending in `_s` is seconds (SECONDS); `workers`, `concurrency`, `threads`,
+    `parallel`, `pool_size` or a name ending in `_` + one of them (`n_parallel`) is a pool's size (WORKERS, 1024: a
+    precomputed model's `model.workers=1e8` would start a hundred million threads); any other at
+    UNSCHEMED (2^53, the last integer a float holds exactly)."""
+    if key.endswith("_s"):
+        return SECONDS
+    if any(key == name or key.endswith("_" + name) for name in _POOL_NAMES):
+        return WORKERS
+    return UNSCHEMED
 
 
 def _finite(value: Any) -> bool:

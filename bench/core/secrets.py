@@ -97,6 +97,18 @@ def in_url(text: str) -> bool:
     return bool(_URL_USERINFO.search(text) or _URL_PARAM.search(text) or _URL_FRAGMENT.search(text))
 
 
+def secret_env_name(name: str) -> bool:
+    """Whether the environment variable `name` holds a secret by its name (API_KEY, TOKEN, SECRET or
+    PASSWORD in it): its value is remembered by `remember_environment` and scrubbed."""
+    return bool(_SECRET_ENV.search(name))
+
+
+def secret_config_key(key: str) -> bool:
+    """Whether a config key's value is a secret wherever it appears (SECRET_KEYS, or a secret HTTP
+    header such as Authorization): `remember_config` remembers it."""
+    return key in SECRET_KEYS or bool(_HEADER_KEY.match(key))
+
+
 def remember_environment(environ: dict[str, str] | None = None) -> None:
     """Remember the values of the environment's secret variables (names with API_KEY, TOKEN,
     SECRET or PASSWORD): a policy that reads OPENAI_API_KEY must not echo it either."""

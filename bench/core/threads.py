@@ -10,13 +10,16 @@ import queue
 import threading
 from typing import Callable, Iterable, TypeVar
 
+from rvt_bench.core.bounds import WORKERS
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 
 def map_threads(fn: Callable[[T], R], items: Iterable[T], workers: int, name: str = "worker") -> list[R]:
-    """[fn(item) for item in items], computed on at most `workers` daemon threads; results in the
-    items' order. The first exception an item raises is raised here (the rest are dropped). The
+    """[fn(item) for item in items], computed on at most `workers` daemon threads (and never more
+    than rvt_bench.core.bounds.WORKERS, 1024: a rollout batch of 65536 asked for one each); results
+    in the items' order. The first exception an item raises is raised here (the rest are dropped). The
     caller's thread waits in short slices, so a stop signal is handled at once."""
     todo = list(enumerate(items))
     if not todo:
@@ -38,7 +41,7 @@ def map_threads(fn: Callable[[T], R], items: Iterable[T], workers: int, name: st
             except BaseException as exc:  # handed to the caller's thread
                 done.put((i, False, exc))
 
-    for k in range(max(1, min(int(workers), len(todo)))):
+    for k in range(max(1, min(int(workers), len(todo), WORKERS))):
         threading.Thread(target=loop, name=f"{name}-{k}", daemon=True).start()
     results: dict[int, R] = {}
     try:

@@ -6,6 +6,7 @@ this code. Masks are COCO RLE dicts ``{"size": [H, W], "counts": str}`` (ASCII c
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
@@ -200,7 +201,10 @@ class Sample:
     frames:    image paths in temporal order; load with rvt_bench.core.frames.read_frame -> (H, W, 3) uint8 RGB.
     frame_ids: the dataset's own frame names, same length as frames.
     task:      "segmentation" | "grounding" | "vqa" | "summarization".
-    meta:      what the protocol groups by: level, category, type_id, is_sentence, source ids...
+    meta:      what the protocol groups by: level, category, type_id, is_sentence, source ids...;
+               shown on the sample's card (report.html, rvt-bench visualize) when a loader sets them:
+               "card" (one line, e.g. GroundMoRe's action window) and "frame_notes" (one text per
+               frame, "" for none, appended to the frame's label)
     annotations: every annotated object in the frames (not only the target), for oracle perception;
                None when the dataset has no such annotations.
     """
@@ -233,6 +237,15 @@ class Prediction:
     trace:   full raw model output (e.g. the DT-R1 rollout), for debugging failures.
     timings: seconds per stage, e.g. {"policy": 3.2, "twin": 0.4, "sandbox": 0.1}.
     error:   None, or {"kind": FailureKind, "message": str} when the sample failed; scored as empty.
+    no_target: True when the model answered that the query names no object in the media ("no
+             target", gRefCOCO's no-target expressions, SA-Co's negative phrases): an answer, neither
+             an empty mask (a segmentation that found nothing) nor a failure. It carries no masks or
+             boxes. Each protocol says how it scores it (rvt_bench.metrics.protocols.base.Protocol.
+             no_target: the benchmarks without no-target samples score it as an empty prediction).
+    no_target_score: the model's own score for "no target" where it has one (e.g. ReLA's
+             no-target head, gRefCOCO's nt_label), on the model's scale; None = none given.
+    Both are written to predictions.jsonl only when set, so records without them read and write as
+    before.
     """
 
     sample_id: str
@@ -244,6 +257,8 @@ class Prediction:
     timings: dict[str, float] = field(default_factory=dict)
     error: dict[str, str] | None = None
     schema_version: int = SCHEMA_VERSION
+    no_target: bool = False
+    no_target_score: float | None = None
 
     @classmethod
     def failure(cls, sample_id: str, kind: FailureKind | str, message: str, **kw: Any) -> "Prediction":
@@ -258,12 +273,36 @@ class Prediction:
         """The FailureKind of a failed prediction, None when it did not fail."""
         return None if self.error is None else self.error.get("kind")
 
+    @classmethod
+    def none_found(cls, sample_id: str, score: float | None = None, **kw: Any) -> "Prediction":
+        """The "no target" answer (see the class docstring), with the model's score for it if any."""
+        return cls(sample_id=sample_id, no_target=True, no_target_score=score, **kw)
+
+    def check_no_target(self) -> None:
+        """AdapterError when a "no target" answer also holds a mask or a box (it names none), or its
+        score is not a finite number."""
+        if not self.no_target:
+            if self.no_target_score is not None:
+                raise AdapterError(f"sample {self.sample_id!r}: a no-target score without the no-target answer")
+            return
+        if any(m is not None for m in self.masks or []) or any(self.boxes or []):
+            raise AdapterError(f"sample {self.sample_id!r}: a no-target answer that also holds masks or boxes")
+        score = self.no_target_score
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
+            raise AdapterError(f"sample {self.sample_id!r}: no_target_score must be a finite number, got {str(score)[:40]!r}")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
     def to_json(self) -> dict:
-        """The predictions.jsonl object (JSON types only); `from_json` reads it back."""
-        return self.to_dict()
+        """The predictions.jsonl object (JSON types only); `from_json` reads it back. no_target and
+        no_target_score appear only when set (records of models without them are unchanged)."""
+        out = self.to_dict()
+        if not self.no_target:
+            out.pop("no_target")
+        if self.no_target_score is None:
+            out.pop("no_target_score")
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Prediction":
@@ -284,6 +323,9 @@ class Prediction:
         if error is not None and not (isinstance(error, dict) and isinstance(error.get("kind"), str)):
             raise RunStoreError(f"prediction {d['sample_id']!r}: 'error' must be null or an object with a "
                                 f"'kind' string (and a 'message'), got {str(error)[:80]}")
+        if not isinstance(d.get("no_target", False), bool):
+            raise RunStoreError(f"prediction {d['sample_id']!r}: 'no_target' must be true or false, "
+                                f"got {str(d.get('no_target'))[:40]}")
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
 

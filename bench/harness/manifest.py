@@ -21,9 +21,11 @@ REPO_ROOT = CHECKOUT or PACKAGE_DIR  # git reports the checkout; a wheel install
 # Keys of the dataset config that say where the data lies, not what is evaluated: moving a copy of
 # ReVOS must not change the run.
 _NON_SEMANTIC_DATASET_KEYS = {"root"}
-# Policy keys that say where and how patiently a server is reached, not what answers: moving the
-# server or raising a timeout resumes the same run (and retries its failed samples).
-_NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "max_concurrency"}
+# Policy keys that say where and how patiently a server is reached, and whether it is checked
+# before the first sample (input_size_check), not what answers: moving the server or raising a
+# timeout resumes the same run (and retries its failed samples).
+_NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "max_concurrency",
+                             "input_size_check"}
 
 # Model keys that say what a job asks of the cluster (conf/hydra/launcher/slurm.yaml), not what it computes.
 _NON_SEMANTIC_MODEL_KEYS = {"resources"}

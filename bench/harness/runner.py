@@ -36,6 +36,7 @@ from rvt_bench.core.store import finite, predictions_filename, read_run_json, wr
 from rvt_bench.core.types import ConfigError, RunStopped, RvtBenchError, Sample
 from rvt_bench.harness import judging, loggers, logs, outputs, publish, resume, rundir, score, signals, stops
 from rvt_bench.harness.config import adapter_node, check_ranges, check_run_name, with_schemas
+from rvt_bench.harness.secrets import check_env_interpolations
 from rvt_bench.loaders.config import read_limits
 from rvt_bench.harness.predict import FrameChecker, predict
 from rvt_bench.harness.results import finish_metrics, mark_not_comparable, write_sample_log
@@ -76,6 +77,7 @@ def run(cfg: DictConfig) -> RunResult:
     cfg = with_schemas(cfg)  # composed configs already are; one built by hand gets the same defaults
     check_ranges(cfg)  # run.limit=0, model.max_rounds=-1...: one line naming each, before any work
     check_run_name(cfg)  # one directory name under run.root: no '..', separators, control characters
+    check_env_interpolations(cfg)  # ${oc.env:HOME} in a published name: refused, one line
     _pin_hub_data(cfg)
     # throw_on_missing: a required value (`???`, e.g. dataset.root) fails here, named, before any work
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]

@@ -16,7 +16,9 @@ docs/benchmarks/refytvos.md.
 
 An expression without a usable prediction (missing, failed, wrong frame count or size) stops the
 export with one line naming the first few, unless --empty-missing writes empty masks for them (and
-names them). --check reads an archive back: every expected entry present, nothing else, each a PNG
+names them). An entry name that is not a plain relative path inside the archive (a video or
+expression id holding "../", "/..", a backslash or a control character: unzipped, it would land
+outside the folder) stops the export with one line naming the expressions, --empty-missing or not. --check reads an archive back: every expected entry present, nothing else, each a PNG
 of its frame's size; exit status 0 when it passes, 1 with one line per problem (at most 20) when not.
 """
 from __future__ import annotations
@@ -25,13 +27,14 @@ import argparse
 import io
 import sys
 import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 from PIL import Image
 
 from rvt_bench.core import files, masks, png
+from rvt_bench.core.files import FileLimitError
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core import benchmark as benchmark_decl
 from rvt_bench.core.benchmark import PredictionLayout
@@ -73,11 +76,31 @@ def samples(benchmark: str, root: str | Path, split: str) -> tuple[list[Sample],
 
 def entry_names(sample: Sample, layout: PredictionLayout) -> list[str]:
     """The archive names of a sample's PNGs (the declared template, e.g. <video>/<exp_id>/<frame>.png),
-    one per frame. Raises DatasetFormatError when the sample lacks a meta key the template needs."""
+    one per frame. Raises DatasetFormatError when the sample lacks a meta key the template needs, or
+    when a name is not a plain relative path inside the archive (`name_problem`: a video or
+    expression id holding "../" would write outside the folder the archive is unzipped in)."""
     try:
-        return layout.names(sample.meta, sample.frame_ids)
+        names = layout.names(sample.meta, sample.frame_ids)
     except KeyError as exc:
         raise DatasetFormatError(f"sample {sample.id}: the submission layout needs meta key {exc}") from exc
+    for name in names:
+        problem = name_problem(name)
+        if problem is not None:
+            raise DatasetFormatError(f"sample {sample.id}: archive entry {name[:200]!r} is {problem}")
+    return names
+
+
+def name_problem(name: str) -> str | None:
+    """Why the zip entry `name` is not a plain relative path inside the archive (None when it is):
+    absolute ("/x", "C:x"), climbing out (a ".." component), an empty or "." component, a
+    backslash (a separator to Windows extractors) or a control character (zipfile cuts a name at NUL)."""
+    if name.startswith("/") or (len(name) > 1 and name[0].isalpha() and name[1] == ":") or ".." in name.split("/"):
+        return "a path outside the archive's root"
+    if not name or any(part in ("", ".") for part in name.split("/")):
+        return "not a plain relative path (an empty or '.' component)"
+    if "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "not a plain relative path (a backslash or a control character)"
+    return None
 
 
 def png_bytes(mask: np.ndarray) -> bytes:
@@ -125,8 +148,10 @@ def export(benchmark: str, root: str | Path, pred: str | Path, out: str | Path, 
            empty_missing: bool = False) -> dict:
     """Write the server's zip of `pred` (module docstring) to `out` (atomically: a temporary file
     renamed). Returns {"expressions", "entries", "empty": ids written as empty masks}. Raises
-    SubmissionError when an expression has no usable prediction (without empty_missing), `pred`
-    does not exist, or its predictions file is unreadable."""
+    SubmissionError when an expression has no usable prediction (without empty_missing), when an
+    expression's entry name is not a plain relative path inside the archive (`name_problem`: the
+    whole export is refused, --empty-missing or not: the server expects that entry), when `pred`
+    does not exist, or its predictions file is unreadable. No zip is left behind on a refusal."""
     pred = Path(pred)
     if not pred.exists():
         raise SubmissionError(f"predictions {pred} do not exist (a run directory, a .jsonl file or a folder of PNGs)")
@@ -138,11 +163,16 @@ def export(benchmark: str, root: str | Path, pred: str | Path, out: str | Path, 
     chosen, layout = samples(benchmark, root, split)
     declared = [lay for lay in benchmark_decl.prediction_layouts(benchmark).values() if lay.per_frame]
     source = declared[0] if declared else layout  # a PNG folder: the benchmark's declared prediction layout
-    problems, empty, written = [], [], 0
+    problems, unsafe, empty, written = [], [], [], 0
     out = Path(out)
     tmp = out.with_name(f".{out.name}.partial")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
         for sample in chosen:
+            try:
+                names = entry_names(sample, layout)
+            except DatasetFormatError as exc:
+                unsafe.append(str(exc))
+                continue
             try:
                 frames = _frame_masks(sample, pred, predictions, source)
             except DatasetFormatError as exc:
@@ -151,9 +181,15 @@ def export(benchmark: str, root: str | Path, pred: str | Path, out: str | Path, 
                     continue
                 empty.append(sample.id)
                 frames = [np.zeros(frame_size(f), dtype=bool) for f in sample.frames]
-            for name, mask in zip(entry_names(sample, layout), frames):
+            for name, mask in zip(names, frames):
                 archive.writestr(zipfile.ZipInfo(name, ZIP_TIME), png_bytes(mask), zipfile.ZIP_DEFLATED)
                 written += 1
+    if unsafe:
+        tmp.unlink()
+        shown = "; ".join(unsafe[:3]) + (f"; ... and {len(unsafe) - 3} more" if len(unsafe) > 3 else "")
+        raise SubmissionError(f"{len(unsafe)} of {len(chosen)} expressions cannot be named in the archive, no zip written "
+                              f"({shown}); the server's archive holds plain relative paths only: fix those ids in the "
+                              f"dataset's meta")
     if problems:
         tmp.unlink()
         shown = "; ".join(problems[:3]) + (f"; ... and {len(problems) - 3} more" if len(problems) > 3 else "")
@@ -167,22 +203,27 @@ def check(benchmark: str, root: str | Path, archive_path: str | Path, split: str
     """The problems of a submission zip (empty list = it passes): entries missing, unexpected
     (other names, folders, paths with ".." or a leading "/"), or not a PNG of the frame's size."""
     chosen, layout = samples(benchmark, root, split)
-    expected = {}
+    expected, problems = {}, []
     for sample in chosen:
-        for name, frame in zip(entry_names(sample, layout), sample.frames):
+        try:
+            names = entry_names(sample, layout)
+        except DatasetFormatError as exc:
+            problems.append(str(exc))
+            continue
+        for name, frame in zip(names, sample.frames):
             expected[name] = frame
-    try:
-        archive = zipfile.ZipFile(archive_path)
-    except (OSError, zipfile.BadZipFile) as exc:
-        return [f"{archive_path}: not a readable zip ({exc})"]
-    problems = []
+    try:  # through the checked reader: a FIFO or a device given as the archive is refused, nothing hangs
+        archive = zipfile.ZipFile(files.open_binary(archive_path, "submission zip"))
+    except (OSError, zipfile.BadZipFile, FileLimitError) as exc:
+        return problems + [f"{archive_path}: not a readable zip ({exc})"]
     with archive:
         names = archive.namelist()
         for name in names:
             if name.endswith("/"):
                 continue  # a folder entry (zip -r writes them): harmless
-            if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts:
-                problems.append(f"{name}: a path outside the archive's root")
+            problem = name_problem(name)
+            if problem is not None:
+                problems.append(f"{name[:200]}: {problem}")
             elif name not in expected:
                 problems.append(f"{name}: not a frame of any expression of the split (expected {layout.path})")
         missing = sorted(set(expected) - set(names))

@@ -8,10 +8,12 @@ rest is (report.html, metrics.json); `run.verbose=true` adds every metric and br
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from rvt_bench.core.units import NA, SCORE_METRICS, ci_text, pct, show, unit  # noqa: F401  (re-exported)
-from rvt_bench.harness.view import adapter_report, breakdown_rows, funnel_text, headline_rows, measure_text, metric_unit
+from rvt_bench.harness.view import adapter_report, averages_of, breakdown_rows, funnel_text, headline_rows, measure_text, metric_unit
 
 WIDTH = 110       # wrap long lines (funnel, measures) at this many characters
 MAX_WARNINGS = 5  # more are counted and left to metrics.json "warnings" (all of them with run.verbose=true)
@@ -114,6 +116,11 @@ def metric_lines(metrics: dict[str, Any], keys: list[str] | None, digits: int = 
         n = "" if r.n is None else str(r.n)
         base = "" if r.baseline is None else r.baseline_text
         out.append(f"  {r.key:<{width}}  {r.value_text:>8}  {r.ci_text:<{ci_width}}  {base:>11}  {r.unit:<5}  {n:>5}".rstrip())
+    averaged, groups = averages_of(metrics), {}
+    for r in rows:  # a protocol whose means are not over its samples: what the n column counts
+        if r.key in averaged:
+            groups.setdefault((averaged[r.key]["n"], averaged[r.key]["of"]), []).append(r.key)
+    out += [f"  n of {', '.join(names)}: {count} {of}" for (count, of), names in groups.items()]
     return out
 
 
@@ -170,7 +177,8 @@ def format_summary(result: Any, verbose: bool = False) -> str:
     if verbose:
         lines += breakdown_lines(m)
     # the paste-ready results table: the benchmark's paper layout where it has one
-    lines += ["", paste_table(m)]
+    board = getattr(result, "leaderboard", None)
+    lines += ["", paste_table(m, Path(board).parent if board is not None else getattr(result, "board_dir", None))]
     if not verbose:
         headline = {r.key for r in headline_rows(m)}
         others = len([k for k in values if k not in headline])
@@ -180,11 +188,26 @@ def format_summary(result: Any, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def paste_table(metrics: dict[str, Any]) -> str:
+def paste_table(metrics: dict[str, Any], board_dir: str | Path | None = None) -> str:
     """The table to paste into a paper: the run in its benchmark's published layout
-    (rvt_bench.leaderboards.tables, e.g. VISA's for ReVOS), else `results_table`."""
+    (rvt_bench.leaderboards.tables, e.g. VISA's for ReVOS), else `results_table`; under a layout,
+    the `rvt-bench render` command that prints it in LaTeX, with `--dir board_dir` when the run's
+    leaderboard folder (leaderboard.dir) is not render's default (None: not known, left out)."""
     from rvt_bench.leaderboards.tables import has_layout, paper_table
 
     if has_layout(metrics.get("dataset")):
-        return paper_table(metrics) + f"\n(LaTeX, with the published rows: rvt-bench render {metrics['dataset']} --format latex)"
+        return paper_table(metrics) + f"\n(LaTeX, with the published rows: {render_command(metrics['dataset'], board_dir)})"
     return results_table(metrics)
+
+
+def render_command(dataset: str, board_dir: str | Path | None = None) -> str:
+    """`rvt-bench render DATASET --format latex`, with `--dir board_dir` (shell-quoted) unless
+    board_dir is None or the folder render reads by default (leaderboards/config.py)."""
+    import shlex
+
+    from rvt_bench.leaderboards.config import LeaderboardConfig
+
+    command = f"rvt-bench render {shlex.quote(str(dataset))} --format latex"
+    if board_dir is None or os.path.abspath(board_dir) == os.path.abspath(LeaderboardConfig.dir):
+        return command
+    return f"{command} --dir {shlex.quote(str(board_dir))}"

@@ -67,11 +67,14 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
     if keys is None:
         keys = [k for k in metrics.get("headline") or [] if k in values] or list(values)
     cis, base, why = metrics.get("ci") or {}, metrics.get("baseline_empty") or {}, metrics.get("unavailable") or {}
+    averaged = averages_of(metrics)
     rows = []
     for key in keys:
         value, ci = values.get(key), cis.get(key) or {}
         u = metric_unit(metrics, key, value)
         n = ci.get("n", metrics.get("n") if "/" not in key else None)
+        if key in averaged:  # the protocol's means are over something else than its samples (they say what)
+            n = averaged[key]["n"]
         b = _number(base.get(key))
         rows.append(HeadlineRow(
             key=key, value=_number(value), low=_number(ci.get("low")), high=_number(ci.get("high")), baseline=b,
@@ -80,6 +83,16 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
             why="" if value is not None else str(why.get(key) or ci.get("reason") or "no value"),
             resampled=str(ci.get("resampled") or "")))
     return rows
+
+
+def averages_of(metrics: dict[str, Any]) -> dict[str, Any]:
+    """{metric key: {"n", "of"}} for the metrics a protocol says are means over something other than
+    its scored samples (metrics.json "averages": {"metrics", "n", "of"}; ReferFormer's Ref-DAVIS17:
+    GT objects per annotator set); {} when it says nothing."""
+    found = metrics.get("averages")
+    if not isinstance(found, dict) or not isinstance(found.get("n"), int) or not isinstance(found.get("metrics"), list):
+        return {}
+    return {str(k): {"n": found["n"], "of": str(found.get("of") or "")} for k in found["metrics"]}
 
 
 def adapter_report(metrics: dict[str, Any]) -> AdapterReport | None:

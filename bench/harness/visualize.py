@@ -152,8 +152,18 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
     scale = PANEL_HEIGHT / h
     out = cv2.resize(out, (max(1, round(w * scale)), PANEL_HEIGHT), interpolation=cv2.INTER_AREA)
     if sample.modality == "video":
-        _label(out, f"frame {sample.frame_ids[t]}", (4, PANEL_HEIGHT - 8))
+        _label(out, frame_label(sample, t), (4, PANEL_HEIGHT - 8))
     return out
+
+
+def frame_label(sample: Sample, t: int) -> str:
+    """The label of frame t of a video sample: its id ("frame 00005"; an id that already says frame,
+    "frame_000000", as it is), then the loader's note on it (meta "frame_notes"[t]) after ", " (OpenCV draws ASCII only)."""
+    fid = str(sample.frame_ids[t]) if t < len(sample.frame_ids or []) else str(t)
+    label = fid if fid.lower().startswith("frame") else f"frame {fid}"
+    notes = sample.meta.get("frame_notes") if isinstance(sample.meta, dict) else None
+    note = notes[t] if isinstance(notes, (list, tuple)) and t < len(notes) and isinstance(notes[t], str) else ""
+    return f"{label}, {note}" if note else label
 
 
 def _label(img: np.ndarray, text: str, origin: tuple[int, int]) -> None:
@@ -166,6 +176,8 @@ def _label(img: np.ndarray, text: str, origin: tuple[int, int]) -> None:
 
 def _header(sample: Sample, pred: Prediction | None, score: dict | None, width: int) -> np.ndarray:
     lines = [f"{sample.id}  [{sample.task}]  {sample.query}"]
+    if isinstance(sample.meta.get("card"), str) and sample.meta["card"]:
+        lines.append(sample.meta["card"])
     value = score_value(score)
     status = "no prediction" if pred is None else (f"FAILED {pred.error['kind']}: {pred.error['message']}" if pred.error else "ok")
     lines.append(f"score {100 * value:.1f} %  {status}" if value is not None else status)

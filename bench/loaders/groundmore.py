@@ -7,12 +7,10 @@ the model's inference; there is no file-based evaluator upstream).
 """
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from rvt_bench.core import files, masks
 from rvt_bench.core.frames import frame_size
@@ -67,13 +65,16 @@ class GroundMoReDataset(Dataset):
     (`action_window`), masks/frame_<k:06d>.png read as PIL `convert("P")` == obj_id, all zero when
     that PNG is missing; outside the window all zero; every mask of the first sampled frame's size.
     meta = {"video", "exp_id", "obj_id", "q_type", "answer", "action_start", "action_end",
-    "indices"}.
+    "indices", "card" (the action window in words, for the sample's card), "frame_notes" ("outside
+    action" for a sampled frame outside the window, else "")}.
 
     Data errors (the question is left out and listed): its video's images/ folder is missing (the
-    reference prints "Missing frames" and skips it), a question lacks a key or has an unreadable
-    time, a mask PNG cannot be read or has another size than the first sampled frame (the
-    reference fails on it). Raises DatasetFormatError for a missing root or annotation, another
-    split, or a JSON without "videos".
+    reference prints "Missing frames" and skips it), its video name leads out of the videos folder
+    ('..', absolute), a question lacks a key or has an unreadable time, a mask PNG cannot be read,
+    breaks dataset.limits (not a regular file, too large, over max_image_pixels: checked before
+    any decode) or has another size than the first sampled frame (the reference fails on it).
+    Raises DatasetFormatError for a missing root or annotation, another split, or a JSON without
+    "videos".
     """
 
     name = "groundmore"
@@ -100,9 +101,10 @@ class GroundMoReDataset(Dataset):
                 sample_id = f"{video}/{exp_id}"
                 with self.sample_errors(sample_id):
                     require_keys(q, QUESTION_KEYS, f"{path} {sample_id}")
+                    video_dir = files.inside(videos, str(video), f"{path} video name")
                     if frames is None:
-                        frames = self._frames(videos / str(video) / "images")
-                    self._samples.append(self._sample(videos / str(video), str(video), str(exp_id), q, frames,
+                        frames = self._frames(video_dir / "images")
+                    self._samples.append(self._sample(video_dir, str(video), str(exp_id), q, frames,
                                                       int(num_frames), split))
         self.require_some_samples(str(path))
 
@@ -131,18 +133,18 @@ class GroundMoReDataset(Dataset):
         for k in indices:
             mask_path = video_dir / "masks" / f"frame_{k:06d}.png"
             if start <= k <= end and mask_path.exists():
-                try:
-                    with Image.open(io.BytesIO(files.read_data(mask_path, "mask PNG"))) as img:
-                        values = np.asarray(img.convert("P"))
-                except OSError as exc:
-                    raise DatasetFormatError(f"cannot read mask {mask_path}: {exc}") from exc
+                values = files.read_image(mask_path, "mask PNG", mode="P")  # limits checked before the decode
                 if values.shape != (h, w):
                     raise DatasetFormatError(f"mask {mask_path} is {list(values.shape)} [H, W], the frames are {[h, w]}")
                 gt.append(masks.encode_fast(values == obj_id))
             else:  # outside the action window, or no mask file: the reference's all-zero GT
                 gt.append(masks.empty(h, w))
+        inside = [start <= k <= end for k in indices]
+        card = (f"action window: frames {start}-{end} of the video's {len(frames)} (ground truth empty outside it; "
+                f"{sum(inside)} of the {len(indices)} sampled frames inside)")
         return Sample(id=f"{video}/{exp_id}", dataset=self.name, split=split, modality="video", frames=chosen,
                       frame_ids=[Path(f).stem for f in chosen], query=str(q["question"]), task="segmentation",
                       target=Target(masks=gt),
                       meta={"video": video, "exp_id": exp_id, "obj_id": obj_id, "q_type": str(q["q_type"]),
-                            "answer": q.get("answer"), "action_start": start, "action_end": end, "indices": indices})
+                            "answer": q.get("answer"), "action_start": start, "action_end": end, "indices": indices,
+                            "card": card, "frame_notes": ["" if i else "outside action" for i in inside]})

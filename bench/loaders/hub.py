@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core import files
 from rvt_bench.core.types import DatasetFormatError
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -108,11 +109,11 @@ def local_digest(path: Path) -> str:
     for f in sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.relative_to(path).parts):
         size = f.stat().st_size
         h.update(f"{f.relative_to(path).as_posix()}\0{size}\0".encode())
-        with open(f, "rb") as fh:
+        with files.open_binary(f, "hub file") as fh:  # a FIFO or a device among them is refused, not read
             h.update(fh.read(_DIGEST_EDGE))
             if size > 2 * _DIGEST_EDGE:
                 fh.seek(-_DIGEST_EDGE, os.SEEK_END)
-                h.update(fh.read())
+                h.update(fh.read(_DIGEST_EDGE))
     return h.hexdigest()[:12]
 
 
@@ -170,7 +171,7 @@ def extract_archives(dataset: str, directory: Path, into: Path) -> Path | None:
         if marker.is_file():
             continue
         try:
-            with zipfile.ZipFile(archive) as zf:
+            with files.open_binary(archive, "zip archive") as fh, zipfile.ZipFile(fh) as zf:
                 for member in zf.namelist():
                     target = (into / member).resolve()
                     if not target.is_relative_to(into.resolve()):
@@ -196,8 +197,16 @@ def find_dirs(base: Path, test, limit: int = 6) -> list[Path]:
     return out
 
 
+def parquet_file(path: Path):
+    """pyarrow's ParquetFile of `path`, opened through files.open_binary (a regular file: a FIFO or a
+    device among a local copy's files is refused in one line, where pyarrow would wait on it)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(files.open_binary(path, "parquet file"))
+
+
 def sha256_file(path: Path) -> str:
-    with open(path, "rb") as fh:
+    with files.open_binary(path, "hub file") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 

@@ -74,6 +74,7 @@ class MeViSDataset(Dataset):
                 raise DatasetFormatError(f"{self._mask_path}: expected {{anno_id: [per frame RLE or null]}}")
         self.has_gt = mask_dict is not None
         self._repeated_annos = set(files.repeated_keys(mask_dict)) if mask_dict is not None else set()
+        self._tracks: dict[tuple, list[RLE | None] | DatasetFormatError] = {}
         video_meta.record_repeated(self, meta_path, meta["videos"])
         for video, info in meta["videos"].items():
             try:
@@ -118,28 +119,42 @@ class MeViSDataset(Dataset):
         """Per frame the union of the anno tracks (None where none is present)."""
         if not isinstance(anno_ids, list) or not anno_ids:
             raise DatasetFormatError(f"expression {sample_id}: 'anno_id' must be a non-empty list, got {str(anno_ids)[:80]}")
+        named: dict[str, Any] = {}
+        for anno_id in anno_ids:  # an id listed again adds the same track: the reference's union is the same
+            named.setdefault(str(anno_id), anno_id)
         tracks = []
-        for anno_id in anno_ids:
-            key = str(anno_id)
-            if key not in mask_dict:
-                raise DatasetFormatError(f"anno_id {anno_id} (expression {sample_id}) is missing from {self._mask_path}")
-            if key in self._repeated_annos:
-                raise DatasetFormatError(f"{self._mask_path}: anno_id {anno_id} appears twice (two mask tracks for one object)")
-            track = mask_dict[key]
-            if not isinstance(track, list) or len(track) < len(frame_ids):
-                got = f"{len(track)} entries" if isinstance(track, list) else type(track).__name__
-                raise DatasetFormatError(f"{self._mask_path}: anno_id {anno_id} (expression {sample_id}) must map to a list "
-                                         f"of {len(frame_ids)} per-frame RLEs or nulls, got {got}")
-            # eval_mevis.py reads entry i for frame i and never the entries past the last frame
-            rles = [r if r else None for r in track[:len(frame_ids)]]
-            for t, rle in enumerate(rles):
-                problem = rle is not None and masks.rle_problem(rle, size)
-                if problem:
-                    raise DatasetFormatError(f"{self._mask_path}: anno_id {anno_id} frame {t} ({frame_ids[t]}): {problem} "
-                                             f"(expected null or a COCO RLE of the frame's size {list(size)} [H, W])")
-            tracks.append([masks.compress(r) if r is not None and isinstance(r["counts"], list) else r for r in rles])
+        for key, anno_id in named.items():
+            cached = self._tracks.get((key, size, len(frame_ids)))
+            if cached is None:
+                cached = self._tracks[(key, size, len(frame_ids))] = self._track(key, anno_id, mask_dict, frame_ids, size)
+            if isinstance(cached, DatasetFormatError):
+                raise DatasetFormatError(f"{cached} (expression {sample_id})")
+            tracks.append(cached)
         out: list[RLE | None] = []
         for t in range(len(frame_ids)):
             present = [track[t] for track in tracks if track[t] is not None]
             out.append(masks.union(present, *size) if present else None)
         return out
+
+    def _track(self, key: str, anno_id: Any, mask_dict: dict, frame_ids: list[str],
+               size: tuple[int, int]) -> list[RLE | None] | DatasetFormatError:
+        """One anno id's per-frame RLEs (compressed; None where absent), checked once per (id, frame
+        size, frame count) and shared by every expression that names it; the DatasetFormatError
+        (returned, to be remembered) when it is missing, repeated in mask_dict.json or malformed."""
+        if key not in mask_dict:
+            return DatasetFormatError(f"anno_id {anno_id} is missing from {self._mask_path}")
+        if key in self._repeated_annos:
+            return DatasetFormatError(f"{self._mask_path}: anno_id {anno_id} appears twice (two mask tracks for one object)")
+        track = mask_dict[key]
+        if not isinstance(track, list) or len(track) < len(frame_ids):
+            got = f"{len(track)} entries" if isinstance(track, list) else type(track).__name__
+            return DatasetFormatError(f"{self._mask_path}: anno_id {anno_id} must map to a list of {len(frame_ids)} "
+                                      f"per-frame RLEs or nulls, got {got}")
+        # eval_mevis.py reads entry i for frame i and never the entries past the last frame
+        rles = [r if r else None for r in track[:len(frame_ids)]]
+        for t, rle in enumerate(rles):
+            problem = rle is not None and masks.rle_problem(rle, size)
+            if problem:
+                return DatasetFormatError(f"{self._mask_path}: anno_id {anno_id} frame {t} ({frame_ids[t]}): {problem} "
+                                          f"(expected null or a COCO RLE of the frame's size {list(size)} [H, W])")
+        return [masks.compress(r) if r is not None and isinstance(r["counts"], list) else r for r in rles]

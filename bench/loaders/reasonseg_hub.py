@@ -87,8 +87,6 @@ def _check_split(ds: "ReasonSegDataset", hf_dataset: str) -> None:
 def _read_segzero(ds: "ReasonSegDataset", hf_dataset: str, files: list[Path], images: Path) -> None:
     """Samples of Seg-Zero's parquet rows, sorted by image_id as LISA's files are: id = image_id,
     the image written once to `images`, target = the boolean mask (no ignore region)."""
-    import pyarrow.parquet as pq
-
     _check_split(ds, hf_dataset)
     if ds.query_length != "all":
         raise DatasetFormatError(f"reasonseg: {hf_dataset} has no is_sentence field: query_length must be 'all', "
@@ -98,7 +96,7 @@ def _read_segzero(ds: "ReasonSegDataset", hf_dataset: str, files: list[Path], im
     images.mkdir(parents=True, exist_ok=True)
     samples: list[Sample] = []
     for path in files:
-        pf = pq.ParquetFile(path)
+        pf = hub.parquet_file(path)
         missing = [c for c in SEGZERO_COLUMNS if c not in pf.schema_arrow.names]
         if missing:
             raise DatasetFormatError(f"reasonseg: {path} lacks the columns {missing} of Seg-Zero's copy "
@@ -124,7 +122,10 @@ def _row_sample(ds: "ReasonSegDataset", batch, i: int, stem: str, images: Path, 
     image = batch.column("image")[i].as_py() or {}
     if not image.get("bytes"):
         raise DatasetFormatError(f"{path} row {stem}: no image bytes")
-    name = Path(str(image.get("path") or f"{stem}.jpg")).name
+    given = str(image.get("path") or f"{stem}.jpg")
+    name = Path(given).name
+    if name in ("", ".", "..") or "\x00" in name:  # the image is written under `images` by this name
+        raise DatasetFormatError(f"{path} row {stem}: image path {given[:120]!r} cannot name an image file")
     target = images / name
     if not target.is_file() or target.stat().st_size != len(image["bytes"]):
         tmp = target.with_name(f".{name}.{os.getpid()}.tmp")

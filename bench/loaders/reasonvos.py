@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rvt_bench.core import masks, png
+from rvt_bench.core import files, masks, png
 from rvt_bench.core.types import RLE, DatasetFormatError, Sample, Target
 from rvt_bench.loaders.base import Dataset, layout_hint, read_json, require_dir, require_file, require_keys
 
@@ -37,6 +37,7 @@ class ReasonVOSDataset(Dataset):
     "is_sent"}.
 
     Data errors (the expression is left out and listed, as the reference leaves it out): its
+    video name or <source>_<video>_<obj_id> leads out of its folder ('..', absolute), its
     Annotations folder is missing (the reference prints "... not found, not take into metric
     computation"), holds no PNG, a PNG is unreadable or of another size than the first (the
     reference fails on it), a frame's JPEG is missing. A repeated expression key is kept once (the
@@ -80,7 +81,8 @@ class ReasonVOSDataset(Dataset):
                     if isinstance(track, DatasetFormatError):
                         raise track
                     stems, rles = track
-                    frames = [self.root / "JPEGImages" / str(video) / f"{s}.jpg" for s in stems]
+                    frame_dir = files.inside(self.root / "JPEGImages", str(video), f"{where}: video name")
+                    frames = [frame_dir / f"{s}.jpg" for s in stems]
                     missing = [str(f) for f in frames if not f.is_file()]
                     if missing:
                         raise DatasetFormatError(f"frame {missing[0]} does not exist ({len(missing)} of {len(frames)} missing)")
@@ -94,7 +96,7 @@ class ReasonVOSDataset(Dataset):
 
     def _track(self, vid_key: str) -> tuple[list[str], list[RLE]]:
         """(stems, RLEs) of Annotations/<vid_key>/, the PNGs sorted by name, as the reference reads them."""
-        folder = self.root / "Annotations" / vid_key
+        folder = files.inside(self.root / "Annotations", vid_key, "annotation folder <source>_<video>_<obj_id>")
         if not folder.is_dir():
             raise DatasetFormatError(f"annotation folder {folder} not found (the reference skips this expression: "
                                      "\"not found, not take into metric computation\")")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rvt_bench.core import masks, safe_pickle
+from rvt_bench.core import files, masks, safe_pickle
 from rvt_bench.core.types import DatasetFormatError, Sample, Target
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
 
@@ -42,7 +42,8 @@ class RefDAVIS17Dataset(Dataset):
     meta = {"video", "exp_id", "anno_id", "obj_id" (when the JSON has it)}.
     The pickle is read by rvt_bench.core.safe_pickle (plain containers and numbers only).
     Data errors (the expression left out, VISA's script would crash on it and drop it): no
-    ``mask_dict`` entry for its anno_id, fewer masks than frames, a malformed RLE. Raises
+    ``mask_dict`` entry for its anno_id, fewer masks than frames, a malformed RLE, a video or frame
+    name that leads out of its folder ('..', absolute). Raises
     DatasetFormatError for a missing root, meta or mask file, a mask file that is not plain data,
     or a meta without "videos".
     """
@@ -108,9 +109,11 @@ class RefDAVIS17Dataset(Dataset):
                 continue
             masks.check_rle(rle, None, f"{mask_path}: entry {anno_id} frame {k}")
             gt.append(masks.compress(rle))
+        video_dir = files.inside(image_root, video, "video name")
+        paths = [str(files.inside(video_dir, f"{f}.jpg", f"video {video!r} frame name")) for f in frames]
         meta = {"video": video, "exp_id": exp_id, "anno_id": anno_id}
         if "obj_id" in exp:
             meta["obj_id"] = str(exp["obj_id"])
         return Sample(id=f"{video}/{exp_id}", dataset=self.name, split=self.split, modality="video",
-                      frames=[str(image_root / video / f"{f}.jpg") for f in frames], frame_ids=list(frames),
+                      frames=paths, frame_ids=list(frames),
                       query=exp["exp"], task="segmentation", target=Target(masks=gt), meta=meta)

@@ -24,9 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
-from rvt_bench.core import masks
+from rvt_bench.core import files, masks
 from rvt_bench.core.types import DatasetFormatError, InstanceAnnotation, Sample, Target
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
 
@@ -43,32 +42,62 @@ def layout(root: Path | str, split: str = "valid") -> str:
 
 def read_label_png(path: Path) -> np.ndarray:
     """(H, W) array of a label PNG's stored values, as davis2017 reads it (``np.array(Image.open(p))``:
-    palette indices, or gray values). Raises DatasetFormatError naming the file when it is missing,
+    palette indices, or gray values), read through rvt_bench.core.files (a regular file, at most
+    dataset.limits.max_file_mb, at most max_image_pixels from its header before any decode).
+    Raises DatasetFormatError naming the file when it is missing, not a regular file, over a limit,
     undecodable or not one channel."""
-    try:
-        with Image.open(path) as img:
-            array = np.array(img)
-    except (OSError, ValueError) as exc:
-        raise DatasetFormatError(f"{path}: not a readable PNG ({exc})") from exc
+    array = files.read_image(path, "GT PNG")
     if array.ndim != 2:
         raise DatasetFormatError(f"{path}: expected a one-channel (palette or gray) label PNG, got shape {array.shape}")
     return array
 
 
-def gt_objects(labels: list[np.ndarray]) -> tuple[list[list], list]:
-    """davis2017 ``get_all_masks(seq, True)`` on a video's label frames [(H, W)]: (objects, void) where
-    objects[g][t] is the RLE of object g + 1 in frame t (None when absent), g < max of frame 0 after
-    void removal, and void[t] the RLE of the frame's 255 pixels (None when none)."""
-    first = np.where(labels[0] == VOID, 0, labels[0])
-    n = int(first.max())
-    objects = [[None] * len(labels) for _ in range(n)]
-    void = []
-    for t, frame in enumerate(labels):
-        v = frame == VOID
-        void.append(masks.encode(v) if v.any() else None)
-        for g in range(n):
-            m = frame == g + 1
-            objects[g][t] = masks.encode(m) if m.any() else None
+def frame_masks(frame: np.ndarray, n: int) -> tuple[object, list]:
+    """(void RLE or None, [RLE or None of object g + 1 for g < n]) of one label frame (H, W), as
+    davis2017 ``get_all_masks`` splits it; only the values present are compared (one count first)."""
+    present = np.bincount(frame.ravel(), minlength=VOID + 1) if frame.dtype == np.uint8 else None
+    v = frame == VOID
+    out = []
+    for g in range(n):
+        if present is not None and not present[g + 1]:  # no pixel of it: the mask is empty
+            out.append(None)
+            continue
+        m = frame == g + 1
+        out.append(masks.encode(m) if m.any() else None)
+    return (masks.encode(v) if v.any() else None), out
+
+
+def gt_objects(gt_dir: Path, video: str, frames: list[str]) -> tuple[list[list], list]:
+    """davis2017 ``get_all_masks(seq, True)`` on the label PNGs ``<gt_dir>/<video>/<frame>.png`` of
+    `frames`: (objects, void) where objects[g][t] is the RLE of object g + 1 in frame t (None when
+    absent), g < max of frame 0 after void removal, and void[t] the RLE of the frame's 255 pixels
+    (None when none).
+
+    One frame is decoded at a time (a video's frames decoded together would cost frames x pixels),
+    and a frame name listed again is read once (its RLEs are reused): the work is the distinct
+    files'. Raises DatasetFormatError for a PNG read_label_png refuses, a first frame with a label
+    above 254 (DAVIS label maps are 8-bit), a frame of another size than the first, and
+    (FileLimitError) a video or frame name that leads out of its folder."""
+    folder = files.inside(gt_dir, video, "video name")
+    done: dict[str, tuple[object, list]] = {}
+    n, shape = 0, None
+    for f in frames:
+        if f in done:
+            continue
+        path = files.inside(folder, f"{f}.png", f"video {video!r} frame name")
+        frame = read_label_png(path)
+        if shape is None:
+            shape, n = frame.shape, int(np.where(frame == VOID, 0, frame).max())
+            if n >= VOID:  # a 16-bit label map: davis2017 would build n x frames x pixels masks
+                raise DatasetFormatError(f"{path}: the first frame holds label {n}; DAVIS label maps are 8-bit, "
+                                         f"objects 1..{VOID - 1} (255 is void)")
+        elif frame.shape != shape:
+            raise DatasetFormatError(f"{path}: GT PNGs of different sizes: {list(frame.shape)} [H, W], the video's first "
+                                     f"is {list(shape)}")
+        done[f] = frame_masks(frame, n)
+        del frame
+    void = [done[f][0] for f in frames]
+    objects = [[done[f][1][g] for f in frames] for g in range(n)]
     return objects, void
 
 
@@ -85,8 +114,10 @@ class RefDAVIS17ReferFormerDataset(Dataset):
     every GT object of the video as davis2017 counts them (id "1".."n"); target.masks = GT object
     obj_id's masks (all None when obj_id is not one of them); target.ignore = the void pixels.
     Data errors (the video's expressions left out): a video without frames or expressions, a GT PNG
-    missing or unreadable, GT PNGs of different sizes. Raises DatasetFormatError for a missing
-    root, meta file or annotations directory, or a meta without "videos".
+    missing, unreadable or over dataset.limits (not a regular file, too large, over max_image_pixels:
+    checked before any decode), GT PNGs of different sizes, a video or frame name that leads out of
+    its folder ('..', absolute). Raises DatasetFormatError for a missing root, meta file or
+    annotations directory, or a meta without "videos".
     """
 
     name = "ref_davis17_referformer"
@@ -123,10 +154,9 @@ class RefDAVIS17ReferFormerDataset(Dataset):
                 self.warn(f"{video}: {len(exp_ids)} expressions, not a multiple of {ANNOTATORS}: ReferFormer runs "
                           f"the first {num_obj * ANNOTATORS} (expressions {exp_ids[num_obj * ANNOTATORS:]} unused)")
             try:
-                labels = [read_label_png(gt_dir / video / f"{f}.png") for f in frames]
-                if len({a.shape for a in labels}) != 1:
-                    raise DatasetFormatError(f"{gt_dir / video}: GT PNGs of different sizes {sorted({a.shape for a in labels})}")
-                objects, void = gt_objects(labels)
+                objects, void = gt_objects(gt_dir, str(video), frames)
+                video_frames = [str(files.inside(files.inside(image_root, str(video), "video name"), f"{f}.jpg",
+                                                 f"video {video!r} frame name")) for f in frames]
             except DatasetFormatError as exc:
                 for exp_id in exp_ids[:num_obj * ANNOTATORS]:
                     self.record_error(f"{video}/{exp_id}", str(exc))
@@ -136,18 +166,18 @@ class RefDAVIS17ReferFormerDataset(Dataset):
                     exp_id = exp_ids[obj * ANNOTATORS + anno]
                     with self.sample_errors(f"{video}/{exp_id}"):
                         self._samples.append(self._sample(video, exp_id, exps[exp_id], frames, anno, obj + 1, num_obj,
-                                                          objects, void, image_root))
+                                                          objects, void, video_frames))
         self.require_some_samples(str(meta_path))
 
     def _sample(self, video: str, exp_id: str, exp, frames: list[str], anno: int, obj: int, num_obj: int,
-                objects: list[list], void: list, image_root: Path) -> Sample:
+                objects: list[list], void: list, video_frames: list[str]) -> Sample:
         if not isinstance(exp, dict) or not isinstance(exp.get("exp"), str):
             raise DatasetFormatError(f"expression {video}/{exp_id}: needs 'exp' (str)")
         obj_id = str(exp.get("obj_id", ""))
         own = int(obj_id) - 1 if obj_id.isdigit() and 0 < int(obj_id) <= len(objects) else None
         meta = {"video": video, "exp_id": exp_id, "annotator": anno, "object": obj, "objects": num_obj, "obj_id": obj_id}
         return Sample(id=f"{video}/{exp_id}", dataset=self.name, split=self.split, modality="video",
-                      frames=[str(image_root / video / f"{f}.jpg") for f in frames], frame_ids=list(frames),
+                      frames=list(video_frames), frame_ids=list(frames),
                       query=exp["exp"], task="segmentation",
                       target=Target(masks=list(objects[own]) if own is not None else [None] * len(frames),
                                     ignore=list(void)),

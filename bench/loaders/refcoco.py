@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rvt_bench.core import masks, safe_pickle
+from rvt_bench.core import files, masks, safe_pickle
+from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import DatasetFormatError, Sample, Target
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
 
@@ -78,7 +79,12 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
     counts a pixel as target only where that value is 1 and ignores it where it is 255, so a
     pixel covered by two polygons is neither object nor background (a prediction there adds to
     the union only). "union": the corrected GT, any polygon's pixel is the object.
-    An empty segmentation list is an empty mask. Raises DatasetFormatError for a malformed one.
+    An empty segmentation list is an empty mask. The polygons are filled one at a time and summed
+    from their runs (masks.coverage: LISA's values exactly), so the cost is one polygon's boundary
+    and one (H, W) array, whatever their number; (H, W) must be the image's real size (the loader
+    checks it against the file's header). Raises DatasetFormatError for a malformed segmentation,
+    an H x W no image has, a polygon far off the image, over dataset.limits.max_polygon_points
+    points, or a boundary over POLYGON_PERIMETER x (H + W).
     """
     from pycocotools import mask as coco_mask
 
@@ -94,7 +100,9 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
             if any(len(p) < 6 or len(p) % 2 for p in polys):
                 raise ValueError("a polygon needs an even number of coordinates, at least 6")
             _check_polygon_range(polys, height, width)
-            rles = coco_mask.frPyObjects(polys, height, width)
+            _check_polygon_cost(polys, height, width)
+            # one polygon at a time: pycocotools' memory is one polygon's boundary, never all of them
+            rles = [coco_mask.frPyObjects([p], height, width)[0] for p in polys]
         else:
             rles = []
             for r in segmentation:
@@ -105,17 +113,13 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
                     rles.extend(coco_mask.frPyObjects([r], height, width))
                 else:
                     rles.append({"size": list(r["size"]), "counts": counts if isinstance(counts, bytes) else str(counts).encode()})
-        decoded = coco_mask.decode(rles)
+        # LISA's np.sum(decode(rles), axis=2), from the runs: the same values without a layer per polygon
+        value = masks.coverage(rles, height, width, wrap=gt != "union")
     except (TypeError, ValueError, KeyError, OverflowError) as exc:
         raise DatasetFormatError(f"segmentation cannot be decoded: {exc}") from None
-    if decoded.ndim == 2:
-        decoded = decoded[:, :, None]
-    if decoded.shape[:2] != (height, width):
-        raise DatasetFormatError(f"segmentation RLE is {list(decoded.shape[:2])} (H, W), the image is {[height, width]}")
     if gt == "union":
-        return decoded.any(axis=2), None
-    value = np.sum(decoded, axis=2).astype(np.uint8)  # LISA: np.sum(m, axis=2).astype(np.uint8)
-    ignore = value == 255
+        return value, None
+    ignore = value == 255  # LISA: np.sum(m, axis=2).astype(np.uint8), 255 ignored
     return value == 1, (ignore if ignore.any() else None)
 
 
@@ -127,6 +131,32 @@ def lisa_gt(segmentation, height: int, width: int, gt: str = "sum") -> tuple[np.
 # POLYGON_MARGIN) bytes (~200 KB at 640 px).
 POLYGON_SPAN = 4
 POLYGON_MARGIN = 64
+
+
+# How long the boundary of one polygon may be: POLYGON_PERIMETER x (H + W) pixels (Chebyshev length,
+# the polygon closed); one annotation holds at most dataset.limits.max_polygon_points points.
+# pycocotools allocates ~120 bytes per boundary pixel (5x upsampled points, several int arrays), and
+# the polygons are filled one at a time: within the bound, at most ~8 MB at once on a 640 x 480
+# image. A real COCO polygon's boundary is a small multiple of its image's sides.
+POLYGON_PERIMETER = 64
+
+
+def _check_polygon_cost(polys: list[list[float]], height: int, width: int) -> None:
+    """DatasetFormatError when one annotation's polygons hold more than
+    dataset.limits.max_polygon_points points, or one polygon's boundary is longer than
+    POLYGON_PERIMETER x (H + W) pixels (checked before pycocotools allocates 5 points per pixel of it)."""
+    points = sum(len(p) // 2 for p in polys)
+    limit = files.limits().max_polygon_points
+    if points > limit:
+        raise DatasetFormatError(f"its polygons hold {points} points, over the limit of {limit} "
+                                 f"(dataset.limits.max_polygon_points)")
+    bound = POLYGON_PERIMETER * (int(height) + int(width))
+    for k, p in enumerate(polys):
+        xy = np.asarray(p, np.float64).reshape(-1, 2)
+        length = float(np.abs(np.roll(xy, -1, axis=0) - xy).max(axis=1).sum())
+        if length > bound:
+            raise DatasetFormatError(f"polygon {k}'s boundary is {length:.0f} pixels long, over {bound} = "
+                                     f"{POLYGON_PERIMETER} x (H + W) of the {height}x{width} image")
 
 
 def _check_canvas(height: int, width: int) -> None:
@@ -171,8 +201,10 @@ class RefCOCODataset(Dataset):
     meta = {"image_id", "ref_id", "ann_id", "sent_id", "ref_split", "is_sentence": False, "ref_index"
     (the ref's position in the refs file), "sent_index"} (the last two: LISA's order, for its gIoU).
     Samples are ordered by image id, then the refs file's order, then the sentences' order.
-    A ref whose annotation, image record or image file is missing, or whose segmentation cannot be
-    decoded, is a data error for each of its sentences. Raises DatasetFormatError for an unknown
+    A ref whose annotation, image record or image file is missing, whose file_name leads out of the
+    image folder ('..', absolute), whose image record's height x width is not the image file's (read
+    from its header: the GT's canvas is the image), or whose segmentation cannot be decoded (or
+    breaks a bound of lisa_gt), is a data error for each of its sentences. Raises DatasetFormatError for an unknown
     split name, a missing refs / instances file, a refs pickle that is not plain data
     (rvt_bench.core.safe_pickle), or when the split selects no ref.
     """
@@ -256,9 +288,19 @@ class RefCOCODataset(Dataset):
                 raise DatasetFormatError(f"ref {ref['ref_id']}: image {ref['image_id']} is not in instances.json")
             require_keys(image, ("file_name", "height", "width"), f"instances.json image {ref['image_id']}")
             height, width = int(image["height"]), int(image["width"])
-            path = image_dir / str(image["file_name"])
+            path = files.inside(image_dir, str(image["file_name"]), f"ref {ref['ref_id']}: instances.json image "
+                                                                    f"{ref['image_id']} file_name")
             if not path.is_file():
                 raise DatasetFormatError(f"ref {ref['ref_id']}: image file {path} not found")
+            try:
+                _check_canvas(height, width)
+            except DatasetFormatError as exc:
+                raise DatasetFormatError(f"ref {ref['ref_id']} annotation {ref['ann_id']}: {exc}") from None
+            real = frame_size(path)  # from the header (dataset.limits checked): the GT's canvas is the image
+            if (height, width) not in (real, real[::-1]):
+                raise DatasetFormatError(f"ref {ref['ref_id']}: instances.json gives image {ref['image_id']} the size "
+                                         f"{height}x{width} (H x W), its file {path} is {real[0]}x{real[1]}; the GT "
+                                         f"is drawn on the image, never on a larger canvas")
             try:
                 target, ignore = lisa_gt(ann.get("segmentation"), height, width, self.gt)
             except DatasetFormatError as exc:

@@ -108,11 +108,9 @@ def load(ds: "RefCOCODataset", hf_dataset: str, revision: str | None) -> None:
 def read_rows(files: list[Path]) -> list[dict]:
     """The rows of the parquet files in order, as dicts of COLUMNS plus "image_id" (from file_name)
     and "row" (file:index). Raises DatasetFormatError for a file without COLUMNS."""
-    import pyarrow.parquet as pq
-
     rows = []
     for path in files:
-        pf = pq.ParquetFile(path)
+        pf = hub.parquet_file(path)
         missing = [c for c in COLUMNS if c not in pf.schema_arrow.names]
         if missing:
             raise DatasetFormatError(f"refcoco: {path} lacks the columns {missing} of {HUB_ID} "

@@ -12,6 +12,7 @@ equal to its baseline...); the run summary prints both.
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -33,6 +34,11 @@ class Protocol:
     # {breakdown group: {value: the benchmark's name of it}} ("type": {"0": "referring"}), what
     # report.html shows instead of the raw code; {}: the codes are the names
     group_names: dict[str, dict[str, str]] = {}
+    # How a "no target" answer (Prediction.no_target) is scored: "empty" = as an empty prediction
+    # (no masks, boxes or text), which is what the references of benchmarks without no-target
+    # samples can score, so such an answer never moves their numbers; a benchmark with no-target
+    # samples sets "own" and reads Prediction.no_target in its score().
+    no_target: str = "empty"
 
     def attach_judge(self, judge: Any) -> None:
         """Use `judge` (a rvt_bench.metrics.judge.Judge, or None = no judge) for free-text answers.
@@ -70,10 +76,19 @@ class Protocol:
         from `score`, e.g. the wrong number of frames) is replaced by a failure naming the reason and
         scored as empty, as the runner does (docs/architecture.md "Failures"): the returned prediction is then that failure."""
         try:
-            return self.score(sample, pred), pred
+            return self.score(sample, self.scored_prediction(pred)), pred
         except RvtBenchError as exc:
             failed = Prediction.failure(sample.id, exc.kind, f"unscorable prediction: {exc}")
             return self.score(sample, failed), failed
+
+    def scored_prediction(self, pred: Prediction) -> Prediction:
+        """What `score` sees of `pred`: a "no target" answer as an empty prediction under the
+        default `no_target = "empty"`, else `pred` itself. Raises AdapterError for a no-target answer
+        that holds masks or boxes, or a score that is not a finite number (Prediction.check_no_target)."""
+        pred.check_no_target()
+        if pred.no_target and self.no_target == "empty":
+            return replace(pred, masks=None, boxes=None, text=None)
+        return pred
 
     def score_many(self, pairs: Sequence[tuple[Sample, Prediction]], workers: int = 1,
                    chunksize: int = 4, progress: bool = True) -> list[tuple[ScoreRecord, Prediction]]:

@@ -36,6 +36,8 @@ class ReasonVOSProtocol(UnitProtocol):
     """
 
     version = 1
+    # is_sent as the paper layout's columns name it (conf/dataset/reasonvos.yaml): a short phrase or a sentence
+    group_names = {"is_sent": {"false": "short", "true": "sentence"}}
 
     def __init__(self, failed: str = "skip", bound_th: float = DAVIS_BOUND_TH) -> None:
         if failed not in FAILED:

@@ -165,7 +165,10 @@ class RefDAVIS17ReferFormerProtocol(Protocol):
     expression (no PNG, unreadable, wrong size; davis2017 would exit) is an empty proposal and is
     named in a warning. aggregate(records): {"metrics": {"J&F", "J", "F"} in [0, 1] (the means over
     annotator sets of J&F-Mean, J-Mean, F-Mean), "breakdown": {"annotator": {"anno_<k>": {"J&F",
-    "J", "F", "n" (GT objects)}}}, "n" (expressions), "objects" (GT objects per set), "warnings"}.
+    "J", "F", "n" (GT objects)}}}, "n" (expressions), "objects" (GT objects per set), "averages"
+    (what the headline means are over: {"metrics", "n" (GT objects summed over the sets), "of"}),
+    "baseline_empty" (J&F, J, F with every proposal empty: each GT object's J and F against an empty
+    mask), "warnings"}.
     """
 
     name = "ref_davis17_referformer"
@@ -230,6 +233,7 @@ class RefDAVIS17ReferFormerProtocol(Protocol):
             jm, fm = float(np.mean([p[0] for p in pairs])), float(np.mean([p[1] for p in pairs]))
             per_set[anno] = {"J&F": (jm + fm) / 2.0, "J": jm, "F": fm, "n": len(pairs)}
         metrics = {key: float(np.mean([s[key] for s in per_set.values()])) for key in self.headline} if per_set else {}
+        baseline = self._baseline_empty(records)
         warnings = []
         failed = [r.sample_id for r in records if r.failed]
         if failed:
@@ -241,8 +245,31 @@ class RefDAVIS17ReferFormerProtocol(Protocol):
             warnings.append(f"labels above {MAX_PROPOSALS} (davis2017 would stop) left out in: {', '.join(over)}")
         for w in warnings:
             log.warning("%s: %s", self.name, w)
-        return {"metrics": metrics, "breakdown": {"annotator": per_set}, "n": len(records),
-                "objects": {k: v["n"] for k, v in per_set.items()}, "warnings": warnings}
+        objects = {k: v["n"] for k, v in per_set.items()}
+        counts = sorted(set(objects.values()))
+        each = (f"{counts[0]} in each of {len(objects)} annotator sets" if len(counts) == 1 else
+                ", ".join(f"{k} {v}" for k, v in objects.items()))
+        averages = {"metrics": list(self.headline), "n": sum(objects.values()),
+                    "of": f"GT objects ({each}), not the {len(records)} expressions scored"}
+        return {"metrics": metrics, "breakdown": {"annotator": per_set}, "n": len(records), "objects": objects,
+                "averages": averages, "baseline_empty": baseline, "warnings": warnings}
+
+    @staticmethod
+    def _baseline_empty(records: list[ScoreRecord]) -> dict[str, float]:
+        """J&F, J, F with every expression's proposal empty: every proposal is then the same empty mask,
+        so each GT object's matched values are its own against an empty mask (J_empty, F_empty, carried
+        by every record of its video); means over GT objects per set, then over sets, as the metrics."""
+        per_set: dict[str, dict[str, ReferFormerValues]] = {}
+        for r in records:
+            per_set.setdefault(f"anno_{r.meta.get('annotator')}", {}).setdefault(str(r.meta.get("video")), r.of(ReferFormerValues))
+        sets = []
+        for videos in per_set.values():
+            js = [j for v in videos.values() for j in v.J_empty]
+            fs = [f for v in videos.values() for f in v.F_empty]
+            if js:
+                jm, fm = float(np.mean(js)), float(np.mean(fs))
+                sets.append({"J&F": (jm + fm) / 2.0, "J": jm, "F": fm})
+        return {key: float(np.mean([s[key] for s in sets])) for key in ("J&F", "J", "F")} if sets else {}
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
         """Mean over annotator sets (strata) of sum / count of the matched GT objects' values; a

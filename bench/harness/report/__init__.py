@@ -195,6 +195,13 @@ def _drawn(sample: Any, pred: Any) -> list[str]:
     return out
 
 
+def _board_dir(cfg: Any) -> str | None:
+    """The run's leaderboard folder (leaderboard.dir) for the summary's render command; None when
+    the config has none (a report rebuilt without it)."""
+    board = cfg.get("leaderboard") if cfg is not None and hasattr(cfg, "get") else None
+    return str(board.get("dir")) if board is not None and board.get("dir") else None
+
+
 def _provenance(run_dir: Path, cfg: Any, preds_path: str) -> list[str]:
     """The header's provenance line: when the run started and this page was built (UTC), the git
     sha, the data root and the predictions."""
@@ -256,9 +263,12 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
             "declared": pred.task if pred is not None and pred.task else "", "drawn": drawn,
             "text_task": not (s.target.masks or s.target.boxes),
             "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
+            "card": s.meta.get("card") if isinstance(s.meta.get("card"), str) else "",
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
             "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
+            "no_target": bool(pred is not None and pred.no_target),
+            "no_target_score": pred.no_target_score if pred is not None else None,
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
     _write_listing(images / CSV, listing)
@@ -298,7 +308,8 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
         header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
-        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction)),
+        summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction,
+                                               board_dir=_board_dir(cfg))),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
         listing=f"{IMAGES}/{CSV}")
     return html
@@ -343,9 +354,12 @@ def _write_listing(path: Path, rows: list[list[Any]]) -> None:
     import csv
     import io
 
+    from rvt_bench.core.csvcells import guard_rows, line_end
+
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
-    path.write_text(buf.getvalue(), encoding="utf-8")
+    end = line_end(cell for row in rows for cell in row)
+    csv.writer(buf, lineterminator=end).writerows(guard_rows(rows))  # a sample id "=..." is text to a spreadsheet
+    path.write_bytes(buf.getvalue().encode("utf-8"))
 
 
 def image_name(index: int, sample_id: str) -> str:
