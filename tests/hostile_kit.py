@@ -38,8 +38,9 @@ The attacks (by role; every file role also gets fifo, dev_zero, symlink_out, tru
 - truncated: the first half of the file;
 - json/jsonl: deep_json (10^6 nested arrays in place of the first value), huge_int (the first
   integer, else the first value, as 100,000 digits);
-- pickle: pickle_bytearray (eight bytearray(500000000) calls, 139 bytes), pickle_memo (the two
-  outer levels of lists repeated x1000 through memo references: a few KB for 10^6 elements),
+- pickle: pickle_bytearray (eight bytearray(500000000) calls, 222 bytes), pickle_memo (the two
+  outer levels of lists repeated x1000 through memo references: RefCOCO's 3 KB fixture refs file
+  becomes 115 KB holding 1000 x its refs, each with 1000 x its sentences),
   pickle_deep (300,000 nested lists in place of the first integer), pickle_huge_int (10^6000
   there), pickle_self_ref (a list holding itself there);
 - json/jsonl/pickle: dotdot_name and absolute_name: each field of the document whose values name a
