@@ -8,6 +8,7 @@ their reasons, or the dataset refused in one line, within the limits (the kit's 
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ def results(tmp_path_factory) -> dict[str, dict]:
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "tests.hostile_kit", str(out), str(work)], cwd=REPO,
                           capture_output=True, text=True, timeout=KIT_SECONDS,
-                          env={**__import__("os").environ, "TQDM_DISABLE": "1"})
+                          env={**os.environ, "TQDM_DISABLE": "1"})
     print(f"hostile kit: {len(ROWS)} rows in {time.monotonic() - started:.1f} s")
     assert proc.returncode == 0, proc.stderr[-3000:]
     found: dict[str, dict] = {}
