@@ -250,3 +250,21 @@ def test_render_prints_a_hostile_published_row_escaped_in_its_cell(toy, tmp_path
     assert not any(line.startswith("| injected") for line in out.splitlines())
     assert (r"a \| b \| injected \| row \|\x1b]8;;http://x\x07\u202e" if fmt == "markdown"
             else r"a | b | injected | row |\textbackslash{}x1b]8;;http://x\textbackslash{}x07\textbackslash{}u202e") in out
+
+
+def test_declared_files_are_checked(tmp_path, monkeypatch):
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    monkeypatch.setenv(benchmark.CONF_PATH_ENV, str(tmp_path))
+    (folder / "filesbench.yaml").write_text("name: filesbench\nfiles:\n  - {path: 'a/*.json', role: json}\n"
+                                            "  - {path: '{split}/*.png', role: mask_png}\n")
+    assert benchmark.declared_files("filesbench") == [benchmark.DeclaredFile("a/*.json", "json"),
+                                                      benchmark.DeclaredFile("{split}/*.png", "mask_png")]
+    assert benchmark.declared_files("filesbench")[1].pattern("val") == "val/*.png"
+    for bad, match in (("  - {path: 'a.json', role: movie}\n", "role must be one of"),
+                       ("  - {path: '/etc/passwd', role: text}\n", "must be relative"),
+                       ("  - {role: json}\n", "needs a `path`")):
+        (folder / "filesbench.yaml").write_text("name: filesbench\nfiles:\n" + bad)
+        benchmark._CACHE.clear()
+        with pytest.raises(benchmark.DeclarationError, match=match):
+            benchmark.declared_files("filesbench")

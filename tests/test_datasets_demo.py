@@ -46,3 +46,21 @@ def test_missing_part_is_still_a_dataset_error(demo_copy):
     shutil.rmtree(demo_copy / "revos")
     with pytest.raises(DatasetFormatError, match="revos"):
         DemoDataset(demo_copy)
+
+
+def test_a_split_file_that_is_not_utf8_is_a_dataset_error(demo_copy):
+    (demo_copy / "splits" / "quick.txt").write_bytes(b"image/\xff\xfe\x00")
+    with pytest.raises(DatasetFormatError, match="quick.txt is not UTF-8 text"):  # was a UnicodeDecodeError
+        DemoDataset(demo_copy, split="quick")
+
+
+def test_a_listed_sample_its_data_renamed_says_why(demo_copy):
+    meta_path = demo_copy / "revos" / "meta_expressions_valid_.json"
+    meta = json.loads(meta_path.read_text())
+    meta["videos"]["../launch_pad"] = meta["videos"].pop("launch_pad")
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(DatasetFormatError) as info:
+        DemoDataset(demo_copy, split="quick")
+    message = str(info.value)
+    assert "lists samples the demo does not have" in message and "(a '..' path); refused" in message
+    assert "\n" not in message

@@ -6,6 +6,7 @@ Expected masks are spelled out as array slices: an integer rectangle polygon [[x
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -282,3 +283,14 @@ def contract_samples(rng, node):
     from tests.contract_samples import image_samples
 
     return image_samples(rng)
+
+
+def test_an_instances_sidecar_that_is_a_fifo_fails_its_sample(tmp_path):
+    # it was taken as absent (is_file); a non-regular file at its name is refused (issue 41 kit)
+    write_sample(tmp_path / "val", "d", [shape("target", rect(1, 1, 3, 3))])
+    write_sample(tmp_path / "val", "e", [shape("target", rect(1, 1, 3, 3))])
+    (tmp_path / "val" / "instances").mkdir()
+    os.mkfifo(tmp_path / "val" / "instances" / "d.json")
+    ds = ReasonSegDataset(tmp_path, "val")
+    assert [s.id for s in ds] == ["e"]
+    assert [e["sample_id"] for e in ds.errors] == ["d"] and "not a regular file (a FIFO)" in ds.errors[0]["message"]

@@ -6,6 +6,7 @@ mask_dict[anno_id][i] over the expression's anno_ids, a null entry meaning no ma
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -334,3 +335,20 @@ def contract_samples(rng, node):
     from tests.contract_samples import revos_samples
 
     return revos_samples(rng)
+
+
+@pytest.mark.parametrize("spoil", ["fifo", "truncated", "a list"])
+def test_an_unreadable_foreground_file_stops_the_dataset_in_one_line(root, spoil):
+    # it was taken as "no entry for the video": R silently left unscored, the file's fault unsaid;
+    # a FIFO at its name was taken as no file at all (issue 41, the hostile-dataset kit)
+    path = root / "mask_dict_foreground.json"
+    if spoil == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+    elif spoil == "truncated":
+        path.write_text(path.read_text()[:40])
+    else:
+        path.write_text("[]")
+    with pytest.raises(DatasetFormatError) as info:
+        ReVOSDataset(root)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)

@@ -15,6 +15,9 @@ The dataset YAML declares everything the harness knows of a benchmark (docs/addi
       published: [visa_arxiv2407.11325.csv]   its published rows (leaderboards/paper/ or beside the YAML)
     submission:                    the zip its server scores, GT not public (bench/harness/submission.py)
       path: "Annotations/{video}/{exp_id}/{frame_id}.png"
+    files:                         the files its loader reads under root, and as what (`declared_files`)
+      - {path: "meta_expressions_{split}_.json", role: json}
+      - {path: "JPEGImages/*/*.jpg", role: image}
 
 Nothing outside a benchmark's own modules compares with its name: the precomputed adapter asks for
 the declared prediction layouts, the tables for the declared paper layout
@@ -153,6 +156,56 @@ class PredictionLayout:
         if self.per_frame:
             return [self.path.format(**values, **{FRAME_FIELD: f}) for f in frame_ids]
         return [self.path.format(**values)]
+
+
+FILE_ROLES = {
+    "json": "a JSON document read whole (annotations, meta, mask dictionaries)",
+    "jsonl": "JSON lines, one record per line",
+    "pickle": "a pickle read as plain data (rvt_bench.core.safe_pickle)",
+    "image": "a picture or a video frame, decoded as RGB",
+    "mask_png": "a mask PNG (binary, palette or gray values)",
+    "frame_dir": "a directory of one video's frames, named by the data",
+    "text": "plain text lines (split lists)",
+}
+"""The roles a declared file may have (`files` in a declaration): what it is to its loader, and so
+which hostile versions of it tests/hostile_kit.py writes."""
+
+
+@dataclass(frozen=True)
+class DeclaredFile:
+    """One entry of a declaration's `files`: a glob relative to the dataset root (``{split}`` stands
+    for the split; a leading ``../`` for a release whose images lie beside the root, as LLM-Seg40K's)
+    and its role (a FILE_ROLES key)."""
+
+    path: str
+    role: str
+
+    def pattern(self, split: str) -> str:
+        """The glob with ``{split}`` replaced by `split`."""
+        return self.path.replace("{split}", str(split))
+
+
+def declared_files(name: str) -> list[DeclaredFile]:
+    """The files benchmark `name` declares that its loader reads (its YAML's `files`: a list of
+    {path, role}), in order; [] when it declares none. Raises DeclarationError naming the file for
+    an entry without a relative string path or with an unknown role."""
+    decl = declaration(name) or {}
+    where = f"{dataset_file(name)}: files"
+    block = decl.get("files")
+    if block is None:
+        return []
+    if not isinstance(block, list):
+        raise DeclarationError(f"{where} must be a list of {{path, role}}")
+    out = []
+    for k, entry in enumerate(block):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str) or not entry["path"]:
+            raise DeclarationError(f"{where}[{k}]: needs a `path` (a glob relative to the root)")
+        if os.path.isabs(entry["path"]):
+            raise DeclarationError(f"{where}[{k}]: path {entry['path']!r} must be relative to the root")
+        if entry.get("role") not in FILE_ROLES:
+            raise DeclarationError(f"{where}[{k}]: role must be one of {sorted(FILE_ROLES)}, got {entry.get('role')!r}")
+        out.append(DeclaredFile(entry["path"], entry["role"]))
+    return out
 
 
 def _fields(template: str) -> list[str]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rvt_bench.core import files
+from rvt_bench.core.printable import printable
 from rvt_bench.loaders.base import Dataset, DatasetFormatError, require_dir
 from rvt_bench.loaders.reasonseg import ReasonSegDataset
 from rvt_bench.loaders.revos import ReVOSDataset
@@ -71,15 +72,21 @@ class DemoDataset(Dataset):
             known = ["demo", *sorted(p.stem for p in path.parent.glob("*.txt"))]
             raise DatasetFormatError(f"demo split {path.stem!r}: no {path}; splits: {known}")
         # utf-8-sig: a split file saved with a byte-order mark reads the same
-        wanted = [line.strip() for line in files.read_data(path, "split file").decode("utf-8-sig").splitlines()
-                  if line.strip() and not line.strip().startswith("#")]
+        try:
+            text = files.read_data(path, "split file").decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DatasetFormatError(f"split file {path} is not UTF-8 text: {exc}") from None
+        wanted = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
         twice = sorted({i for i in wanted if wanted.count(i) > 1})
         if twice:
             raise DatasetFormatError(f"{path} lists samples more than once: {twice}")
         have = {s.id for s in self._samples} | {e["sample_id"] for e in self.errors}
         unknown = [i for i in wanted if i not in have]
         if unknown:
-            raise DatasetFormatError(f"{path} lists samples the demo does not have: {unknown}")
+            # a listed sample whose data renamed it (its video's name): its data errors say why
+            why = "; ".join(f"{printable(e['sample_id'])}: {printable(e['message'])}" for e in self.errors[:3])
+            raise DatasetFormatError(f"{path} lists samples the demo does not have: {unknown}"
+                                     + (f" (data errors: {why})" if why else ""))
         keep = set(wanted)
         self._samples = [s for s in self._samples if s.id in keep]
         self.errors = [e for e in self.errors if e["sample_id"] in keep]

@@ -4,6 +4,7 @@ and bad data: docs/benchmarks/reasonseg.md.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -143,7 +144,7 @@ def _image_for(json_path: Path) -> Path:
 
 def _read_instances(path: Path, height: int, width: int) -> list[InstanceAnnotation] | None:
     """The demo's instances sidecar as one-frame InstanceAnnotations, or None when absent."""
-    if not path.is_file():
+    if not os.path.lexists(path):  # a FIFO or a device at its name is read, and refused
         return None
     data = read_json(path)
     require_keys(data, ("instances",), str(path))

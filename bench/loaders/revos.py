@@ -5,6 +5,7 @@ Format, frame-count mismatches, foreground, bad data and demo extensions: docs/b
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -110,10 +111,11 @@ class ReVOSDataset(Dataset):
         self._repeated_annos = set(files.repeated_keys(mask_dict))
         self._mask_path = mask_path
         sidecar_path = self.root / "instances.json"
-        sidecar = read_json(sidecar_path) if sidecar_path.is_file() else {}
+        # an optional file is absent only when nothing is at its name: a FIFO or a device there is read, and refused
+        sidecar = read_json(sidecar_path) if os.path.lexists(sidecar_path) else {}
         self._foreground_path = self.root / "mask_dict_foreground.json"
         self._foreground: dict | None = None
-        self._use_foreground = foreground if foreground is not None else self._foreground_path.is_file()
+        self._use_foreground = foreground if foreground is not None else os.path.lexists(self._foreground_path)
         self._require_foreground = foreground is True
         video_meta.record_repeated(self, meta_path, meta["videos"])
         for video, info in meta["videos"].items():
@@ -269,6 +271,11 @@ class ReVOSDataset(Dataset):
     def _video_foreground(self, video: str, num_frames: int) -> list[RLE | None] | None:
         if not self._use_foreground:
             return None
+        if self._foreground is None:  # the file serves every video: unreadable, it stops the run in one line
+            try:
+                self._load_foreground()
+            except DatasetFormatError as exc:
+                raise _WholeDatasetError(str(exc)) from exc
         try:
             rles = self.foreground(video)
         except DatasetFormatError as exc:
@@ -288,12 +295,19 @@ class ReVOSDataset(Dataset):
         used by the robustness metric R). Loaded on first use; raises DatasetFormatError when the file
         or the video is missing."""
         if self._foreground is None:
-            require_file(self._foreground_path, dataset=self.name, layout=LAYOUT, published=PUBLISHED)
-            self._foreground = read_json(self._foreground_path)
+            self._load_foreground()
         entry = self._foreground.get(video) if isinstance(self._foreground, dict) else None
         if not isinstance(entry, dict) or not isinstance(entry.get("masks_rle"), list):
             raise DatasetFormatError(f"{self._foreground_path}: no {{'masks_rle': [...]}} entry for video {video!r}")
         return entry["masks_rle"]
+
+    def _load_foreground(self) -> None:
+        require_file(self._foreground_path, dataset=self.name, layout=LAYOUT, published=PUBLISHED)
+        data = read_json(self._foreground_path)
+        if not isinstance(data, dict):
+            raise DatasetFormatError(f"{self._foreground_path}: expected {{video: {{'masks_rle': [...]}}}}, "
+                                     f"got {type(data).__name__}")
+        self._foreground = data
 
 
 def _is_int(value: Any) -> bool:
