@@ -25,6 +25,11 @@ EXPECTED = json.loads((DATA / "reference" / "expected_rela.json").read_text())
 SPLITS = ("val", "testA", "testB")
 
 
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    return load_script(DATA / "make_fixture.py", "grefcoco_make_fixture").write_fixture(base / "datasets")
+
+
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
     module = load_script(DATA / "make_fixture.py", "grefcoco_make_fixture")

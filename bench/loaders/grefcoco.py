@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rvt_bench.core import masks, safe_pickle
+from rvt_bench.core import files, masks, safe_pickle
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import DatasetFormatError, Sample, Target
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
@@ -184,7 +184,8 @@ class GRefCOCODataset(Dataset):
                 raise DatasetFormatError(f"ref {ref['ref_id']}: image {ref['image_id']} is not in instances.json")
             require_keys(image, ("file_name", "height", "width"), f"instances.json image {ref['image_id']}")
             height, width = int(image["height"]), int(image["width"])
-            path = image_dir / str(image["file_name"])
+            path = files.inside(image_dir, str(image["file_name"]), f"ref {ref['ref_id']}: instances.json image "
+                                                                    f"{ref['image_id']} file_name")
             if not path.is_file():
                 raise DatasetFormatError(f"ref {ref['ref_id']}: image file {path} not found")
             if frame_size(path) != (height, width):

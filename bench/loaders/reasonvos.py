@@ -72,6 +72,9 @@ class ReasonVOSDataset(Dataset):
                 seen.add(sample_id)
                 with self.sample_errors(sample_id):
                     require_keys(exp, EXPRESSION_KEYS, f"{where} expression {k}")
+                    # the video's name is refused first: an absolute or '..' name would otherwise fail as a
+                    # missing annotation folder, hiding why (the hostile-dataset kit)
+                    frame_dir = files.inside(self.root / "JPEGImages", str(video), f"{where}: video name")
                     if vid_key not in tracks:
                         try:
                             tracks[vid_key] = self._track(vid_key)
@@ -81,7 +84,6 @@ class ReasonVOSDataset(Dataset):
                     if isinstance(track, DatasetFormatError):
                         raise track
                     stems, rles = track
-                    frame_dir = files.inside(self.root / "JPEGImages", str(video), f"{where}: video name")
                     frames = [frame_dir / f"{s}.jpg" for s in stems]
                     missing = [str(f) for f in frames if not f.is_file()]
                     if missing:
