@@ -39,7 +39,7 @@ from rvt_bench.core.files import ReadLimits
 from rvt_bench.core.ranges import COUNT, JSON_DEPTH, MEGABYTES, PIXELS
 from rvt_bench.core.types import DatasetFormatError
 
-_NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper", "submission")
+_NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper", "submission", "variants")
 HUB_KEYS = ("hf_dataset", "hf_revision")  # the dataset node's hub source, handed to the loader when set
 
 # ReadLimits is frozen (a run's limits must not change under it); a config node must take overrides.
@@ -67,6 +67,7 @@ class DatasetConfig:
     predictions: Any = None   # where a precomputed folder holds a sample's masks (rvt_bench.core.benchmark)
     paper: Any = None         # its published table and rows (rvt_bench.core.benchmark, leaderboards/tables.py)
     submission: Any = None    # the zip its server scores, GT not public (bench/harness/submission.py)
+    variants: Any = None      # named protocol variants a paper scored under (rvt_bench.core.benchmark.variants)
     limits: Any = field(default_factory=LimitsConfig)
 
 
