@@ -60,3 +60,64 @@ def test_the_set_holds_200_replies_of_each_format_and_the_edge_cases_both_ways()
     assert case(five, "visionreasoner")["failed"] is False
     booleans = next(c["reply"] for c in CASES if '"bbox_2d": [true,false' in c["reply"])
     assert case(booleans, "visionreasoner")["boxes"] == [[1, 0, 152, 120]]
+
+
+# --- the whole per-sample block: reply -> SAM2 (bf16 autocast) -> I, U -----------------------------
+
+PIPELINE = json.loads((Path(__file__).parent / "data" / "segzero" / "pipeline.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def tiny_sam2():
+    from rvt_bench.adapters.twin.backends.sam2_pkg import Sam2PkgBackend
+
+    return Sam2PkgBackend.tiny(seed=0, device="cpu")
+
+
+def _run_port(name, tiny_sam2, tmp_path, autocast="bfloat16"):
+    import cv2
+    import numpy as np
+    from omegaconf import OmegaConf
+
+    from rvt_bench.adapters.segzero.adapter import SegZeroAdapter
+    from rvt_bench.core import masks as mask_io
+    from rvt_bench.core.types import AdapterError, Sample, Target
+    from rvt_bench.harness.config import group_node
+    from tests.data.segzero.reference.run_segzero_pipeline import frame_and_gt
+    from tests.test_vlm_adapter import Canned
+
+    frame, gt = frame_and_gt()
+    path = tmp_path / "frame.png"
+    cv2.imwrite(str(path), frame[:, :, ::-1])
+    node = OmegaConf.to_container(group_node("model", name), resolve=True)
+    keys = ("name", "model", "answer_format", "template", "example", "strip", "resize", "max_new_tokens")
+    sample = Sample(id="s", dataset="reasonseg", split="val", modality="image", frames=[str(path)], frame_ids=["s"],
+                    query="the block", task="segmentation", target=Target(masks=[mask_io.encode(gt)]))
+    rows = []
+    for reply in PIPELINE["replies"]:
+        adapter = SegZeroAdapter(backend=Canned(reply), sam2=tiny_sam2, sam2_autocast=autocast, **{k: node[k] for k in keys})
+        try:
+            pred = adapter.predict(sample)
+        except AdapterError:  # the harness scores a failure as an empty mask: their penalty
+            rows.append({"outcome": "penalty", "intersection": 0, "union": int(gt.sum())})
+            continue
+        mask = mask_io.decode(pred.masks[0]) if pred.masks[0] is not None else np.zeros_like(gt)
+        inter, union = int((mask & gt).sum()), int((mask | gt).sum())
+        rows.append({"outcome": "written", "intersection": inter, "union": union} if union else {"outcome": "skipped"})
+    return rows
+
+
+@pytest.mark.parametrize("name", ["seg_zero", "visionreasoner"])
+def test_the_port_gives_the_authors_intersection_and_union_for_every_reply_under_bf16_autocast(name, tiny_sam2, tmp_path):
+    ours_rows = _run_port(name, tiny_sam2, tmp_path)
+    theirs = PIPELINE[name]
+    assert len(ours_rows) == len(theirs) >= 400
+    differ = [(r, t, o) for r, t, o in zip(PIPELINE["replies"], theirs, ours_rows) if t != o]
+    assert not differ, f"{len(differ)} of {len(theirs)} differ, first: {differ[:3]}"
+    written = [t for t in theirs if t["outcome"] == "written"]
+    assert len({(t["intersection"], t["union"]) for t in written}) >= 20  # masks that vary with the reply
+
+
+def test_without_autocast_the_masks_differ_from_the_authors_bf16_ones(tiny_sam2, tmp_path):
+    ours_rows = _run_port("visionreasoner", tiny_sam2, tmp_path, autocast=None)
+    assert any(t != o for t, o in zip(PIPELINE["visionreasoner"], ours_rows))
