@@ -3,6 +3,7 @@ today's configs (a renamed setting or model fails here, not on a GPU node), and
 `perf/gpu_real_models.py --published --dry-run` prints them as a user would run them."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,36 @@ def test_every_lisa_row_of_table_1_has_a_target_and_each_target_a_row():
     assert {t.checkpoint for t in paired} == {"xinlai/LISA-7B-v1", "xinlai/LISA-13B-llama2-v1", "xinlai/LISA-13B-llama2-v0"}
     lisa = next(c for c in checks.CHECKS if c.model == "lisa")
     assert any(t.checkpoint == lisa.checkpoint and t.split == lisa.split for t in paired)
+
+
+def test_the_visionreasoner_check_runs_through_the_same_path_on_cpu_with_a_stand_in_server_and_tiny_sam2(
+        tmp_path, monkeypatch, capsys):
+    """The published() path with the visionreasoner check's own overrides (variant segzero, bf16 pinned,
+    SAM2 under autocast), the data and model swapped for CPU stand-ins: the Seg-Zero LISA-format fixture
+    instead of the hub copy, a loopback server answering one box in place of the checkpoint, SAM2's
+    tiny random weights. It checks the command composes, runs and is read back, not the number."""
+    from tests.vlm_server import ChatServer
+
+    check = next(c for c in checks.CHECKS if c.model == "visionreasoner")
+    server = ChatServer(model="visionreasoner",
+                        reply=lambda body: '<think>x</think><answer>[{"bbox_2d": [100, 100, 700, 700], "point_2d": [400, 400]}]</answer>')
+    swap = {"dataset.hf_dataset=Ricky06662/ReasonSeg_val": "dataset.root={ROOT}", "model.backend=hf": "model.backend=openai",
+            "model.dtype=bfloat16": f"model.base_url={server.url}"}
+    overrides = (*(swap.get(a, a) for a in check.overrides), "dataset.split=val", "model.model=visionreasoner",
+                 "model.sam2._target_=rvt_bench.adapters.twin.backends.sam2_pkg.Sam2PkgBackend.tiny",
+                 "~model.sam2.model_id", "~model.sam2.revision", "~model.sam2.dtype", "model.sam2.device=cpu",
+                 "run.bootstrap.B=0")
+    stand_in = checks.Check(check.model, overrides, check.metric, 0.0, "stand-in", tolerance=100.0)
+    monkeypatch.setattr(checks, "CHECKS", (stand_in,))
+    gpu = load_script(REPO / "perf" / "gpu_real_models.py", "gpu_real_models")
+    try:
+        code = gpu.published(["visionreasoner"], [f"ROOT={REPO / 'tests' / 'data' / 'segzero' / 'reasonseg'}"],
+                             str(tmp_path / "out"), dry_run=False)
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    row = next(line.split() for line in out.splitlines() if line.startswith("visionreasoner "))
+    assert row[:3] == ["visionreasoner", "gIoU", "0.0"] and 0.0 <= float(row[3]) <= 100.0
+    metrics = json.loads(next((tmp_path / "out" / "visionreasoner" / "runs").rglob("metrics.json")).read_text())
+    assert metrics["protocol_variants"]["variant"] == "segzero" and "cIoU" not in metrics["metrics"]
