@@ -14,11 +14,14 @@ from rvt_bench.core.types import DatasetFormatError
 
 PAPER_DIR = Path(__file__).resolve().parent / "paper"
 COLUMNS = ("paper_id", "paper_title", "table", "dataset", "benchmark", "split", "subset", "metric", "model",
-           "value_printed", "unit", "status", "evidence_source", "evidence_snippet", "note", "setting")
+           "value_printed", "unit", "status", "evidence_source", "evidence_snippet", "note", "setting", "variant")
 SETTINGS = ("", "ablation")
 """`setting`: "" for a paper's main result, "ablation" for a row of its ablation tables (a variant
 trained or run in a reduced setting): tables show those apart, never among the main results. A file
-written before the column existed (its header COLUMNS without `setting`) reads with setting ""."""
+written before the column existed (its header COLUMNS without `setting`) reads with setting "".
+`variant`: the benchmark's named protocol variant the paper scored under (rvt_bench.core.benchmark.variants,
+e.g. ReasonSeg's "segzero"), "" for the benchmark's reference rule; a file without the column reads
+with variant ""."""
 STATUSES = ("verified", "unverified")
 UNITS = ("percent", "fraction", "score", "seconds", "count (mean)")
 
@@ -59,11 +62,11 @@ def read(path: str | Path) -> list[dict[str, str]]:
     """The rows of one paper's CSV as strings (nothing parsed). Raises PublishedRowsError (a ValueError
     and DatasetFormatError) naming the file when its header is not COLUMNS (or COLUMNS without
     `setting`, read as setting ""), and naming the file and row when a row has not the header's
-    number of fields, its setting is not one of SETTINGS or its value_printed is not a finite number
+    number of fields, its setting is not one of SETTINGS, its variant is neither "" nor one its dataset declares, or its value_printed is not a finite number
     (VALUE); as rvt_bench.core.files.read_text when it is not a regular UTF-8 file within its size cap."""
     reader = csv.DictReader(io.StringIO(files.read_text(path, "published-row CSV"), newline=""))
     where = printable(path)
-    if tuple(reader.fieldnames or ()) not in (COLUMNS, COLUMNS[:-1]):
+    if tuple(reader.fieldnames or ()) not in (COLUMNS, COLUMNS[:-1], COLUMNS[:-2]):
         raise PublishedRowsError(f"{where}: published-row columns must be {list(COLUMNS)}, got "
                                  f"{printable(reader.fieldnames)}")
     width = len(reader.fieldnames)
@@ -73,15 +76,26 @@ def read(path: str | Path) -> list[dict[str, str]]:
         fields = width - sum(v is None for v in row.values()) + len(row.get(None) or ())
         if fields != width:
             raise PublishedRowsError(f"{line}: has {fields} fields, the header {width}")
-        row = {**row, "setting": row.get("setting") or ""}
+        row = {**row, "setting": row.get("setting") or "", "variant": row.get("variant") or ""}
         if row["setting"] not in SETTINGS:
             raise PublishedRowsError(f"{line}: setting must be one of {list(SETTINGS)}, got {printable(repr(row['setting']))} "
                                      f"({printable(row['model'])})")
+        if row["variant"] and row["variant"] not in _variants(row["dataset"]):
+            raise PublishedRowsError(f"{line}: variant {printable(repr(row['variant']))} is not one that benchmark "
+                                     f"{printable(repr(row['dataset']))} declares ({sorted(_variants(row['dataset']))}; "
+                                     f"conf/dataset/<name>.yaml `variants`)")
         if not VALUE.fullmatch(row["value_printed"]):
             raise PublishedRowsError(f"{line}: value_printed must be a number as printed (56.2), got "
                                      f"{printable(repr(row['value_printed']))} ({printable(row['model'])})")
         rows.append(row)
     return rows
+
+
+def _variants(dataset: str) -> dict[str, str]:
+    try:
+        return benchmark.variants(dataset)
+    except benchmark.DeclarationError:
+        return {}
 
 
 def paper_rows(dataset: str | None = None, paper_dir: str | Path = PAPER_DIR) -> list[dict[str, str]]:

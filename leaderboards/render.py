@@ -25,7 +25,7 @@ from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
 from rvt_bench.leaderboards.paper import paper_rows
 from rvt_bench.leaderboards.publish import read_board as read_csv_board
-from rvt_bench.leaderboards.tables import FORMATS, has_layout, markdown_cell, paper_table
+from rvt_bench.leaderboards.tables import FORMATS, has_layout, markdown_cell, paper_table, variant_of
 
 # Numeric columns of a row that are not metrics.
 _NOT_METRICS = {"n", "excluded", "complete", "failures", "parse_rate", "data_errors", "judge_failure_rate",
@@ -135,6 +135,8 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
             cells.append(_pct(r[c], digits, c) + ci)
         parts = [str(r.get(k)) for k in ("policy", "perception") if isinstance(r.get(k), str) and r.get(k)]
         model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(r) + _incomplete(r)
+        variant = variant_of({k: v for k, v in r.items() if isinstance(v, str)})
+        model += f" [variant: {variant}]" if variant else ""  # scored under a named protocol variant
         parse = "n/a" if pd.isna(r.get("parse_rate")) else _pct(r.get("parse_rate"))
         data = _data_source(_text(r.get("data_source")))
         lines.append("| " + " | ".join(markdown_cell(c) for c in [

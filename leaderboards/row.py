@@ -138,6 +138,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     excluded (scored samples the headline leaves out: excluded_count, ReVOS's no-target expressions),
     failures (scored as failed: missing predictions included), data_errors (not scored), complete
     (1 when nothing failed, no data error and no run.limit, else 0), parse_rate, then provenance: sandbox (run_sandbox: "bwrap", "none" or empty), git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
+    variant (the protocol's named variant, dataset.protocol.variant: "" for the reference's rule; published rows carry theirs),
     decoding (the report's "grammar" | "free"; empty for a model that decodes under no grammar),
     sampling (JSON: the sampling settings of the model and policy), model_ids (JSON), date (UTC),
     run_dir (relative to run.root), overrides (absolute paths made portable: portable_overrides),
@@ -181,6 +182,7 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         packages_digest=packages_digest(manifest.get("packages") or {}),
         protocol=metrics.get("protocol"), protocol_version=metrics.get("protocol_version"),
         protocol_variants=json.dumps(metrics.get("protocol_variants") or {}, sort_keys=True),
+        variant=str((metrics.get("protocol_variants") or {}).get("variant") or ""),
         decoding=report.get("decoding") or "",
         sampling=json.dumps({**{f"model.{k}": model[k] for k in (*DECODING_KEYS, "max_rounds", "max_total_tokens") if k in model},
                              **{f"policy.{k}": policy[k] for k in DECODING_KEYS if k in policy}}, sort_keys=True, default=str),

@@ -186,6 +186,28 @@ class Line:
     what: str = ""        # the metric of a long layout's line ("J", "m_vIoU"), with its task
     notes: dict[int, str] = field(default_factory=dict)  # column index -> why its value is not comparable
     evidence: str = ""    # a published row's evidence level (rvt_bench.leaderboards.paper.evidence)
+    variant: str = ""     # the protocol's named variant it was scored under ("" = the benchmark's reference rule)
+
+
+def variant_of(row: Mapping[str, Any]) -> str:
+    """The named protocol variant of a run (its leaderboard row's `variant`, else metrics.json
+    protocol_variants["variant"]) or of a published row (its `variant` column); "" for the
+    benchmark's reference rule."""
+    if row.get("variant"):
+        return str(row["variant"])
+    found = row.get("protocol_variants")
+    if isinstance(found, str):
+        import json
+
+        try:
+            found = json.loads(found)
+        except ValueError:
+            found = None
+    return str(found.get("variant") or "") if isinstance(found, Mapping) else ""
+
+
+def _variant_mark(line: Line) -> str:
+    return f" [variant: {line.variant}]" if line.variant else ""
 
 
 NOT_COMPARABLE = "‡"  # the mark of a run's value its own warning calls not comparable to published ones
@@ -249,7 +271,7 @@ def _run_lines(lay: Layout, runs: list[Mapping[str, Any]], digits: int, with_ci:
     for label, members in groups:
         for line in lay.lines or [None]:
             row = Line(label, source=", ".join(f"run {m.get('run_name')}" for m in members if m.get("run_name")),
-                       what=_what(line))
+                       what=_what(line), variant=", ".join(sorted({variant_of(m) for m in members} - {""})))
             for i, col in enumerate(lay.columns):
                 for m in members:
                     if col.split is not None and m.get("split") != col.split:
@@ -351,8 +373,9 @@ def _published_lines(lay: Layout, published: list[Mapping[str, str]]) -> tuple[l
             outside.append(row)
             continue
         key, line = placed
-        ident = (row["paper_id"], row["model"], row["status"], _what(line))
-        target = lines.setdefault(ident, Line(row["model"], mark=row["status"], what=_what(line), evidence=evidence(row)))
+        ident = (row["paper_id"], row["model"], row["status"], _what(line), variant_of(row))
+        target = lines.setdefault(ident, Line(row["model"], mark=row["status"], what=_what(line), evidence=evidence(row),
+                                              variant=variant_of(row)))
         table = row["table"].split(" (", 1)[0]
         table = "(table not known)" if table == "unknown" else table
         target.source = (f"{target.source}; {table}" if target.source and table not in target.source
@@ -452,7 +475,7 @@ def _markdown_row(cells: Sequence[Any]) -> str:
 
 
 def _markdown_line(lay: Layout, line: Line) -> str:
-    method = line.method if not line.mark else f"{line.method} (paper, {line.mark})"
+    method = (line.method if not line.mark else f"{line.method} (paper, {line.mark})") + _variant_mark(line)
     cells = [line.values.get(i, NA) + (f" {NOT_COMPARABLE}" if i in line.notes else "") for i in range(len(lay.columns))]
     source = line.source + (f" ({line.evidence})" if line.evidence else "")
     return _markdown_row([method, *([line.what] if lay.lines is not None else []), *cells, source])
@@ -466,7 +489,9 @@ def _markdown(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Ma
     lines = [f"**{lay.caption}.** {_unit_note(lay)} Published rows: as printed in their source, "
              "marked verified (checked against the paper's text) or unverified, with how the value is known "
              "(paper text; authors' README or code; secondary source, named; digest only). A value sits only in "
-             "the column its source states (a row whose split or protocol is not stated is listed below the table)."]
+             "the column its source states (a row whose split or protocol is not stated is listed below the table). "
+             "[variant: name]: scored under the benchmark's protocol variant of that name (its YAML `variants`), "
+             "not its reference rule."]
     if lay.note:
         lines.append(printable(lay.note))
     if outside and not paper and not ablations:
@@ -556,7 +581,7 @@ def _latex(lay: Layout, runs: list[Line], paper: list[Line], outside: list[Mappi
         if block is paper and runs:
             out.append("\\midrule")
         for line in block:
-            method = latex_escape(line.method) + ("" if line.mark != "unverified" else "$^\\dagger$")
+            method = latex_escape(line.method + _variant_mark(line)) + ("" if line.mark != "unverified" else "$^\\dagger$")
             cells = [(_latex_value(line.values[i]) + ("$^\\ddagger$" if i in line.notes else "")) if i in line.values
                      else "--" for i in range(len(lay.columns))]
             source = latex_escape(line.source + (f" ({line.mark}; {line.evidence})" if line.mark else ""))

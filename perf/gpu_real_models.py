@@ -8,14 +8,18 @@ directories, because such machines usually have no network):
         [--sam2 ID_OR_DIR] [--depth ID_OR_DIR] [--owlv2 ID_OR_DIR] [--qwen ID_OR_DIR] [--lisa ID_OR_DIR]
         [--sa2va ID_OR_DIR] [--skip qwen lisa sa2va ...]
     python perf/gpu_real_models.py --tiny     # the same code path with tiny random models, CPU
-    python perf/gpu_real_models.py --published [MODEL ...] [--data REASONSEG=DIR ...] [--out DIR]
+    python perf/gpu_real_models.py MODEL [MODEL ...] | --all [--data REASONSEG=DIR ...] [--out DIR]
         [--dry-run]    # one published number per released model (perf/published_checks.py)
+    (--published [MODEL ...] is the same)
 
---published runs, for each model named (all by default), the rvt-bench command of
-perf/published_checks.py that should reproduce one number its authors published, with the real
-checkpoint, and prints ours beside theirs (percent, difference; whether ours rounds to theirs at the
-published precision). Nothing is judged beyond that: a reproduction on other hardware and dtype is
-not bit-exact, and the size of the difference is the finding. --dry-run prints the commands only.
+MODEL ... / --all runs, for each model named (--all: one row per model), the rvt-bench command of
+perf/published_checks.py that should reproduce one number its authors published, with the public
+checkpoint (from the HF cache, or downloaded where the machine has network), on the paper's split, in
+the authors' precision and under the paper's scoring variant, and prints ours beside theirs
+(percent, difference; whether ours rounds to theirs at the published precision; whether it is within
+the check's tolerance). A reproduction on other hardware is not bit-exact: the size of the
+difference is the finding. --dry-run prints, per model, the checkpoint, split, precision, expected
+value with its source and the command, and runs nothing.
 
 Checks (a failed check is printed and makes the exit status 1; a model that cannot be loaded is
 reported as "unavailable" and skipped): DepthAnything V2 maps are (H, W), finite, and nearer discs
@@ -197,9 +201,11 @@ def main() -> int:
                     help="run perf/published_checks.py's command per model (all when none named)")
     ap.add_argument("--data", nargs="*", default=[], metavar="NAME=DIR", help="--published: data placeholders")
     ap.add_argument("--dry-run", action="store_true", help="--published: print the commands, run nothing")
+    ap.add_argument("--all", action="store_true", help="every published check, one row per model")
+    ap.add_argument("models", nargs="*", metavar="MODEL", help="published checks of these models (as --published)")
     args = ap.parse_args()
-    if args.published is not None:
-        return published(args.published, args.data, args.out, args.dry_run)
+    if args.published is not None or args.models or args.all:
+        return published([*(args.published or []), *args.models], args.data, args.out, args.dry_run)
     height, width = (int(v) for v in args.size.split("x"))
     frames, discs = synthetic_video(args.frames, height, width)
     near0 = discs[0][1]
@@ -359,10 +365,13 @@ def published(models: list[str], data_args: list[str], out: str | None, dry_run:
         runs = work / check.model
         cmd = [sys.executable, str(repo / "run_bench.py"), *filled, f"run.root={runs}/runs",
                f"leaderboard.dir={runs}/boards"]
-        print("$ " + shlex.join(cmd), flush=True)
         if dry_run:
             needs = f"; needs --data {' '.join(m + '=DIR' for m in missing)}" if missing else ""
-            print(f"  expect {check.metric} {check.expected} ({check.source}){needs}", flush=True)
+            print(f"{check.model}: checkpoint {check.checkpoint or '(the config default)'}, split {check.split or '-'}, "
+                  f"precision {check.precision or '-'}", flush=True)
+        print("$ " + shlex.join(cmd), flush=True)
+        if dry_run:
+            print(f"  expect {check.metric} {check.expected} +- {check.tolerance} ({check.source}){needs}", flush=True)
             continue
         if subprocess.run(cmd, cwd=repo).returncode != 0:
             rows.append((check, None, "the command failed (its last line above)"))
@@ -376,15 +385,16 @@ def published(models: list[str], data_args: list[str], out: str | None, dry_run:
                      f"the run wrote no {check.metric} (metrics.json under {runs / 'runs'})"))
     if dry_run:
         return 0
-    print(f"{'model':<16} {'metric':<8} {'published':>9} {'ours':>8} {'diff':>7}  rounds to it")
+    print(f"{'model':<16} {'metric':<8} {'published':>9} {'ours':>8} {'diff':>7}  rounds to it  within tolerance")
     for check, ours, note in rows:
         if ours is None:
             print(f"{check.model:<16} {check.metric:<8} {check.expected:>9} {'-':>8} {'-':>7}  {note}")
             continue
         decimals = len(str(check.expected).partition(".")[2])
         same = round(ours, decimals) == check.expected
+        within = abs(ours - check.expected) <= check.tolerance
         print(f"{check.model:<16} {check.metric:<8} {check.expected:>9} {ours:>8.2f} {ours - check.expected:>+7.2f}  "
-              f"{'yes' if same else 'no'}   ({check.source})")
+              f"{'yes' if same else 'no'}  {'yes' if within else 'no'} (+-{check.tolerance})   ({check.source})")
     return 1 if failed else 0
 
 

@@ -84,8 +84,9 @@ def test_rows_of_ablation_tables_say_so_in_their_setting_column(tmp_path):
             assert r["setting"] == "ablation", r  # an ablation table's row is never a main result
     # a file written before the column existed reads as main results; an unknown setting is refused
     old = tmp_path / "old.csv"
-    old.write_text(",".join(COLUMNS[:-1]) + "\n" + ",".join("1.5" if c == "value_printed" else "x" for c in COLUMNS[:-1]) + "\n")
-    assert read(old)[0]["setting"] == ""
+    before = COLUMNS[:COLUMNS.index("setting")]
+    old.write_text(",".join(before) + "\n" + ",".join("1.5" if c == "value_printed" else "x" for c in before) + "\n")
+    assert read(old)[0]["setting"] == "" and read(old)[0]["variant"] == ""
     bad = tmp_path / "bad.csv"
     bad.write_text(",".join(COLUMNS) + "\n" + ",".join(["x"] * len(COLUMNS)) + "\n")
     with pytest.raises(ValueError, match="setting must be one of"):
@@ -112,7 +113,7 @@ def _csv(path, **row):
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, COLUMNS)
         writer.writeheader()
-        writer.writerow({**{c: "x" for c in COLUMNS}, "value_printed": "50.0", "setting": "", **row})
+        writer.writerow({**{c: "x" for c in COLUMNS}, "value_printed": "50.0", "setting": "", "variant": "", **row})
     return path
 
 

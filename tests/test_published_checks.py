@@ -3,6 +3,7 @@ today's configs (a renamed setting or model fails here, not on a GPU node), and
 `perf/gpu_real_models.py --published --dry-run` prints them as a user would run them."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,85 @@ def test_a_data_argument_without_a_name_is_one_line():
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stdout.startswith("error: --data takes NAME=DIR") and "'NOEQUALS'" in out.stdout
     assert out.stdout.count("\n") == 1
+
+
+def test_dry_run_all_prints_per_model_checkpoint_split_precision_expected_and_command(tmp_path):
+    out = subprocess.run([sys.executable, str(REPO / "perf" / "gpu_real_models.py"), "--dry-run", "--all", "--out",
+                          str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for check in checks.CHECKS:
+        head = next(k for k, line in enumerate(lines) if line.startswith(f"{check.model}: checkpoint "))
+        assert lines[head] == (f"{check.model}: checkpoint {check.checkpoint}, split {check.split}, "
+                               f"precision {check.precision}")
+        assert lines[head + 1].startswith("$ ") and f"+model={check.model}" in lines[head + 1]
+        assert lines[head + 2].startswith(f"  expect {check.metric} {check.expected} +- {check.tolerance} ({check.source}")
+    one = subprocess.run([sys.executable, str(REPO / "perf" / "gpu_real_models.py"), "visionreasoner", "--dry-run"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert one.returncode == 0 and one.stdout.count("$ ") == 1 and "dataset.protocol.variant=segzero" in one.stdout
+
+
+def test_every_check_names_its_checkpoint_split_precision_and_the_split_is_in_its_command():
+    for check in checks.CHECKS:
+        assert check.checkpoint and check.split and check.precision and check.tolerance > 0, check.model
+        assert any(arg.endswith(check.checkpoint) for arg in check.overrides) or check.model == "visionreasoner"
+        split = next((a.split("=", 1)[1] for a in check.overrides if a.startswith("dataset.split=")), None)
+        hub = next((a.split("=", 1)[1] for a in check.overrides if a.startswith("dataset.hf_dataset=")), "")
+        assert split == check.split or hub.endswith("_" + check.split), check.model
+
+
+def test_no_validation_row_is_paired_with_a_v1_lisa_checkpoint():
+    """LISA README @3cb2d43 line 246: v1 was trained on train+val; v0 reproduces validation results."""
+    for check in checks.CHECKS:
+        if check.model == "lisa":
+            assert not ("-v1" in check.checkpoint and check.split == "val"), check
+    for target in checks.LISA_TARGETS:
+        assert not (target.checkpoint and "-v1" in target.checkpoint and target.split == "val"), target
+    docs = (REPO / "docs" / "models.md").read_text()
+    assert "val gIoU 52.9" not in docs and "LISA-7B-v1` | ReasonSeg val" not in docs
+
+
+def test_every_lisa_row_of_table_1_has_a_target_and_each_target_a_row():
+    from rvt_bench.leaderboards.paper import paper_rows
+
+    rows = {(r["model"], r["split"]) for r in paper_rows("reasonseg")
+            if r["paper_id"] == "arXiv:2308.00692" and r["table"].startswith("Table 1") and r["model"].startswith("LISA")}
+    targets = {(t.row_model, t.split) for t in checks.LISA_TARGETS}
+    assert rows == targets
+    paired = [t for t in checks.LISA_TARGETS if t.checkpoint]
+    assert {t.checkpoint for t in paired} == {"xinlai/LISA-7B-v1", "xinlai/LISA-13B-llama2-v1", "xinlai/LISA-13B-llama2-v0"}
+    lisa = next(c for c in checks.CHECKS if c.model == "lisa")
+    assert any(t.checkpoint == lisa.checkpoint and t.split == lisa.split for t in paired)
+
+
+def test_the_visionreasoner_check_runs_through_the_same_path_on_cpu_with_a_stand_in_server_and_tiny_sam2(
+        tmp_path, monkeypatch, capsys):
+    """The published() path with the visionreasoner check's own overrides (variant segzero, bf16 pinned,
+    SAM2 under autocast), the data and model swapped for CPU stand-ins: the Seg-Zero LISA-format fixture
+    instead of the hub copy, a loopback server answering one box in place of the checkpoint, SAM2's
+    tiny random weights. It checks the command composes, runs and is read back, not the number."""
+    from tests.vlm_server import ChatServer
+
+    check = next(c for c in checks.CHECKS if c.model == "visionreasoner")
+    server = ChatServer(model="visionreasoner",
+                        reply=lambda body: '<think>x</think><answer>[{"bbox_2d": [100, 100, 700, 700], "point_2d": [400, 400]}]</answer>')
+    swap = {"dataset.hf_dataset=Ricky06662/ReasonSeg_val": "dataset.root={ROOT}", "model.backend=hf": "model.backend=openai",
+            "model.dtype=bfloat16": f"model.base_url={server.url}"}
+    overrides = (*(swap.get(a, a) for a in check.overrides), "dataset.split=val", "model.model=visionreasoner",
+                 "model.sam2._target_=rvt_bench.adapters.twin.backends.sam2_pkg.Sam2PkgBackend.tiny",
+                 "~model.sam2.model_id", "~model.sam2.revision", "~model.sam2.dtype", "model.sam2.device=cpu",
+                 "run.bootstrap.B=0")
+    stand_in = checks.Check(check.model, overrides, check.metric, 0.0, "stand-in", tolerance=100.0)
+    monkeypatch.setattr(checks, "CHECKS", (stand_in,))
+    gpu = load_script(REPO / "perf" / "gpu_real_models.py", "gpu_real_models")
+    try:
+        code = gpu.published(["visionreasoner"], [f"ROOT={REPO / 'tests' / 'data' / 'segzero' / 'reasonseg'}"],
+                             str(tmp_path / "out"), dry_run=False)
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    row = next(line.split() for line in out.splitlines() if line.startswith("visionreasoner "))
+    assert row[:3] == ["visionreasoner", "gIoU", "0.0"] and 0.0 <= float(row[3]) <= 100.0
+    metrics = json.loads(next((tmp_path / "out" / "visionreasoner" / "runs").rglob("metrics.json")).read_text())
+    assert metrics["protocol_variants"]["variant"] == "segzero" and "cIoU" not in metrics["metrics"]

@@ -57,7 +57,7 @@ def test_visionreasoner_with_no_object_answers_an_empty_list():
 
 @pytest.mark.parametrize("reply, reason", [("[{\"bbox_2d\": [1, 2, 3, 4], \"point_2d\": [2, 3]}]", "no_answer"),
                                            ("<answer>[{'bbox_2d': [1, 2, 3, 4]}]</answer>", "json"),
-                                           ('<answer>[{"bbox_2d": [1, 2, 3, 4]}]</answer>', "no_boxes")])
+                                           ('<answer>[{"bbox_2d": [1, 2, 3, 4]}]</answer>', "no_points")])
 def test_visionreasoner_answers_its_code_cannot_read_are_parse_failures(reply, reason):
     with pytest.raises(ReplyError) as err:
         parse(reply, "visionreasoner", FX, FY)

@@ -1,5 +1,8 @@
-"""`lisa`: LISA's released checkpoints (xinlai/LISA-7B-v1, xinlai/LISA-13B-llama2-v1, or a local
-directory in their format) behind the Adapter protocol. conf/model/lisa.yaml configures it.
+"""`lisa`: LISA's released v1 checkpoints (xinlai/LISA-7B-v1, xinlai/LISA-13B-llama2-v1, or a local
+directory in their format) behind the Adapter protocol. conf/model/lisa.yaml configures it. The v1
+models were trained on ReasonSeg train+val (LISA README @3cb2d43 line 246): they reproduce test rows
+only. The v0 models (LISA-13B-llama2-v0, -v0-explanatory) need LISA's legacy code (0e26916: another
+weight layout, the vicuna template), which this port does not implement (docs/models.md "LISA v0").
 
 Each frame is answered on its own (LISA and VISA evaluate videos frame by frame): CLIP and SAM
 inputs of the frame, the prompt, masks from every [SEG] (their union is the frame's mask; no

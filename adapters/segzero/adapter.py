@@ -7,11 +7,13 @@ dvlab-research/VisionReasoner @ a455092, vision_reasoner/models/vision_reasoner_
 1. the image resized to 840 x 840 (PIL bilinear; a multiple of 28, so Qwen2.5-VL's own
    smart_resize keeps it), the question lower-cased with the format's characters stripped from its
    ends, put into the format's template (conf/model/seg_zero.yaml, visionreasoner.yaml);
-2. greedy decoding (`do_sample=False`; max_new_tokens 1024 in Seg-Zero's scripts, 2048 in
-   VisionReasoner's);
+2. greedy decoding (`do_sample=False`; max_new_tokens 1024 in Seg-Zero's scripts, which printed
+   both papers' ReasonSeg numbers; 2048 in VisionReasoner's own vision_reasoner_model.py, an option);
 3. the answer read and scaled back to the frame (rvt_bench.adapters.segzero.answers);
 4. SAM2's image predictor on the full-size image, one prompt per object (its box and its positive
-   clicks), multimask output, the highest-scoring mask kept; the objects' masks united.
+   clicks), multimask output, the highest-scoring mask kept; the objects' masks united; under
+   ``torch.autocast(device, dtype=bfloat16)`` as both Seg-Zero scripts run it (`sam2_autocast`;
+   null: no autocast, as vision_reasoner_model.py). CPU autocast supports bfloat16.
 
 Images only: neither project's evaluation code has a video path (no ReVOS / MeViS evaluation), so a
 video sample fails with one line saying so. Tasks: segmentation (the mask) and grounding (the
@@ -35,7 +37,7 @@ from rvt_bench.core.frames import read_frame
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample
 
-ADAPTER_VERSION = 1
+ADAPTER_VERSION = 2  # 2: replies read exactly as the authors' functions (string numbers, booleans, extra values)
 BACKEND_KEYS = {"openai": ("base_url", "api_key", "image_format", "extra_body", "timeout_s", "max_retries", "backoff_s",
                            "backoff_max_s", "max_concurrency"),
                 "hf": ("revision", "device", "dtype", "batch_size", "trust_remote_code")}
@@ -45,7 +47,9 @@ class SegZeroAdapter(Adapter):
     """Seg-Zero / VisionReasoner (module docstring). Built by Hydra from conf/model/seg_zero.yaml or
     visionreasoner.yaml.
 
-    answer_format: "seg_zero" | "visionreasoner" (rvt_bench.adapters.segzero.answers).
+    answer_format: "seg_zero" | "visionreasoner" | "visionreasoner_model" (rvt_bench.adapters.segzero.answers).
+    sam2_autocast: "bfloat16" (default: SAM2 under torch.autocast on its device, as the authors'
+        scripts) or None (no autocast, as VisionReasoner's model file); raises AdapterError otherwise.
     template: the prompt, with {Question} and {Answer} (the format's example answer, `example`).
     strip: characters stripped from both ends of the lower-cased query.
     resize: side of the square input in pixels (840). max_new_tokens: the reply's budget.
@@ -58,7 +62,7 @@ class SegZeroAdapter(Adapter):
 
     def __init__(self, model: str, answer_format: str, template: str, example: str, name: str = "seg_zero",
                  strip: str = ".", resize: int = 840, max_new_tokens: int = 1024, sam2: Any = None,
-                 backend: str | VLMBackend = "openai", **backend_kwargs: Any):
+                 sam2_autocast: str | None = "bfloat16", backend: str | VLMBackend = "openai", **backend_kwargs: Any):
         if answer_format not in answers.FORMATS:
             raise AdapterError(f"model.answer_format={answer_format}: expected one of {answers.FORMATS}")
         if "{Question}" not in template:
@@ -66,6 +70,9 @@ class SegZeroAdapter(Adapter):
         self.name, self.model, self.answer_format = name, model, answer_format
         self.template, self.example, self.strip = template, example, strip
         self.resize, self.max_new_tokens, self.sam2 = int(resize), int(max_new_tokens), sam2
+        if sam2_autocast not in (None, "bfloat16"):
+            raise AdapterError(f"model.sam2_autocast={sam2_autocast}: expected bfloat16 (the authors' scripts) or null")
+        self.sam2_autocast = sam2_autocast
         if isinstance(backend, VLMBackend):
             self.backend = backend
         else:
@@ -80,7 +87,7 @@ class SegZeroAdapter(Adapter):
         return {"adapter": "segzero", "version": ADAPTER_VERSION, "backend": self.backend.fingerprint(),
                 "answer_format": self.answer_format, "template": self.template, "example": self.example,
                 "strip": self.strip, "resize": self.resize, "max_new_tokens": self.max_new_tokens,
-                "sam2": None if self.sam2 is None else self.sam2.fingerprint()}
+                "sam2": None if self.sam2 is None else self.sam2.fingerprint(), "sam2_autocast": self.sam2_autocast}
 
     @property
     def preferred_batch_size(self) -> int:  # type: ignore[override]
@@ -169,8 +176,22 @@ class SegZeroAdapter(Adapter):
             raise AdapterError(f"sample {sample.id}: segmentation needs SAM2 (set model.sam2)")
         t0 = time.perf_counter()
         union = np.zeros((height, width), dtype=bool)
-        if answer.boxes:
-            union |= np.asarray(self.sam2.segment_image_best(frame, answer.boxes, answer.points), dtype=bool).any(axis=0)
+        if answer.boxes and len(answer.points) == len(answer.boxes):  # boxes without points: no mask (model file)
+            with self._autocast():
+                found = self.sam2.segment_image_best(frame, answer.boxes, answer.points)
+            union |= np.asarray(found, dtype=bool).any(axis=0)
         timings["sam2"] = round(time.perf_counter() - t0, 4)
         pred.masks = [mask_io.encode(union) if union.any() else None]
         return pred
+
+    def _autocast(self) -> Any:
+        """torch.autocast(<SAM2's device type>, dtype=torch.bfloat16) as the authors' scripts wrap
+        set_image and predict; a null context without sam2_autocast."""
+        from contextlib import nullcontext
+
+        if self.sam2_autocast is None:
+            return nullcontext()
+        import torch
+
+        device = str(getattr(self.sam2, "device", "cpu") or "cpu")
+        return torch.autocast(device.split(":", 1)[0], dtype=torch.bfloat16)

@@ -13,6 +13,8 @@ The dataset YAML declares everything the harness knows of a benchmark (docs/addi
       lines: [[segmentation, J], ...]   long layouts only: the (task, metric) lines of each method
       subsets: {referring: "referring/"}  a published row's subset -> the prefix of its cell key
       published: [visa_arxiv2407.11325.csv]   its published rows (leaderboards/paper/ or beside the YAML)
+    variants:                      named protocol variants a paper scored under (dataset.protocol.variant=<name>)
+      segzero: "what it reproduces"
     submission:                    the zip its server scores, GT not public (bench/harness/submission.py)
       path: "Annotations/{video}/{exp_id}/{frame_id}.png"
     files:                         the files its loader reads under root, and as what (`declared_files`)
@@ -109,6 +111,19 @@ def paper(name: str) -> dict | None:
     if not isinstance(block, dict) or not isinstance(block.get("columns"), list):
         raise DeclarationError(f"{dataset_file(name)}: paper needs a list `columns`")
     return block
+
+
+def variants(name: str) -> dict[str, str]:
+    """The named protocol variants `name` declares ({variant: what it reproduces}; {} when none):
+    `dataset.protocol.variant=<variant>` selects one, "" / null is the benchmark's reference rule.
+    Raises DeclarationError naming the file when `variants` is not a mapping of names to text."""
+    block = (declaration(name) or {}).get("variants")
+    if block is None:
+        return {}
+    if not isinstance(block, dict) or not all(isinstance(k, str) and _NAME.match(k) and isinstance(v, str)
+                                              for k, v in block.items()):
+        raise DeclarationError(f"{dataset_file(name)}: variants must map variant names to what each reproduces")
+    return dict(block)
 
 
 def published_files(name: str) -> tuple[Path, list[str]] | None:

@@ -32,6 +32,8 @@ _NON_SEMANTIC_MODEL_KEYS = {"resources"}
 # Model keys added after run directories existed, with a null default: hashed only when set, so a
 # config that leaves them null keeps its run directory's name (`family`: a VLM preset's family).
 _LATER_NULLABLE_MODEL_KEYS = {"family"}
+# Protocol keys added the same way (`variant`: ReasonSeg's named variants, null = the reference's rule).
+_LATER_NULLABLE_PROTOCOL_KEYS = {"variant"}
 
 _VERSIONED_PACKAGES = (
     "torch", "transformers", "numpy", "opencv-python-headless", "pycocotools", "pycocoevalcap",
@@ -80,6 +82,9 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     from rvt_bench.loaders.config import flat  # the pre-split shape, so older run directories keep their fingerprint
 
     dataset = {k: v for k, v in flat(cfg["dataset"]).items() if k not in _NON_SEMANTIC_DATASET_KEYS}
+    if isinstance(dataset.get("protocol"), dict):
+        dataset["protocol"] = {k: v for k, v in dataset["protocol"].items()
+                               if not (k in _LATER_NULLABLE_PROTOCOL_KEYS and v is None)}
     # the same keys at the model's top level: models that reach a server themselves (vlm)
     model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS | _NON_SEMANTIC_MODEL_KEYS
              and not (k in _LATER_NULLABLE_MODEL_KEYS and v is None)}

@@ -39,7 +39,7 @@ from rvt_bench.core.files import ReadLimits
 from rvt_bench.core.ranges import COUNT, JSON_DEPTH, MEGABYTES, PIXELS
 from rvt_bench.core.types import DatasetFormatError
 
-_NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper", "submission", "files")
+_NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper", "submission", "files", "variants")
 HUB_KEYS = ("hf_dataset", "hf_revision")  # the dataset node's hub source, handed to the loader when set
 
 # ReadLimits is frozen (a run's limits must not change under it); a config node must take overrides.
@@ -68,6 +68,7 @@ class DatasetConfig:
     paper: Any = None         # its published table and rows (rvt_bench.core.benchmark, leaderboards/tables.py)
     submission: Any = None    # the zip its server scores, GT not public (bench/harness/submission.py)
     files: Any = None         # the files its loader reads and their roles (rvt_bench.core.benchmark.declared_files)
+    variants: Any = None      # named protocol variants a paper scored under (rvt_bench.core.benchmark.variants)
     limits: Any = field(default_factory=LimitsConfig)
 
 

@@ -16,3 +16,4 @@ class LLMSegProtocol(ReasonSegProtocol):
     name = "llmseg40k"
     meta_keys = ("from_dataset", "level", "category")
     unit_type = LLMSegIoU
+    variants: dict = {}  # ReasonSeg's Seg-Zero rule is declared for ReasonSeg only

@@ -59,6 +59,7 @@ class RefCOCOProtocol(ReasonSegProtocol):
     name = "refcoco"
     headline = ["cIoU", "gIoU"]  # papers print cIoU
     meta_keys = ()
+    variants: dict = {}  # ReasonSeg's Seg-Zero rule is declared for ReasonSeg only
 
     def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
         record = super().score(sample, pred)
