@@ -90,21 +90,21 @@ class ReplayPolicy(ScriptedPolicy):
 class ReplayDTR1(DTR1Adapter):
     """DT-R1 over the ReplayPolicy of `policy["decoding"]`'s scripts (config.yaml names this class)."""
 
-    def __init__(self, policy, perception, name="dtr1"):
+    def __init__(self, policy, perception, name="dtr1", task_hint=False):
         turns = [t for sid in IDS for t in SCRIPTS[policy["decoding"]][sid]]
         super().__init__(policy=ReplayPolicy(turns, policy["decoding"]), perception=perception, name=name,
-                         sandbox={"timeout_s": 20.0})
+                         sandbox={"timeout_s": 20.0}, task_hint=task_hint)
 
 
 
-def toy_run(tmp_path, decoding, perception):
+def toy_run(tmp_path, decoding, perception, **model):
     target = "rvt_bench.adapters.twin.oracle.OraclePerception" if perception == "oracle" else "tests.test_attribute.WrongPerception"
     cfg = OmegaConf.create({
         "dataset": {"name": "toy", "_target_": "tests.test_attribute.ToyDataset", "split": "val",
                     "protocol": {"_target_": "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"}},
         "model": {"name": "dtr1", "_target_": "tests.test_attribute.ReplayDTR1", "policy": {"decoding": decoding},
-                  "perception": {"_target_": target}},
-        "run": {"root": str(tmp_path / "runs"), "name": f"{decoding}-{perception}", "shard": 0, "num_shards": 1,
+                  "perception": {"_target_": target}, **model},
+        "run": {"root": str(tmp_path / "runs"), "name": f"{decoding}-{perception}{''.join(model)}", "shard": 0, "num_shards": 1,
                 "merge": False, "limit": None, "fail_fast": False, "batch_size": 1, "verify_frames": False},
         "leaderboard": {"dir": str(tmp_path / "boards"), "publish": False},
     })
@@ -180,3 +180,10 @@ def test_the_attribute_command_refuses_a_model_without_an_attribution(runs, tmp_
 def test_attribute_without_an_oracle_run_cannot_blame_perception(runs):
     result = attribute([runs["free", "foundation"].run_dir, runs["grammar", "foundation"].run_dir])
     assert result["samples"]["perc"]["label"] == "reasoning"
+
+
+def test_the_task_hint_variant_is_marked_not_comparable_in_every_metric(tmp_path):
+    told = toy_run(tmp_path, "free", "oracle", task_hint=True).metrics
+    marked = told["not_comparable"]
+    assert set(told["metrics"]) <= set(marked) and all("model.task_hint=true" in why for why in marked.values())
+    assert "not_comparable" not in toy_run(tmp_path, "free", "oracle").metrics  # the paper's protocol

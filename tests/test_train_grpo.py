@@ -27,6 +27,7 @@ class TwoBranchPolicy(Policy):
 
     def __init__(self):
         self.calls = 0
+        self.prompts = []
 
     def fingerprint(self):
         return {"policy": "two-branch"}
@@ -40,6 +41,7 @@ class TwoBranchPolicy(Policy):
     def generate_batch(self, requests):
         out = []
         for i, r in enumerate(requests):
+            self.prompts.append(r.prompt)
             turn = r.prompt.split("[assistant] ", 1)[1]  # the system prompt's example has every tag
             if "</dt_rep>" not in turn:
                 text = PLAN
@@ -107,6 +109,11 @@ def test_rollout_func_gets_prompts_repeated_num_generations_times(trained):
     assert len(calls) == 1 and len(calls[0]) == 8  # per_device_train_batch_size completions
     assert [calls[0][i] == calls[0][i - i % 4] for i in range(8)] == [True] * 8
     assert len(set(calls[0])) == 2  # 2 prompts x num_generations=4
+
+
+def test_training_rollouts_follow_the_papers_protocol_the_prompt_names_no_task(trained):
+    users = {p.split("[user] ", 1)[1].split("\n[assistant] ", 1)[0] for p in trained[0].rollout_func.policy.prompts}
+    assert len(users) == 2 and all(u.startswith("Input: ") and "\nQuery: " in u and "Task:" not in u for u in users)
 
 
 def test_loss_mask_is_zero_exactly_on_environment_tokens(trained):

@@ -3,7 +3,10 @@
 The system prompt states the rollout tag format (rvt_bench.adapters.dtr1.tags), the tools a plan may
 use (rvt_bench.adapters.twin.registry.describe_tools) and one short worked rollout, condensed from the DT-R1
 paper's example (arXiv 2511.12365: the puppy lifting a paw on a checkered blanket before it
-barks). The user message carries only what the sample declares: query, modality, frame count, task.
+barks). The user message carries the query, modality and frame count: as in the paper, the policy
+works out from the query which task it is asked (segmentation, grounding, vqa, summarization) and
+declares it in <task>. `task_hint=True` (model.task_hint, a named variant) adds the sample's task to
+the user message, as every run before the setting existed did.
 """
 from __future__ import annotations
 
@@ -70,19 +73,21 @@ def system_prompt(tools: str, max_rounds: int, twin_style: str = "full") -> str:
 _TWINS = {"full": (_TWIN_FULL, _REP_FULL), "compact": (_TWIN_COMPACT, _REP_COMPACT)}
 
 
-def user_message(sample: Sample) -> str:
-    """The user message for `sample`: its modality, frame count, declared task and query."""
+def user_message(sample: Sample, task_hint: bool = False) -> str:
+    """The user message for `sample`: its modality, frame count and query; with `task_hint` also
+    the sample's task ("Task: <task>.", the line every run before the paper's protocol had)."""
     what = "an image" if sample.modality == "image" else f"a video of {sample.num_frames} frames"
-    return f"Input: {what}.\nTask: {sample.task}.\nQuery: {sample.query}"
+    task = f"Task: {sample.task}.\n" if task_hint else ""
+    return f"Input: {what}.\n{task}Query: {sample.query}"
 
 
-def messages(sample: Sample, tools: str, max_rounds: int, twin_style: str = "full") -> list[dict]:
+def messages(sample: Sample, tools: str, max_rounds: int, twin_style: str = "full", task_hint: bool = False) -> list[dict]:
     """The chat messages of a rollout: [system, user]; the rollout is the assistant's turn. The
-    system message is the same for every sample, so a backend with a prompt cache (llama.cpp)
-    evaluates it once per run."""
+    system message is the same for every sample (and for either `task_hint`), so a backend with a
+    prompt cache (llama.cpp) evaluates it once per run."""
     return [
         {"role": "system", "content": system_prompt(tools, max_rounds, twin_style)},
-        {"role": "user", "content": user_message(sample)},
+        {"role": "user", "content": user_message(sample, task_hint)},
     ]
 
 

@@ -5,9 +5,11 @@
 - R_token  +1 when the rollout's tags are flawless, -1 for a missing or malformed pair.
 - R_dag    +0.5 for a valid plan (parses, known tools, sufficient dependencies, acyclic), else -0.5.
 - R_exec   0 when every <execute> ran cleanly, -0.5 when any raised.
-- R_task   +0.25 when <task> names the sample's task, else 0.
+- R_task   +0.25 when <task> names the sample's task, else 0 (the paper's protocol: the prompt
+           does not name it, Episode.task_hint).
 - R_result +1 / -1: IoU > 0.5 for masks (per frame J, averaged over frames) and boxes (per frame
-           box IoU, averaged over frames), the judge's verdict for text (an unscored verdict: 0).
+           box IoU, averaged over frames), the judge's verdict for text (an unscored verdict: 0);
+           the answer is read as the task the rollout declared, as evaluation reads it.
 The weights a, b and any per-term weight (the ablations of conf/sweep/reward_ablation.yaml) come
 from config. The trace a term reads is the whole assistant turn, the policy's pre-filled
 "<think>\\n" included, so the pre-fill never costs the format reward.
@@ -40,6 +42,8 @@ class Episode:
     ({"stage": "execute", "ok": bool, ...} per code block). task / answer: contents of <task> /
     <answer> (None when the rollout failed before them). twin: the twin built from the plan (None
     before it). error: None, or the reason the rollout failed (e.g. "parse: missing_tag: ...").
+    task_hint: the prompt named the sample's task (rvt_bench.adapters.dtr1.rollout.RolloutLimits);
+    False, the paper's protocol, reads an answer without <task> as unparsable.
     """
 
     sample: Sample
@@ -49,6 +53,7 @@ class Episode:
     answer: str | None = None
     twin: Any = None
     error: str | None = None
+    task_hint: bool = False
 
 
 def r_token(trace: str) -> float:
@@ -126,16 +131,16 @@ def r_result_many(episodes: list[Episode], judge: Any = None, threshold: float =
 
 def _result_or_item(ep: Episode, judge: Any, threshold: float) -> Any:
     """r_result when it needs no judge, else the JudgeItem to ask the judge about."""
-    from rvt_bench.adapters.dtr1.answer import parse_answer, parse_task
+    from rvt_bench.adapters.dtr1.answer import answered_task, parse_answer, parse_task
 
     sample = ep.sample
     if ep.answer is None or ep.twin is None:
         return -1.0
     try:
-        # As evaluation does: the answer is read as the task the model declared, and an answer to
-        # another task than the sample's is scored as empty there, so it is wrong here.
-        declared = parse_task(ep.task)
-        if declared not in (None, sample.task):
+        # As evaluation does: the answer is read as the task the model declared (without task_hint
+        # a rollout that declares none has no answer), and an answer to another task than the
+        # sample's is scored as empty there, so it is wrong here.
+        if answered_task(parse_task(ep.task), sample.task, ep.task_hint) != sample.task:
             return -1.0
         answer = parse_answer(sample.task, ep.answer, ep.twin)
     except ParseError:
