@@ -200,8 +200,38 @@ def test_ablation_zeroes_the_disabled_terms():
 def test_trl_reward_functions_read_the_episode_column():
     ep = Episode(_sample(masks=[encode(GT)]), GOOD, task="grounding", answer='{"instances": [3]}', twin=TWIN)
     funcs = trl_reward_funcs()
-    assert [f.__name__ for f in funcs] == ["r_token", "r_dag", "r_exec", "r_task", "r_result"]
-    assert [f(prompts=["k"], completions=["c"], episode=[ep])[0] for f in funcs] == [1.0, 0.5, 0.0, 0.0, -1.0]
+    assert [f.__name__ for f in funcs] == ["r_token", "r_dag", "r_exec", "r_task", "r_result", "success"]
+    assert [f(prompts=["k"], completions=["c"], episode=[ep])[0] for f in funcs] == [1.0, 0.5, 0.0, 0.0, -1.0, 0.0]
+
+
+# --- the training success rate (logged, never summed) ----------------------------------------------
+
+RIGHT = dict(task="segmentation", answer='{"instances": [1]}', twin=TWIN)
+
+
+@pytest.mark.parametrize("trace,events,answer,expected", [
+    (GOOD, [], RIGHT, 1.0),                                                      # the whole protocol, right answer
+    (GOOD, [], {**RIGHT, "answer": '{"instances": [3]}'}, 0.0),                  # wrong answer
+    (GOOD, [], {**RIGHT, "task": "grounding"}, 0.0),                              # wrong task declared
+    (GOOD, [{"stage": "execute", "ok": False}], RIGHT, 0.0),                      # a code round failed
+    (GOOD.replace(PLAN, '{"SAM2": [], "DepthStats": ["SAM2"]}'), [], RIGHT, 0.0),  # invalid DAG
+    (GOOD + " trailing words", [], RIGHT, 0.0),                                   # broken tags
+])
+def test_success_is_the_whole_protocol_and_a_right_answer(trace, events, answer, expected):
+    from rvt_bench.adapters.dtr1.rewards import success
+
+    assert success(Episode(_sample(masks=[encode(GT)]), trace, events=events, **answer)) == expected
+
+
+def test_the_success_column_does_not_ask_the_judge_again():
+    from rvt_bench.adapters.dtr1.rewards import SUCCESS, TERMS
+
+    judge = FakeJudge(1.0)
+    episodes = [Episode(_sample(task="vqa", answers=["the left paw"]), GOOD, task="vqa", answer="left paw", twin=FakeTwin({}))]
+    funcs = dict(zip([*TERMS, SUCCESS], trl_reward_funcs(judge)))
+    assert funcs["result"](prompts=[""], completions=[""], episode=episodes) == [1.0]
+    assert funcs[SUCCESS](prompts=[""], completions=[""], episode=episodes) == [1.0]
+    assert judge.batches == [1]
 
 
 def test_result_reward_asks_the_judge_once_per_batch_in_episode_order():
