@@ -133,11 +133,13 @@ class DTR1Adapter(Adapter):
         (grounding) or text (vqa, summarization).
 
         Prediction.task is the task the model declared; the answer is read as that task
-        (answered_task: with task_hint, an undeclared task is read as `sample.task`); trace = {"rollout": the assistant turn, "events": [...],
-        "n_tokens": int}; timings = seconds {"policy", "twin", "sandbox"}.
+        (answer.answered_task: with task_hint, an undeclared task is read as `sample.task`);
+        trace = {"rollout": the assistant turn, "events": [...], "n_tokens": int}; timings =
+        seconds {"policy", "twin", "sandbox"}.
         Raises ParseError (kind "parse": missing/invalid plan with the DAGError reason, unclosed tag
-        within the token budget, no <task> without task_hint, bad answer) and AdapterError / SandboxError from perception or the
-        sandbox, each with `.trace`, `.events`, `.timings` of the partial rollout attached.
+        within the token budget, no <task> without task_hint, bad answer) and AdapterError /
+        SandboxError from perception or the sandbox, each with `.trace`, `.events`, `.timings` of
+        the partial rollout attached.
         """
         try:
             return self._finish(sample, run_rollout(self.policy, self._messages(sample), self._env(sample), self.limits))

@@ -11,9 +11,10 @@
            box IoU, averaged over frames), the judge's verdict for text (an unscored verdict: 0);
            the answer is read as the task the rollout declared, as evaluation reads it.
 The weights a, b and which terms count (the paper's reward ablation table: conf/train/dtr1_grpo.yaml
-reward.ablations, one row chosen by reward.ablation) come from config. SUCCESS is no reward: the training
-success rate the paper's ablation table reports, logged per step (docs/training.md). The trace a term reads is the whole assistant turn, the policy's pre-filled
-"<think>\\n" included, so the pre-fill never costs the format reward.
+reward.ablations, one row chosen by reward.ablation) come from config. `success` is no reward: the
+training success rate the paper's ablation table reports, logged per step (docs/training.md). The
+trace a term reads is the whole assistant turn, the policy's pre-filled "<think>\\n" included, so
+the pre-fill never costs the format reward.
 
 This is the one place an adapter reuses metrics/ (docs/architecture.md "Direction of imports"): R_result uses the
 benchmark's own J and box IoU.
@@ -205,8 +206,8 @@ def success(ep: Episode, judge: Any = None) -> float:
 
 def term_weights(a: float, b: float, enabled: Mapping[str, bool] | None = None) -> dict[str, float]:
     """Per-term weights of R = a*(R_token + R_dag) + b*(R_exec + R_task + R_result); a term with
-    enabled[term] False gets weight 0 (the paper's reward ablations). Raises AdapterError
-    for an unknown term name."""
+    enabled[term] False gets weight 0 (the paper's reward ablations). Raises AdapterError for an
+    unknown term name."""
     enabled = dict(enabled or {})
     unknown = set(enabled) - set(TERMS)
     if unknown:
