@@ -27,7 +27,8 @@ rollout function returns vLLM's sampled-token logprobs for TRL's importance-samp
         train_dtr1.py grpo.use_vllm=true grpo.vllm_mode=server grpo.per_device_train_batch_size=8 ...
   (what the deprecated `trl vllm-serve --model MODEL` runs; a server on another host:
   +grpo.vllm_server_base_url=http://HOST:8000)
-Reward ablations: python train_dtr1.py -m sweep=reward_ablation
+Reward ablations (the paper's table; each point logs rewards/success/mean, its training success rate,
+per step): python train_dtr1.py -m sweep=reward_ablation
 Evaluate the result: python run_bench.py +model=dtr1 policy=hf policy.model=BASE policy.adapter=<output_dir>/final
 """
 from __future__ import annotations
@@ -167,7 +168,8 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
         from rvt_bench.metrics.judge import make_judge
 
         judge = make_judge(OmegaConf.to_container(cfg.reward.judge, resolve=True))
-    args = GRPOConfig(output_dir=str(cfg.output_dir), reward_weights=[weights[t] for t in TERMS], **grpo)
+    # the terms, then the success rate of the paper's ablation table at weight 0: logged, never summed
+    args = GRPOConfig(output_dir=str(cfg.output_dir), reward_weights=[*(weights[t] for t in TERMS), 0.0], **grpo)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=trl_reward_funcs(judge),

@@ -107,6 +107,13 @@ class Adapter(ABC):
         of its own."""
         return None
 
+    def not_comparable(self) -> str | None:
+        """Why this configuration's numbers are not comparable with the model's published ones (a
+        named variant off its paper's protocol), naming the comparable setting: every metric of the
+        run is then marked so in metrics.json "not_comparable" and in tables
+        (rvt_bench.harness.results.mark_not_comparable). None (the default): nothing to mark."""
+        return None
+
     def close(self) -> None:
         """Release models, processes and files; the default has nothing to release."""
 

@@ -75,8 +75,10 @@ def get(url: str) -> dict:
 def model_overrides(adapter: str, url: str, model: str, batch: int) -> list[str]:
     """The command line of one run: a batch of `batch` samples with as many requests in flight."""
     if adapter in ("dtr1", "jit"):
+        # the stand-in reads the task off DT-R1's user message: the task_hint variant names it
+        hint = ["model.task_hint=true"] if adapter == "dtr1" else []
         return [f"+model={adapter}", "policy=openai", f"policy.model={model}", f"policy.base_url={url}",
-                f"policy.max_concurrency={batch}", f"run.batch_size={batch}"]
+                f"policy.max_concurrency={batch}", f"run.batch_size={batch}", *hint]
     # no SAM2: segmentation samples fail after the reply (SAM2 is model work, like the twin's perception)
     return ["+model=vlm", f"model.model={model}", f"model.base_url={url}", "model.sam2=null",
             f"model.max_concurrency={batch}", f"run.batch_size={batch}"]

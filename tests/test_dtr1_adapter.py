@@ -53,9 +53,9 @@ CODE = (
 ANSWER = '<think>instance 2, the dog, moves 4 px</think>\n<task>segmentation</task> <answer>{"instances": [2]}</answer>'
 
 
-def adapter(turns):
+def adapter(turns, **kw):
     return DTR1Adapter(policy=ScriptedPolicy(turns), perception=OraclePerception(),
-                       sandbox={"timeout_s": 20.0})
+                       sandbox={"timeout_s": 20.0}, **kw)
 
 
 def test_perfect_rollout_yields_the_target_masks():
@@ -76,10 +76,50 @@ def test_prediction_round_trips_through_json_record():
     assert Prediction.from_dict(pred.to_dict()) == pred
 
 
-def test_undeclared_task_reads_the_answer_as_the_sample_task():
-    pred = adapter([PLAN, '<answer>{"instances": [1]}</answer>']).predict(make_sample())
+# --- the task: the paper's protocol (the policy finds and declares it) or the task_hint variant ------
+
+def test_the_papers_protocol_gives_the_policy_no_task_and_the_variant_names_it():
+    quiet, told = adapter([PLAN, ANSWER]), adapter([PLAN, ANSWER], task_hint=True)
+    for a in (quiet, told):
+        a.predict(make_sample(task="grounding"))
+    user = quiet.prompt(make_sample(task="grounding"))[1]["content"]
+    assert user == "Input: a video of 2 frames.\nQuery: the animal that moves to the right"
+    assert "grounding" not in quiet.policy.prompts[0].split("Query: ")[-1]
+    assert told.prompt(make_sample(task="grounding"))[1]["content"] == (
+        "Input: a video of 2 frames.\nTask: grounding.\nQuery: the animal that moves to the right")
+    assert "Task: grounding." in told.policy.prompts[0]
+    # the system prompt is the same under both: only the user message differs
+    assert quiet.prompt(make_sample())[0] == told.prompt(make_sample())[0]
+
+
+def test_a_wrong_declaration_is_parsed_as_the_task_it_declares():
+    # a grounding sample answered as segmentation: instance masks, not boxes, recorded as segmentation
+    pred = adapter([PLAN, ANSWER]).predict(make_sample(task="grounding"))
+    assert pred.task == "segmentation" and pred.boxes is None and pred.masks is not None
+    # declared grounding with a segmentation answer: unparsable as the task it declared
+    with pytest.raises(ParseError) as info:
+        adapter([PLAN, '<task>grounding</task> <answer>{"instances": [2]}</answer>']).predict(make_sample())
+    assert info.value.reason == "schema"
+
+
+def test_an_undeclared_task_fails_to_parse_unless_the_variant_names_it():
+    turns = [PLAN, '<answer>{"instances": [1]}</answer>']
+    with pytest.raises(ParseError) as info:
+        adapter(turns).predict(make_sample())
+    assert info.value.reason == "missing_tag" and "<task>" in str(info.value)
+    pred = adapter(turns, task_hint=True).predict(make_sample())
     assert pred.task is None
     assert mask_io.area(pred.masks[0]) == 6 and pred.masks[1] is None
+
+
+def test_the_variant_is_fingerprinted_and_marked_not_comparable():
+    quiet, told = adapter([]), adapter([], task_hint=True)
+    assert quiet.fingerprint()["limits"]["task_hint"] is False
+    assert "task_hint" not in told.fingerprint()["limits"]  # runs made before the setting told the task
+    assert quiet.not_comparable() is None
+    assert "model.task_hint=true" in told.not_comparable() and "model.task_hint=false" in told.not_comparable()
+    with pytest.raises(Exception, match="task_hint"):
+        adapter([], task_hint="yes")
 
 
 def test_invalid_dag_is_a_parse_failure_with_the_dag_reason():

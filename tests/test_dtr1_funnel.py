@@ -73,7 +73,8 @@ def test_the_report_counts_each_stage_and_measures_only_what_was_measured(adapte
     assert [s.label for s in report.stages][:2] == ["plan emitted", "DAG valid"]
     measures = {m.key: m.value for m in report.measures}
     assert measures == {"valid_dag_rate": 0.75, "code_exec_success_rate": 1.0, "mean_code_rounds": 1.0, "max_code_rounds": 1,
-                        "task_consistency": pytest.approx(2 / 3, abs=1e-4), "generation_s": 3.0, "total_s": 6.0}
+                        "task_consistency": pytest.approx(2 / 3, abs=1e-4), "copied_example_rate": 0.0,
+                        "generation_s": 3.0, "total_s": 6.0}
     assert "perception_s" not in measures  # no prediction timed perception: absent, never 0
     assert report.decoding == "free" and report.model == "dtr1" and report.n == 5
     assert report.details == {"tool_usage": {"SAM2": 3},
@@ -111,3 +112,46 @@ def test_an_answer_tag_the_code_printed_does_not_pass_the_code_rounds(adapter):
     pred = Prediction.failure("s", "parse", "missing_tag: no </execute> or </answer>",
                               trace={"rollout": printed, "events": EVENTS[:3]})
     assert adapter.sample_stage(item(pred)).first_failed == "code_rounds_ran"
+
+
+# --- a policy that copies the system prompt's worked example ------------------------------------------
+
+def _copying(plan, code):
+    from rvt_bench.adapters.dtr1.prompt import EXAMPLE_CODE, EXAMPLE_PLAN
+
+    rollout = ROLLOUT.replace('{"SAM2": []}', EXAMPLE_PLAN if plan else '{"SAM2": []}')
+    return rollout.replace("print(1)", EXAMPLE_CODE if code else "print(1)")
+
+
+@pytest.mark.parametrize("plan,code,parts", [(True, True, ["plan", "code"]), (True, False, ["plan"]),
+                                             (False, True, ["code"]), (False, False, [])])
+def test_a_plan_or_code_equal_to_the_prompts_example_is_named_a_copy(plan, code, parts):
+    from rvt_bench.adapters.dtr1.funnel import copied_example
+
+    assert copied_example(Prediction("s", trace={"rollout": _copying(plan, code), "events": EVENTS})) == parts
+
+
+def test_the_example_printed_by_the_code_or_reformatted_is_read_as_what_it_is():
+    from rvt_bench.adapters.dtr1.funnel import copied_example
+    from rvt_bench.adapters.dtr1.prompt import EXAMPLE_CODE, EXAMPLE_PLAN
+
+    # the example inside the harness's insertions (the twin, the code's output) is not the rollout's own
+    printed = ROLLOUT.replace("<results>1</results>", f"<results><execute>{EXAMPLE_CODE}</execute></results>")
+    assert copied_example(Prediction("s", trace={"rollout": printed})) == []
+    # whitespace does not hide a copy; another plan of the same tools is no copy
+    spaced = ROLLOUT.replace('{"SAM2": []}', EXAMPLE_PLAN.replace(", ", ",\n  "))
+    assert copied_example(Prediction("s", trace={"rollout": spaced})) == ["plan"]
+    fewer = ROLLOUT.replace('{"SAM2": []}', EXAMPLE_PLAN.replace(', "SemanticAnalysis": ["SAM2"]', ""))
+    assert copied_example(Prediction("s", trace={"rollout": fewer})) == []
+
+
+def test_the_report_counts_the_rollouts_that_copied_the_example_and_those_right_anyway(adapter):
+    seg = '<task>segmentation</task> <answer>{"instances": [1]}</answer>'
+    both = _copying(True, True).replace("<task>vqa</task> <answer>a dog</answer>", seg)
+    plan_only = _copying(True, False).replace("<task>vqa</task> <answer>a dog</answer>", seg)
+    scored = [item(Prediction("a", task="segmentation", trace={"rollout": both, "events": EVENTS}), "segmentation", iou=0.9),
+              item(Prediction("b", task="segmentation", trace={"rollout": plan_only, "events": EVENTS}), "segmentation", iou=0.1),
+              item(Prediction("c", task="vqa", text="a dog", trace={"rollout": ROLLOUT, "events": EVENTS}))]
+    report = adapter.report(scored)
+    assert {m.key: m.value for m in report.measures}["copied_example_rate"] == pytest.approx(2 / 3, abs=1e-4)
+    assert report.details["copied_example"] == {"plan": 2, "code": 1, "correct": 1}

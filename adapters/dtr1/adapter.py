@@ -1,6 +1,8 @@
 """DT-R1 behind the Adapter interface: rollout (rvt_bench.adapters.dtr1.rollout) + answer parsing.
 
-The adapter knows the benchmark only through `sample.task` and `sample.modality` (in the prompt).
+The prompt carries the sample's query, modality and frame count; as in the DT-R1 paper the policy
+declares the task itself and its answer is read as that task (`task_hint=True`, a named variant,
+also tells it `sample.task`).
 Instantiated by Hydra from conf/model/dtr1.yaml, with `policy` and `perception` already built
 from conf/policy/*.yaml and conf/perception/*.yaml.
 """
@@ -13,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from rvt_bench.adapters.base import Adapter, Attribution, ScoredSample
 from rvt_bench.adapters.dtr1 import funnel
 from rvt_bench.adapters.dtr1 import prompt as prompts
-from rvt_bench.adapters.dtr1.answer import parse_answer, parse_task
+from rvt_bench.adapters.dtr1.answer import answered_task, parse_answer, parse_task
 from rvt_bench.adapters.dtr1.grammar import Spans
 from rvt_bench.adapters.dtr1.rollout import Rollout, RolloutEnv, RolloutLimits, run_rollout, run_rollouts
 from rvt_bench.adapters.policy.base import Policy
@@ -35,6 +37,12 @@ class DTR1Adapter(Adapter):
                  max_output_chars, max_processes, disk_mb, isolation, pool_size, start_timeout_s).
     grammar:     free-text bounds of the tag grammar (rvt_bench.adapters.dtr1.grammar.Spans keys:
                  think_chars, code_chars, text_chars, max_boxes), used when policy.decoding="grammar".
+    task_hint:   False (the paper's protocol): the user message holds no task; the policy declares
+                 one in <task>, the answer is parsed as that task (a rollout without <task> fails
+                 to parse, one that declares another task than the sample's is scored as a wrong
+                 answer). True (model.task_hint=true, a named variant, not comparable with the
+                 paper: not_comparable): the user message names the sample's task, and an
+                 undeclared task is read as it (every run before the setting existed).
 
     Its report (rvt_bench.adapters.dtr1.funnel): plan emitted -> DAG valid -> twin built -> code rounds
     ran -> answer parsed -> task correct -> result correct, the rollout analytics, the decoding
@@ -55,6 +63,7 @@ class DTR1Adapter(Adapter):
         sandbox: Mapping[str, Any] | None = None,
         grammar: Mapping[str, Any] | None = None,
         twin_style: str = RolloutLimits.twin_style,
+        task_hint: bool = RolloutLimits.task_hint,
     ):
         self.name = name
         self.policy = policy
@@ -67,8 +76,10 @@ class DTR1Adapter(Adapter):
 
         if twin_style not in TWIN_STYLES:
             raise AdapterError(f"dtr1 twin_style={twin_style!r}: expected one of {list(TWIN_STYLES)}")
+        if not isinstance(task_hint, bool):
+            raise AdapterError(f"dtr1 task_hint={task_hint!r}: expected true or false")
         self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars),
-                                    spans, str(twin_style))
+                                    spans, str(twin_style), task_hint)
         from rvt_bench.adapters.sandbox.runner import settings_from
 
         self.sandbox = dict(sandbox or {})
@@ -99,6 +110,10 @@ class DTR1Adapter(Adapter):
         limits = {k: v for k, v in vars(self.limits).items() if k != "spans"}
         if limits["twin_style"] == "full":  # the default keeps the fingerprints (run names) of runs made before the knob
             del limits["twin_style"]
+        # Every run before the setting told the policy its task: task_hint=true keeps those runs'
+        # names; the paper's protocol (the default, false) names its runs anew.
+        if limits["task_hint"]:
+            del limits["task_hint"]
         if self.decoding == "grammar":
             limits["spans"] = asdict(self.limits.spans)
         return limits
@@ -117,12 +132,14 @@ class DTR1Adapter(Adapter):
         """Roll out on `sample` and parse the answer into masks (segmentation), pixel boxes
         (grounding) or text (vqa, summarization).
 
-        Prediction.task is the task the model declared (None when it declared none; the answer is
-        then read as `sample.task`); trace = {"rollout": the assistant turn, "events": [...],
-        "n_tokens": int}; timings = seconds {"policy", "twin", "sandbox"}.
+        Prediction.task is the task the model declared; the answer is read as that task
+        (answer.answered_task: with task_hint, an undeclared task is read as `sample.task`);
+        trace = {"rollout": the assistant turn, "events": [...], "n_tokens": int}; timings =
+        seconds {"policy", "twin", "sandbox"}.
         Raises ParseError (kind "parse": missing/invalid plan with the DAGError reason, unclosed tag
-        within the token budget, bad answer) and AdapterError / SandboxError from perception or the
-        sandbox, each with `.trace`, `.events`, `.timings` of the partial rollout attached.
+        within the token budget, no <task> without task_hint, bad answer) and AdapterError /
+        SandboxError from perception or the sandbox, each with `.trace`, `.events`, `.timings` of
+        the partial rollout attached.
         """
         try:
             return self._finish(sample, run_rollout(self.policy, self._messages(sample), self._env(sample), self.limits))
@@ -151,12 +168,19 @@ class DTR1Adapter(Adapter):
     def _messages(self, sample: Sample) -> list[dict]:
         from rvt_bench.adapters.twin.registry import describe_tools
 
-        return prompts.messages(sample, describe_tools(), self.limits.max_rounds, self.limits.twin_style)
+        return prompts.messages(sample, describe_tools(), self.limits.max_rounds, self.limits.twin_style,
+                                self.limits.task_hint)
+
+    def not_comparable(self) -> str | None:
+        if self.limits.task_hint:
+            return ("model.task_hint=true: the user message names the task (R_task free), not the DT-R1 paper's "
+                    "protocol; the comparable run is model.task_hint=false")
+        return None
 
     def _finish(self, sample: Sample, rollout: Rollout) -> Prediction:
         try:
             declared = parse_task(rollout.task)
-            answer = parse_answer(declared or sample.task, rollout.answer, rollout.twin)
+            answer = parse_answer(answered_task(declared, sample.task, self.limits.task_hint), rollout.answer, rollout.twin)
         except AdapterError as exc:
             exc.trace, exc.events, exc.timings = rollout.trace, rollout.events, rollout.timings
             raise

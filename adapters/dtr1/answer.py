@@ -55,6 +55,18 @@ def parse_task(text: str | None) -> str | None:
     return task
 
 
+def answered_task(declared: str | None, sample_task: str, task_hint: bool) -> str:
+    """The task an answer is read as: the one the policy declared (parse_task's result); an
+    undeclared task is `sample_task` under task_hint, else TagError("missing_tag"): under the
+    paper's protocol only the policy knows which task it answered."""
+    if declared is not None:
+        return declared
+    if task_hint:
+        return sample_task
+    raise TagError("missing_tag", "no <task> block: the policy must declare the task it answers "
+                                  "(segmentation, grounding, vqa or summarization)")
+
+
 def parse_answer(task: str, text: str, twin: TwinView) -> Answer:
     """Parse the contents of ``<answer>`` for `task` against `twin` (see module docstring).
     Raises TagError with reason "json", "schema", "unknown_instance" or "empty_answer"."""

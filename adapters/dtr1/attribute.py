@@ -1,4 +1,5 @@
-"""Why each failed DT-R1 sample failed, across runs of the model: format, plan, perception or reasoning.
+"""Why each failed DT-R1 sample failed, across runs of the model: a copied example, format, plan,
+perception or reasoning.
 
     rvt-bench attribute RUN_DIR [RUN_DIR ...] [--json OUT] [--examples 3]
 
@@ -7,8 +8,13 @@
 The runs should differ only in policy.decoding (free | grammar) and perception (oracle = the
 dataset's own annotations, anything else = foundation models) and cover the same samples. The
 *target* run is the one whose failures are explained: free decoding with foundation perception
-when given, else the first run. Each of its failed samples (result not correct) gets one label:
+when given, else the first run. Each of its failed samples (result not correct) gets one label,
+the first that applies:
 
+  copied_example  the rollout wrote the system prompt's worked example back as its own: its plan or
+              one of its code blocks equals the example's (rvt_bench.adapters.dtr1.funnel.copied_example).
+              The policy answered the prompt, not its query, whatever stage it then stopped at
+              (e.g. the embedded 135M demo policy: the example's plan in every rollout)
   perception  the sample fails with foundation perception but its result is correct with the
               oracle twin under the same decoding (the DT-R1 paper's "32% of failures are SAM2's"),
               or perception itself failed (twin not built)
@@ -33,7 +39,7 @@ from typing import Any
 from rvt_bench.core import files
 from rvt_bench.core.types import DatasetFormatError, RvtBenchError
 
-LABELS = ("format", "plan", "perception", "reasoning")
+LABELS = ("copied_example", "format", "plan", "perception", "reasoning")
 _FORMAT_STAGES = ("plan_emitted", "code_rounds_ran", "answer_parsed")
 
 
@@ -53,6 +59,7 @@ class RunView:
     model: str
     funnel: dict[str, dict]  # sample_id -> {"first_failed", "result_correct"}
     errors: dict[str, str]   # sample_id -> error message (failed predictions)
+    copied: dict[str, list[str]]  # sample_id -> parts of the prompt's worked example it copied (when any)
 
     @property
     def key(self) -> str:
@@ -78,7 +85,7 @@ def load_run(path: str | Path) -> RunView:
     try:
         cfg = yaml.safe_load(files.read_text(cfg_path, "run file")) or {}
         funnel = _funnels(scores_path)
-        errors = _errors(sorted(root.glob("predictions*.jsonl")))
+        errors, copied = _predictions(sorted(root.glob("predictions*.jsonl")))
     except (OSError, DatasetFormatError, yaml.YAMLError) as exc:
         raise AttributionError(f"{root}: cannot read the run's files ({exc})") from exc
     model = cfg.get("model") or {}
@@ -86,7 +93,7 @@ def load_run(path: str | Path) -> RunView:
     perception = model.get("perception") if isinstance(model.get("perception"), dict) else {}
     target = str(perception.get("_target_", ""))
     kind = "oracle" if target.rsplit(".", 1)[-1].lower().startswith("oracle") else "foundation"
-    return RunView(root, str(policy.get("decoding") or "free"), kind, _model_identity(model), funnel, errors)
+    return RunView(root, str(policy.get("decoding") or "free"), kind, _model_identity(model), funnel, errors, copied)
 
 
 def _funnels(scores_path: Path) -> dict[str, dict]:
@@ -103,18 +110,32 @@ def _funnels(scores_path: Path) -> dict[str, dict]:
     return funnel
 
 
-def _errors(pred_files: list[Path]) -> dict[str, str]:
-    """sample id -> its failure's message (200 characters), from a run's predictions files."""
+def _predictions(pred_files: list[Path]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """({sample id: its failure's message (200 characters)}, {sample id: the parts of the prompt's
+    worked example its rollout copied, when any}) from a run's predictions files."""
+    from rvt_bench.adapters.dtr1.funnel import copied_example
+    from rvt_bench.core.types import Prediction
+
     errors: dict[str, str] = {}
+    copied: dict[str, list[str]] = {}
     for pred_file in pred_files:
         for number, line in files.lines(pred_file, "predictions file"):
             try:
                 pred = files.loads(line, f"{pred_file} line {number}", duplicates="last") if line else None
             except DatasetFormatError:
                 continue  # a torn last line: the runner redoes it
-            if isinstance(pred, dict) and pred.get("error"):
-                errors[pred["sample_id"]] = str(pred["error"].get("message", ""))[:200]
-    return errors
+            if not isinstance(pred, dict) or not isinstance(pred.get("sample_id"), str):
+                continue
+            sid = pred["sample_id"]
+            error = pred.get("error")
+            if isinstance(error, dict) and error:
+                errors[sid] = str(error.get("message", ""))[:200]
+            parts = copied_example(Prediction(sid, trace=pred.get("trace")))
+            if parts:
+                copied[sid] = parts
+            else:
+                copied.pop(sid, None)
+    return errors, copied
 
 
 def _model_identity(model: dict) -> str:
@@ -129,8 +150,11 @@ def pick_target(runs: list[RunView]) -> RunView:
 
 
 def label_sample(sample_id: str, target: RunView, runs: list[RunView]) -> tuple[str, bool]:
-    """(label, confirmed) for a sample that failed in `target` (see the module docstring)."""
+    """(label, confirmed) for a sample that failed in `target` (see the module docstring); a copied
+    example is confirmed when its plan and its code both equal the example's."""
     stage = target.funnel[sample_id].get("first_failed")
+    if sample_id in target.copied:
+        return "copied_example", set(target.copied[sample_id]) == {"plan", "code"}
     if target.perception != "oracle":
         for other in runs:
             if other.perception == "oracle" and other.decoding == target.decoding and other.correct(sample_id):
@@ -167,7 +191,7 @@ def attribute(paths: list[str | Path], examples: int = 3) -> dict[str, Any]:
         counts[label] += 1
         samples[sid] = {"label": label, "confirmed": confirmed,
                         "first_failed": {r.key: r.funnel[sid].get("first_failed") for r in runs},
-                        "error": target.errors.get(sid)}
+                        "error": target.errors.get(sid), "copied": target.copied.get(sid, [])}
     return {"target": str(target.path), "runs": {r.key: str(r.path) for r in runs}, "n": len(common),
             "failed": len(samples), "counts": counts, "samples": samples, "examples": examples}
 
@@ -179,10 +203,11 @@ def format_report(result: dict[str, Any]) -> str:
              "runs: " + ", ".join(f"{k}={v}" for k, v in result["runs"].items())]
     for label in LABELS:
         c = result["counts"][label]
-        lines.append(f"  {label:<11} {c:>5}  {100 * c / n_failed:5.1f}%")
+        lines.append(f"  {label:<14} {c:>5}  {100 * c / n_failed:5.1f}%")
     for label in LABELS:
         shown = [(sid, s) for sid, s in result["samples"].items() if s["label"] == label][: result["examples"]]
         for sid, s in shown:
             stages = ", ".join(f"{k}:{v or 'ok'}" for k, v in s["first_failed"].items())
-            lines.append(f"  e.g. {label}: {sid}  [{stages}]" + (f"  {s['error'][:100]}" if s.get("error") else ""))
+            copied = f"  copied the example's {' and '.join(s['copied'])}" if s.get("copied") else ""
+            lines.append(f"  e.g. {label}: {sid}  [{stages}]{copied}" + (f"  {s['error'][:100]}" if s.get("error") else ""))
     return "\n".join(lines)

@@ -38,7 +38,8 @@ SandboxConfig = ranged(sandbox_schema("SandboxConfig", tuple(f.name for f in fie
 
 @dataclass
 class RolloutBudgetsConfig:
-    """The DT-R1 rollout budgets, shared by evaluation (DTR1Config) and training
+    """The DT-R1 rollout budgets and prompt settings (twin_style; task_hint: the user message names
+    the task, a variant off the paper's protocol), shared by evaluation (DTR1Config) and training
     (TrainRolloutConfig) so both roll out alike; defaults from RolloutLimits and Spans."""
 
     max_rounds: int = within(RolloutLimits.max_rounds, ge=1, le=ROUNDS)
@@ -46,6 +47,7 @@ class RolloutBudgetsConfig:
     max_total_tokens: int = within(RolloutLimits.max_total_tokens, ge=1, le=TOKENS)
     twin_max_chars: int = within(RolloutLimits.twin_max_chars, ge=1, le=CHARS)
     twin_style: str = RolloutLimits.twin_style
+    task_hint: bool = RolloutLimits.task_hint
     grammar: SpansConfig = field(default_factory=SpansConfig)  # type: ignore[valid-type]
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # type: ignore[valid-type]
 
@@ -86,4 +88,4 @@ def limits_from(node: Any) -> RolloutLimits:
     naming a missing one)."""
     return RolloutLimits(int(node["max_rounds"]), int(node["max_new_tokens"]), int(node["max_total_tokens"]),
                          int(node["twin_max_chars"]), Spans(**{k: int(v) for k, v in dict(node["grammar"]).items()}),
-                         str(node["twin_style"]))
+                         str(node["twin_style"]), bool(node["task_hint"]))

@@ -16,9 +16,13 @@ A prediction without a rollout (an adapter crash, a server that was down) fails 
 Measures: valid DAG (dag_valid / plan_emitted), code runs OK (<execute> rounds whose code ran
 without error / rounds with a known outcome; answered samples keep their events), code rounds
 mean and max (over rollouts that built a twin; the paper reports 3.8 with a cap of 10), declared
-task = sample task (over answered samples), and the seconds the predictions recorded: generation
-(timings "policy"), perception ("twin"), code ("sandbox"), total. Details: "tool_usage" {tool:
-rollouts whose valid plan names it}, "task_confusion" {sample task: {declared task: n}}.
+task = sample task (over answered samples), copied the prompt's example (rollouts whose plan or
+code equals the system prompt's worked example, copied_example / plan_emitted: a policy that
+writes the example back instead of planning for its own query), and the seconds the predictions
+recorded: generation (timings "policy"), perception ("twin"), code ("sandbox"), total. Details:
+"tool_usage" {tool: rollouts whose valid plan names it}, "task_confusion" {sample task: {declared
+task: n}}, "copied_example" {"plan", "code": rollouts that copied it, "correct": of those that
+copied either, how many were right anyway}.
 """
 from __future__ import annotations
 
@@ -36,6 +40,10 @@ STAGES = (("plan_emitted", "plan emitted"), ("dag_valid", "DAG valid"), ("twin_b
 LATENCY = (("policy", "generation"), ("twin", "perception"), ("sandbox", "code"), M.TOTAL)
 
 _PLAN_RE = re.compile(r"<\s*dt_plan\s*>(.*?)<\s*/\s*dt_plan\s*>", re.DOTALL | re.IGNORECASE)
+_CODE_RE = re.compile(r"<\s*execute\s*>(.*?)<\s*/\s*execute\s*>", re.DOTALL | re.IGNORECASE)
+# what the harness inserts (the twin, the code's output): never the policy's own plan or code
+_INSERTED_RE = re.compile(r"<\s*(dt_rep|results)\s*>.*?<\s*/\s*\1\s*>", re.DOTALL | re.IGNORECASE)
+_SPACE = re.compile(r"\s+")
 
 
 def rollout_text(pred: Prediction) -> str:
@@ -51,6 +59,23 @@ def rollout_events(pred: Prediction) -> list | None:
     a prediction without them (written before failed rollouts kept theirs, or with no rollout)."""
     events = pred.trace.get("events") if isinstance(pred.trace, dict) else None
     return events if isinstance(events, list) else None
+
+
+def copied_example(pred: Prediction) -> list[str]:
+    """Which parts of the system prompt's worked example (rvt_bench.adapters.dtr1.prompt EXAMPLE_PLAN,
+    EXAMPLE_CODE) the rollout wrote back as its own: "plan" when its <dt_plan> equals the example's,
+    "code" when one of its <execute> blocks equals the example's (whitespace ignored; the harness's
+    <dt_rep> and <results> insertions are not read). [] for a rollout that copied neither."""
+    from rvt_bench.adapters.dtr1.prompt import EXAMPLE_CODE, EXAMPLE_PLAN
+
+    text = _INSERTED_RE.sub("", rollout_text(pred))
+    out = []
+    plan = _PLAN_RE.search(text)
+    if plan and _SPACE.sub("", plan.group(1)) == _SPACE.sub("", EXAMPLE_PLAN):
+        out.append("plan")
+    if any(_SPACE.sub("", code) == _SPACE.sub("", EXAMPLE_CODE) for code in _CODE_RE.findall(text)):
+        out.append("code")
+    return out
 
 
 def passed(item: ScoredSample) -> dict[str, bool]:
@@ -76,11 +101,12 @@ def passed(item: ScoredSample) -> dict[str, bool]:
 
 def measures(scored: Sequence[ScoredSample]) -> list[Measure]:
     """The rollout analytics of the module docstring, each only where it has a denominator."""
-    plans = dags = answered = consistent = ok_rounds = known_rounds = 0
+    plans = dags = answered = consistent = ok_rounds = known_rounds = copied = 0
     rounds: list[int] = []
     for item in scored:
         stages, pred = passed(item), item.prediction
         plans += stages["plan_emitted"]
+        copied += bool(stages["plan_emitted"] and copied_example(pred))
         dags += stages["dag_valid"]
         events = rollout_events(pred)
         if stages["twin_built"]:
@@ -101,18 +127,26 @@ def measures(scored: Sequence[ScoredSample]) -> list[Measure]:
             *M.mean("mean_code_rounds", "code rounds (mean)", rounds, "rounds"),
             *([Measure("max_code_rounds", "code rounds (max)", max(rounds), "rounds")] if rounds else []),
             *M.rate("task_consistency", "declared task = sample task", consistent, answered),
+            *M.rate("copied_example_rate", "copied the prompt's example", copied, plans),
             *M.latency(scored, LATENCY)]
 
 
 def details(scored: Sequence[ScoredSample]) -> dict[str, Any]:
     """{"tool_usage": {tool: rollouts whose valid plan names it}, "task_confusion": {sample task:
-    {declared task: answered samples}}}, each left out when empty."""
+    {declared task: answered samples}}, "copied_example": {"plan", "code": rollouts that wrote that
+    part of the prompt's worked example back, "correct": of the rollouts that copied, those whose
+    result is correct}}, each left out when empty."""
     from rvt_bench.adapters.twin.dag import DAGError, parse_dag, validate_dag
 
     tools: dict[str, int] = {}
     confusion: dict[str, dict[str, int]] = {}
+    copies = {"plan": 0, "code": 0, "correct": 0}
     for item in scored:
         pred = item.prediction
+        parts = copied_example(pred)
+        for part in parts:
+            copies[part] += 1
+        copies["correct"] += bool(parts and item.record.correct() is True)
         if not pred.error:
             row = confusion.setdefault(item.sample.task, {})
             row[str(pred.task)] = row.get(str(pred.task), 0) + 1
@@ -127,4 +161,6 @@ def details(scored: Sequence[ScoredSample]) -> dict[str, Any]:
         out["tool_usage"] = dict(sorted(tools.items()))
     if confusion:
         out["task_confusion"] = {k: dict(sorted(v.items())) for k, v in sorted(confusion.items())}
+    if copies["plan"] or copies["code"]:
+        out["copied_example"] = copies
     return out

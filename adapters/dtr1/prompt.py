@@ -3,7 +3,10 @@
 The system prompt states the rollout tag format (rvt_bench.adapters.dtr1.tags), the tools a plan may
 use (rvt_bench.adapters.twin.registry.describe_tools) and one short worked rollout, condensed from the DT-R1
 paper's example (arXiv 2511.12365: the puppy lifting a paw on a checkered blanket before it
-barks). The user message carries only what the sample declares: query, modality, frame count, task.
+barks). The user message carries the query, modality and frame count: as in the paper, the policy
+works out from the query which task it is asked (segmentation, grounding, vqa, summarization) and
+declares it in <task>. `task_hint=True` (model.task_hint, a named variant) adds the sample's task to
+the user message, as every run before the setting existed did.
 """
 from __future__ import annotations
 
@@ -41,15 +44,19 @@ _TWIN_COMPACT = """   The twin has "video" (size [H, W], num_frames) and "instan
 _REP_FULL = """{"video":{"size":[480,854],"num_frames":3},"instances":[{"id":1,"label":"puppy front-left paw","track":{"0":[300,380,340,420,320,400,1500],"1":[300,340,340,380,320,360,1480],"2":[300,339,340,379,320,359,1490]},"depth":{"mean":1.2,"std":0.1}},{"id":2,"label":"puppy front-right paw","track":{"0":[360,380,400,420,380,400,1510],"1":[360,377,400,417,380,397,1500],"2":[360,376,400,416,380,396,1505]},"depth":{"mean":1.2,"std":0.1}},{"id":3,"label":"blanket","track":{"0":[0,300,854,480,427,390,150000]},"depth":{"mean":1.4,"std":0.3}}]}"""
 _REP_COMPACT = """{"video":{"size":[480,854],"num_frames":3},"instances":[{"id":1,"label":"puppy front-left paw","box":{"0":[0.35,0.79,0.4,0.88],"1":[0.35,0.71,0.4,0.79],"2":[0.35,0.71,0.4,0.79]},"depth":1.2},{"id":2,"label":"puppy front-right paw","box":{"0":[0.42,0.79,0.47,0.88],"1":[0.42,0.79,0.47,0.87],"2":[0.42,0.78,0.47,0.87]},"depth":1.2},{"id":3,"label":"blanket","box":{"0":[0,0.62,1,1]},"depth":1.4}]}"""
 
+# The worked example's plan and code: a policy that writes either back (rvt_bench.adapters.dtr1.funnel
+# copied_example) copies the prompt instead of planning for its own query.
+EXAMPLE_PLAN = '''{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}'''
+EXAMPLE_CODE = '''for inst in twin["instances"][:2]:
+    cy = [v[5] for v in inst["track"].values()]
+    print(inst["id"], max(cy) - min(cy))'''
 _EXAMPLE = """Example.
 Query: segment the part of the puppy that it lifts into the air while standing on the checkered blanket, before standing still and barking.
 <think>Temporal order: standing, then lifting a limb, then barking. I need the puppy's parts tracked over frames, their depth and their labels, then the part whose height changes most before the barking.</think>
-<dt_plan>{"SAM2": [], "DepthAnything2": [], "DepthStats": ["SAM2", "DepthAnything2"], "SemanticAnalysis": ["SAM2"]}</dt_plan>
+<dt_plan>{plan}</dt_plan>
 <dt_rep>{rep}</dt_rep>
 <think>Measure how far each paw rises (centroid y, index 5 of a track entry, decreases) across frames.</think>
-<execute>for inst in twin["instances"][:2]:
-    cy = [v[5] for v in inst["track"].values()]
-    print(inst["id"], max(cy) - min(cy))</execute>
+<execute>{code}</execute>
 <results>1 41
 2 4</results>
 <think>Instance 1, the front-left paw, rises most before the barking.</think>
@@ -64,25 +71,28 @@ def system_prompt(tools: str, max_rounds: int, twin_style: str = "full") -> str:
         raise ValueError(f"unknown twin style {twin_style!r}; expected one of {sorted(_TWINS)}")
     twin, rep = _TWINS[twin_style]
     text = _TAG_FORMAT.replace("{twin}", twin).replace("{tools}", tools).replace("{max_rounds}", str(max_rounds))
-    return text + "\n\n" + _EXAMPLE.replace("{rep}", rep)
+    example = _EXAMPLE.replace("{plan}", EXAMPLE_PLAN).replace("{code}", EXAMPLE_CODE).replace("{rep}", rep)
+    return text + "\n\n" + example
 
 
 _TWINS = {"full": (_TWIN_FULL, _REP_FULL), "compact": (_TWIN_COMPACT, _REP_COMPACT)}
 
 
-def user_message(sample: Sample) -> str:
-    """The user message for `sample`: its modality, frame count, declared task and query."""
+def user_message(sample: Sample, task_hint: bool = False) -> str:
+    """The user message for `sample`: its modality, frame count and query; with `task_hint` also
+    the sample's task ("Task: <task>.", the line every run before the paper's protocol had)."""
     what = "an image" if sample.modality == "image" else f"a video of {sample.num_frames} frames"
-    return f"Input: {what}.\nTask: {sample.task}.\nQuery: {sample.query}"
+    task = f"Task: {sample.task}.\n" if task_hint else ""
+    return f"Input: {what}.\n{task}Query: {sample.query}"
 
 
-def messages(sample: Sample, tools: str, max_rounds: int, twin_style: str = "full") -> list[dict]:
+def messages(sample: Sample, tools: str, max_rounds: int, twin_style: str = "full", task_hint: bool = False) -> list[dict]:
     """The chat messages of a rollout: [system, user]; the rollout is the assistant's turn. The
-    system message is the same for every sample, so a backend with a prompt cache (llama.cpp)
-    evaluates it once per run."""
+    system message is the same for every sample (and for either `task_hint`), so a backend with a
+    prompt cache (llama.cpp) evaluates it once per run."""
     return [
         {"role": "system", "content": system_prompt(tools, max_rounds, twin_style)},
-        {"role": "user", "content": user_message(sample)},
+        {"role": "user", "content": user_message(sample, task_hint)},
     ]
 
 

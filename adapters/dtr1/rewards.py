@@ -5,12 +5,16 @@
 - R_token  +1 when the rollout's tags are flawless, -1 for a missing or malformed pair.
 - R_dag    +0.5 for a valid plan (parses, known tools, sufficient dependencies, acyclic), else -0.5.
 - R_exec   0 when every <execute> ran cleanly, -0.5 when any raised.
-- R_task   +0.25 when <task> names the sample's task, else 0.
+- R_task   +0.25 when <task> names the sample's task, else 0 (the paper's protocol: the prompt
+           does not name it, Episode.task_hint).
 - R_result +1 / -1: IoU > 0.5 for masks (per frame J, averaged over frames) and boxes (per frame
-           box IoU, averaged over frames), the judge's verdict for text (an unscored verdict: 0).
-The weights a, b and any per-term weight (the ablations of conf/sweep/reward_ablation.yaml) come
-from config. The trace a term reads is the whole assistant turn, the policy's pre-filled
-"<think>\\n" included, so the pre-fill never costs the format reward.
+           box IoU, averaged over frames), the judge's verdict for text (an unscored verdict: 0);
+           the answer is read as the task the rollout declared, as evaluation reads it.
+The weights a, b and which terms count (the paper's reward ablation table: conf/train/dtr1_grpo.yaml
+reward.ablations, one row chosen by reward.ablation) come from config. `success` is no reward: the
+training success rate the paper's ablation table reports, logged per step (docs/training.md). The
+trace a term reads is the whole assistant turn, the policy's pre-filled "<think>\\n" included, so
+the pre-fill never costs the format reward.
 
 This is the one place an adapter reuses metrics/ (docs/architecture.md "Direction of imports"): R_result uses the
 benchmark's own J and box IoU.
@@ -27,6 +31,7 @@ from rvt_bench.adapters.dtr1 import tags as T
 from rvt_bench.core.types import AdapterError, ParseError, Sample
 
 TERMS = ("token", "dag", "exec", "task", "result")
+SUCCESS = "success"  # the name of the logged success column (rewards/success/mean in TRL's logs)
 # The tags every rollout writes once, in this order (docs/architecture.md "The DT-R1 rollout").
 _ONCE = (T.PLAN, T.REP, T.TASK, T.ANSWER)
 _ALL = (T.THINK, T.PLAN, T.REP, T.EXECUTE, T.RESULTS, T.TASK, T.ANSWER)
@@ -40,6 +45,9 @@ class Episode:
     ({"stage": "execute", "ok": bool, ...} per code block). task / answer: contents of <task> /
     <answer> (None when the rollout failed before them). twin: the twin built from the plan (None
     before it). error: None, or the reason the rollout failed (e.g. "parse: missing_tag: ...").
+    task_hint: the prompt named the sample's task (rvt_bench.adapters.dtr1.rollout.RolloutLimits);
+    False, the paper's protocol, reads an answer without <task> as unparsable.
+    result: R_result once computed (r_result_many fills it), so the judge is asked once per episode.
     """
 
     sample: Sample
@@ -49,6 +57,8 @@ class Episode:
     answer: str | None = None
     twin: Any = None
     error: str | None = None
+    task_hint: bool = False
+    result: float | None = None
 
 
 def r_token(trace: str) -> float:
@@ -110,32 +120,33 @@ def r_result(ep: Episode, judge: Any = None, threshold: float = 0.5) -> float:
 
 def r_result_many(episodes: list[Episode], judge: Any = None, threshold: float = 0.5) -> list[float]:
     """r_result of each episode, in order; the judge's items go together through
-    judge.score_many (concurrent requests) instead of one request per episode."""
-    outcomes = [_result_or_item(ep, judge, threshold) for ep in episodes]
+    judge.score_many (concurrent requests) instead of one request per episode. Each value is kept
+    in its episode's `result`; an episode that has one is not scored again."""
+    todo = [ep for ep in episodes if ep.result is None]
+    outcomes = [_result_or_item(ep, judge, threshold) for ep in todo]
     items = [o for o in outcomes if not isinstance(o, float)]
     verdicts = iter(judge.score_many(items) if items else [])
-    out = []
-    for o in outcomes:
+    for ep, o in zip(todo, outcomes):
         if isinstance(o, float):
-            out.append(o)
+            ep.result = o
             continue
         score = next(verdicts).score
-        out.append(0.0 if score is None else (1.0 if score >= 0.5 else -1.0))
-    return out
+        ep.result = 0.0 if score is None else (1.0 if score >= 0.5 else -1.0)
+    return [float(ep.result) for ep in episodes]  # type: ignore[arg-type]
 
 
 def _result_or_item(ep: Episode, judge: Any, threshold: float) -> Any:
     """r_result when it needs no judge, else the JudgeItem to ask the judge about."""
-    from rvt_bench.adapters.dtr1.answer import parse_answer, parse_task
+    from rvt_bench.adapters.dtr1.answer import answered_task, parse_answer, parse_task
 
     sample = ep.sample
     if ep.answer is None or ep.twin is None:
         return -1.0
     try:
-        # As evaluation does: the answer is read as the task the model declared, and an answer to
-        # another task than the sample's is scored as empty there, so it is wrong here.
-        declared = parse_task(ep.task)
-        if declared not in (None, sample.task):
+        # As evaluation does: the answer is read as the task the model declared (without task_hint
+        # a rollout that declares none has no answer), and an answer to another task than the
+        # sample's is scored as empty there, so it is wrong here.
+        if answered_task(parse_task(ep.task), sample.task, ep.task_hint) != sample.task:
             return -1.0
         answer = parse_answer(sample.task, ep.answer, ep.twin)
     except ParseError:
@@ -183,6 +194,16 @@ def reward_terms(ep: Episode, judge: Any = None) -> dict[str, float]:
     }
 
 
+def success(ep: Episode, judge: Any = None) -> float:
+    """1.0 when the rollout succeeded, else 0.0: it ran the whole protocol (its tags flawless, R_token
+    +1; its plan a valid DAG, R_dag +0.5; no code round failed, R_exec 0) and its answer, read as the
+    task it declared, is right for the sample (R_result +1). The DT-R1 paper's ablation table
+    reports a "training success rate" per row without defining it (in the text reachable to us);
+    this is the definition docs/training.md states. Not a reward: it is logged, never summed."""
+    ok = r_token(ep.trace) > 0 and r_dag(ep.trace) > 0 and r_exec(ep.events) == 0.0
+    return 1.0 if ok and r_result_many([ep], judge)[0] > 0 else 0.0
+
+
 def term_weights(a: float, b: float, enabled: Mapping[str, bool] | None = None) -> dict[str, float]:
     """Per-term weights of R = a*(R_token + R_dag) + b*(R_exec + R_task + R_result); a term with
     enabled[term] False gets weight 0 (the paper's reward ablations). Raises AdapterError for an
@@ -201,20 +222,25 @@ def total_reward(terms: Mapping[str, float], weights: Mapping[str, float]) -> fl
 
 
 def trl_reward_funcs(judge: Any = None) -> list[Callable[..., list[float]]]:
-    """One TRL reward function per term, in TERMS order (pass the weights of term_weights in the
-    same order as GRPOConfig.reward_weights, so TRL logs each term and sums them). Each reads the
-    `episode` column that rvt_bench.adapters.dtr1.training's rollout_func returns."""
+    """One TRL reward function per term, in TERMS order, then the success column (SUCCESS): pass
+    the weights of term_weights in TERMS order and 0.0 for success as GRPOConfig.reward_weights,
+    so TRL logs each term and the success rate per step (rewards/<name>/mean) and sums only the
+    terms. Each reads the `episode` column that rvt_bench.adapters.dtr1.training's rollout_func
+    returns; R_result is computed once per episode (the judge asked once) whatever reads it."""
 
     def make(term: str) -> Callable[..., list[float]]:
         def reward(prompts: list, completions: list, episode: list[Episode], **_: Any) -> list[float]:
             if term == "result":
                 return r_result_many(list(episode), judge)
+            if term == SUCCESS:
+                r_result_many(list(episode), judge)  # the batch's judge calls together
+                return [success(ep, judge) for ep in episode]
             return [_term(term, ep, judge) for ep in episode]
 
-        reward.__name__ = f"r_{term}"
+        reward.__name__ = SUCCESS if term == SUCCESS else f"r_{term}"
         return reward
 
-    return [make(t) for t in TERMS]
+    return [make(t) for t in (*TERMS, SUCCESS)]
 
 
 def _term(term: str, ep: Episode, judge: Any) -> float:

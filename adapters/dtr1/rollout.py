@@ -61,7 +61,9 @@ class RolloutLimits:
     twin_max_chars: character budget of the twin JSON inside <dt_rep>. spans: free-text bounds of
     the tag grammar (used when the policy's decoding is "grammar"). twin_style: how <dt_rep> shows
     the twin, "full" (the DT-R1 paper's) or "compact" (few tokens, for small policies;
-    rvt_bench.adapters.twin.schema.Twin.to_llm_json).
+    rvt_bench.adapters.twin.schema.Twin.to_llm_json). task_hint: the user message names the
+    sample's task (a variant; False = the DT-R1 paper's protocol: the policy finds the task in the
+    query and declares it in <task>, and its answer is read as the task it declared).
 
     These defaults are the only ones: DTR1Adapter's arguments and the `model` (conf/model/dtr1.yaml)
     and `rollout` (conf/train/dtr1_grpo.yaml) config schemas of bench/harness/config.py read them from here."""
@@ -72,6 +74,7 @@ class RolloutLimits:
     twin_max_chars: int = DEFAULT_MAX_CHARS
     spans: G.Spans = field(default_factory=G.Spans)
     twin_style: str = "full"
+    task_hint: bool = False
 
 
 @dataclass

@@ -89,7 +89,7 @@ class DTR1RolloutFunc:
 
     samples:     sample_key -> Sample, every sample the training dataset can name.
     perception:  the twin's perception backend (rvt_bench.adapters.twin.perception.Perception).
-    limits:      rollout budgets (RolloutLimits).
+    limits:      rollout budgets and prompt settings (RolloutLimits; task_hint as at evaluation).
     sandbox:     rvt_bench.adapters.sandbox.runner.SandboxSettings keys (conf/model/dtr1.yaml `sandbox:`).
     policy:      None = decode with what the trainer generates with: with `use_vllm`, TRL's vLLM
                  (colocate: its in-process engine, rvt_bench.adapters.policy.vllm_engine; server: the vLLM
@@ -129,7 +129,8 @@ class DTR1RolloutFunc:
             raise AdapterError(f"rollout_func: prompts {missing[:3]} are not sample keys of the training data")
         samples = [self.samples[p] for p in prompts]
         tools = describe_tools()
-        jobs = [(prompts_mod.messages(s, tools, self.limits.max_rounds), self._env(s)) for s in samples]
+        jobs = [(prompts_mod.messages(s, tools, self.limits.max_rounds, task_hint=self.limits.task_hint), self._env(s))
+                for s in samples]
         tokenizer = trainer.processing_class
         if self.policy is None and getattr(trainer, "use_vllm", False) and trainer.vllm_mode == "server":
             # TRL's weight push runs on the main process only; the other ranks return from
@@ -146,7 +147,7 @@ class DTR1RolloutFunc:
         truncated = 0
         for (messages, _), sample, result in zip(jobs, samples, results):
             finished = isinstance(result, Rollout)
-            episode = _episode(sample, result)
+            episode = _episode(sample, result, self.limits.task_hint)
             enc = encode_rollout(tokenizer, policy.render(messages, policy.prefill), result.segments, finished, max_len)
             if not finished and getattr(result, "kind", "parse") != "parse":
                 # Not the policy's fault (server error, sandbox that could not start, perception
@@ -239,8 +240,8 @@ class DTR1RolloutFunc:
         return sandbox_env(sample, self.perception, self._sandbox_pool())
 
 
-def _episode(sample: Sample, result: Rollout | AdapterError) -> Episode:
+def _episode(sample: Sample, result: Rollout | AdapterError, task_hint: bool) -> Episode:
     if isinstance(result, Rollout):
-        return Episode(sample, result.trace, result.events, result.task, result.answer, result.twin)
+        return Episode(sample, result.trace, result.events, result.task, result.answer, result.twin, task_hint=task_hint)
     reason = f"{result.kind}: {result}"
-    return Episode(sample, result.trace or "", result.events or [], error=reason)
+    return Episode(sample, result.trace or "", result.events or [], error=reason, task_hint=task_hint)

@@ -29,9 +29,10 @@ _NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", 
 
 # Model keys that say what a job asks of the cluster (conf/hydra/launcher/slurm.yaml), not what it computes.
 _NON_SEMANTIC_MODEL_KEYS = {"resources"}
-# Model keys added after run directories existed, with a null default: hashed only when set, so a
-# config that leaves them null keeps its run directory's name (`family`: a VLM preset's family).
-_LATER_NULLABLE_MODEL_KEYS = {"family"}
+# Model keys added after run directories existed, with the value every earlier run had: hashed only
+# when set to another, so a config with that value keeps its run directory's name (`family`: a VLM
+# preset's family, null before; `task_hint`: DT-R1's user message named the task before the key).
+_LATER_MODEL_KEYS: dict[str, Any] = {"family": None, "task_hint": True}
 # Protocol keys added the same way (`variant`: ReasonSeg's named variants, null = the reference's rule).
 _LATER_NULLABLE_PROTOCOL_KEYS = {"variant"}
 
@@ -87,7 +88,7 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
                                if not (k in _LATER_NULLABLE_PROTOCOL_KEYS and v is None)}
     # the same keys at the model's top level: models that reach a server themselves (vlm)
     model = {k: v for k, v in cfg["model"].items() if k not in _NON_SEMANTIC_POLICY_KEYS | _NON_SEMANTIC_MODEL_KEYS
-             and not (k in _LATER_NULLABLE_MODEL_KEYS and v is None)}
+             and not (k in _LATER_MODEL_KEYS and v is _LATER_MODEL_KEYS[k])}
     if "name" in model:  # a display label: naming a run never re-runs it
         model["name"] = model_key(cfg["model"])
     if isinstance(model.get("policy"), dict):

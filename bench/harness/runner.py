@@ -242,6 +242,9 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     finish_metrics(metrics, protocol, resolved, scores_path)
     if data_source is not None and data_source.get("not_comparable"):  # the data itself is not the published one
         mark_not_comparable(metrics.aggregate, str(data_source["not_comparable"]))
+    variant = adapter.not_comparable()  # the model's own named variant off its paper's protocol
+    if variant:
+        mark_not_comparable(metrics.aggregate, variant)
     write_sample_log(run_dir / rundir.derived_name("samples.jsonl", limit), samples, done, scores_path, adapter)
     if limit is not None:
         metrics.partial = f"run.limit={limit}: the first {len(samples)} samples only"
