@@ -168,11 +168,12 @@ def test_the_visionreasoner_check_runs_through_the_same_path_on_cpu_with_a_stand
     SAM2 under autocast), the data and model swapped for CPU stand-ins: the Seg-Zero LISA-format fixture
     instead of the hub copy, a loopback server answering one box in place of the checkpoint, SAM2's
     tiny random weights. It checks the command composes, runs and is read back, not the number."""
-    from tests.vlm_server import ChatServer
+    from tests.vlm_server import ChatServer, qwen_prompt_tokens
 
     check = next(c for c in checks.CHECKS if c.model == "visionreasoner")
     server = ChatServer(model="visionreasoner",
-                        reply=lambda body: '<think>x</think><answer>[{"bbox_2d": [100, 100, 700, 700], "point_2d": [400, 400]}]</answer>')
+                        reply=lambda body: '<think>x</think><answer>[{"bbox_2d": [100, 100, 700, 700], "point_2d": [400, 400]}]</answer>',
+                        prompt_tokens=qwen_prompt_tokens())  # counts as Qwen2.5-VL's processor: the 840 input kept
     swap = {"dataset.hf_dataset=Ricky06662/ReasonSeg_val": "dataset.root={ROOT}", "model.backend=hf": "model.backend=openai",
             "model.dtype=bfloat16": f"model.base_url={server.url}"}
     overrides = (*(swap.get(a, a) for a in check.overrides), "dataset.split=val", "model.model=visionreasoner",

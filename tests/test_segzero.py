@@ -25,7 +25,7 @@ from rvt_bench.harness.config import group_node
 from rvt_bench.loaders.demo import DemoDataset
 from tests.fakes import BoxSam2
 from tests.test_vlm_adapter import Canned
-from tests.vlm_server import ChatServer
+from tests.vlm_server import ChatServer, qwen_prompt_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 FX, FY = 600 / 840, 400 / 840  # a 600 x 400 (W x H) image shown at 840 x 840
@@ -143,7 +143,8 @@ def test_the_defaults_are_the_released_checkpoints_and_the_authors_sam2():
 def test_rvt_bench_runs_it_end_to_end_on_the_demo_against_a_local_server(tmp_path, name):
     answer = ('{"bbox": [280, 40, 570, 620], "points_1": [420, 300], "points_2": [400, 200]}' if name == "seg_zero"
               else '[{"bbox_2d": [280, 40, 570, 620], "point_2d": [420, 300]}]')  # the cup, in 840 x 840 pixels
-    server = ChatServer(model=name, reply=lambda body: f"<think>the cup</think><answer>{answer}</answer>")
+    server = ChatServer(model=name, reply=lambda body: f"<think>the cup</think><answer>{answer}</answer>",
+                        prompt_tokens=qwen_prompt_tokens())  # Qwen2.5-VL-7B's processor: the 840 input kept
     try:
         proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), f"+model={name}", f"model.model={name}",
                                f"model.base_url={server.url}", "model.sam2._target_=tests.fakes.BoxSam2",
@@ -170,3 +171,17 @@ def test_the_840_input_is_kept_by_qwen2_5_vls_own_resize():
     from rvt_bench.adapters.vlm.frames import smart_resize
 
     assert smart_resize(840, 840, 28, 3136, 12845056) == (840, 840)
+
+
+def test_a_server_that_resizes_the_840_input_is_refused_before_any_sample():
+    # vllm serve ... --mm-processor-kwargs '{"max_pixels": 401408}': 840 x 840 = 705600 px would shrink
+    server = ChatServer(model="seg_zero", prompt_tokens=qwen_prompt_tokens(3136, 401408))
+    try:
+        node = {k: v for k, v in OmegaConf.to_container(group_node("model", "seg_zero"), resolve=True).items()
+                if k not in ("_target_", "sam2")}
+        model = SegZeroAdapter(**dict(node, model="seg_zero", base_url=server.url, backoff_s=0.0))
+        with pytest.raises(AdapterError, match="840x840 image into"):
+            model.preflight()
+        SegZeroAdapter(**dict(node, model="seg_zero", base_url=server.url, backoff_s=0.0, input_size_check=False)).preflight()
+    finally:
+        server.close()

@@ -30,6 +30,7 @@ import numpy as np
 from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.adapters.segzero import answers
 from rvt_bench.adapters.vlm import funnel
+from rvt_bench.adapters.vlm import calibrate
 from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
 from rvt_bench.adapters.vlm.reply import Reply
 from rvt_bench.core import masks as mask_io
@@ -56,13 +57,16 @@ class SegZeroAdapter(Adapter):
     sam2: a SAM2 backend with `segment_image_best` (rvt_bench.adapters.twin.backends.sam2_pkg /
         sam2_hf), or None (segmentation samples then fail).
     backend: "openai" | "hf" | a built VLMBackend (tests); other keyword arguments go to it.
+    input_size_check: at preflight, check that the server's processor keeps the resize x resize
+        input (rvt_bench.adapters.vlm.calibrate; the hf backend reads it back); false skips it.
     """
 
     stages = funnel.STAGES
 
     def __init__(self, model: str, answer_format: str, template: str, example: str, name: str = "seg_zero",
                  strip: str = ".", resize: int = 840, max_new_tokens: int = 1024, sam2: Any = None,
-                 sam2_autocast: str | None = "bfloat16", backend: str | VLMBackend = "openai", **backend_kwargs: Any):
+                 sam2_autocast: str | None = "bfloat16", backend: str | VLMBackend = "openai",
+                 input_size_check: bool = True, **backend_kwargs: Any):
         if answer_format not in answers.FORMATS:
             raise AdapterError(f"model.answer_format={answer_format}: expected one of {answers.FORMATS}")
         if "{Question}" not in template:
@@ -73,6 +77,7 @@ class SegZeroAdapter(Adapter):
         if sam2_autocast not in (None, "bfloat16"):
             raise AdapterError(f"model.sam2_autocast={sam2_autocast}: expected bfloat16 (the authors' scripts) or null")
         self.sam2_autocast = sam2_autocast
+        self.input_size_check = bool(input_size_check)
         if isinstance(backend, VLMBackend):
             self.backend = backend
         else:
@@ -95,6 +100,12 @@ class SegZeroAdapter(Adapter):
 
     def preflight(self) -> None:
         self.backend.preflight()
+        if self.input_size_check and not self.backend.knows_input_size:
+            # the boxes are pixels of the resize x resize input: the server's Qwen2.5-VL processor must
+            # keep it (rvt_bench.adapters.vlm.calibrate; Qwen2.5-VL-7B-Instruct's min_pixels 3136)
+            frames = {"factor": 28, "min_pixels": 3136, "max_pixels": self.resize * self.resize}
+            calibrate.check_input_size(self.backend, "qwen2_5_vl", frames,
+                                       f"the server of model.model={self.model!r} ({getattr(self.backend, 'base_url', '?')})")
 
     def close(self) -> None:
         self.backend.close()
