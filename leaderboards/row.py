@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core.records import sample_counts
 from rvt_bench.core.store import read_run_json
 from rvt_bench.leaderboards.tables import cell_keys, cells_of, layout
 
@@ -108,13 +109,6 @@ def split_cell_keys(dataset: str, metrics: dict[str, Any]) -> list[str]:
     return out
 
 
-def excluded_count(metrics: dict[str, Any]) -> int:
-    """Scored samples the headline metric leaves out: the sum of metrics.json "excluded" (the
-    protocol's {why: count}, e.g. ReVOS's no-target expressions), 0 when it reports none."""
-    found = metrics.get("excluded")
-    return sum(int(v) for v in found.values() if isinstance(v, int)) if isinstance(found, dict) else 0
-
-
 def component_name(node: Any) -> str:
     """Short name of a configured component: its `name`, `model`, or class (with `:runtime`)."""
     if not isinstance(node, dict):
@@ -135,8 +129,11 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     (rvt_bench.leaderboards.tables.cell_keys, with intervals where metrics.json has them),
     judge_failure_rate, the numeric measures of the model's own report ("adapter/<key>",
     metrics.json adapter_report.measures, in their unit), n (the samples the headline averages),
-    excluded (scored samples the headline leaves out: excluded_count, ReVOS's no-target expressions),
-    failures (scored as failed: missing predictions included), data_errors (not scored), complete
+    excluded (samples the protocol's rule leaves out: MeViS's dropped expressions, ReVOS's no-target
+    ones; rvt_bench.core.records.sample_counts), failures (failed predictions, missing ones included:
+    in n as the protocol scores a failure, or excluded), data_errors (not scored), variant (the
+    protocol variant the headline follows, metrics.json "variant", "" for the reference's; render
+    marks it), complete
     (1 when nothing failed, no data error and no run.limit, else 0), parse_rate, then provenance: sandbox (run_sandbox: "bwrap", "none" or empty), git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
     decoding (the report's "grammar" | "free"; empty for a model that decodes under no grammar),
     sampling (JSON: the sampling settings of the model and policy), model_ids (JSON), date (UTC),
@@ -171,11 +168,11 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         if _number(measure.get("value")) is not None:
             row[f"adapter/{measure['key']}"] = _number(measure["value"])
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
-    excluded = excluded_count(metrics)
+    n, excluded, failures = sample_counts(metrics)
     data_errors = metrics.get("data_errors", 0)
     bases = _bases(resolved)
     row.update(
-        n=int(metrics["n"]) - excluded, excluded=excluded, failures=metrics["failures"], data_errors=data_errors,
+        n=n, excluded=excluded, failures=failures, data_errors=data_errors, variant=metrics.get("variant") or "",
         complete=int(not metrics["failures"] and not data_errors and not metrics.get("partial")),
         parse_rate=_number(metrics["parse_rate"]), sandbox=run_sandbox(manifest), git_sha=git_shas(run_dir),
         packages_digest=packages_digest(manifest.get("packages") or {}),

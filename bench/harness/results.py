@@ -63,6 +63,8 @@ def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any],
     metrics.schema_version, metrics.units, metrics.headline = METRICS_SCHEMA_VERSION, "fraction", list(protocol.headline)
     metrics.metric_units = {k: "score" if unit(k) == "score" else "fraction" for k in metrics.aggregate.get("metrics") or {}}
     metrics.protocol_version, metrics.protocol_variants = int(getattr(protocol, "version", 1)), spec
+    label = protocol.variant_label() if callable(getattr(protocol, "variant_label", None)) else ""
+    metrics.variant = label or None
     metrics.unavailable = why
     opts = resolved["run"]["bootstrap"]
     b, seed = int(opts["B"]), int(opts["seed"])
