@@ -438,6 +438,15 @@ def excluded_reasons(body: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def submission_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The submission block of a run without GT (metrics.json "submission": {"benchmark", "command",
+    "server"}, written by a protocol whose samples the benchmark's server scores) when the run scored
+    nothing itself, else None: such a run ends with what it produced and how to submit it, never
+    with metrics, a funnel or a paper table (summary, report.html), and publishes no row."""
+    found = body.get("submission")
+    return found if isinstance(found, dict) and found.get("command") and headline_n(body) == 0 else None
+
+
 # metrics.json keys written only when set, in this order after the counts (absent in older files)
 _HEADER_KEYS = ("schema_version", "units", "headline", "metric_units", "protocol_version", "protocol_variants",
                 "variant", "unavailable", "ci")

@@ -7,10 +7,11 @@ loggers all render these rows, so a number reads the same everywhere: fractions 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from rvt_bench.core.records import AdapterReport, Measure, report_from_v2
+from rvt_bench.core.records import AdapterReport, Measure, headline_n, report_from_v2
 from rvt_bench.core.units import NA, ci_text, show, unit
 
 
@@ -71,7 +72,7 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
     for key in keys:
         value, ci = values.get(key), cis.get(key) or {}
         u = metric_unit(metrics, key, value)
-        n = ci.get("n", metrics.get("n") if "/" not in key else None)
+        n = ci.get("n", headline_n(metrics) if "/" not in key and "n" in metrics else None)
         b = _number(base.get(key))
         rows.append(HeadlineRow(
             key=key, value=_number(value), low=_number(ci.get("low")), high=_number(ci.get("high")), baseline=b,
@@ -80,6 +81,20 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
             why="" if value is not None else str(why.get(key) or ci.get("reason") or "no value"),
             resampled=str(ci.get("resampled") or "")))
     return rows
+
+
+def untagged(key: str) -> str:
+    """A metric key without its variant tags: "J&F[failed-zero]" -> "J&F"."""
+    return re.sub(r"\[[^\]]*\]", "", key)
+
+
+def companion_keys(metrics: dict[str, Any]) -> list[str]:
+    """The metrics that are the headline's under the protocol's other rule (a run writes both
+    numbers: "J&F" beside the headline "J&F[failed-zero]", and the other way round), in the
+    order metrics.json holds them; [] for a protocol without variants."""
+    headline = [k for k in metrics.get("headline") or [] if k in (metrics.get("metrics") or {})]
+    bases = {untagged(k) for k in headline}
+    return [k for k in metrics.get("metrics") or {} if k not in headline and untagged(k) in bases and "/" not in k]
 
 
 def adapter_report(metrics: dict[str, Any]) -> AdapterReport | None:

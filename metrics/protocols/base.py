@@ -161,6 +161,14 @@ def excluded_block(reasons: dict[str, str]) -> dict[str, Any]:
             "excluded_samples": [{"sample_id": k, "reason": reasons[k]} for k in sorted(reasons)]}
 
 
+def submission_block(benchmark: str, server: str | None = None) -> dict[str, Any]:
+    """metrics.json "submission" of samples without public GT, which the benchmark's server scores:
+    {"benchmark", "command": the zip's command (RUN_DIR, DATA_ROOT to fill in), "server" when known}."""
+    out = {"benchmark": benchmark,
+           "command": f"python -m rvt_bench.harness.submission {benchmark} DATA_ROOT RUN_DIR submission.zip"}
+    return out | ({"server": server} if server else {})
+
+
 EMPTY_GT_WARN = 0.03  # warn when more than this fraction of the scored samples has an all-empty GT
 
 

@@ -13,7 +13,7 @@ from rvt_bench.core.types import Prediction, Sample
 from rvt_bench.metrics.estimators import Found, mean_of
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH
 from rvt_bench.metrics.protocols.base import (Protocol, baseline_warnings, empty_gt_warnings, excluded_block,
-                                             record_header)
+                                             record_header, submission_block)
 from rvt_bench.metrics.units.base import CORRECT_IOU
 from rvt_bench.metrics.units.rle import predicted_masks
 from rvt_bench.metrics.units.video_jf import empty_frame_jf, frame_crops, frame_jf, gt_mask_list, jf_means, mean
@@ -151,6 +151,7 @@ class MeViSProtocol(Protocol):
             log.warning("MeViS: %s", w)
         reasons = {i: DROPPED_WHY for i in dropped} | {i: SERVER_WHY for i in server}
         return {"metrics": metrics, "breakdown": {}, "n": len(kept), **excluded_block(reasons),
+                **({"submission": submission_block("mevis")} if server else {}),
                 "baseline_empty": baseline, "warnings": warnings, "dropped": dropped,
                 "zeroed": [r.sample_id for r in records if _v(r).outcome == ZERO or (self.failed == "zero" and
                                                                                     _v(r).outcome == DROPPED)]}

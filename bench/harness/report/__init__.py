@@ -219,7 +219,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     import cv2
     import jinja2
 
-    from rvt_bench.core.records import ScoreRecord
+    from rvt_bench.core.records import ScoreRecord, excluded_reasons, submission_of
     from rvt_bench.harness.report import charts
     from rvt_bench.harness.report.breakdowns import breakdown_bars
     from rvt_bench.harness.rundir import sandbox_of
@@ -230,17 +230,20 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     scores = {r["sample_id"]: r for r in records}
     rows = []
     per_task: dict[str, list[float]] = {}
-    values = [score_value(scores.get(s.id)) for s in samples]
+    # a sample the protocol's rule leaves out of the headline has no score here: never drawn, counted or listed as 0
+    excluded = excluded_reasons(m)
+    values = [None if s.id in excluded else score_value(scores.get(s.id)) for s in samples]
     failed = [_failure(preds.get(s.id)) != "none" for s in samples]
     chosen = choose_pictured(values, failed, max_samples)
-    listing = [["index", "sample_id", "task", "level", "category", "failure", "score", "picture"]]
+    listing = [["index", "sample_id", "task", "level", "category", "failure", "score", "excluded", "picture"]]
     for k, s in enumerate(samples):
         value = values[k]
         if value is not None:
             per_task.setdefault(s.task, []).append(value)
         name = image_name(k, s.id)
         listing.append([k, s.id, s.task, _text(s.meta.get("level")), _text(s.meta.get("category")),
-                        _failure(preds.get(s.id)), "" if value is None else f"{value:.6f}", name if k in chosen else ""])
+                        _failure(preds.get(s.id)), "" if value is None else f"{value:.6f}", excluded.get(s.id, ""),
+                        name if k in chosen else ""])
     for k, s in ((k, samples[k]) for k in sorted(chosen)):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = image_name(k, s.id)
@@ -257,7 +260,9 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
             "text_task": not (s.target.masks or s.target.boxes),
             "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
-            "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
+            "score": value, "excluded": excluded.get(s.id, ""),
+            "score_text": (f"none: excluded, {excluded[s.id]}" if s.id in excluded else
+                           "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %"),
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
             "references": list(s.target.answers or []), "error": error, "trace": _trace_parts(pred.trace if pred else None),
         })
@@ -269,7 +274,10 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     boot = (cfg.run.bootstrap if cfg is not None and "run" in cfg and "bootstrap" in cfg.run else {}) or {}
     typed = [ScoreRecord.from_json(r) for r in records] if protocol is not None else []  # the protocol defines their kinds
     bars = breakdown_bars(m, protocol, typed, int(boot.get("B", 1000)), int(boot.get("seed", 0)))
-    figures = {"funnel": charts.funnel_chart(report) if report is not None else None,
+    submission = submission_of(m)  # a run without GT: what it produced and how to submit it, no metrics
+    if submission is not None:
+        submission = {**submission, "command": str(submission["command"]).replace("RUN_DIR", str(run_dir))}
+    figures = {"funnel": charts.funnel_chart(report) if report is not None and submission is None else None,
                "breakdown": charts.breakdown_chart(bars), "scores": charts.score_histogram(per_task)}
     measures = [{"label": x.label, "value": measure_text(x)} for x in (report.measures if report else [])]
     prediction = _prediction(run_dir)
@@ -297,9 +305,11 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
-        header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
+        header_lines=header_lines, tables=[] if submission else _table_blocks(_paper_tables(m)), sandbox=sandbox,
+        submission=submission,
         summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction)),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
+        excluded=[{"id": k, "reason": v} for k, v in excluded.items()],
         listing=f"{IMAGES}/{CSV}")
     return html
 
