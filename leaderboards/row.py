@@ -14,7 +14,7 @@ from typing import Any
 
 from rvt_bench.core.records import sample_counts
 from rvt_bench.core.store import read_run_json
-from rvt_bench.leaderboards.tables import cell_keys, cells_of, layout
+from rvt_bench.leaderboards.tables import cell_keys, cells_of, companion_keys, layout
 
 # Policy keys that change what the model generates (sampling), recorded per row.
 DECODING_KEYS = ("temperature", "top_p", "top_k", "min_p", "do_sample", "num_beams", "max_new_tokens", "max_tokens",
@@ -155,10 +155,12 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     row["headlines"] = json.dumps(list(headline))
     cells = cells_of(metrics)
     # the headline, then every cell of the benchmark's paper table (render draws it from the row)
-    for key in [*headline, *(k for k in split_cell_keys(metrics["dataset"], metrics) if k not in headline)]:
+    # the headline, the same metrics under the protocol's other rule (both numbers of one run), the table's cells
+    keys = [*headline, *(k for k in companion_keys(metrics) if k not in headline)]
+    for key in [*keys, *(k for k in split_cell_keys(metrics["dataset"], metrics) if k not in keys)]:
         row[key] = _number(cells.get(key))
         ci = cis.get(key) or {}
-        if key in headline or ci:
+        if key in keys or ci:
             row[f"{key} ci_low"], row[f"{key} ci_high"] = _number(ci.get("low")), _number(ci.get("high"))
     judge = metrics.get("judge") or {}
     if "failure_rate" in judge:

@@ -7,12 +7,12 @@ loggers all render these rows, so a number reads the same everywhere: fractions 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from rvt_bench.core.records import AdapterReport, Measure, headline_n, report_from_v2
 from rvt_bench.core.units import NA, ci_text, show, unit
+from rvt_bench.leaderboards.tables import companion_keys  # noqa: F401  (re-exported for the summary)
 
 
 @dataclass(frozen=True)
@@ -81,20 +81,6 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
             why="" if value is not None else str(why.get(key) or ci.get("reason") or "no value"),
             resampled=str(ci.get("resampled") or "")))
     return rows
-
-
-def untagged(key: str) -> str:
-    """A metric key without its variant tags: "J&F[failed-zero]" -> "J&F"."""
-    return re.sub(r"\[[^\]]*\]", "", key)
-
-
-def companion_keys(metrics: dict[str, Any]) -> list[str]:
-    """The metrics that are the headline's under the protocol's other rule (a run writes both
-    numbers: "J&F" beside the headline "J&F[failed-zero]", and the other way round), in the
-    order metrics.json holds them; [] for a protocol without variants."""
-    headline = [k for k in metrics.get("headline") or [] if k in (metrics.get("metrics") or {})]
-    bases = {untagged(k) for k in headline}
-    return [k for k in metrics.get("metrics") or {} if k not in headline and untagged(k) in bases and "/" not in k]
 
 
 def adapter_report(metrics: dict[str, Any]) -> AdapterReport | None:

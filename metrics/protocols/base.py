@@ -41,6 +41,13 @@ class Protocol:
         number the reference prints. Default: "" (a protocol without variants)."""
         return ""
 
+    def counting_failures(self) -> "Protocol":
+        """This protocol with every failed sample counted (scored as the protocol scores a failure,
+        never dropped): the honest variant of a protocol whose reference drops some (MeViS
+        failed="zero", ReasonVOS failed="empty"); `compare --union` scores both runs with it.
+        Default: itself (a protocol that drops nothing)."""
+        return self
+
     def attach_judge(self, judge: Any) -> None:
         """Use `judge` (a rvt_bench.metrics.judge.Judge, or None = no judge) for free-text answers.
         Protocols without free-text tasks keep it and never call it."""

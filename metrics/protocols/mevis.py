@@ -156,6 +156,9 @@ class MeViSProtocol(Protocol):
                 "zeroed": [r.sample_id for r in records if _v(r).outcome == ZERO or (self.failed == "zero" and
                                                                                     _v(r).outcome == DROPPED)]}
 
+    def counting_failures(self) -> "MeViSProtocol":
+        return self if self.failed == "zero" else type(self)(failed="zero", bound_th=self.bound_th)
+
     def variant_label(self) -> str:
         return "failed=zero" if self.failed == "zero" else ""
 

@@ -80,6 +80,9 @@ class ReasonVOSProtocol(UnitProtocol):
                 "them as empty masks (its number is J&F[failed-empty])"))
         return body
 
+    def counting_failures(self) -> "ReasonVOSProtocol":
+        return self if self.failed == "empty" else type(self)(failed="empty", bound_th=self.units[0].bound_th)
+
     def variant_label(self) -> str:
         return "failed=empty" if self.failed == "empty" else ""
 

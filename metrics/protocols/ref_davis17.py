@@ -79,6 +79,9 @@ class RefDAVIS17Protocol(UnitProtocol):
                 f"J&F[failed-zero]): {', '.join(dropped)}"]
         return out
 
+    def counting_failures(self) -> "RefDAVIS17Protocol":
+        return self if self.failed != "visa" else type(self)(failed="zero", bound_th=self.units[0].bound_th)
+
     def variant_label(self) -> str:
         return "" if self.failed == "visa" else f"failed={self.failed}"
 

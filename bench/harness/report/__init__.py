@@ -276,7 +276,9 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     bars = breakdown_bars(m, protocol, typed, int(boot.get("B", 1000)), int(boot.get("seed", 0)))
     submission = submission_of(m)  # a run without GT: what it produced and how to submit it, no metrics
     if submission is not None:
-        submission = {**submission, "command": str(submission["command"]).replace("RUN_DIR", str(run_dir))}
+        server = submission.get("server") or _config_value(cfg, "dataset.submission.server") or ""
+        submission = {**submission, "command": str(submission["command"]).replace("RUN_DIR", str(run_dir)),
+                      "server": str(server)}
     figures = {"funnel": charts.funnel_chart(report) if report is not None and submission is None else None,
                "breakdown": charts.breakdown_chart(bars), "scores": charts.score_histogram(per_task)}
     measures = [{"label": x.label, "value": measure_text(x)} for x in (report.measures if report else [])]
@@ -312,6 +314,13 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         excluded=[{"id": k, "reason": v} for k, v in excluded.items()],
         listing=f"{IMAGES}/{CSV}")
     return html
+
+
+def _config_value(cfg: Any, key: str) -> Any:
+    """cfg's value at dotted `key`, None when cfg is None or has none there."""
+    from omegaconf import OmegaConf
+
+    return None if cfg is None else OmegaConf.select(cfg, key, default=None)
 
 
 def _visible(value: Any) -> Any:
