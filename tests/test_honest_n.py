@@ -164,7 +164,7 @@ def test_compare_over_the_shared_scored_samples_prints_deltas_and_what_it_left_o
     out = capsys.readouterr().out
     assert "compared over the samples both runs scored: 9" in out and "left out: 3 excluded by A's protocol rule" in out
     jf_line = next(line for line in out.splitlines() if line.startswith("| J&F |"))
-    assert "n/a" not in jf_line
+    assert "n/a" not in jf_line and "caveat: J&F: only 4 independent units" in out  # 4 videos
     # --union: every sample, the dropped one counted 0 (the [failed-zero] keys): B is better by vidA/2's score
     union = compare.compare(reference.run_dir, fuller.run_dir, b=200, union=True)
     row = next(r for r in union["metrics"] if r["key"] == "J&F[failed-zero]")

@@ -260,9 +260,9 @@ def samples_lines(result: dict[str, Any]) -> list[str]:
 
 def _caveats(results: list[dict[str, Any]]) -> list[str]:
     """A note per metric whose interval rests on few independent units (compare.caveat)."""
-    notes = list(dict.fromkeys(f"- {printable(row['key'])}: {caveat(row)}" for r in results for row in r["metrics"]
+    notes = list(dict.fromkeys(f"caveat: {printable(row['key'])}: {caveat(row)}" for r in results for row in r["metrics"]
                                if "reason" not in row and caveat(row)))
-    return (["", "95% CI of delta: paired percentile bootstrap; p: paired permutation test. Caveats:"] + notes) if notes else []
+    return (["", "95% CI of delta: paired percentile bootstrap; p: paired permutation test."] + notes) if notes else []
 
 
 def _methods(results: list[dict[str, Any]]) -> list[str]:

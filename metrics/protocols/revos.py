@@ -211,7 +211,7 @@ class ReVOSProtocol(Protocol):
         not_comparable = self._not_comparable(scored, metrics)
         for w in warnings:
             log.warning("ReVOS: %s", w)
-        out = {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+        out = {"metrics": metrics, "breakdown": breakdown, "n": len(scored), "baseline_empty": baseline,
                "warnings": warnings, "failed_zero": [r.sample_id for r in records if _v(r).zeroed]}
         if not_comparable:  # marked in every table that shows them (leaderboards/tables.py)
             out["not_comparable"] = not_comparable

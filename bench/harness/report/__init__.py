@@ -224,7 +224,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     from rvt_bench.harness.report.breakdowns import breakdown_bars
     from rvt_bench.harness.rundir import sandbox_of
     from rvt_bench.harness.summary import format_summary
-    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text, resampling_groups
+    from rvt_bench.harness.view import adapter_report, companion_keys, headline_rows, measure_text, resampling_groups
     from rvt_bench.harness.visualize import render_sample, score_value
 
     scores = {r["sample_id"]: r for r in records}
@@ -299,7 +299,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, finalize=_visible)
     header_lines = _provenance(run_dir, cfg, preds_path)
-    results = headline_rows(m, 1)
+    results = headline_rows(m, 1, [r.key for r in headline_rows(m)] + companion_keys(m))  # both numbers of a variant
     html = env.get_template(TEMPLATE).render(
         m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=results, report=report,
         ci_methods=resampling_groups([(r.key, r.resampled) for r in results]),
