@@ -216,3 +216,25 @@ def test_a_run_without_gt_ends_with_its_submission_not_with_metrics(tmp_path):
     page = (result.run_dir / "report.html").read_text()
     assert 'id="submission"' in page and 'id="results"' not in page and "Paper table" not in page
     assert "funnel" not in page.split('id="samples-head"')[0].lower()
+
+
+def test_any_named_variant_is_marked_by_the_same_mechanism(tmp_path):
+    """The row's `variant` label (metrics.json "variant", Protocol.variant_label) is what every table
+    marks: a named variant (dataset.protocol.variant=segzero) as much as failed=zero."""
+    import pandas as pd
+
+    from rvt_bench.leaderboards.render import render
+    from rvt_bench.leaderboards.tables import paper_table
+
+    (tmp_path / "boards").mkdir()
+    rows = [{"run_name": name, "fingerprint": name, "dataset": "reasonseg", "split": "val", "model": "m", "source": "run",
+             "headline": "gIoU", "headlines": json.dumps(["gIoU", "cIoU"]), "gIoU": g, "cIoU": c, "n": 4,
+             "excluded": 0, "failures": 0, "variant": variant}
+            for name, g, c, variant in (("ref", 0.4, 0.5, ""), ("var", 0.6, 0.7, "segzero"))]
+    pd.DataFrame(rows).to_csv(tmp_path / "boards" / "reasonseg.csv", index=False)
+    text = render("reasonseg", tmp_path / "boards", paper=False)
+    lines = [line for line in text.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
+    assert "m [variant: segzero]" in lines[0] and "[variant" not in lines[1]  # sorted by gIoU, the variant marked
+    body = {"dataset": "reasonseg", "split": "val", "model": "m", "variant": "segzero", "metrics": {"gIoU": 0.6, "cIoU": 0.7}}
+    assert "m [variant: segzero]" in paper_table(body)
+    assert "[variant" not in paper_table({**body, "variant": None})

@@ -109,6 +109,11 @@ class ReVOSProtocol(Protocol):
             tags.append("failed-empty")
         return metric + "".join(f"[{t}]" for t in tags)
 
+    def variant_label(self) -> str:
+        """"failed=empty" (its headline is not VISA's, which scores a failure 0), else "" (the
+        binarized A and R are marked not comparable on their own)."""
+        return "failed=empty" if self.failed == "empty" else ""
+
     def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
         """Record: header + ReVOSValues (R only when sample.target.foreground is set).
 
