@@ -238,3 +238,12 @@ def test_any_named_variant_is_marked_by_the_same_mechanism(tmp_path):
     body = {"dataset": "reasonseg", "split": "val", "model": "m", "variant": "segzero", "metrics": {"gIoU": 0.6, "cIoU": 0.7}}
     assert "m [variant: segzero]" in paper_table(body)
     assert "[variant" not in paper_table({**body, "variant": None})
+
+
+def test_visualize_never_picks_a_dropped_expression_as_the_worst(runs, tmp_path):
+    from rvt_bench.harness.visualize import render_run
+
+    _, reference, _, _ = runs
+    worst = render_run(reference.run_dir, worst=5, out_dir=tmp_path / "worst")
+    assert len(worst) == 5 and not any(sid.replace("/", "__") + ".png" == p.name for p in worst for sid in DROPPED)
+    assert [p.name for p in render_run(reference.run_dir, ids=["vidA/2"], out_dir=tmp_path / "one")] == ["vidA__2.png"]
