@@ -184,3 +184,16 @@ def contract_samples(rng, node):
     from tests.contract_samples import revos_samples
 
     return [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)]
+
+
+def test_a_composite_with_a_mevis_part_leaves_its_dropped_expressions_out_of_n_named_by_part(fixture):
+    from rvt_bench.metrics.protocols.composite import CompositeProtocol
+
+    ds = MeViSDataset(fixture[0])
+    protocol = CompositeProtocol({"video": MeViSProtocol(failed="reference")})
+    pairs = list(zip(ds, predictions(ds, fixture[1])))
+    out = protocol.aggregate([protocol.score(s, p) for s, p in pairs])
+    assert out["n"] == 8 and [e["sample_id"] for e in out["excluded_samples"]] == PRINTED["dropped_by_reference"]
+    assert all(e["reason"].startswith("video: dropped as eval_mevis.py") for e in out["excluded_samples"])
+    assert protocol.variant_label() == "" and CompositeProtocol({"video": MeViSProtocol(failed="zero")}).variant_label() == \
+        "video: failed=zero"
