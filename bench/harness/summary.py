@@ -154,7 +154,8 @@ def format_summary(result: Any, verbose: bool = False) -> str:
                      "reference prints; the reference's stands beside it)")
     if excluded:
         why = "; ".join(f"{k} {v}" for k, v in (m.get("excluded") or {}).items())
-        lines.append(f"  excluded by the protocol's rule, in no mean: {why} (named in metrics.json 'excluded_samples')")
+        named = " (named in metrics.json 'excluded_samples')" if m.get("excluded_samples") else ""
+        lines.append(f"  excluded by the protocol's rule from the headline (not in n): {why}{named}")
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
     lines += sandbox_lines(getattr(result, "sandbox", ""))
     lines += model_lines(m)
