@@ -25,7 +25,8 @@ from rvt_bench.core.units import unit
 from rvt_bench.leaderboards.config import LeaderboardConfig
 from rvt_bench.leaderboards.paper import paper_rows
 from rvt_bench.leaderboards.publish import read_board as read_csv_board
-from rvt_bench.leaderboards.tables import FORMATS, has_layout, markdown_cell, paper_table, variant_of
+from rvt_bench.leaderboards.tables import (FORMATS, VARIANT_TAG, has_layout, markdown_cell, paper_table, variant_mark,
+                                          variant_of)
 
 # Numeric columns of a row that are not metrics.
 _NOT_METRICS = {"n", "excluded", "complete", "failures", "parse_rate", "data_errors", "judge_failure_rate",
@@ -47,7 +48,11 @@ def _metric_columns(board: pd.DataFrame) -> list[str]:
         keys: list[str] = []
         for cell in board["headlines"].dropna():
             keys += [k for k in json.loads(cell) if k not in keys and k in board.columns]
-        return keys
+        # both numbers of a protocol with variants: the reference's keys first, then each variant's
+        bases = list(dict.fromkeys(VARIANT_TAG.sub("", k) for k in keys))
+        keys += [c for c in board.columns if c not in keys and VARIANT_TAG.search(c) and VARIANT_TAG.sub("", c) in bases
+                 and not c.endswith((" ci_low", " ci_high"))]
+        return sorted(keys, key=lambda k: (bool(VARIANT_TAG.search(k)), VARIANT_TAG.findall(k)))
     with_ci = [c[: -len(" ci_low")] for c in board.columns if c.endswith(" ci_low")]
     if with_ci:
         return with_ci
@@ -72,7 +77,8 @@ def board_runs(board: pd.DataFrame) -> list[dict[str, Any]]:
     for _, r in board.iterrows():
         row = {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
         parts = [str(row[k]) for k in ("policy", "perception") if isinstance(row.get(k), str) and row.get(k)]
-        row["label"] = f"{row.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(row) + _incomplete(row)
+        row["label"] = (f"{row.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + variant_mark(row)
+                        + _unsandboxed(row) + _incomplete(row))
         runs.append(row)
     return runs
 
@@ -93,9 +99,21 @@ def _incomplete(row: Any) -> str:
 
 
 def _headline(board: pd.DataFrame, metrics: list[str]) -> str | None:
-    if "headline" in board.columns and board["headline"].notna().any():
-        return str(board["headline"].dropna().iloc[0])
-    return metrics[0] if metrics else None
+    """The column the runs are sorted by: the first headline metric (without its variant tag first:
+    "J&F" before "J&F[failed-zero]") that every row has a value for, so a reference run and a
+    variant run rank by the same number; else the one most rows have; None without metrics."""
+    heads: list[str] = []
+    for cell in board["headlines"].dropna() if "headlines" in board.columns else []:
+        heads += [k for k in json.loads(cell) if k not in heads]
+    if not heads and "headline" in board.columns:
+        heads = [str(h) for h in board["headline"].dropna()]
+    heads = heads or list(metrics)
+    candidates = list(dict.fromkeys(k for h in heads for k in (VARIANT_TAG.sub("", h), h)))
+    present = [c for c in candidates if c in board.columns]
+    if not present:
+        return metrics[0] if metrics else None
+    full = [c for c in present if board[c].notna().all()]
+    return full[0] if full else max(present, key=lambda c: int(board[c].notna().sum()))
 
 
 def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: bool = True, digits: int = 1,
@@ -122,7 +140,9 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
     head = ["rank", "model", "run", "split", "data", *[f"{c} ({'%' if unit(c) == '%' else 'score'})" for c in metrics],
             "n", "excluded", "failures", "parse rate (%)", "git", "date", "overrides"]
     lines = [f"## {dataset}", "",
-             f"Runs, values in % (files hold fractions) [95% bootstrap CI], sorted by {headline or 'n/a'}.", "",
+             f"Runs, values in % (files hold fractions) [95% bootstrap CI], sorted by {headline or 'n/a'}"
+             + (" (a variant's own numbers stand in its columns, marked [failed-...]; a run marked [variant: ...] "
+                "has a protocol variant's headline)" if any(variant_of(r) for _, r in board.iterrows()) else "") + ".", "",
              "| " + " | ".join(markdown_cell(c) for c in head) + " |", "|" + "---|" * len(head)]
     for rank, (_, r) in enumerate(board.iterrows(), 1):
         cells = []
@@ -134,9 +154,8 @@ def render(dataset: str, board_dir: str | Path = LeaderboardConfig.dir, paper: b
             ci = f" [{_pct(lo, digits, c)}, {_pct(hi, digits, c)}]" if lo is not None and not pd.isna(lo) else ""
             cells.append(_pct(r[c], digits, c) + ci)
         parts = [str(r.get(k)) for k in ("policy", "perception") if isinstance(r.get(k), str) and r.get(k)]
-        model = f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + _unsandboxed(r) + _incomplete(r)
-        variant = variant_of({k: v for k, v in r.items() if isinstance(v, str)})
-        model += f" [variant: {variant}]" if variant else ""  # scored under a named protocol variant
+        model = (f"{r.get('model')}" + (f" ({' / '.join(parts)})" if parts else "") + variant_mark(r) + _unsandboxed(r)
+                 + _incomplete(r))
         parse = "n/a" if pd.isna(r.get("parse_rate")) else _pct(r.get("parse_rate"))
         data = _data_source(_text(r.get("data_source")))
         lines.append("| " + " | ".join(markdown_cell(c) for c in [

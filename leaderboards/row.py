@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core.records import sample_counts
 from rvt_bench.core.store import read_run_json
-from rvt_bench.leaderboards.tables import cell_keys, cells_of, layout
+from rvt_bench.leaderboards.tables import cell_keys, cells_of, companion_keys, layout
 
 # Policy keys that change what the model generates (sampling), recorded per row.
 DECODING_KEYS = ("temperature", "top_p", "top_k", "min_p", "do_sample", "num_beams", "max_new_tokens", "max_tokens",
@@ -108,13 +109,6 @@ def split_cell_keys(dataset: str, metrics: dict[str, Any]) -> list[str]:
     return out
 
 
-def excluded_count(metrics: dict[str, Any]) -> int:
-    """Scored samples the headline metric leaves out: the sum of metrics.json "excluded" (the
-    protocol's {why: count}, e.g. ReVOS's no-target expressions), 0 when it reports none."""
-    found = metrics.get("excluded")
-    return sum(int(v) for v in found.values() if isinstance(v, int)) if isinstance(found, dict) else 0
-
-
 def component_name(node: Any) -> str:
     """Short name of a configured component: its `name`, `model`, or class (with `:runtime`)."""
     if not isinstance(node, dict):
@@ -135,8 +129,11 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     (rvt_bench.leaderboards.tables.cell_keys, with intervals where metrics.json has them),
     judge_failure_rate, the numeric measures of the model's own report ("adapter/<key>",
     metrics.json adapter_report.measures, in their unit), n (the samples the headline averages),
-    excluded (scored samples the headline leaves out: excluded_count, ReVOS's no-target expressions),
-    failures (scored as failed: missing predictions included), data_errors (not scored), complete
+    excluded (samples the protocol's rule leaves out: MeViS's dropped expressions, ReVOS's no-target
+    ones; rvt_bench.core.records.sample_counts), failures (failed predictions, missing ones included:
+    in n as the protocol scores a failure, or excluded), data_errors (not scored), variant (the
+    protocol variant the headline follows, metrics.json "variant", "" for the reference's; render
+    marks it), complete
     (1 when nothing failed, no data error and no run.limit, else 0), parse_rate, then provenance: sandbox (run_sandbox: "bwrap", "none" or empty), git_sha, packages_digest, protocol, protocol_version, protocol_variants (JSON),
     variant (the protocol's named variant, dataset.protocol.variant: "" for the reference's rule; published rows carry theirs),
     decoding (the report's "grammar" | "free"; empty for a model that decodes under no grammar),
@@ -159,10 +156,12 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
     row["headlines"] = json.dumps(list(headline))
     cells = cells_of(metrics)
     # the headline, then every cell of the benchmark's paper table (render draws it from the row)
-    for key in [*headline, *(k for k in split_cell_keys(metrics["dataset"], metrics) if k not in headline)]:
+    # the headline, the same metrics under the protocol's other rule (both numbers of one run), the table's cells
+    keys = [*headline, *(k for k in companion_keys(metrics) if k not in headline)]
+    for key in [*keys, *(k for k in split_cell_keys(metrics["dataset"], metrics) if k not in keys)]:
         row[key] = _number(cells.get(key))
         ci = cis.get(key) or {}
-        if key in headline or ci:
+        if key in keys or ci:
             row[f"{key} ci_low"], row[f"{key} ci_high"] = _number(ci.get("low")), _number(ci.get("high"))
     judge = metrics.get("judge") or {}
     if "failure_rate" in judge:
@@ -172,17 +171,19 @@ def leaderboard_row(resolved: dict[str, Any], metrics: dict[str, Any], run_dir: 
         if _number(measure.get("value")) is not None:
             row[f"adapter/{measure['key']}"] = _number(measure["value"])
     policy = model.get("policy") if isinstance(model.get("policy"), dict) else {}
-    excluded = excluded_count(metrics)
+    n, excluded, failures = sample_counts(metrics)
     data_errors = metrics.get("data_errors", 0)
     bases = _bases(resolved)
     row.update(
-        n=int(metrics["n"]) - excluded, excluded=excluded, failures=metrics["failures"], data_errors=data_errors,
+        n=n, excluded=excluded, failures=failures, data_errors=data_errors,
+        # the protocol variant the headline follows (Protocol.variant_label; a run written before that
+        # key: its protocol_variants' named variant)
+        variant=str(metrics.get("variant") or (metrics.get("protocol_variants") or {}).get("variant") or ""),
         complete=int(not metrics["failures"] and not data_errors and not metrics.get("partial")),
         parse_rate=_number(metrics["parse_rate"]), sandbox=run_sandbox(manifest), git_sha=git_shas(run_dir),
         packages_digest=packages_digest(manifest.get("packages") or {}),
         protocol=metrics.get("protocol"), protocol_version=metrics.get("protocol_version"),
         protocol_variants=json.dumps(metrics.get("protocol_variants") or {}, sort_keys=True),
-        variant=str((metrics.get("protocol_variants") or {}).get("variant") or ""),
         decoding=report.get("decoding") or "",
         sampling=json.dumps({**{f"model.{k}": model[k] for k in (*DECODING_KEYS, "max_rounds", "max_total_tokens") if k in model},
                              **{f"policy.{k}": policy[k] for k in DECODING_KEYS if k in policy}}, sort_keys=True, default=str),

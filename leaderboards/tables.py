@@ -166,12 +166,40 @@ def _cell(col: Column, line: tuple[str, str] | None) -> str:
     return col.cell.format(metric=metric)
 
 
+# the tag of a metric that a protocol variant computes under another rule than the reference's
+# ("J&F[failed-zero]"): never shown in the reference's column
+VARIANT_TAG = re.compile(r"\[failed-[^\]]*\]")
+
+
 def _resolve(key: str, cells: Mapping[str, Any]) -> str:
-    """`key`, or the tagged key the run reports for it ("R" -> "R[binarized]", "J" -> "J[failed-empty]")."""
+    """`key`, or the tagged key the run reports for it ("R" -> "R[binarized]", marked not comparable);
+    never a variant's key (VARIANT_TAG: "J&F[failed-zero]" is not the reference's J&F)."""
     if key in cells:
         return key
-    tagged = [k for k in cells if re.sub(r"\[[^\]]*\]", "", k) == key]
+    tagged = [k for k in cells if re.sub(r"\[[^\]]*\]", "", k) == key and not VARIANT_TAG.search(k)]
     return tagged[0] if tagged else key
+
+
+def companion_keys(body: Mapping[str, Any]) -> list[str]:
+    """The metrics of a metrics.json body that are its headline's under the protocol's other rule
+    (a run writes both numbers: "J&F[failed-zero]" beside the headline "J&F", "J&F" beside
+    "J&F[failed-zero]"), in the order "metrics" holds them; [] for a protocol without variants. A
+    leaderboard row has a column for each, with its interval."""
+    values = body.get("metrics") if isinstance(body.get("metrics"), Mapping) else {}
+    headline = [k for k in _headlines(body) if k in values]
+    bases = {re.sub(r"\[[^\]]*\]", "", k) for k in headline}
+    return [k for k in values if k not in headline and "/" not in k and re.sub(r"\[[^\]]*\]", "", k) in bases
+            and (VARIANT_TAG.search(k) or any(VARIANT_TAG.search(h) for h in headline))]
+
+
+
+
+def variant_mark(run: Mapping[str, Any]) -> str:
+    """The mark every table puts on a run of a protocol variant (" [variant: failed=zero]"), "" for
+    the reference's protocol: its line is apart from the model's reference runs, and its headline is
+    not the number the reference prints."""
+    variant = variant_of(run)
+    return f" [variant: {variant}]" if variant else ""
 
 
 @dataclass
@@ -190,11 +218,12 @@ class Line:
 
 
 def variant_of(row: Mapping[str, Any]) -> str:
-    """The named protocol variant of a run (its leaderboard row's `variant`, else metrics.json
-    protocol_variants["variant"]) or of a published row (its `variant` column); "" for the
-    benchmark's reference rule."""
-    if row.get("variant"):
-        return str(row["variant"])
+    """The protocol variant a run's headline follows (metrics.json "variant", a leaderboard row's
+    `variant` column: "failed=zero", a named variant such as "segzero"; else metrics.json
+    protocol_variants["variant"]) or a published row's (its `variant` column); "" for the
+    benchmark's reference rule or a row written before the column existed."""
+    if isinstance(row.get("variant"), str) and row["variant"].strip():
+        return row["variant"].strip()
     found = row.get("protocol_variants")
     if isinstance(found, str):
         import json
@@ -244,6 +273,8 @@ def _interval(run: Mapping[str, Any], key: str) -> tuple[float, float] | None:
 
 def _run_label(run: Mapping[str, Any]) -> str:
     label = str(run.get("label") or run.get("model") or "run")
+    if variant_mark(run) and not label.endswith(variant_mark(run)):
+        label += variant_mark(run)
     source = run.get("data_source")
     if isinstance(source, str) and source.startswith("{"):  # a leaderboard row keeps it as JSON
         import json
@@ -270,8 +301,9 @@ def _run_lines(lay: Layout, runs: list[Mapping[str, Any]], digits: int, with_ci:
     out = []
     for label, members in groups:
         for line in lay.lines or [None]:
+            # a run's variant is in its label already (_run_label: variant_mark); Line.variant marks published rows
             row = Line(label, source=", ".join(f"run {m.get('run_name')}" for m in members if m.get("run_name")),
-                       what=_what(line), variant=", ".join(sorted({variant_of(m) for m in members} - {""})))
+                       what=_what(line))
             for i, col in enumerate(lay.columns):
                 for m in members:
                     if col.split is not None and m.get("split") != col.split:

@@ -82,13 +82,19 @@ def _aggregate(root, pred, failed):
 def test_the_default_counts_visas_twenty_expressions(fixture):
     metrics = _aggregate(fixture[1], fixture[2], "visa")
     assert metrics["n"] == len(EXPECTED["expressions"]) == 20
+    # the three it drops are listed with their reason, and the corrected number is in the same run
+    assert [e["sample_id"] for e in metrics["excluded_samples"]] == metrics["dropped"] and sum(metrics["excluded"].values()) == 3
+    zero = _aggregate(fixture[1], fixture[2], "zero")["metrics"]["J&F[failed-zero]"]
+    assert metrics["metrics"]["J&F[failed-zero]"] == zero < metrics["metrics"]["J&F"]
 
 
 @pytest.mark.parametrize("failed", ["zero", "empty"])
 def test_failed_variants_are_named_and_count_every_expression(fixture, failed):
     metrics = _aggregate(fixture[1], fixture[2], failed)
-    assert metrics["n"] == 23 and metrics["dropped"] == []
-    assert set(metrics["metrics"]) == {f"J[failed-{failed}]", f"F[failed-{failed}]", f"J&F[failed-{failed}]"}
+    assert metrics["n"] == 23 and metrics["dropped"] == [] and "excluded" not in metrics
+    # the variant heads the run; VISA's number stands beside it under its own keys, unchanged
+    assert list(metrics["metrics"]) == [f"J&F[failed-{failed}]", f"J[failed-{failed}]", f"F[failed-{failed}]", "J&F", "J", "F"]
+    assert metrics["metrics"]["J&F"] == _aggregate(fixture[1], fixture[2], "visa")["metrics"]["J&F"]
     if failed == "zero":  # the three dropped expressions now count 0
         assert metrics["metrics"]["J[failed-zero]"] == pytest.approx(sum(j for j, _ in EXPECTED["expressions"].values()) / 23, abs=1e-12)
 

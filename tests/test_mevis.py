@@ -62,7 +62,9 @@ def test_defaults_reproduce_the_printed_j_f_jf(fixture):
         assert out["metrics"][key] == pytest.approx(PRINTED["printed"][key], abs=1e-9)
     assert out["dropped"] == PRINTED["dropped_by_reference"]
     assert out["zeroed"] == ["vidC/0", "vidC/1"]
-    assert out["n"] == 10
+    # n: the expressions the printed means average; the two dropped are listed apart with their reason
+    assert out["n"] == 8 and [e["sample_id"] for e in out["excluded_samples"]] == out["dropped"]
+    assert list(out["excluded"].values()) == [2] and "eval_mevis.py drops it" in next(iter(out["excluded"]))
     assert any("vidA/3, vidB/1" in w for w in out["warnings"])
 
 
@@ -84,6 +86,13 @@ def test_failed_zero_scores_every_failed_expression_zero(fixture):
     assert out["metrics"]["J[failed-zero]"] == pytest.approx(j, abs=1e-12)
     assert out["dropped"] == [] and sorted(out["zeroed"]) == ["vidA/3", "vidB/1", "vidC/0", "vidC/1"]
     assert protocol.headline == ["J&F[failed-zero]", "J[failed-zero]", "F[failed-zero]"]
+    assert out["n"] == 10 and "excluded" not in out and protocol.variant_label() == "failed=zero"
+    # the reference's printed number stands beside it, from the same records
+    for key in ("J", "F", "J&F"):
+        assert out["metrics"][key] == pytest.approx(PRINTED["printed"][key], abs=1e-9)
+    assert list(out["metrics"])[:3] == protocol.headline
+    reference = MeViSProtocol().aggregate(scored(protocol, ds, fixture[1]))
+    assert reference["metrics"]["J[failed-zero]"] == out["metrics"]["J[failed-zero]"]
 
 
 def test_a_missing_video_folder_is_told_apart_from_a_missing_expression(fixture):
@@ -101,7 +110,7 @@ def test_records_round_trip_and_estimators_give_the_reported_means(fixture):
     protocol = MeViSProtocol()
     records = [ScoreRecord.from_json(json.loads(json.dumps(r.to_json()))) for r in scored(protocol, ds, fixture[1])]
     out = protocol.aggregate(records)
-    for key in protocol.headline:
+    for key in out["metrics"]:  # the reference's keys and the [failed-zero] ones
         assert protocol.estimator(key, records).value() == pytest.approx(out["metrics"][key], abs=1e-12)
 
 
@@ -154,7 +163,7 @@ def test_the_documented_command_gives_the_printed_numbers(fixture, tmp_path):
     body = run(cfg).metrics
     for key in ("J", "F", "J&F"):
         assert body["metrics"][key] == pytest.approx(PRINTED["printed"][key], abs=1e-9)
-    assert body["n"] == 10
+    assert body["n"] == 8 and body["schema_version"] == 4 and sum(body["excluded"].values()) == 2
 
 
 def test_a_video_without_its_frame_folder_fails_each_of_its_expressions(fixture, tmp_path):
@@ -201,3 +210,16 @@ def contract_samples(rng, node):
     from tests.contract_samples import revos_samples
 
     return [replace(s, meta={"video": s.id, "exp_id": "0"}) for s in revos_samples(rng)]
+
+
+def test_a_composite_with_a_mevis_part_leaves_its_dropped_expressions_out_of_n_named_by_part(fixture):
+    from rvt_bench.metrics.protocols.composite import CompositeProtocol
+
+    ds = MeViSDataset(fixture[0])
+    protocol = CompositeProtocol({"video": MeViSProtocol(failed="reference")})
+    pairs = list(zip(ds, predictions(ds, fixture[1])))
+    out = protocol.aggregate([protocol.score(s, p) for s, p in pairs])
+    assert out["n"] == 8 and [e["sample_id"] for e in out["excluded_samples"]] == PRINTED["dropped_by_reference"]
+    assert all(e["reason"].startswith("video: dropped as eval_mevis.py") for e in out["excluded_samples"])
+    assert protocol.variant_label() == "" and CompositeProtocol({"video": MeViSProtocol(failed="zero")}).variant_label() == \
+        "video: failed=zero"

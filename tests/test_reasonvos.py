@@ -91,10 +91,34 @@ def test_failed_empty_scores_the_skipped_expressions_as_empty_masks_under_its_ow
     protocol = ReasonVOSProtocol(failed="empty")
     records = [protocol.score(s, p) for s, p in pairs]
     body = protocol.aggregate(records)
-    assert body["skipped"] == [] and set(body["metrics"]) == {"J[failed-empty]", "F[failed-empty]", "J&F[failed-empty]"}
+    assert body["skipped"] == [] and "excluded" not in body and body["n"] == len(records)
+    # both numbers in one run: the variant's first (the headline), the reference's beside it, unchanged
+    assert list(body["metrics"]) == ["J&F[failed-empty]", "J[failed-empty]", "F[failed-empty]", "J&F", "J", "F"]
+    for key, value in EXPECTED["printed"].items():
+        assert body["metrics"][key] == pytest.approx(value, abs=1e-12), key
     assert protocol.headline == ["J&F[failed-empty]", "J[failed-empty]", "F[failed-empty]"]
+    assert protocol.variant_label() == "failed=empty" and ReasonVOSProtocol().variant_label() == ""
     assert body["metrics"]["J[failed-empty]"] < EXPECTED["printed"]["J"]  # three more expressions, each J < 1
-    assert not isinstance(protocol.estimator("J[failed-empty]", records), str)
+    for key in ("J[failed-empty]", "J"):
+        assert protocol.estimator(key, records).value() == pytest.approx(body["metrics"][key], abs=1e-12)
+
+
+def test_the_reference_run_writes_the_honest_number_too_and_counts_only_what_it_averages(scored):
+    _, pairs = scored
+    protocol = ReasonVOSProtocol()
+    records = [protocol.score(s, p) for s, p in pairs]
+    body, honest = protocol.aggregate(records), ReasonVOSProtocol(failed="empty").aggregate(records)
+    assert body["n"] == len(records) - 3 and body["excluded"] == {protocol_reason(): 3}
+    assert [e["sample_id"] for e in body["excluded_samples"]] == body["skipped"]
+    assert body["metrics"]["J&F[failed-empty]"] == honest["metrics"]["J&F[failed-empty]"]
+    assert protocol.estimator("J&F[failed-empty]", records).value() == pytest.approx(
+        body["metrics"]["J&F[failed-empty]"], abs=1e-12)
+
+
+def protocol_reason() -> str:
+    from rvt_bench.metrics.protocols.reasonvos import SKIPPED_WHY
+
+    return SKIPPED_WHY
 
 
 def test_a_split_other_than_test_and_a_missing_root_are_one_line(tmp_path):

@@ -133,7 +133,7 @@ def test_run_metrics_round_trip_and_a_protocol_count_keeps_its_place_with_the_ru
     metrics = _metrics(adapter_report=REPORT, units="fraction", headline=["IoU"], judge={"status": "judge: not configured"})
     body = metrics.to_json()
     assert list(body)[6:9] == ["metrics", "n", "breakdown"] and body["n"] == 2
-    assert body["schema_version"] == METRICS_SCHEMA_VERSION == 3 and "partial" not in body
+    assert body["schema_version"] == METRICS_SCHEMA_VERSION == 4 and "partial" not in body
     assert body["adapter_report"] == {"model": "m", "n": 2, "stages": [
         {"key": "seg_emitted", "label": "[SEG] emitted", "reached": 2}, {"key": "result_correct", "label": "result correct", "reached": 1}],
         "measures": [{"key": "model_s", "label": "model", "value": 1.5, "unit": "s"}], "details": {"modes": {"a": 1}}}
@@ -146,8 +146,23 @@ def test_metrics_json_without_schema_version_reads_as_version_1():
     del body["schema_version"]
     old = RunMetrics.from_json(body)
     assert old.schema_version == 1 and old.metrics == {"IoU": 0.5}
-    with pytest.raises(RunStoreError, match="schema_version 4"):
-        RunMetrics.from_json({**body, "schema_version": 4})
+    with pytest.raises(RunStoreError, match="schema_version 5"):
+        RunMetrics.from_json({**body, "schema_version": 5})
+
+
+def test_n_is_what_the_headline_averages_in_version_4_and_a_version_3_file_reads_the_same():
+    from rvt_bench.core.records import excluded_reasons, headline_n, sample_counts
+
+    # version 3 counted the samples the protocol's rule leaves out in n; version 4 does not
+    v3 = {**_metrics().to_json(), "n": 12, "schema_version": 3, "excluded": {"dropped as the reference drops it": 3}}
+    v4 = {**_metrics().to_json(), "n": 9, "excluded": {"dropped as the reference drops it": 3},
+          "excluded_samples": [{"sample_id": f"v/{k}", "reason": "dropped as the reference drops it"} for k in range(3)]}
+    assert v4["schema_version"] == 4
+    assert headline_n(v3) == headline_n(v4) == 9 and sample_counts(v3) == sample_counts(v4) == (9, 3, 1)
+    assert headline_n({**v3, "excluded": {}}) == 12 and headline_n({k: v for k, v in v3.items() if k != "schema_version"}) == 9
+    assert RunMetrics.from_json(v3).to_json() == v3  # read and written back unchanged: still version 3
+    assert excluded_reasons(v4) == {"v/0": "dropped as the reference drops it", "v/1": "dropped as the reference drops it",
+                                    "v/2": "dropped as the reference drops it"} and excluded_reasons(v3) == {}
 
 
 # metrics.json version 2 wrote DT-R1's funnel for every model (bench/harness/funnel.py before issue 28)

@@ -19,7 +19,7 @@ def runs(tmp_path_factory):
 def test_metrics_json_has_a_versioned_header(runs):
     _, a, _ = runs
     body = json.loads((a.run_dir / "metrics.json").read_text())
-    assert body["schema_version"] == 3 and body["units"] == "fraction"
+    assert body["schema_version"] == 4 and body["units"] == "fraction"
     assert body["protocol"] == "image:reasonseg+video:revos+rvt:rvtbench" and body["protocol_version"] == 1
     assert body["protocol_variants"]["route_by"] == "meta.source"
     assert body["metric_units"]["rvt/vqa/CIDEr"] == "score" and body["metric_units"]["video/J&F"] == "fraction"

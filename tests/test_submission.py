@@ -180,7 +180,14 @@ def test_a_refytvos_run_predicts_scores_nothing_and_its_run_directory_zips(refyt
                                            f"model.root={pred}", f"run.root={tmp_path / 'runs'}",
                                            f"leaderboard.dir={tmp_path / 'boards'}", "run.report=false"])
     result = run(cfg)
-    assert result.metrics["metrics"] == {} and result.metrics["n"] == 4
+    assert result.metrics["metrics"] == {} and result.metrics["n"] == 0 and result.metrics["excluded_samples"][0]["reason"].startswith("no public GT")
+    assert result.leaderboard is None and result.not_published is None  # nothing scored: no row of dashes
+    from rvt_bench.harness.summary import format_summary
+
+    text = format_summary(result)
+    assert f"next: python -m rvt_bench.harness.submission refytvos DATA_ROOT {result.run_dir} submission.zip" in text
+    assert "then upload submission.zip to https://competitions.codalab.org/competitions/29139" in text
+    assert "funnel" not in text and "result correct" not in text
     out = tmp_path / "from_run.zip"
     assert submission.export("refytvos", refytvos, result.run_dir, out)["expressions"] == 4
     with zipfile.ZipFile(out) as z:

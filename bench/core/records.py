@@ -20,8 +20,9 @@ from typing import Any, ClassVar, TypeVar
 from rvt_bench.core.types import FailureKind, RunStoreError
 
 SCORE_SCHEMA_VERSION = 2  # 1: the units' values flat beside the header (read and converted)
-METRICS_SCHEMA_VERSION = 3  # 1: before units / ci / unavailable / protocol_version were written;
-# 2: the DT-R1 funnel for every model ("decoding", "funnel", "analytics"), read as an AdapterReport
+METRICS_SCHEMA_VERSION = 4  # 1: before units / ci / unavailable / protocol_version were written;
+# 2: the DT-R1 funnel for every model ("decoding", "funnel", "analytics"), read as an AdapterReport;
+# 3: "n" counted the samples a protocol's rule excludes ("excluded") as well (headline_n subtracts them)
 
 
 def _check_version(what: str, version: Any, expected: int) -> int:
@@ -405,9 +406,50 @@ class AdapterReport:
                    details=dict(obj.get("details") or {}))
 
 
+def excluded_count(body: dict[str, Any]) -> int:
+    """The samples a metrics.json body's protocol rule leaves out of the headline: the sum of its
+    "excluded" ({why: count}: MeViS's dropped expressions, ReVOS's no-target ones...), 0 when none."""
+    found = body.get("excluded")
+    return sum(int(v) for v in found.values() if isinstance(v, int)) if isinstance(found, dict) else 0
+
+
+def headline_n(body: dict[str, Any]) -> int:
+    """The samples the headline of a metrics.json body averages: its "n" from schema_version 4 on;
+    an older file's "n" counted the excluded samples too, so they are subtracted."""
+    n = int(body.get("n") or 0)
+    version = body.get("schema_version", 1)
+    return n if isinstance(version, int) and version >= 4 else n - excluded_count(body)
+
+
+def sample_counts(body: dict[str, Any]) -> tuple[int, int, int]:
+    """(n, excluded, failures) of a metrics.json body, any version: the samples the headline averages,
+    the samples the protocol's rule leaves out (each named in "excluded_samples" with its reason) and
+    the failed predictions (in n, scored as the protocol scores a failure, or among the excluded)."""
+    return headline_n(body), excluded_count(body), int(body.get("failures") or 0)
+
+
+def excluded_reasons(body: dict[str, Any]) -> dict[str, str]:
+    """{sample_id: why} of the samples a metrics.json body's protocol rule leaves out (its
+    "excluded_samples"; {} for a file written before they were listed)."""
+    out = {}
+    for row in body.get("excluded_samples") or []:
+        if isinstance(row, dict) and isinstance(row.get("sample_id"), str):
+            out[row["sample_id"]] = str(row.get("reason") or "excluded by the protocol's rule")
+    return out
+
+
+def submission_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The submission block of a run without GT (metrics.json "submission": {"benchmark", "command",
+    "server"}, written by a protocol whose samples the benchmark's server scores) when the run scored
+    nothing itself, else None: such a run ends with what it produced and how to submit it, never
+    with metrics, a funnel or a paper table (summary, report.html), and publishes no row."""
+    found = body.get("submission")
+    return found if isinstance(found, dict) and found.get("command") and headline_n(body) == 0 else None
+
+
 # metrics.json keys written only when set, in this order after the counts (absent in older files)
 _HEADER_KEYS = ("schema_version", "units", "headline", "metric_units", "protocol_version", "protocol_variants",
-                "unavailable", "ci")
+                "variant", "unavailable", "ci")
 _TAIL_KEYS = ("partial", "judge", "null_values")
 # version 2's DT-R1 funnel, written for every model; read into adapter_report (report_from_v2)
 _V2_KEYS = ("decoding", "funnel", "analytics")
@@ -420,8 +462,12 @@ class RunMetrics:
     aggregate: the protocol's aggregate as it returned it ("metrics", "breakdown", and whatever
                else it reports: "parts", "baseline_empty", "warnings"...), in its order; values in
                [0, 1] except unbounded scores (CIDEr).
-    n, failures, failures_by_kind, parse_rate, failed_samples, tasks: over the scored samples
-               (data errors excluded); parse_rate is None when the model answered nothing.
+    n:         the samples the headline averages (version 4; before, the excluded ones too: headline_n).
+    failures, failures_by_kind, parse_rate, failed_samples, tasks: over the samples scored or
+               excluded by the protocol's rule (aggregate "excluded", "excluded_samples"; data
+               errors are neither); parse_rate is None when the model answered nothing.
+    variant:   the protocol variant the headline follows ("failed=zero"; Protocol.variant_label),
+               None for the reference's own protocol.
     data_errors, data_error_samples: samples whose data could not be used (not in n).
     adapter_report: what the model's adapter reports about the run (AdapterReport), None when it
                reports nothing.
@@ -453,6 +499,7 @@ class RunMetrics:
     metric_units: dict[str, str] | None = None
     protocol_version: int | None = None
     protocol_variants: dict[str, Any] | None = None
+    variant: str | None = None
     unavailable: dict[str, str] | None = None
     ci: dict[str, Any] | None = None
     partial: str | None = None

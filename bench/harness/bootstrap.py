@@ -123,6 +123,18 @@ def method(est: Estimator | CorpusEstimator) -> str:
     return f"sources ({m} videos or images, each with all its samples; {est.n} samples){within}"
 
 
+def n_clusters(est: Estimator | CorpusEstimator) -> int:
+    """How many independent units the bootstrap draws for `est`: its sources (videos or images,
+    each with all its samples) where they cluster the samples, else its samples."""
+    if isinstance(est, CorpusEstimator):
+        found = est.clusters()
+        return len(est.ids) if found is None else int(found[1])
+    joint, plan = _plan(est.strata)
+    if joint is not None:
+        return int(joint)
+    return sum(int(c[1]) if c is not None else len(s.ids) for c, s in zip(plan, est.strata))
+
+
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den != 0, num / np.where(den != 0, den, 1), 0.0)
@@ -162,12 +174,12 @@ def confidence_interval(est: Estimator | CorpusEstimator, b: int = DEFAULT_B, se
 
 
 def headline_cis(protocol: Any, records: list[ScoreRecord], metrics: dict[str, Any], b: int = DEFAULT_B,
-                 seed: int = DEFAULT_SEED) -> dict[str, dict[str, Any]]:
+                 seed: int = DEFAULT_SEED, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """metrics.json "ci": {headline key: confidence_interval(...) or {"low": None, "high": None,
-    "reason": why}} for every headline metric of `protocol` present in `metrics`, from the
-    estimator the protocol declares for it (`protocol.estimator(key, records)`)."""
+    "reason": why}} for every headline metric of `protocol` (or each of `keys`) present in
+    `metrics`, from the estimator the protocol declares for it (`protocol.estimator(key, records)`)."""
     out: dict[str, dict[str, Any]] = {}
-    for key in protocol.headline:
+    for key in protocol.headline if keys is None else keys:
         reported = metrics.get(key)
         if not isinstance(reported, (int, float)) or isinstance(reported, bool) or not math.isfinite(reported):
             continue

@@ -2,7 +2,12 @@
 bootstrap interval, a paired permutation p-value over the samples both runs scored, and the
 per-sample wins / losses / ties. With more runs, each is compared with the first (the baseline).
 
-    rvt-bench compare RUN_A RUN_B [RUN_C ...] [--B 1000] [--seed 0] [--html OUT.html]
+    rvt-bench compare RUN_A RUN_B [RUN_C ...] [--B 1000] [--seed 0] [--union] [--html OUT.html]
+
+By default the runs are compared over the samples both scored: a sample one run's protocol rule
+excludes (MeViS's dropped expressions) is compared in neither, and the output says how many were left
+out and why; --union compares every sample, each failure counted as the protocol's failure rule scores
+it (the [failed-...] keys). A metric whose interval rests on few videos or images gets a caveat.
 
 A run is its directory (its full run's metrics.json, else its largest `run.limit` run's
 metrics.limitN.json) or one metrics[.limitN].json file of it. A comparison involving a `run.limit`
@@ -33,7 +38,7 @@ from hydra.utils import instantiate
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.harness import bootstrap
 from rvt_bench.core.printable import printable
-from rvt_bench.core.records import ScoreRecord
+from rvt_bench.core.records import ScoreRecord, excluded_reasons
 from rvt_bench.core.store import read_jsonl, read_run_json
 from rvt_bench.core.units import unit
 from rvt_bench.core.types import RunStoreError
@@ -75,9 +80,16 @@ def _load(run: Path) -> tuple[dict, list[dict], Path, int | None]:
 
 
 def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
-            seed: int = bootstrap.DEFAULT_SEED, per_sample: bool = False) -> dict[str, Any]:
-    """{"a", "b": run dirs, "n_shared", "only_a", "only_b": sample counts, "metrics": [PairedResult
-    as dict or {"key", "reason"}], "partial": why only part of the samples is compared, or None};
+            seed: int = bootstrap.DEFAULT_SEED, per_sample: bool = False, union: bool = False) -> dict[str, Any]:
+    """{"a", "b": run dirs, "n_shared", "only_a", "only_b": sample counts, "left_out": [why, count]
+    of every sample not compared, "mode": "shared" | "union", "metrics": [PairedResult as dict or
+    {"key", "reason"}], "partial": why only part of the samples is compared, or None}.
+
+    By default the runs are compared over the samples both SCORED: a sample one run's protocol rule
+    excludes (metrics.json "excluded_samples": MeViS's dropped expressions...) or that its protocol's
+    estimator leaves out is compared in neither, and "left_out" says how many and why. union: every
+    sample both runs have a record of, each scored by the protocol that counts every failure
+    (Protocol.counting_failures: a dropped expression is 0; its keys say so, "J&F[failed-zero]").
     per_sample: also "per_sample": {key: {"a": {sample id: value}, "b": {...}}} for the metrics that
     are means of per-sample values (what the paired plot draws). Raises RunStoreError when the runs
     are of different datasets."""
@@ -86,13 +98,28 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
         raise RunStoreError(f"cannot compare {ma.get('dataset')}/{ma.get('split')} with {mb.get('dataset')}/{mb.get('split')}")
     cfg = load_run_config(dir_a / "config.yaml")
     protocol = instantiate(cfg.dataset.protocol)  # imports the modules of its units' values: records read after it
+    if union:
+        protocol = protocol.counting_failures()
     ra, rb = [ScoreRecord.from_json(r) for r in ra], [ScoreRecord.from_json(r) for r in rb]
     ids_a, ids_b = {r.sample_id for r in ra}, {r.sample_id for r in rb}
     shared = ids_a & ids_b
+    left_out: dict[str, int] = {}
+    if not union:  # the samples each run's protocol rule excluded are scored in neither
+        for name, body in (("A", ma), ("B", mb)):
+            for sid, why in excluded_reasons(body).items():
+                if sid in shared:
+                    shared.discard(sid)
+                    left_out[f"excluded by {name}'s protocol rule: {why}"] = left_out.get(
+                        f"excluded by {name}'s protocol rule: {why}", 0) + 1
     ra, rb = [r for r in ra if r.sample_id in shared], [r for r in rb if r.sample_id in shared]
+    headline = list(protocol.headline)
+    only_a, only_b = len(ids_a - ids_b), len(ids_b - ids_a)
+    if only_a:
+        left_out["scored in A only (no record in B)"] = only_a
+    if only_b:
+        left_out["scored in B only (no record in A)"] = only_b
     rows: list[dict[str, Any]] = []
     values: dict[str, dict[str, dict[str, float]]] = {}
-    headline = list(protocol.headline)
     # the headline, then every other cell of the benchmark's paper table (sub-splits, A, R, levels)
     keys = headline + [k for k in cell_keys(str(ma.get("dataset")), ma) if k not in headline]
     for key in keys:
@@ -100,6 +127,15 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
         _, sb = (key, rb) if key in headline else _subset(key, rb)
         ea, eb = ((protocol.estimator(metric, sa), protocol.estimator(metric, sb)) if sa and sb
                   else ("no shared samples in this subset",) * 2)
+        if not isinstance(ea, str) and not isinstance(eb, str) and _kept_ids(ea) != _kept_ids(eb):
+            # one run's estimator leaves out samples the other's keeps (a metrics.json written before
+            # its excluded samples were listed): compared over those both keep
+            both = _kept_ids(ea) & _kept_ids(eb)
+            why = f"left out of one run's {key} by its protocol"
+            left_out[why] = len((_kept_ids(ea) | _kept_ids(eb)) - both)
+            sa, sb = [r for r in sa if r.sample_id in both], [r for r in sb if r.sample_id in both]
+            ea, eb = ((protocol.estimator(metric, sa), protocol.estimator(metric, sb)) if sa and sb
+                      else ("no shared samples in this subset",) * 2)
         if key not in headline and isinstance(ea, CorpusEstimator):
             ea = "corpus-level metric: not compared per subset"
         if isinstance(ea, str) or isinstance(eb, str):
@@ -108,17 +144,41 @@ def compare(run_a: str | Path, run_b: str | Path, b: int = bootstrap.DEFAULT_B,
         if per_sample and key in headline and hasattr(ea, "per_sample") and hasattr(eb, "per_sample"):
             values[key] = {"a": ea.per_sample(), "b": eb.per_sample()}
         try:
-            rows.append({**bootstrap.paired(ea, eb, b, seed).__dict__, "key": key})
+            rows.append({**bootstrap.paired(ea, eb, b, seed).__dict__, "key": key, "clusters": bootstrap.n_clusters(ea)})
         except ValueError as exc:  # e.g. a corpus metric over different references
             rows.append({"key": key, "reason": str(exc)})
     partial = [f"{name}: run.limit={n} (the first {n} samples)" for name, n in (("A", limit_a), ("B", limit_b)) if n]
     out = {"a": str(run_a), "b": str(run_b), "name_a": display_name(ma), "name_b": display_name(mb),
-           "n_shared": len(shared), "only_a": len(ids_a - shared),
-           "only_b": len(ids_b - shared), "metrics": rows, "partial": "; ".join(partial) or None,
+           "mode": "union" if union else "shared", "n_shared": len(shared), "only_a": only_a, "only_b": only_b,
+           "left_out": sorted(left_out.items()), "metrics": rows, "partial": "; ".join(partial) or None,
            "flips": flips(ra, rb)}
     if per_sample:
         out["per_sample"] = values
     return out
+
+
+def _kept_ids(est: Any) -> set[str]:
+    """The sample ids an estimator averages (its strata's, or a corpus estimator's)."""
+    if isinstance(est, CorpusEstimator):
+        return set(est.ids)
+    return {i for s in est.strata for i in s.ids}
+
+
+FEW_CLUSTERS = 20  # below this many independent units the percentile bootstrap interval is too narrow
+
+
+def caveat(row: dict[str, Any]) -> str:
+    """The note a compared metric gets when its interval rests on few independent units (FEW_CLUSTERS)
+    or disagrees with the permutation test; "" otherwise."""
+    m = row.get("clusters")
+    if not isinstance(m, int) or m >= FEW_CLUSTERS:
+        return ""
+    excludes_zero = row["low"] > 0 or row["high"] < 0
+    note = (f"only {m} independent units (videos/images) were resampled: the percentile bootstrap interval is "
+            "too narrow with so few, read the permutation p")
+    if excludes_zero and row["p_value"] >= 0.05:
+        note += f" (the interval excludes 0, p = {row['p_value']:.2f} does not)"
+    return note
 
 
 def display_name(metrics: dict[str, Any]) -> str:
@@ -146,12 +206,12 @@ def flips(ra: list[ScoreRecord], rb: list[ScoreRecord]) -> list[dict[str, Any]]:
 
 
 def compare_many(runs: list[str | Path], b: int = bootstrap.DEFAULT_B, seed: int = bootstrap.DEFAULT_SEED,
-                 per_sample: bool = False) -> list[dict[str, Any]]:
+                 per_sample: bool = False, union: bool = False) -> list[dict[str, Any]]:
     """`compare(runs[0], run)` for every later run: each against the first, the baseline. Raises
     ValueError for fewer than two runs, RunStoreError as `compare`."""
     if len(runs) < 2:
         raise ValueError("compare needs at least two runs (the first is the baseline)")
-    results = [compare(runs[0], run, b, seed, per_sample) for run in runs[1:]]
+    results = [compare(runs[0], run, b, seed, per_sample, union) for run in runs[1:]]
     names = [results[0]["name_a"], *(r["name_b"] for r in results)]
     if len(set(names)) < len(names):  # two runs of one name and run name: tell them apart by position
         names = [f"{n} #{k}" for k, n in enumerate(names)]
@@ -172,7 +232,7 @@ def format_comparison(result: dict[str, Any]) -> str:
     p = printable  # run names, paths, metric keys and reasons are data: their control characters as escapes
     partial = [f"PARTIAL comparison: {p(result['partial'])}"] if result.get("partial") else []
     lines = [f"A: {p(result.get('name_a', 'run A'))}  {p(result['a'])}", f"B: {p(result.get('name_b', 'run B'))}  {p(result['b'])}", *partial,
-             f"shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']})", "",
+             *samples_lines(result), "",
              "| metric | unit (delta) | A | B | delta B-A | 95% CI of delta | p (permutation) | n | B wins / losses / ties |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
     for r in result["metrics"]:
@@ -184,7 +244,25 @@ def format_comparison(result: dict[str, Any]) -> str:
         lines.append(f"| {p(key)} | {shown} | {_show(key, r['a'])} | {_show(key, r['b'])} | {_show(key, r['delta'], True)} | "
                      f"[{_show(key, r['low'], True)}, {_show(key, r['high'], True)}] | {r['p_value']:.4f} | {r['n']} | "
                      f"{r['wins']} / {r['losses']} / {r['ties']} |")
-    return "\n".join(lines + _methods([result]))
+    return "\n".join(lines + _methods([result]) + _caveats([result]))
+
+
+def samples_lines(result: dict[str, Any]) -> list[str]:
+    """What the comparison is over: the samples compared and, one line each, those left out and why."""
+    if result.get("mode") == "union":
+        head = (f"compared over the union: {result['n_shared']} samples both runs have a record of, every failure "
+                "counted (a dropped sample scores as a failure: the protocol's [failed-...] keys)")
+    else:
+        head = (f"compared over the samples both runs scored: {result['n_shared']} "
+                "(--union: every sample, failures counted as the protocol's failure rule)")
+    return [head] + [f"  left out: {count} {printable(why)}" for why, count in result.get("left_out") or []]
+
+
+def _caveats(results: list[dict[str, Any]]) -> list[str]:
+    """A note per metric whose interval rests on few independent units (compare.caveat)."""
+    notes = list(dict.fromkeys(f"caveat: {printable(row['key'])}: {caveat(row)}" for r in results for row in r["metrics"]
+                               if "reason" not in row and caveat(row)))
+    return (["", "95% CI of delta: paired percentile bootstrap; p: paired permutation test."] + notes) if notes else []
 
 
 def _methods(results: list[dict[str, Any]]) -> list[str]:
@@ -203,6 +281,8 @@ def format_many(results: list[dict[str, Any]]) -> str:
     lines = [f"baseline: {p(results[0].get('name_a', 'baseline'))}  {p(results[0]['a'])}"]
     lines += [f"run {k}: {p(r.get('name_b', f'run {k}'))}  {p(r['b'])}" + (f"  PARTIAL: {p(r['partial'])}" if r.get("partial") else "")
               for k, r in enumerate(results, 1)]
+    for k, r in enumerate(results, 1):
+        lines += [f"run {k}: " + line.lstrip() for line in samples_lines(r)]
     lines += ["", "Each run against the baseline over the samples both scored (baseline: its value on those samples).", "",
               "| metric | run | unit (delta) | baseline | run | delta vs baseline | 95% CI of delta | p (permutation) | n | "
               "wins / losses / ties |", "|---|---|---|---:|---:|---:|---|---:|---:|---|"]
@@ -217,7 +297,7 @@ def format_many(results: list[dict[str, Any]]) -> str:
             lines.append(f"| {p(key)} | {p(r.get('name_b', f'run {k}'))} | {shown} | {_show(key, row['a'])} | {_show(key, row['b'])} | {_show(key, row['delta'], True)} | "
                          f"[{_show(key, row['low'], True)}, {_show(key, row['high'], True)}] | {row['p_value']:.4f} | "
                          f"{row['n']} | {row['wins']} / {row['losses']} / {row['ties']} |")
-    return "\n".join(lines + _methods(results))
+    return "\n".join(lines + _methods(results) + _caveats(results))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -228,12 +308,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--B", type=int, default=bootstrap.DEFAULT_B, help="bootstrap replicates and permutations")
     ap.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED)
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--union", action="store_true",
+                    help="compare every sample both runs have a record of, each failure counted as the protocol's "
+                         "failure rule scores it (a dropped sample is 0), instead of the samples both runs scored")
     ap.add_argument("--html", default=None, metavar="OUT",
                     help="also write ONE page for all runs to OUT: per run against the baseline, the table, the samples that flipped and a paired plot per metric")
     args = ap.parse_args(argv)
     if len(args.runs) < 2:
         ap.error("give at least two runs (the first is the baseline)")
-    results = exit_on_known_errors(lambda: compare_many(args.runs, args.B, args.seed, per_sample=bool(args.html)))
+    results = exit_on_known_errors(lambda: compare_many(args.runs, args.B, args.seed, per_sample=bool(args.html),
+                                                        union=args.union))
     if args.html:
         from rvt_bench.harness.report.comparison import write_many
 

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import rvt_bench.harness.config  # noqa: F401  registers the structured configs conf/ extends (run, leaderboard, judge, model)
 from rvt_bench.core import secrets
 from rvt_bench.core.printable import printable
+from rvt_bench.core.records import sample_counts
 from rvt_bench.core.paths import CONF_DIR
 from rvt_bench.harness.cli import exit_on_known_errors, stop
 from rvt_bench.harness.runner import format_summary, run
@@ -130,6 +131,8 @@ def _nothing_to_show(result) -> str | None:
     has an honest score of its own, published and exit 0."""
     body = result.metrics or {}
     n, failures = body.get("n"), body.get("failures")
+    if isinstance(n, int):  # every sample the run scored or its protocol's rule left out
+        n = sum(sample_counts(body)[:2])
     by_kind = body.get("failures_by_kind") or {}
     if isinstance(n, int) and n > 0 and failures == n and not {"parse", "sandbox"} & set(by_kind):
         return (f"every one of the {n} samples failed ({body.get('failures_by_kind')}): see failed_samples in "

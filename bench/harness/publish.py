@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core.records import sample_counts
 from rvt_bench.core.types import PARSE, Prediction, Sample
 from rvt_bench.harness import manifest as manifest_mod
 from rvt_bench.leaderboards import publish as board
@@ -22,12 +23,16 @@ def refusal(metrics: dict[str, Any]) -> str | None:
     if not metrics["judge"].get("publishable", True):
         return f"not published to the leaderboard: {metrics['judge']['reason']} (judge.max_failure_rate)"
     kinds = metrics["failures_by_kind"]
-    if metrics["n"] == 0:
+    n, excluded, failures = sample_counts(metrics)
+    if n + excluded == 0:
         return (f"not published to the leaderboard: no sample could be scored, all {metrics['data_errors']} have "
                 f"data errors (listed in metrics.json 'data_error_samples')")
-    if metrics["failures"] == metrics["n"] and PARSE not in kinds:
-        return (f"not published to the leaderboard: all {metrics['n']} samples failed ({kinds}), none because of "
+    if failures == n + excluded and PARSE not in kinds:
+        return (f"not published to the leaderboard: all {n + excluded} samples failed ({kinds}), none because of "
                 f"the model's output; check the setup (paths, model.root, data)")
+    if n == 0:
+        return (f"not published to the leaderboard: the protocol's rule leaves out all {excluded} samples "
+                f"({metrics.get('excluded')}), so there is no headline to rank")
     return None
 
 

@@ -11,6 +11,7 @@ from rvt_bench.harness import bootstrap
 from rvt_bench.core.records import METRICS_SCHEMA_VERSION, RunMetrics, ScoreRecord
 from rvt_bench.core.store import read_jsonl, write_json_atomic, write_jsonl_atomic
 from rvt_bench.core.types import Prediction, Sample
+from rvt_bench.leaderboards.tables import companion_keys
 
 SAMPLE_LOG_VERSION = 1
 
@@ -63,11 +64,15 @@ def finish_metrics(metrics: RunMetrics, protocol: Any, resolved: dict[str, Any],
     metrics.schema_version, metrics.units, metrics.headline = METRICS_SCHEMA_VERSION, "fraction", list(protocol.headline)
     metrics.metric_units = {k: "score" if unit(k) == "score" else "fraction" for k in metrics.aggregate.get("metrics") or {}}
     metrics.protocol_version, metrics.protocol_variants = int(getattr(protocol, "version", 1)), spec
+    label = protocol.variant_label() if callable(getattr(protocol, "variant_label", None)) else ""
+    metrics.variant = label or None
     metrics.unavailable = why
     opts = resolved["run"]["bootstrap"]
     b, seed = int(opts["B"]), int(opts["seed"])
     records = [ScoreRecord.from_json(r) for r in read_jsonl(scores_path)] if b > 0 else []
-    metrics.ci = bootstrap.headline_cis(protocol, records, metrics.metrics, b, seed) if b > 0 else {}
+    # the headline's intervals, and those of the same metrics under the protocol's other rule (both numbers)
+    keys = list(protocol.headline) + companion_keys(metrics.to_json())
+    metrics.ci = bootstrap.headline_cis(protocol, records, metrics.metrics, b, seed, keys) if b > 0 else {}
     if b > 0:  # the other cells of the benchmark's paper table (leaderboards/tables.py)
         from rvt_bench.harness.table_cis import table_cis
 

@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from rvt_bench.adapters.base import Adapter
 from rvt_bench.core import benchmark, files, secrets
 from rvt_bench.core.printable import escape_log_args
+from rvt_bench.core.records import submission_of
 from rvt_bench.core.store import finite, predictions_filename, read_run_json, write_json_atomic
 from rvt_bench.core.types import ConfigError, RunStopped, RvtBenchError, Sample
 from rvt_bench.harness import judging, loggers, logs, outputs, publish, resume, rundir, score, signals, stops
@@ -268,7 +269,9 @@ def _score_phase(cfg: DictConfig, resolved: dict[str, Any], progress: stops.Prog
     progress.phase = "publishing"
     write_json_atomic(metrics_path, body)
     board, refused = None, None
-    if cfg.leaderboard.publish and limit is None:
+    if submission_of(body) is not None:  # nothing scored here: the server's score is the result
+        log.info("no public GT: nothing to publish; %s", submission_of(body)["command"])
+    elif cfg.leaderboard.publish and limit is None:
         board, refused = publish.publish(cfg.leaderboard.dir, resolved, body, run_dir, protocol)
         if refused is not None:
             log.error("%s; see %s", refused, metrics_path)

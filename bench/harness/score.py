@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.adapters.base import Adapter, ScoredSample
-from rvt_bench.core.records import Failure, RunMetrics, ScoreRecord
+from rvt_bench.core.records import Failure, RunMetrics, ScoreRecord, excluded_count
 from rvt_bench.core.store import read_run_json, write_jsonl_atomic
 from rvt_bench.core.types import DATA, PARSE, Prediction, RunStoreError, Sample
 from rvt_bench.harness.predict import text_checked
@@ -57,11 +57,12 @@ def score(samples: list[Sample], preds: dict[str, Prediction], protocol: Any, sc
     # parse_rate: of the samples the model answered; a sample failed for its data, the adapter or the
     # sandbox never produced an output to parse. None (n/a) when the model answered none.
     answered = len(samples) - sum(1 for f in failures if f.kind != PARSE)
+    aggregate = protocol.aggregate(records) if records else {"metrics": {}, "breakdown": {}}
     metrics = RunMetrics(
         dataset=resolved["dataset"]["name"], split=resolved["dataset"].get("split"), model=resolved["model"]["name"],
-        run_name=run_name, fingerprint=fp, protocol=protocol.name,
-        aggregate=protocol.aggregate(records) if records else {"metrics": {}, "breakdown": {}},
-        n=len(samples), failures=len(failures), failures_by_kind=count_by([f.kind for f in failures]),
+        run_name=run_name, fingerprint=fp, protocol=protocol.name, aggregate=aggregate,
+        # n: what the headline averages; the samples the protocol's rule leaves out are listed apart
+        n=len(samples) - excluded_count(aggregate), failures=len(failures), failures_by_kind=count_by([f.kind for f in failures]),
         parse_rate=1.0 - n_parse / answered if answered else None, failed_samples=failures,
         tasks=count_by([s.task for s in samples]), data_errors=len(data_errors), data_error_samples=data_errors,
         adapter_report=adapter.report(items),

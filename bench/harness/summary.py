@@ -12,8 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rvt_bench.core.records import sample_counts, submission_of
 from rvt_bench.core.units import NA, SCORE_METRICS, ci_text, pct, show, unit  # noqa: F401  (re-exported)
-from rvt_bench.harness.view import adapter_report, averages_of, breakdown_rows, funnel_text, headline_rows, measure_text, metric_unit
+from rvt_bench.harness.view import (adapter_report, averages_of, breakdown_rows, companion_keys, funnel_text, headline_rows,
+                                    measure_text, metric_unit)
 
 WIDTH = 110       # wrap long lines (funnel, measures) at this many characters
 MAX_WARNINGS = 5  # more are counted and left to metrics.json "warnings" (all of them with run.verbose=true)
@@ -147,9 +149,19 @@ def format_summary(result: Any, verbose: bool = False) -> str:
     m = result.metrics
     if m is None:
         return "scoring skipped: predictions missing (shards still running?)"
+    if submission_of(m) is not None:
+        return submission_summary(result)
+    n, excluded, failures = sample_counts(m)
     lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  "
-             f"n={m['n']} failures={m['failures']} parse_rate="
+             f"n={n}" + (f" excluded={excluded}" if excluded else "") + f" failures={failures} parse_rate="
              + (NA if m["parse_rate"] is None else f"{100 * m['parse_rate']:.1f}%")]
+    if m.get("variant"):
+        lines.append(f"  protocol variant: {m['variant']} (the headline is this variant's number, not the one the "
+                     "reference prints; the reference's stands beside it)")
+    if excluded:
+        why = "; ".join(f"{k} {v}" for k, v in (m.get("excluded") or {}).items())
+        named = " (named in metrics.json 'excluded_samples')" if m.get("excluded_samples") else ""
+        lines.append(f"  excluded by the protocol's rule from the headline (not in n): {why}{named}")
     lines.append("  tasks: " + ", ".join(f"{t}={n}" for t, n in (m.get("tasks") or {}).items()))
     lines += sandbox_lines(getattr(result, "sandbox", ""))
     lines += model_lines(m)
@@ -168,7 +180,8 @@ def format_summary(result: Any, verbose: bool = False) -> str:
     elif judge:
         lines.append(f"  {judge['status']}")
     values = m.get("metrics") or {}
-    lines += metric_lines(m, list(values) if verbose else None)
+    # both numbers of a run whose protocol has a variant: the headline's, then the other rule's
+    lines += metric_lines(m, list(values) if verbose else [r.key for r in headline_rows(m)] + companion_keys(m))
     warnings = list(m.get("warnings") or [])
     shown = warnings if verbose else warnings[:MAX_WARNINGS]
     lines += [f"  WARNING: {w}" for w in shown]
@@ -186,6 +199,44 @@ def format_summary(result: Any, verbose: bool = False) -> str:
         lines.append(f"more: {others} other metrics and {n_break} breakdown values in report.html and metrics.json "
                      f"(run.verbose=true prints them here)")
     return "\n".join(lines)
+
+
+def submission_summary(result: Any) -> str:
+    """The end of a run without GT (rvt_bench.core.records.submission_of): what it produced and the
+    command that zips it for the benchmark's server; no metrics, funnel or paper table."""
+    m = result.metrics
+    block = submission_of(m) or {}
+    _, excluded, failures = sample_counts(m)
+    run_dir = getattr(result, "run_dir", None)
+    command = str(block.get("command", ""))
+    if run_dir is not None:
+        command = command.replace("RUN_DIR", str(run_dir))
+    server = block.get("server") or _configured_server(run_dir)
+    lines = [f"{m['dataset']} ({m['split']}) / {m['model']}  run {m['run_name']}  no public GT: nothing is scored "
+             "here, the benchmark's server scores the predictions",
+             f"  produced: predictions of {excluded} samples" + (f" ({failures} failed: reasons in metrics.json "
+                                                                 "'failed_samples')" if failures else "")
+             + (f" in {run_dir}" if run_dir is not None else "")]
+    lines += sandbox_lines(getattr(result, "sandbox", ""))
+    lines += latency_line(m, result.scoring_s, getattr(result, "prediction", None), getattr(result, "predicted", None))
+    if m.get("data_errors"):
+        lines.append(f"  DATA ERRORS: {m['data_errors']} samples could not be loaded and have no prediction "
+                     f"(listed in metrics.json 'data_error_samples')")
+    lines.append(f"next: {command}" + (f"\n  then upload submission.zip to {server}" if server else ""))
+    return "\n".join(lines)
+
+
+def _configured_server(run_dir: Any) -> str | None:
+    """dataset.submission.server of a run's config.yaml, None when it names none or cannot be read."""
+    if run_dir is None:
+        return None
+    try:
+        from rvt_bench.harness.names import load_run_config
+
+        cfg = load_run_config(Path(run_dir) / "config.yaml")
+        return str(cfg.dataset.submission.server)
+    except Exception:  # noqa: BLE001  the command is the answer; the server is a courtesy
+        return None
 
 
 def paste_table(metrics: dict[str, Any], board_dir: str | Path | None = None) -> str:

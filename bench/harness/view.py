@@ -10,8 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rvt_bench.core.records import AdapterReport, Measure, report_from_v2
+from rvt_bench.core.records import AdapterReport, Measure, headline_n, report_from_v2
 from rvt_bench.core.units import NA, ci_text, show, unit
+from rvt_bench.leaderboards.tables import companion_keys  # noqa: F401  (re-exported for the summary)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def headline_rows(metrics: dict[str, Any], digits: int = 1, keys: list[str] | No
     for key in keys:
         value, ci = values.get(key), cis.get(key) or {}
         u = metric_unit(metrics, key, value)
-        n = ci.get("n", metrics.get("n") if "/" not in key else None)
+        n = ci.get("n", headline_n(metrics) if "/" not in key and "n" in metrics else None)
         if key in averaged:  # the protocol's means are over something else than its samples (they say what)
             n = averaged[key]["n"]
         b = _number(base.get(key))

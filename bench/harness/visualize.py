@@ -26,8 +26,8 @@ from hydra.utils import instantiate
 from rvt_bench.harness.names import load_run_config
 from rvt_bench.core import masks
 from rvt_bench.core.frames import read_frame
-from rvt_bench.core.records import ScoreRecord
-from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions, write_atomic
+from rvt_bench.core.records import ScoreRecord, excluded_reasons
+from rvt_bench.core.store import prediction_files, read_jsonl, read_predictions, read_run_json, write_atomic
 from rvt_bench.core.types import Prediction, Sample
 import rvt_bench.metrics  # noqa: F401,E402  (defines the built-in kinds of score values that score_value reads)
 from rvt_bench.metrics.units.box_iou import BoxValues
@@ -241,6 +241,9 @@ def render_run(run_dir: str | Path, ids: list[str] | None = None, worst: int | N
     samples = {s.id: s for s in instantiate(kwargs, _convert_="all")}
     preds = read_predictions(prediction_files(run_dir))
     scores = {r["sample_id"]: r for r in read_jsonl(run_dir / "scores.jsonl")} if (run_dir / "scores.jsonl").exists() else {}
+    # a sample the protocol's rule excludes has no score: never drawn as a 0, never the "worst"
+    excluded = excluded_reasons(read_run_json(run_dir / "metrics.json")) if (run_dir / "metrics.json").exists() else {}
+    scores = {sid: r for sid, r in scores.items() if sid not in excluded}
     chosen = ids or [sid for sid in samples if sid in preds]
     if worst is not None:
         chosen = worst_per_task(chosen, samples, scores, worst)

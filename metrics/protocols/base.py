@@ -40,6 +40,20 @@ class Protocol:
     # samples sets "own" and reads Prediction.no_target in its score().
     no_target: str = "empty"
 
+    def variant_label(self) -> str:
+        """The protocol variant this run's headline follows, as one short label ("failed=zero"), or ""
+        for the reference's own protocol. metrics.json writes it as `variant`, a leaderboard row as
+        its `variant` column, and `render` marks every row that has one: its headline is not the
+        number the reference prints. Default: "" (a protocol without variants)."""
+        return ""
+
+    def counting_failures(self) -> "Protocol":
+        """This protocol with every failed sample counted (scored as the protocol scores a failure,
+        never dropped): the honest variant of a protocol whose reference drops some (MeViS
+        failed="zero", ReasonVOS failed="empty"); `compare --union` scores both runs with it.
+        Default: itself (a protocol that drops nothing)."""
+        return self
+
     def attach_judge(self, judge: Any) -> None:
         """Use `judge` (a rvt_bench.metrics.judge.Judge, or None = no judge) for free-text answers.
         Protocols without free-text tasks keep it and never call it."""
@@ -153,6 +167,28 @@ def _threads_started() -> bool:
     import threading
 
     return threading.active_count() > 1
+
+
+def excluded_block(reasons: dict[str, str]) -> dict[str, Any]:
+    """The aggregate keys of the samples a protocol's rule leaves out of the headline (dropped as its
+    reference drops them, no public GT...), from {sample_id: reason}: "excluded" ({reason: count},
+    a leaderboard row's `excluded`) and "excluded_samples" ([{"sample_id", "reason"}], sorted by id;
+    the report lists them, never as a score); {} when there are none."""
+    if not reasons:
+        return {}
+    counts: dict[str, int] = {}
+    for why in reasons.values():
+        counts[why] = counts.get(why, 0) + 1
+    return {"excluded": counts,
+            "excluded_samples": [{"sample_id": k, "reason": reasons[k]} for k in sorted(reasons)]}
+
+
+def submission_block(benchmark: str, server: str | None = None) -> dict[str, Any]:
+    """metrics.json "submission" of samples without public GT, which the benchmark's server scores:
+    {"benchmark", "command": the zip's command (RUN_DIR, DATA_ROOT to fill in), "server" when known}."""
+    out = {"benchmark": benchmark,
+           "command": f"python -m rvt_bench.harness.submission {benchmark} DATA_ROOT RUN_DIR submission.zip"}
+    return out | ({"server": server} if server else {})
 
 
 EMPTY_GT_WARN = 0.03  # warn when more than this fraction of the scored samples has an all-empty GT

@@ -10,7 +10,7 @@ from typing import Any
 from rvt_bench.core.records import ScoreRecord
 from rvt_bench.core.types import DatasetFormatError, Prediction, Sample
 from rvt_bench.metrics.estimators import Found
-from rvt_bench.metrics.protocols.base import Protocol
+from rvt_bench.metrics.protocols.base import Protocol, excluded_block
 
 
 def _build(key: str, spec: Any) -> Protocol:
@@ -129,7 +129,8 @@ class CompositeProtocol(Protocol):
 
     def aggregate(self, records: list[ScoreRecord]) -> dict:
         """{"metrics": {"<part>/<key>": float}, "breakdown": {"<part>/<meta key>": {...}},
-        "parts": {part: that part's aggregate}, "n": all records, "baseline_empty": {"<part>/<key>": float},
+        "parts": {part: that part's aggregate}, "n": the records the headlines average (a part's
+        "excluded_samples" bubble up, each reason prefixed with its part), "baseline_empty": {"<part>/<key>": float},
         "warnings": ["<part>: ..."]}. Parts without records are left out."""
         unknown = {self.part_of_record(r) for r in records} - set(self.parts)
         if unknown:
@@ -144,5 +145,13 @@ class CompositeProtocol(Protocol):
             breakdown.update({f"{key}/{b}": v for b, v in result.get("breakdown", {}).items()})
             baseline.update({f"{key}/{m}": v for m, v in result.get("baseline_empty", {}).items()})
             warnings += [f"{key}: {w}" for w in result.get("warnings", [])]
-        return {"metrics": metrics, "breakdown": breakdown, "parts": parts, "n": len(records),
-                "baseline_empty": baseline, "warnings": warnings}
+        # what a part's rule leaves out is left out of the whole run's n too, named with its part
+        reasons = {row["sample_id"]: f"{key}: {row['reason']}" for key, result in parts.items()
+                   for row in result.get("excluded_samples") or []}
+        return {"metrics": metrics, "breakdown": breakdown, "parts": parts, "n": len(records) - len(reasons),
+                **excluded_block(reasons), "baseline_empty": baseline, "warnings": warnings}
+
+    def variant_label(self) -> str:
+        """The parts' variants, "<part>: <label>" joined by "; " ("" when every part is the reference's)."""
+        return "; ".join(f"{k}: {p.variant_label()}" for k, p in self.parts.items()
+                         if callable(getattr(p, "variant_label", None)) and p.variant_label())

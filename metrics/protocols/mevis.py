@@ -12,7 +12,8 @@ from rvt_bench.core.records import ScoreRecord, UnitValues
 from rvt_bench.core.types import Prediction, Sample
 from rvt_bench.metrics.estimators import Found, mean_of
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH
-from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, record_header
+from rvt_bench.metrics.protocols.base import (Protocol, baseline_warnings, empty_gt_warnings, excluded_block,
+                                             record_header, submission_block)
 from rvt_bench.metrics.units.base import CORRECT_IOU
 from rvt_bench.metrics.units.rle import predicted_masks
 from rvt_bench.metrics.units.video_jf import empty_frame_jf, frame_crops, frame_jf, gt_mask_list, jf_means, mean
@@ -22,6 +23,9 @@ log = logging.getLogger(__name__)
 FAILED = ("reference", "zero")
 SCORED, ZERO, DROPPED, SERVER = "scored", "zero", "dropped", "server"
 UNSCORED = (DROPPED, SERVER)
+ZERO_TAG = "[failed-zero]"
+DROPPED_WHY = "dropped as eval_mevis.py drops it: its prediction folder or a frame PNG is missing or unreadable"
+SERVER_WHY = "no public GT (MeViS valid): the evaluation server scores it"
 WORKERS = 64  # eval_mevis.py's NUM_WOEKERS: each dropped expression ends one of its worker processes
 
 
@@ -29,8 +33,8 @@ WORKERS = 64  # eval_mevis.py's NUM_WOEKERS: each dropped expression ends one of
 class MeViSValues(UnitValues):
     """One expression as eval_mevis.py scores it: J, F = means over frames (float64); jf ("J&F") =
     (J + F) / 2; frames = {"I", "U", "J", "F"} per frame ({} when not scored); outcome = "scored",
-    "zero" (J = F = 0: its video has no prediction folder, or failed="zero") or "dropped" (left out
-    of every mean, as the reference leaves out an expression whose folder or frame PNG is missing);
+    "zero" (J = F = 0: its video has no prediction folder) or "dropped" (the reference leaves it out
+    of every mean: its folder or a frame PNG is missing; failed="zero" counts it 0, J = F = 0 here);
     "server" (no public GT, the `valid` split: the CodaLab server scores it; left out here);
     gt_empty = the GT is empty in every frame; baseline = {"J", "F"} of an empty prediction."""
 
@@ -74,7 +78,7 @@ class MeViSProtocol(Protocol):
 
     def key(self, metric: str) -> str:
         """The published name of `metric` under this protocol's options, e.g. "J&F[failed-zero]"."""
-        return metric + ("[failed-zero]" if self.failed == "zero" else "")
+        return metric + (ZERO_TAG if self.failed == "zero" else "")
 
     def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
         """Record: header + MeViSValues (outcome "server" for a sample without GT masks: the `valid`
@@ -95,8 +99,8 @@ class MeViSProtocol(Protocol):
             for key, value in empty_frame_jf(crop).items():
                 base[key].append(value)
         baseline = {"J": mean(base["J"]), "F": mean(base["F"])}
-        if pred.error is not None:
-            outcome = ZERO if self.failed == "zero" or _video_missing(sample, pred) else DROPPED
+        if pred.error is not None:  # the reference's outcome, whatever `failed` picks for the headline
+            outcome = ZERO if _video_missing(sample, pred) else DROPPED
             record.add(MeViSValues(0.0, 0.0, 0.0, {}, outcome, gt_empty, baseline))
             return record
         j, f = mean(frames["J"]), mean(frames["F"])
@@ -104,18 +108,29 @@ class MeViSProtocol(Protocol):
         return record
 
     def aggregate(self, records: list[ScoreRecord]) -> dict:
-        """metrics: "J&F", "J", "F" (named by `key`) over the expressions scored or zeroed, fractions in
-        [0, 1]; "n"; "dropped": ids of dropped expressions; "zeroed": ids scored 0 for a failure;
+        """Both numbers in one run: metrics "J&F", "J", "F" as eval_mevis.py prints them (a dropped
+        expression left out) and "J&F[failed-zero]", ... (every failed expression 0), the headline's
+        first; fractions in [0, 1]. "n": the expressions the headline averages; "excluded" /
+        "excluded_samples" (base.excluded_block): the ones it leaves out, each with its reason
+        (dropped, under the reference's rule; no public GT, the `valid` split); "dropped": ids of
+        dropped expressions (the headline's rule); "zeroed": ids scored 0 for a failure;
         "baseline_empty": the same metrics for an empty prediction on the same expressions;
         "warnings": the dropped expressions by name, samples with an all-empty GT, a headline equal
         to the baseline."""
         records = sorted(records, key=lambda r: r.sample_id)
-        kept = [r for r in records if _v(r).outcome not in UNSCORED]
-        dropped = [r.sample_id for r in records if _v(r).outcome == DROPPED]
         server = [r.sample_id for r in records if _v(r).outcome == SERVER]
-        metrics = self._means(kept, lambda v: (v.J, v.F))
-        baseline = self._means([r for r in kept if _v(r).baseline is not None],
-                               lambda v: (v.baseline["J"], v.baseline["F"]))
+        reference = [r for r in records if _v(r).outcome not in UNSCORED]
+        honest = [r for r in records if _v(r).outcome != SERVER]
+        ref_dropped = [r.sample_id for r in records if _v(r).outcome == DROPPED]
+        kept = honest if self.failed == "zero" else reference
+        dropped = [] if self.failed == "zero" else ref_dropped
+        both = {"reference": reference, "zero": honest}
+        metrics, baseline = {}, {}
+        for rule in (self.failed, *(r for r in both if r != self.failed)):
+            group = both[rule]
+            metrics.update(self._means(group, lambda v: (v.J, v.F), rule))
+            baseline.update(self._means([r for r in group if _v(r).baseline is not None],
+                                        lambda v: (v.baseline["J"], v.baseline["F"]), rule))
         warnings = []
         if server:
             warnings.append(f"{len(server)} expression(s) have no public GT (MeViS valid): the CodaLab server scores them; "
@@ -124,7 +139,8 @@ class MeViSProtocol(Protocol):
         if dropped:
             warnings.append(f"{len(dropped)} expression(s) dropped from every mean, as eval_mevis.py drops an expression "
                             f"whose prediction folder or a frame PNG is missing (its worker crashes without a word; "
-                            f"dataset.protocol.failed=zero scores them 0): {', '.join(dropped)}")
+                            f"dataset.protocol.failed=zero scores them 0, its number is J&F[failed-zero]): "
+                            f"{', '.join(dropped)}")
             if len(dropped) >= WORKERS:
                 warnings.append(f"{len(dropped)} dropped expressions: eval_mevis.py's {WORKERS} worker processes would "
                                 "all have died and left later expressions unscored; its printed numbers are not "
@@ -133,27 +149,40 @@ class MeViSProtocol(Protocol):
         warnings += baseline_warnings(metrics, baseline, [self.key("J&F")])
         for w in warnings:
             log.warning("MeViS: %s", w)
-        return {"metrics": metrics, "breakdown": {}, "n": len(records), "baseline_empty": baseline,
-                "warnings": warnings, "dropped": dropped,
-                "zeroed": [r.sample_id for r in records if _v(r).outcome == ZERO]}
+        reasons = {i: DROPPED_WHY for i in dropped} | {i: SERVER_WHY for i in server}
+        return {"metrics": metrics, "breakdown": {}, "n": len(kept), **excluded_block(reasons),
+                **({"submission": submission_block("mevis")} if server else {}),
+                "baseline_empty": baseline, "warnings": warnings, "dropped": dropped,
+                "zeroed": [r.sample_id for r in records if _v(r).outcome == ZERO or (self.failed == "zero" and
+                                                                                    _v(r).outcome == DROPPED)]}
+
+    def counting_failures(self) -> "MeViSProtocol":
+        return self if self.failed == "zero" else type(self)(failed="zero", bound_th=self.bound_th)
+
+    def variant_label(self) -> str:
+        return "failed=zero" if self.failed == "zero" else ""
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
         """J, F, J&F: the plain mean over the expressions not dropped (J&F per expression is
-        (J + F) / 2, so its mean is the reported J&F)."""
-        name = {self.key("J"): "J", self.key("F"): "F", self.key("J&F"): "jf"}.get(key)
-        kept = [r for r in records if _v(r).outcome not in UNSCORED]
+        (J + F) / 2, so its mean is the reported J&F); the "[failed-zero]" keys over every expression
+        with GT (a dropped one counts 0)."""
+        zero = key.endswith(ZERO_TAG)
+        name = {"J": "J", "F": "F", "J&F": "jf"}.get(key[: -len(ZERO_TAG)] if zero else key)
+        kept = [r for r in records if _v(r).outcome != SERVER and (zero or _v(r).outcome != DROPPED)]
         if name is None:
             return f"no estimator for MeViS metric {key!r}"
         if not kept:
             return "no scored expressions"
-        return mean_of(key, kept, lambda r: getattr(_v(r), name))
+        return mean_of(key, kept, lambda r: 0.0 if _v(r).outcome == DROPPED else getattr(_v(r), name))
 
-    def _means(self, records: list[ScoreRecord], jf) -> dict[str, float]:
+    def _means(self, records: list[ScoreRecord], jf, rule: str) -> dict[str, float]:
+        """{key: mean} of "J&F", "J", "F" over `records` (a dropped one counted 0), keys tagged for
+        the rule "zero"."""
         if not records:
             return {}
-        pairs = [jf(_v(r)) for r in records]
+        pairs = [(0.0, 0.0) if _v(r).outcome == DROPPED else jf(_v(r)) for r in records]
         means = jf_means([p[0] for p in pairs], [p[1] for p in pairs])
-        return {self.key(k): v for k, v in means.items()}
+        return {k + (ZERO_TAG if rule == "zero" else ""): v for k, v in means.items()}
 
 
 def _v(record: ScoreRecord) -> MeViSValues:

@@ -40,6 +40,10 @@ class ReasonSegProtocol(UnitProtocol):
     # `variants` describes each): name -> its unit; None (default) is unit_type, LISA's rule
     variants: dict = {"segzero": SegZeroIoU}
 
+    def variant_label(self) -> str:
+        """The named variant this run is scored under ("segzero"), "" for LISA's rule."""
+        return self.variant or ""
+
     def __init__(self, mode: str = "reference", variant: str | None = None):
         if variant is not None and variant not in self.variants:
             raise ValueError(f"{type(self).name} protocol: variant must be null (the reference's rule) or one of "

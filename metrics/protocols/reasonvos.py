@@ -16,10 +16,12 @@ from __future__ import annotations
 from rvt_bench.core.records import ScoreRecord
 from rvt_bench.metrics.estimators import Found
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH
+from rvt_bench.metrics.protocols.base import excluded_block
 from rvt_bench.metrics.protocols.units import UnitProtocol
 from rvt_bench.metrics.units.video_jf import VideoJF
 
 FAILED = ("skip", "empty")
+SKIPPED_WHY = "skipped as eval_reason_vos.py skips it: its prediction folder or a frame PNG is missing or unusable"
 TAG = "[failed-empty]"
 LISTED = 20  # skipped expressions named in the warning before "... and N more"
 
@@ -30,9 +32,11 @@ class ReasonVOSProtocol(UnitProtocol):
     failed: "skip" (the reference: a failed expression is left out; default) or "empty" (scored as
         an empty mask; keys "J[failed-empty]", ...).
     bound_th: F's boundary tolerance (fraction of the frame diagonal), davis2017's 0.008.
-    aggregate(records) -> UnitProtocol's body over the kept records ("n": every record), plus
-    "n_scored": the records in the means and "skipped": the ids left out. Raises ValueError for an
-    unknown `failed`.
+    aggregate(records) -> UnitProtocol's body under the headline's rule, with the other rule's
+    metrics beside it (both numbers in one run: "J&F" as the reference skips, "J&F[failed-empty]");
+    "n" (and "n_scored", its older name): the records the headline averages; "skipped": the ids the
+    reference leaves out, also as "excluded" / "excluded_samples" with the reason. Raises ValueError
+    for an unknown `failed`.
     """
 
     version = 1
@@ -52,30 +56,40 @@ class ReasonVOSProtocol(UnitProtocol):
         """The published name of `metric` under this protocol's `failed` ("J" or "J[failed-empty]")."""
         return metric + (TAG if self.failed == "empty" else "")
 
-    def _tagged(self, values: dict) -> dict:
-        return {(k if k == "n" else self.key(k)): v for k, v in values.items()}
-
-    def _kept(self, records: list[ScoreRecord]) -> list[ScoreRecord]:
-        return [r for r in records if not r.failed] if self.failed == "skip" else list(records)
-
     def aggregate(self, records: list[ScoreRecord]) -> dict:
-        kept = self._kept(records)
         skipped = sorted(r.sample_id for r in records if r.failed) if self.failed == "skip" else []
-        body = super().aggregate(kept)
-        body["metrics"] = self._tagged(body["metrics"])
-        body["baseline_empty"] = self._tagged(body["baseline_empty"])
-        body["breakdown"] = {g: {v: self._tagged(vals) for v, vals in rows.items()} for g, rows in body["breakdown"].items()}
-        body["n"], body["n_scored"], body["skipped"] = len(records), len(kept), skipped
+        reference = super().aggregate([r for r in records if not r.failed])
+        honest = super().aggregate(list(records))
+        honest["metrics"] = {k + TAG: v for k, v in honest["metrics"].items()}
+        honest["baseline_empty"] = {k + TAG: v for k, v in honest["baseline_empty"].items()}
+        honest["breakdown"] = {g: {v: {k + TAG: x for k, x in vals.items() if k != "n"} for v, vals in rows.items()}
+                               for g, rows in honest["breakdown"].items()}
+        body, other = (reference, honest) if self.failed == "skip" else (honest, reference)
+        # both numbers in one run: the headline's first, the other's under its own keys
+        body["metrics"] = {**body["metrics"], **other["metrics"]}
+        body["baseline_empty"] = {**body["baseline_empty"], **other["baseline_empty"]}
+        for group, rows in other["breakdown"].items():
+            for value, vals in rows.items():
+                body["breakdown"].setdefault(group, {}).setdefault(value, {}).update(
+                    {k: x for k, x in vals.items() if k != "n"})
+        body["n"], body["n_scored"], body["skipped"] = len(records) - len(skipped), len(records) - len(skipped), skipped
+        body.update(excluded_block({i: SKIPPED_WHY for i in skipped}))
         if skipped:
             named = ", ".join(skipped[:LISTED]) + (f" ... and {len(skipped) - LISTED} more" if len(skipped) > LISTED else "")
             body["warnings"].insert(0, (
                 f"{len(skipped)} of {len(records)} expressions have no usable prediction and are left out of every "
                 f"mean, as VideoLISA's eval_reason_vos.py skips them: {named}; dataset.protocol.failed=empty scores "
-                "them as empty masks (keys [failed-empty])"))
+                "them as empty masks (its number is J&F[failed-empty])"))
         return body
 
+    def counting_failures(self) -> "ReasonVOSProtocol":
+        return self if self.failed == "empty" else type(self)(failed="empty", bound_th=self.units[0].bound_th)
+
+    def variant_label(self) -> str:
+        return "failed=empty" if self.failed == "empty" else ""
+
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
-        plain = key[: -len(TAG)] if self.failed == "empty" and key.endswith(TAG) else key
-        if self.failed == "empty" and plain == key:
-            return f"no estimator for ReasonVOS metric {key!r}"
-        return super().estimator(plain, self._kept(records))
+        """The reference's keys over the expressions it keeps, the "[failed-empty]" ones over all."""
+        if key.endswith(TAG):
+            return super().estimator(key[: -len(TAG)], list(records))
+        return super().estimator(key, [r for r in records if not r.failed])

@@ -109,6 +109,11 @@ class ReVOSProtocol(Protocol):
             tags.append("failed-empty")
         return metric + "".join(f"[{t}]" for t in tags)
 
+    def variant_label(self) -> str:
+        """"failed=empty" (its headline is not VISA's, which scores a failure 0), else "" (the
+        binarized A and R are marked not comparable on their own)."""
+        return "failed=empty" if self.failed == "empty" else ""
+
     def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
         """Record: header + ReVOSValues (R only when sample.target.foreground is set).
 
@@ -211,7 +216,7 @@ class ReVOSProtocol(Protocol):
         not_comparable = self._not_comparable(scored, metrics)
         for w in warnings:
             log.warning("ReVOS: %s", w)
-        out = {"metrics": metrics, "breakdown": breakdown, "n": len(records), "baseline_empty": baseline,
+        out = {"metrics": metrics, "breakdown": breakdown, "n": len(scored), "baseline_empty": baseline,
                "warnings": warnings, "failed_zero": [r.sample_id for r in records if _v(r).zeroed]}
         if not_comparable:  # marked in every table that shows them (leaderboards/tables.py)
             out["not_comparable"] = not_comparable

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rvt_bench.core.records import ScoreRecord, UnitValues
 from rvt_bench.core.types import Prediction, Sample
 from rvt_bench.metrics.estimators import Found
-from rvt_bench.metrics.protocols.base import Protocol, record_header
+from rvt_bench.metrics.protocols.base import Protocol, excluded_block, record_header, submission_block
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,8 @@ class ServerValues(UnitValues):
 
 
 class ServerProtocol(Protocol):
-    """No metric: aggregate gives {"metrics": {}, "n", "warnings": [how to submit]}.
+    """No metric: aggregate gives {"metrics": {}, "n": 0, "excluded" / "excluded_samples" (every
+    sample: no public GT), "submission" (base.submission_block), "warnings": [how to submit]}.
 
     benchmark: the name `python -m rvt_bench.harness.submission` takes (e.g. "refytvos").
     server: where the zip goes (a URL), named in the warning."""
@@ -42,7 +43,9 @@ class ServerProtocol(Protocol):
                    f"write its zip with: python -m rvt_bench.harness.submission {self.benchmark} DATA_ROOT RUN_DIR "
                    "submission.zip")
         log.warning("%s", warning)
-        return {"metrics": {}, "breakdown": {}, "n": len(records), "warnings": [warning]}
+        return {"metrics": {}, "breakdown": {}, "n": 0,
+                **excluded_block({r.sample_id: f"no public GT: the server scores it ({self.server})" for r in records}),
+                "submission": submission_block(self.benchmark, self.server), "warnings": [warning]}
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
         return "scored by the server"

@@ -226,28 +226,31 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     import cv2
     import jinja2
 
-    from rvt_bench.core.records import ScoreRecord
+    from rvt_bench.core.records import ScoreRecord, excluded_reasons, submission_of
     from rvt_bench.harness.report import charts
     from rvt_bench.harness.report.breakdowns import breakdown_bars
     from rvt_bench.harness.rundir import sandbox_of
     from rvt_bench.harness.summary import format_summary
-    from rvt_bench.harness.view import adapter_report, headline_rows, measure_text, resampling_groups
+    from rvt_bench.harness.view import adapter_report, companion_keys, headline_rows, measure_text, resampling_groups
     from rvt_bench.harness.visualize import render_sample, score_value
 
     scores = {r["sample_id"]: r for r in records}
     rows = []
     per_task: dict[str, list[float]] = {}
-    values = [score_value(scores.get(s.id)) for s in samples]
+    # a sample the protocol's rule leaves out of the headline has no score here: never drawn, counted or listed as 0
+    excluded = excluded_reasons(m)
+    values = [None if s.id in excluded else score_value(scores.get(s.id)) for s in samples]
     failed = [_failure(preds.get(s.id)) != "none" for s in samples]
     chosen = choose_pictured(values, failed, max_samples)
-    listing = [["index", "sample_id", "task", "level", "category", "failure", "score", "picture"]]
+    listing = [["index", "sample_id", "task", "level", "category", "failure", "score", "excluded", "picture"]]
     for k, s in enumerate(samples):
         value = values[k]
         if value is not None:
             per_task.setdefault(s.task, []).append(value)
         name = image_name(k, s.id)
         listing.append([k, s.id, s.task, _text(s.meta.get("level")), _text(s.meta.get("category")),
-                        _failure(preds.get(s.id)), "" if value is None else f"{value:.6f}", name if k in chosen else ""])
+                        _failure(preds.get(s.id)), "" if value is None else f"{value:.6f}", excluded.get(s.id, ""),
+                        name if k in chosen else ""])
     for k, s in ((k, samples[k]) for k in sorted(chosen)):
         pred, score = preds.get(s.id), scores.get(s.id)
         name = image_name(k, s.id)
@@ -265,7 +268,9 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
             "id": s.id, "task": s.task, "query": s.query, "level": _text(s.meta.get("level")),
             "card": s.meta.get("card") if isinstance(s.meta.get("card"), str) else "",
             "category": _text(s.meta.get("category")), "failure": (error or {}).get("kind", "none") if error else "none",
-            "score": value, "score_text": "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %",
+            "score": value, "excluded": excluded.get(s.id, ""),
+            "score_text": (f"none: excluded, {excluded[s.id]}" if s.id in excluded else
+                           "n/a (corpus-level metric)" if value is None else f"{100 * value:.1f} %"),
             "image": f"{IMAGES}/{name}", "answer": pred.text if pred is not None else None,
             "no_target": bool(pred is not None and pred.no_target),
             "no_target_score": pred.no_target_score if pred is not None else None,
@@ -279,7 +284,12 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     boot = (cfg.run.bootstrap if cfg is not None and "run" in cfg and "bootstrap" in cfg.run else {}) or {}
     typed = [ScoreRecord.from_json(r) for r in records] if protocol is not None else []  # the protocol defines their kinds
     bars = breakdown_bars(m, protocol, typed, int(boot.get("B", 1000)), int(boot.get("seed", 0)))
-    figures = {"funnel": charts.funnel_chart(report) if report is not None else None,
+    submission = submission_of(m)  # a run without GT: what it produced and how to submit it, no metrics
+    if submission is not None:
+        server = submission.get("server") or _config_value(cfg, "dataset.submission.server") or ""
+        submission = {**submission, "command": str(submission["command"]).replace("RUN_DIR", str(run_dir)),
+                      "server": str(server)}
+    figures = {"funnel": charts.funnel_chart(report) if report is not None and submission is None else None,
                "breakdown": charts.breakdown_chart(bars), "scores": charts.score_histogram(per_task)}
     measures = [{"label": x.label, "value": measure_text(x)} for x in (report.measures if report else [])]
     prediction = _prediction(run_dir)
@@ -299,7 +309,7 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, finalize=_visible)
     header_lines = _provenance(run_dir, cfg, preds_path)
-    results = headline_rows(m, 1)
+    results = headline_rows(m, 1, [r.key for r in headline_rows(m)] + companion_keys(m))  # both numbers of a variant
     html = env.get_template(TEMPLATE).render(
         m=SimpleNamespace(**{"protocol_version": None, "partial": None, "judge": None, "warnings": [], "data_errors": 0, **m}), results=results, report=report,
         ci_methods=resampling_groups([(r.key, r.resampled) for r in results]),
@@ -307,12 +317,21 @@ def _render(run_dir: Path, m: dict, cfg: Any, samples: list, preds: dict, record
         details=_details_tables(report.details) if report is not None else [],
         # one line each under the title (the run's sandbox mode...), and paper-layout results tables
         # ({"title", "html"}) in the results card: slots for what other parts of the harness report
-        header_lines=header_lines, tables=_table_blocks(_paper_tables(m)), sandbox=sandbox,
+        header_lines=header_lines, tables=[] if submission else _table_blocks(_paper_tables(m)), sandbox=sandbox,
+        submission=submission,
         summary=format_summary(SimpleNamespace(metrics=m, scoring_s=scoring_s, sandbox=sandbox, prediction=prediction,
                                                board_dir=_board_dir(cfg))),
         scored=sum(len(v) for v in per_task.values()), samples=rows, options=options, total=len(samples),
+        excluded=[{"id": k, "reason": v} for k, v in excluded.items()],
         listing=f"{IMAGES}/{CSV}")
     return html
+
+
+def _config_value(cfg: Any, key: str) -> Any:
+    """cfg's value at dotted `key`, None when cfg is None or has none there."""
+    from omegaconf import OmegaConf
+
+    return None if cfg is None else OmegaConf.select(cfg, key, default=None)
 
 
 def _visible(value: Any) -> Any:

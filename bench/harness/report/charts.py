@@ -151,9 +151,13 @@ def paired_chart(key: str, a: dict[str, float], b: dict[str, float], name_a: str
     ax.scatter(xs, ys, s=30, color=BAR_COLOR, alpha=0.6, edgecolors="white", linewidths=0.5, clip_on=False, zorder=3)
     # the samples that changed most, named by id (at most LABELLED_IDS)
     changed = sorted((abs(y - x), s, x, y) for s, x, y in zip(shared, xs, ys) if y != x)[::-1][:LABELLED_IDS]
-    for _, sid, x, y in changed:
-        ax.annotate(printable(sid), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6, color="#495057", zorder=4,
-                    parse_math=False)
+    # named in a column right of the plot, in the order of their points' heights, evenly spaced (labels
+    # beside the points overlapped where points lie close), each joined to its point by a thin line
+    for slot, (_, sid, x, y) in enumerate(sorted(changed, key=lambda c: (c[3], c[1]))):
+        ax.annotate(printable(sid), (x, y), xycoords="data", textcoords=("axes fraction", "axes fraction"),
+                    xytext=(1.04, (slot + 0.5) / max(len(changed), 1)), fontsize=6, color="#495057", va="center",
+                    zorder=4, parse_math=False, annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": "#ced4da", "lw": 0.5, "shrinkA": 0, "shrinkB": 2})
     unit = " (%)" if percent else ""
     # run names and metric keys are data (metrics.json): control characters, format characters
     # (\u202e) and lone surrogates (on which matplotlib's font code raises) as escapes, "$" as text

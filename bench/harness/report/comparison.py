@@ -10,6 +10,7 @@ from typing import Any
 
 from rvt_bench.core.printable import printable_text
 from rvt_bench.core.units import unit
+from rvt_bench.harness.compare import caveat, samples_lines
 from rvt_bench.harness.view import resampling_groups
 
 
@@ -57,10 +58,12 @@ def _section(result: dict[str, Any], anchor: str) -> str:
     methods = "<ul class='meta resampled'>" + ("".join(f"<li>{_h(', '.join(keys))}: {_h(how)}</li>"
                                                        for keys, how in groups) or "<li>n/a</li>") + "</ul>"
     partial = f"<br><b>PARTIAL</b>: {_h(result['partial'])}" if result.get("partial") else ""
+    cautions = list(dict.fromkeys(f"{r['key']}: {caveat(r)}" for r in result["metrics"] if "reason" not in r and caveat(r)))
+    notes = ("<ul class='meta warn caveats'>" + "".join(f"<li>{_h(c)}</li>" for c in cautions) + "</ul>") if cautions else ""
     return f"""<section id="{anchor}"><h2>{_h(name_b)} against {_h(name_a)}</h2>
 <p class="meta">A: {_h(name_a)}: {_h(result['a'])}<br>B: {_h(name_b)}: {_h(result['b'])}{partial}<br>
-shared samples: {result['n_shared']} (only in A: {result['only_a']}, only in B: {result['only_b']}); deltas in percentage
-points (pp), CIDEr as a score; 95% CI: paired bootstrap; p: paired permutation test; resampled (bootstrap draws and permutation swaps):</p>{methods}
+{'<br>'.join(_h(line.strip()) for line in samples_lines(result))}<br>deltas in percentage
+points (pp), CIDEr as a score; 95% CI: paired percentile bootstrap; p: paired permutation test; resampled (bootstrap draws and permutation swaps):</p>{methods}{notes}
 <table class="comparison"><tr><th>metric</th><th>A</th><th>B</th><th>delta B-A</th><th>95% CI of delta</th><th>p</th><th>n</th>
 <th>B wins / losses / ties</th></tr>
 {''.join(rows)}</table>
@@ -82,7 +85,7 @@ def write_many(results: list[dict[str, Any]], out: str | Path) -> Path:
 table {{ border-collapse: collapse; margin-bottom: .8em; }} td, th {{ border: 1px solid #ccc; padding: 1px 6px; white-space: nowrap; }}
 .num {{ text-align: right; }}
 .charts {{ display: flex; flex-wrap: wrap; gap: 1em; }} .chart svg {{ max-width: 100%; height: auto; }}
-.meta {{ color: #555; font-size: .9em; }}</style></head><body>
+.meta {{ color: #555; font-size: .9em; }} .warn {{ color: #8a5300; }}</style></head><body>
 <h1>{_h(title)}</h1>
 {sections}
 </body></html>
