@@ -68,6 +68,10 @@ class DatasetConfig:
     paper: Any = None         # its published table and rows (rvt_bench.core.benchmark, leaderboards/tables.py)
     submission: Any = None    # the zip its server scores, GT not public (bench/harness/submission.py)
     limits: Any = field(default_factory=LimitsConfig)
+    # options a benchmark declares at the top of its node for the command line (its loader reads
+    # them as ${..key}); null and absent elsewhere, so no other node changes
+    subset: Any = None        # the part of a benchmark a run scores, parts scored apart (SA-Co/Gold's seven)
+    annotators: Any = None    # whose annotations, of a benchmark annotated several times (SA-Co/Gold's a, b, c)
 
 
 def register() -> None:

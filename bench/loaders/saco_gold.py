@@ -54,7 +54,8 @@ class SACoGoldDataset(Dataset):
                 as eval_sam3.py; [a]: single annotator, as standalone_cgf1.py with one file).
     images:     the folder the pairs' file_name is relative to; None: <root>/images. The evaluator
                 reads no image: a missing image only matters to a model that runs (or report.html).
-    split:      "test" (the one the release has).
+    split:      the Samples' split: the subset's name (conf/dataset/saco_gold.yaml sets it so; the
+                release has one split, test, and a run scores one subset).
 
     Pairs kept, as CGF1Evaluator: the first annotator's images with ``is_instance_exhaustive`` true,
     less those any other chosen annotator marks not exhaustive; in the first file's order.
@@ -72,15 +73,16 @@ class SACoGoldDataset(Dataset):
     name = "saco_gold"
 
     def __init__(self, root: str | Path | None, subset: str = "metaclip_nps", annotators: object = ("a", "b", "c"),
-                 images: str | Path | None = None, split: str = "test") -> None:
+                 images: str | Path | None = None, split: str | None = None) -> None:
         super().__init__()
         if root is None:
             raise DatasetFormatError(f"saco_gold: set dataset.root to the folder of the annotation JSONs; {PUBLISHED}")
         if subset not in SUBSETS:
             raise DatasetFormatError(f"saco_gold: subset {subset!r} is not one of {list(SUBSETS)}")
-        if split != "test":
-            raise DatasetFormatError(f"saco_gold: split {split!r}: SA-Co/Gold has one split, test")
-        self.root, self.subset, self.split = Path(root), subset, split
+        if split not in (None, subset):
+            raise DatasetFormatError(f"saco_gold: split {split!r} differs from subset {subset!r}: a run scores one "
+                                     f"subset, its split (set dataset.subset=)")
+        self.root, self.subset, self.split = Path(root), subset, subset
         self.annotators = parse_annotators(list(annotators) if not isinstance(annotators, str) else annotators)
         self.images = Path(images) if images is not None else self.root / "images"
         expected = "\n".join(f"{self.root}/{gt_file(subset, a)}" for a in self.annotators)
