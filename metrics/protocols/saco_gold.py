@@ -131,76 +131,96 @@ class SACoGoldValues(UnitValues):
         return 1.0 if self.IL == "TN" else float(np.mean(self.F1s))
 
 
-def _table(values: list[SACoGoldValues], weights: np.ndarray) -> dict[str, np.ndarray]:
-    """CGF1Eval.accumulate over the pairs, each counted weights[:, k] times: arrays (b, thresholds)
-    or (b,). weights: (b, n)."""
-    w = np.asarray(weights, dtype=np.float64)
-    n_t = len(IOU_THRS)
-    il = {k: w @ np.array([v.IL == k for v in values], np.float64) for k in IL_KINDS}
-    scored = np.array([v.IL != "TN" for v in values], np.float64)
-    pos = np.array([v.positive for v in values], np.float64)
-    zero = [0] * n_t
+N_T = len(IOU_THRS)
+# one pair's additive statistics (pair_row): TP, FP, FN, FP of positive pairs, local F1 of positive
+# pairs (each per threshold), positive pairs with a prediction, image-level TP, TN, FP, FN
+_TP, _FP, _FN, _PMFP, _F1 = (slice(k * N_T, (k + 1) * N_T) for k in range(5))
+_VALID = 5 * N_T
+_IL = {k: _VALID + 1 + j for j, k in enumerate(IL_KINDS)}
+ROW = _VALID + 1 + len(IL_KINDS)
 
-    def stack(attr: str) -> np.ndarray:
-        return np.array([getattr(v, attr) or zero for v in values], np.float64).reshape(len(values), n_t)
 
-    tps, fps, fns, f1s = stack("TPs") * scored[:, None], stack("FPs"), stack("FNs"), stack("F1s")
-    TP, FP, FN = w @ tps, w @ (fps * scored[:, None]), w @ (fns * scored[:, None])
-    pmFP = w @ (fps * pos[:, None])
-    local = w @ (f1s * pos[:, None])
-    valid = w @ (pos * np.array([v.num_dt > 0 for v in values], np.float64))
+def pair_row(v: SACoGoldValues) -> np.ndarray:
+    """(ROW,) what one pair adds to CGF1Eval.accumulate's sums: a true negative adds only its
+    image-level count; a positive pair (FN or TP) its FP to the positive-micro FP and its local F1s
+    (with a prediction: one to the count the macro F1 divides by)."""
+    row = np.zeros(ROW, np.float64)
+    row[_IL[v.IL]] = 1.0
+    if v.IL == "TN":
+        return row
+    row[_TP], row[_FP], row[_FN] = v.TPs, v.FPs, v.FNs
+    if v.positive:
+        row[_PMFP], row[_F1] = v.FPs, v.F1s
+        row[_VALID] = float(v.num_dt > 0)
+    return row
+
+
+def corpus(totals: np.ndarray) -> np.ndarray:
+    """(b, len(METRICS)) the numbers CGF1Eval.accumulate + summarize print, from summed pair_row
+    statistics (b, ROW): as its formulas (epsilons 1e-4 for the instance level, 1e-6 for the image
+    level; IL_MCC's product in its order); a threshold-averaged value is the mean of the values
+    > -1, and -1 when none is (summarize's rule)."""
+    t = np.atleast_2d(np.asarray(totals, np.float64))
+    TP, FP, FN, pmFP, local = t[:, _TP], t[:, _FP], t[:, _FN], t[:, _PMFP], t[:, _F1]
+    valid = t[:, _VALID]
+    tp, tn, fp, fn = (t[:, _IL[k]] for k in IL_KINDS)
     precision = TP / (TP + FP + 1e-4)
     pm_precision = TP / (TP + pmFP + 1e-4)
     recall = TP / (TP + FN + 1e-4)
-    f1 = 2 * precision * recall / (precision + recall + 1e-4)
     pm_f1 = 2 * pm_precision * recall / (pm_precision + recall + 1e-4)
-    tp, tn, fp, fn = il["TP"], il["TN"], il["FP"], il["FN"]
     il_rec = tp / (tp + fn + 1e-6)
     il_prec = tp / (tp + fp + 1e-6)
     il_mcc = (tp * tn - fp * fn) / (((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)) ** 0.5 + 1e-6)
     with np.errstate(divide="ignore", invalid="ignore"):
         macro = local / valid[:, None]
-    return {"precision": precision, "positive_micro_precision": pm_precision, "recall": recall, "F1": f1,
-            "positive_micro_F1": pm_f1, "positive_macro_F1": macro, "IL_recall": il_rec, "IL_precision": il_prec,
-            "IL_F1": 2 * il_prec * il_rec / (il_prec + il_rec + 1e-6), "IL_FPR": fp / (fp + tn + 1e-6),
-            "IL_MCC": il_mcc, "cgF1": pm_f1 * il_mcc[:, None]}
-
-
-def _summarized(table: dict[str, np.ndarray], name: str, image_level: bool, iou: float | None) -> np.ndarray:
-    """CGF1Eval.summarize's number (b,): an image-level value as is; else the mean over the selected
-    thresholds of the values > -1, and -1 when none is (what it prints for an undefined one)."""
-    s = table[name]
-    if image_level:
-        return s
-    if iou is not None:
-        s = s[:, np.where(iou == IOU_THRS)[0]]
-    keep = s > -1
-    with np.errstate(invalid="ignore"):
-        mean = np.where(keep, s, 0).sum(axis=1) / keep.sum(axis=1)
-    return np.where(keep.any(axis=1), mean, -1.0)
+    table = {"precision": precision, "positive_micro_precision": pm_precision, "recall": recall,
+             "F1": 2 * precision * recall / (precision + recall + 1e-4), "positive_micro_F1": pm_f1,
+             "positive_macro_F1": macro, "IL_recall": il_rec, "IL_precision": il_prec,
+             "IL_F1": 2 * il_prec * il_rec / (il_prec + il_rec + 1e-6), "IL_FPR": fp / (fp + tn + 1e-6),
+             "IL_MCC": il_mcc, "cgF1": pm_f1 * il_mcc[:, None]}
+    out = []
+    for name, image_level, iou in METRICS:
+        s = table[name]
+        if image_level:
+            out.append(s)
+            continue
+        if iou is not None:
+            s = s[:, np.where(iou == IOU_THRS)[0]]
+        keep = s > -1
+        with np.errstate(invalid="ignore"):
+            mean = np.where(keep, s, 0).sum(axis=1) / keep.sum(axis=1)
+        out.append(np.where(keep.any(axis=1), mean, -1.0))
+    return np.stack(out, axis=1)
 
 
 def cgf1_metrics(values: list[SACoGoldValues]) -> dict[str, float | None]:
-    """The 26 numbers CGF1Evaluator.evaluate returns, keyed as metric_key, over the pairs in the
-    reference's order; a value it prints as -1 (no value above -1: positive_macro_F1 without a
+    """The 26 numbers CGF1Evaluator.evaluate returns, keyed as metric_key, over the pairs (summed in
+    the reference's order); a value it prints as -1 (no value above -1: positive_macro_F1 without a
     positive pair that has a prediction) is None."""
-    table = _table(values, np.ones((1, len(values))))
-    out: dict[str, float | None] = {}
-    for name, image_level, iou in METRICS:
-        v = float(_summarized(table, name, image_level, iou)[0])
-        out[metric_key(name, iou)] = None if (not image_level and v == -1) else v
-    return out
+    totals = np.zeros(ROW, np.float64)
+    for v in values:
+        totals += pair_row(v)
+    row = corpus(totals)[0]
+    return {metric_key(name, iou): (None if (not image_level and row[k] == -1) else float(row[k]))
+            for k, (name, image_level, iou) in enumerate(METRICS)}
 
 
 class CgF1Statistics:
-    """The per-pair values behind one metric, for the bootstrap (CorpusEstimator.stats):
-    resampled(counts (b, n)) -> (b,) the metric over each resample; sample_scores() -> (n,)."""
+    """The pairs' additive statistics for the bootstrap and paired comparisons
+    (rvt_bench.metrics.estimators.CorpusEstimator.stats): stats (n, ROW), corpus(totals) -> (b,
+    len(METRICS)), resampled(counts (b, n)) -> (b, len(METRICS)), sample_scores() -> (n,) each
+    pair's own score (SACoGoldValues.sample_score)."""
 
-    def __init__(self, values: list[SACoGoldValues], name: str, image_level: bool, iou: float | None) -> None:
-        self.values, self.spec = values, (name, image_level, iou)
+    def __init__(self, values: list[SACoGoldValues]) -> None:
+        self.values = values
+        self.stats = np.array([pair_row(v) for v in values], np.float64).reshape(len(values), ROW)
+
+    @staticmethod
+    def corpus(totals: np.ndarray) -> np.ndarray:
+        return corpus(totals)
 
     def resampled(self, counts: np.ndarray) -> np.ndarray:
-        return _summarized(_table(self.values, counts), *self.spec)
+        return corpus(np.asarray(counts, dtype=np.float64) @ self.stats)
 
     def sample_scores(self) -> np.ndarray:
         return np.array([v.sample_score() for v in self.values], np.float64)
@@ -295,11 +315,11 @@ class SACoGoldProtocol(Protocol):
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
         if not records:
             return "no SA-Co/Gold pairs"
-        spec = next(((n, il, t) for n, il, t in METRICS if metric_key(n, t) == key), None)
-        if spec is None:
+        order = next((k for k, (n, _, t) in enumerate(METRICS) if metric_key(n, t) == key), None)
+        if order is None:
             return f"no estimator for {key!r}"
-        values = self._values(records)
-        ids = [r.sample_id for r in sorted(records, key=lambda r: (r.of(SACoGoldValues).order, r.sample_id))]
-        sources = [r.source if r.source is not None else "\0" + r.sample_id
-                   for r in sorted(records, key=lambda r: (r.of(SACoGoldValues).order, r.sample_id))]
-        return CorpusEstimator(key, ids, CgF1Statistics(values, *spec), None, [None] * len(ids), sources)
+        ordered = sorted(records, key=lambda r: (r.of(SACoGoldValues).order, r.sample_id))
+        ids = [r.sample_id for r in ordered]
+        sources = [r.source if r.source is not None else "\0" + r.sample_id for r in ordered]
+        return CorpusEstimator(key, ids, CgF1Statistics([r.of(SACoGoldValues) for r in ordered]), order,
+                               list(ids), sources)
