@@ -261,3 +261,18 @@ def contract_samples(rng, node):
                            meta={"annotations": {"a": inst, "b": inst[:1]}, "order": i, "height": h, "width": w,
                                  "no_target": not inst}))
     return out
+
+
+def test_a_pair_excluded_as_not_exhaustive_may_be_missing_from_another_file(fixture, tmp_path):
+    """The reference never looks at a pair another annotator marks not exhaustive: its absence from
+    a third file is no error (it is one for a pair that is scored)."""
+    _, root, _ = fixture
+    import shutil
+
+    shutil.copytree(root, tmp_path / "gt", ignore=shutil.ignore_patterns("images"))
+    name = tmp_path / "gt" / "gold_metaclip_merged_c_release_test.json"
+    data = json.loads(name.read_text())
+    data["images"] = [im for im in data["images"] if im["text_input"] != "hat"]  # b marks "hat" not exhaustive
+    name.write_text(json.dumps(data))
+    ds = SACoGoldDataset(tmp_path / "gt", "metaclip_nps")
+    assert ds.errors == [] and len(ds) == EXPECTED["abc"]["n"]

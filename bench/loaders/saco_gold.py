@@ -45,6 +45,10 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _is_key(v: object) -> bool:
+    return _is_int(v) or isinstance(v, str)
+
+
 class SACoGoldDataset(Dataset):
     """One Sample per (image, noun phrase) pair that the cgF1 evaluator scores in one subset.
 
@@ -89,17 +93,16 @@ class SACoGoldDataset(Dataset):
         require_dir(self.root, dataset=self.name, layout=expected, published=PUBLISHED)
         data = {a: self._read(a, expected) for a in self.annotators}
         first = self.annotators[0]
-        excluded = {img.get("id") for a in self.annotators[1:] for img in data[a]["images"]
-                    if isinstance(img, dict) and not img.get("is_instance_exhaustive", 1)}
-        by_id = {a: {img.get("id"): img for img in data[a]["images"] if isinstance(img, dict)} for a in self.annotators}
+        by_id = {a: {img.get("id"): img for img in data[a]["images"] if isinstance(img, dict) and _is_key(img.get("id"))}
+                 for a in self.annotators}
         anns = {a: self._annotations(data[a]) for a in self.annotators}
-        cats = {a: sorted(c.get("id") for c in data[a].get("categories") or [] if isinstance(c, dict))
+        cats = {a: sorted(c["id"] for c in data[a]["categories"] if isinstance(c, dict) and _is_int(c.get("id")))
                 for a in self.annotators}
         seen: set = set()
         for k, img in enumerate(data[first]["images"]):
             pid = str(img.get("id")) if isinstance(img, dict) else f"images[{k}]"
             with self.sample_errors(pid):
-                self._add(k, img, first, excluded, by_id, anns, cats, seen)
+                self._add(k, img, first, by_id, anns, cats, seen)
         self.require_some_samples(f"saco_gold subset {subset} (annotators {self.annotators})")
 
     def _read(self, annotator: str, expected: str) -> dict:
@@ -119,15 +122,24 @@ class SACoGoldDataset(Dataset):
                 out.setdefault(ann.get("image_id"), []).append(ann)
         return out
 
-    def _add(self, k: int, img: object, first: str, excluded: set, by_id: dict, anns: dict, cats: dict,
-             seen: set) -> None:
+    def _add(self, k: int, img: object, first: str, by_id: dict, anns: dict, cats: dict, seen: set) -> None:
         if not isinstance(img, dict):
             raise DatasetFormatError(f"{gt_file(self.subset, first)} images[{k}] is not an object")
         require_keys(img, ("id", "file_name", "text_input", "height", "width", "is_instance_exhaustive"),
                      f"{gt_file(self.subset, first)} images[{k}]")
         pid = img["id"]
-        if not img["is_instance_exhaustive"] or pid in excluded:
-            return  # CGF1Evaluator scores instance-exhaustive pairs only
+        if not _is_key(pid):
+            raise DatasetFormatError(f"{gt_file(self.subset, first)} images[{k}]: id must be an int or a string")
+        others = [by_id[a].get(pid) for a in self.annotators[1:]]
+        for a, rec in zip(self.annotators[1:], others):
+            if rec is not None:
+                require_keys(rec, ("is_instance_exhaustive",), f"{gt_file(self.subset, a)} pair {pid}")
+        if not img["is_instance_exhaustive"] or any(rec is not None and not rec["is_instance_exhaustive"]
+                                                    for rec in others):
+            return  # CGF1Evaluator scores the pairs instance-exhaustive for every chosen annotator only
+        for a, rec in zip(self.annotators[1:], others):
+            if rec is None:
+                raise DatasetFormatError(f"pair {pid} is not in {gt_file(self.subset, a)}")
         if pid in seen:
             raise DatasetFormatError(f"pair id {pid} repeats an earlier pair's")
         seen.add(pid)
@@ -138,8 +150,6 @@ class SACoGoldDataset(Dataset):
             raise DatasetFormatError(f"pair {pid}: text_input and file_name must be strings")
         per: dict[str, list] = {}
         for a in self.annotators:
-            if pid not in by_id[a]:
-                raise DatasetFormatError(f"pair {pid} is not in {gt_file(self.subset, a)}")
             kept = []
             for ann in anns[a].get(pid, []):
                 where = f"{gt_file(self.subset, a)} annotation {ann.get('id')}"
