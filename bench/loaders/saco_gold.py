@@ -69,8 +69,8 @@ class SACoGoldDataset(Dataset):
     "height", "width", "order" (index in the first file), "annotations" {annotator: [[RLE, iscrowd],
     ...]} (the annotations whose category is one of the file's categories, as COCOeval keeps
     them), "category_ids" {annotator: [ids]}, "no_target" (no non-crowd instance for any annotator)}.
-    A pair with a malformed record or annotation, or missing from another chosen annotator's file,
-    is a data error. Raises DatasetFormatError for an unknown subset, a missing file, or a file
+    A pair with a malformed record or annotation, or a scored pair missing from another chosen
+    annotator's file, is a data error. Raises DatasetFormatError for an unknown subset, a missing file, or a file
     that is not COCO-style.
     """
 
