@@ -70,6 +70,10 @@ class DatasetConfig:
     files: Any = None         # the files its loader reads and their roles (rvt_bench.core.benchmark.declared_files)
     variants: Any = None      # named protocol variants a paper scored under (rvt_bench.core.benchmark.variants)
     limits: Any = field(default_factory=LimitsConfig)
+    # options a benchmark declares at the top of its node for the command line (its loader reads
+    # them as ${..key}); null and absent elsewhere, so no other node changes
+    subset: Any = None        # the part of a benchmark a run scores, parts scored apart (SA-Co/Gold's seven)
+    annotators: Any = None    # whose annotations, of a benchmark annotated several times (SA-Co/Gold's a, b, c)
 
 
 def register() -> None:
