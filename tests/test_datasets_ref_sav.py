@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from rvt_bench.core import masks
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
 from rvt_bench.loaders.ref_sav import RefSAVDataset
 from rvt_bench.metrics.protocols.ref_sav import RefSAVProtocol, RefSAVValues
+from tests.precomputed_runs import load_script, run_precomputed
 
 PARITY = Path(__file__).parent / "data" / "ref_sav_parity"
 EXPECTED = json.loads((PARITY / "reference" / "expected_sa2va.json").read_text())
@@ -22,11 +22,7 @@ SPLITS = {"long": "long/", "short": "short/", "overall": ""}
 
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory) -> tuple[Path, Path]:
-    sys.path.insert(0, str(PARITY))
-    try:
-        import make_fixture
-    finally:
-        sys.path.remove(str(PARITY))
+    make_fixture = load_script(PARITY / "make_fixture.py", "ref_sav_make_fixture")
     base = tmp_path_factory.mktemp("ref_sav")
     make_fixture.write_fixture(base / "ref_sav_eval")
     make_fixture.write_predictions(base / "ref_sav_eval", base / "pred")
@@ -167,18 +163,8 @@ def test_bad_expression_is_a_data_error_and_the_rest_loads(fixture, tmp_path):
 
 def test_the_documented_command_gives_the_printed_numbers(fixture, tmp_path):
     # rvt-bench +dataset=ref_sav dataset.root=... +model=precomputed model.root=... (docs/benchmarks/ref_sav.md)
-    from hydra import compose, initialize_config_dir
-
-    import run_bench  # noqa: F401  (registers the ${repo:} resolver)
-    from rvt_bench.harness.runner import run
-
-    conf = Path(__file__).resolve().parents[1] / "conf"
     for k, pred in enumerate((fixture[1], fixture[1] / "png")):  # results.json, then the PNG folders (auto)
-        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-            cfg = compose("config", overrides=["+dataset=ref_sav", f"dataset.root={fixture[0]}", "+model=precomputed",
-                                               f"model.root={pred}", f"run.root={tmp_path / f'runs{k}'}",
-                                               f"leaderboard.dir={tmp_path / 'boards'}", "run.report=false"])
-        body = run(cfg).metrics
+        body = run_precomputed("ref_sav", tmp_path / str(k), fixture[0], pred, "run.report=false").metrics
         assert_printed(body["metrics"])
         assert body["n"] == 13
 
