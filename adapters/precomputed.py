@@ -16,9 +16,9 @@ hands the run's benchmark's layouts to the adapter (``use_prediction_layouts``).
     jsonl      <root> = a run directory holding predictions*.jsonl, or one .jsonl file: our own
                Prediction records (rvt_bench.core.store), matched by sample id.
     auto       jsonl when <root> is a .jsonl file or holds predictions*.jsonl; otherwise PNGs, the
-               layout chosen per sample: of the declared layouts whose meta keys the sample has, the
-               one that needs the most (declared order breaks ties), so a mixed set such as the demo
-               works too.
+               layout chosen per sample: a declared reader layout whose index file is in the folder;
+               else of the declared layouts whose meta keys the sample has, the one that needs the
+               most (declared order breaks ties), so a mixed set such as the demo works too.
 
 The adapter never looks at the dataset's name, only at the declared layouts, the sample's meta and
 frame ids. Outside a run (no layouts handed over), every declared benchmark's layouts are known.
@@ -189,6 +189,9 @@ class PrecomputedAdapter(Adapter):
                 + (" or ".join(f"{list(self._layouts[n].keys)} ({n})" for n in self._auto) or "a layout its benchmark "
                    "declares (conf/dataset/<name>.yaml `predictions`), and it declares none")
             )
+        indexed = [lay for lay in fits if lay.reader is not None and (self.root / lay.path).is_file()]
+        if indexed:  # a reader's index file in the folder (Ref-SAV's results.json beside its PNG layout)
+            return indexed[0]
         return max(fits, key=lambda lay: len(lay.keys))  # max keeps the first of equals: declared order
 
     def _from_pngs(self, sample: Sample, layout: PredictionLayout) -> Prediction:

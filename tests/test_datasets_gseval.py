@@ -1,0 +1,160 @@
+"""GroundingSuite-Eval: loader of the release's JSONL, evaluate_grounding.py's saved numbers in box
+and mask mode on a fixture (tests/data/gseval_parity/), the prediction JSONL layout, the command."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rvt_bench.adapters.precomputed import PrecomputedAdapter
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
+from rvt_bench.loaders.gseval import GSEvalDataset
+from rvt_bench.metrics.protocols.gseval import GSEvalProtocol, GSEvalValues, box_iou
+from tests.precomputed_runs import load_script, run_precomputed
+
+PARITY = Path(__file__).parent / "data" / "gseval_parity"
+EXPECTED = json.loads((PARITY / "reference" / "expected_gseval.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fixture(tmp_path_factory) -> tuple[Path, Path]:
+    make_fixture = load_script(PARITY / "make_fixture.py", "gseval_make_fixture")
+    base = tmp_path_factory.mktemp("gseval")
+    make_fixture.write_fixture(base / "gseval")
+    make_fixture.write_predictions(base / "gseval", base / "pred")
+    return base / "gseval", base / "pred"
+
+
+def scored(protocol, dataset, root):
+    adapter = PrecomputedAdapter(root, layout="gseval")
+    out = []
+    for sample in dataset:
+        try:
+            pred = adapter.predict(sample)
+        except AdapterError as exc:
+            pred = Prediction.failure(sample.id, exc.kind, str(exc), trace=exc.trace)
+        out.append(protocol.score(sample, pred))
+    return out
+
+
+def test_loader_reads_every_line(fixture):
+    ds = GSEvalDataset(fixture[0], split="mask")
+    assert [s.id for s in ds] == [str(i) for i in range(14)] and ds.errors == []
+    s = ds[2]
+    assert s.task == "segmentation" and s.query == "thing 2" and s.meta["class_id"] == 3
+    assert s.frames == [str(fixture[0] / "unlabeled2017" / "000000000002.jpg")]
+    assert GSEvalDataset(fixture[0])[0].task == "grounding"
+
+
+def test_box_mode_reproduces_the_saved_accuracies(fixture):
+    expected = EXPECTED["box"]
+    protocol = GSEvalProtocol(mode="box")
+    records = scored(protocol, GSEvalDataset(fixture[0], split="box"), fixture[1])
+    out = protocol.aggregate(records)
+    assert out["metrics"]["Acc@0.5"] == pytest.approx(expected["overall_accuracy"], abs=1e-12)
+    for cls, acc in expected["class_accuracies"].items():
+        assert out["breakdown"]["class_id"][cls]["Acc@0.5"] == pytest.approx(acc, abs=1e-12)
+        assert out["breakdown"]["class_id"][cls]["n"] == expected["class_counts"][cls]
+    assert out["skipped"] == ["5"]
+    ious = {r.sample_id: r.of(GSEvalValues).iou for r in records}
+    for row in expected["per_sample"]:
+        assert ious[str(row["idx"])] == (pytest.approx(row["iou"], abs=1e-12) if row["iou"] is not None else None)
+
+
+def test_mask_mode_reproduces_the_saved_giou(fixture):
+    expected = EXPECTED["mask"]
+    protocol = GSEvalProtocol(mode="mask")
+    records = scored(protocol, GSEvalDataset(fixture[0], split="mask"), fixture[1])
+    out = protocol.aggregate(records)
+    assert out["metrics"]["gIoU"] == pytest.approx(expected["overall_giou"], abs=1e-12)
+    for cls, giou in expected["class_gious"].items():
+        assert out["breakdown"]["class_id"][cls]["gIoU"] == pytest.approx(giou, abs=1e-12)
+        assert out["breakdown"]["class_id"][cls]["n"] == expected["class_counts"][cls]
+    assert out["skipped"] == ["5", "6"]
+    ious = {r.sample_id: r.of(GSEvalValues).iou for r in records}
+    assert {str(r["idx"]): pytest.approx(r["iou"], abs=1e-12) for r in expected["per_sample"]} == \
+        {k: v for k, v in ious.items() if v is not None}
+
+
+def test_failed_zero_counts_the_missing_prediction(fixture):
+    protocol = GSEvalProtocol(mode="mask", failed="zero")
+    out = protocol.aggregate(scored(protocol, GSEvalDataset(fixture[0], split="mask"), fixture[1]))
+    ious = [r["iou"] for r in EXPECTED["mask"]["per_sample"]]
+    assert out["metrics"]["gIoU[failed-zero]"] == pytest.approx(sum(ious) / (len(ious) + 2), abs=1e-12)
+    assert out["zeroed"] == ["5", "6"]
+
+
+def test_box_iou_is_the_reference_formula():
+    assert box_iou([0, 0, 2, 2], [1, 1, 3, 3]) == pytest.approx(1 / 7)
+    assert box_iou([0, 0, 2, 2], [2, 0, 4, 2]) == 0.0  # touching: x_max == x_min, intersection 0
+    assert box_iou([0, 0, 0, 0], [0, 0, 0, 0]) == 0.0  # an empty union
+
+
+def test_estimators_give_the_reported_values(fixture):
+    from rvt_bench.core.records import ScoreRecord
+
+    for mode in ("box", "mask"):
+        protocol = GSEvalProtocol(mode=mode)
+        records = [ScoreRecord.from_json(json.loads(json.dumps(r.to_json())))
+                   for r in scored(protocol, GSEvalDataset(fixture[0], split=mode), fixture[1])]
+        out = protocol.aggregate(records)
+        key = protocol.headline[0]
+        assert protocol.estimator(key, records).value() == pytest.approx(out["metrics"][key], abs=1e-12)
+
+
+def test_a_mask_of_another_size_fails_its_sample(fixture, tmp_path):
+    lines = [json.loads(l) for l in (fixture[1] / "model_predictions.jsonl").read_text().splitlines()]
+    import numpy as np
+
+    from rvt_bench.core import masks
+
+    rle = masks.encode(np.ones((5, 5), bool))
+    lines[0]["segmentation"] = {"size": rle["size"], "counts": rle["counts"].decode() if isinstance(rle["counts"], bytes) else rle["counts"]}
+    (tmp_path / "model_predictions.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    ds = GSEvalDataset(fixture[0], split="mask")
+    with pytest.raises(AdapterError, match="broadcast"):
+        GSEvalProtocol(mode="mask").score(ds[0], PrecomputedAdapter(tmp_path, layout="gseval").predict(ds[0]))
+
+
+def test_bad_lines_are_data_errors_and_the_rest_loads(fixture, tmp_path):
+    import shutil
+
+    root = tmp_path / "g"
+    shutil.copytree(fixture[0], root)
+    lines = (root / "GroundingSuite-Eval.jsonl").read_text().splitlines()
+    first = json.loads(lines[1])
+    first["image_path"] = "../outside.jpg"
+    lines[1] = json.dumps(first)
+    lines[2] = "{not json"
+    (root / "GroundingSuite-Eval.jsonl").write_text("\n".join(lines) + "\n")
+    ds = GSEvalDataset(root)
+    assert len(ds) == 12 and sorted(e["sample_id"] for e in ds.errors) == ["line2", "line3"]
+    with pytest.raises(DatasetFormatError, match="split must be one of"):
+        GSEvalDataset(root, split="val")
+
+
+def test_the_documented_command_gives_the_saved_numbers(fixture, tmp_path):
+    # rvt-bench +dataset=gseval dataset.root=... [dataset.split=mask] +model=precomputed model.root=... (docs/benchmarks/gseval.md)
+    for mode, key, ref in (("box", "Acc@0.5", "overall_accuracy"), ("mask", "gIoU", "overall_giou")):
+        body = run_precomputed("gseval", tmp_path / mode, fixture[0], fixture[1], f"dataset.split={mode}",
+                               "run.report=false").metrics
+        assert body["metrics"][key] == pytest.approx(EXPECTED[mode][ref], abs=1e-12)
+        assert body["n"] == 14
+
+
+def contract_samples(rng, node):
+    """Synthetic samples for tests/test_protocol_contract.py: 48 images with a GT mask and a small GT
+    box drawn as the contract draws predicted boxes (so that some hit), class_id 1-4."""
+    from dataclasses import replace
+
+    from tests.contract_samples import H, W, image_samples
+
+    out = []
+    for i, s in enumerate(image_samples(rng, n=48)):
+        x0, y0 = float(rng.integers(0, W - 4)), float(rng.integers(0, H - 4))
+        box = [x0, y0, x0 + float(rng.integers(2, 4)), y0 + float(rng.integers(2, 4))]
+        task = "segmentation" if node.get("mode") == "mask" else "grounding"  # mode: "${..split}", box by default
+        out.append(replace(s, task=task, target=replace(s.target, boxes=[[box]]),
+                           meta={"idx": i, "class_id": 1 + i % 4, "image_path": f"{i}.jpg", "caption": ""}))
+    return out
