@@ -5,7 +5,9 @@ One sample is one ``predict_forward`` call, as the authors evaluate (evaluation/
 ref_vos_eval.py): an image as InternVL tiles, a video's first five frames as one tile each, the
 prompt ``image_prompt`` / ``video_prompt`` with the query, a greedily generated answer (at most
 ``max_new_tokens``), and SAM2 masks on every frame from the first [SEG] (the authors' evaluation
-keeps ``prediction_masks[0]``; no [SEG] = empty masks, as theirs). The answer goes to
+keeps ``prediction_masks[0]``; no [SEG] = empty masks, as theirs): prompted on the frames the LLM saw,
+tracked from SAM2's memory over a video's later frames (sam.py). A video query holding '?' is the
+whole prompt, as refVOS.py passes it (question_prompt). The answer goes to
 Prediction.text.
 
 Precision: bfloat16 on CUDA (``preparing_for_generation``'s default; SAM2 under CUDA autocast, as
