@@ -48,6 +48,11 @@ REFERENCE_BOOSTS = {"seg_boost": -7.0, "eos_boost": -6.25}
 MULTI_SEG_BOOSTS = {"seg_boost": -7.0, "eos_boost": -6.0}
 """tests/data/sa2va/sa2va_reference_multiseg.json: build_checkpoint(d, 0, **MULTI_SEG_BOOSTS), 4 new tokens,
 the first fixture image: Sa2VA answers "[SEG][SEG]<|im_end|>", two masks."""
+VIDEO_SEG_BOOSTS = {"seg_boost": -10.0, "eos_boost": -3.5}
+"""tests/data/sa2va/sa2va_reference_video.json: build_checkpoint(d, 0, **VIDEO_SEG_BOOSTS): Sa2VA answers
+"[SEG]<|im_end|>" on the fixture video's first five frames (seed 0's final hidden state before the
+answer projects to -0.45 on the [SEG] row and -1.02 on <|im_end|>'s, other tokens at most 2.85: [SEG]
+4.47 beats <|im_end|> 3.56; after [SEG], <|im_end|> 4.28 beats [SEG] 3.05 and the rest 3.04)."""
 
 
 def write_tokenizer(directory: Path) -> dict[str, int]:

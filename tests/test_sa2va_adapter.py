@@ -170,3 +170,12 @@ def test_without_the_sam2_package_the_run_stops_with_the_extras_install_line(mon
     assert missing.value.name == "sam2"
     stop = stop_for(missing.value, None, "sa2va")
     assert stop.reason == "missing_package" and str(stop).endswith('pip install -e ".[sam2]"'), str(stop)
+
+
+def test_question_prompt_must_be_a_known_rule():
+    with pytest.raises(AdapterError, match="question_prompt must be one of refvos, template, got 'both'"):
+        Sa2VAAdapter("unused", question_prompt="both")
+    sample = video_sample(2, "which hand holds the coin?")
+    assert Sa2VAAdapter("unused").prompt(sample) == "which hand holds the coin?"  # refVOS.py: the query alone
+    assert Sa2VAAdapter("unused", question_prompt="template").prompt(sample) == "<image>\nPlease segment which hand holds the coin?."
+    assert Sa2VAAdapter("unused").prompt(video_sample(2, "the coin")) == "<image>\nPlease segment the coin."

@@ -5,7 +5,9 @@ One sample is one ``predict_forward`` call, as the authors evaluate (evaluation/
 ref_vos_eval.py): an image as InternVL tiles, a video's first five frames as one tile each, the
 prompt ``image_prompt`` / ``video_prompt`` with the query, a greedily generated answer (at most
 ``max_new_tokens``), and SAM2 masks on every frame from the first [SEG] (the authors' evaluation
-keeps ``prediction_masks[0]``; no [SEG] = empty masks, as theirs). The answer goes to
+keeps ``prediction_masks[0]``; no [SEG] = empty masks, as theirs): prompted on the frames the LLM saw,
+tracked from SAM2's memory over a video's later frames (sam.py). A video query holding '?' is the
+whole prompt, as refVOS.py passes it (question_prompt). The answer goes to
 Prediction.text.
 
 Precision: bfloat16 on CUDA (``preparing_for_generation``'s default; SAM2 under CUDA autocast, as
@@ -25,6 +27,7 @@ from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
 WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*"]
+QUESTION_PROMPTS = ("refvos", "template")
 
 
 def llm_text(prompt: str, config, n_tiles: int, video: bool) -> str:
@@ -42,6 +45,10 @@ class Sa2VAAdapter(Adapter):
     image_prompt, video_prompt: the user text; "{query}" is replaced by the sample's query, "<image>"
                     by the image tokens (defaults: the authors' RES and Ref-VOS evaluation prompts).
     max_new_tokens: the answer's budget (``preparing_for_generation``: 2048).
+    question_prompt: "refvos" (the authors: refVOS.py passes a video query holding '?' as the whole
+                    prompt, without video_prompt, so it holds no "<image>"; their ``generate`` then
+                    asserts there are image tokens and fails, and so does the sample here, with that
+                    reason) | "template" (a corrected variant: such a query gets video_prompt too).
     device:         "auto" (CUDA when present) | "cpu" | "cuda[:i]". dtype: "auto" | "bfloat16" | "float16" | "float32".
 
     predict(sample) -> Prediction(task="segmentation", masks=[RLE per frame], text=answer,
@@ -55,18 +62,21 @@ class Sa2VAAdapter(Adapter):
 
     def __init__(self, checkpoint: str = "ByteDance/Sa2VA-4B", name: str = "sa2va",
                  image_prompt: str = prompts.IMAGE_PROMPT, video_prompt: str = prompts.VIDEO_PROMPT,
-                 max_new_tokens: int = 2048, device: str = "auto", dtype: str = "auto") -> None:
+                 max_new_tokens: int = 2048, device: str = "auto", dtype: str = "auto", question_prompt: str = "refvos") -> None:
         for key, text in (("image_prompt", image_prompt), ("video_prompt", video_prompt)):
             if "{query}" not in text or "<image>" not in text:
                 raise AdapterError(f"sa2va: {key} must contain '<image>' and '{{query}}', got {text!r}")
         if dtype not in ("auto", "bfloat16", "float16", "float32"):
             raise AdapterError(f"sa2va: dtype must be auto, bfloat16, float16 or float32, got {dtype!r}")
+        if question_prompt not in QUESTION_PROMPTS:
+            raise AdapterError(f"sa2va: question_prompt must be one of {', '.join(QUESTION_PROMPTS)}, got {question_prompt!r}")
         if int(max_new_tokens) < 1:
             raise AdapterError(f"sa2va: max_new_tokens must be at least 1, got {max_new_tokens}")
         self.name = name
         self.checkpoint = str(checkpoint)
         self.image_prompt, self.video_prompt = image_prompt, video_prompt
         self.max_new_tokens = int(max_new_tokens)
+        self.question_prompt = question_prompt
         self.device_setting, self.dtype_setting = device, dtype
         self._loaded = None
 
@@ -80,7 +90,8 @@ class Sa2VAAdapter(Adapter):
         path = Path(self.checkpoint)
         return {"adapter": "sa2va", "name": self.name, "checkpoint": str(path.resolve()) if path.exists() else self.checkpoint,
                 "image_prompt": self.image_prompt, "video_prompt": self.video_prompt,
-                "max_new_tokens": self.max_new_tokens, "dtype": dtype, "decoding": "greedy"}
+                "max_new_tokens": self.max_new_tokens, "dtype": dtype, "decoding": "greedy",
+                "question_prompt": self.question_prompt}
 
     def passed(self, item: ScoredSample) -> dict[str, bool]:
         from rvt_bench.core import masks
@@ -159,8 +170,13 @@ class Sa2VAAdapter(Adapter):
     # --- prediction ---------------------------------------------------------------------------
 
     def prompt(self, sample: Sample) -> str:
-        template = self.video_prompt if sample.modality == "video" else self.image_prompt
-        return template.replace("{query}", sample.query)
+        """The user text: image_prompt / video_prompt with the query; a video query holding '?' alone
+        under question_prompt="refvos" (refVOS.py ``SEG_PROMPT.format(exp) if '?' not in exp else exp``)."""
+        if sample.modality != "video":
+            return self.image_prompt.replace("{query}", sample.query)
+        if self.question_prompt == "refvos" and "?" in sample.query:
+            return sample.query
+        return self.video_prompt.replace("{query}", sample.query)
 
     def predict(self, sample: Sample) -> Prediction:
         if sample.task != "segmentation":
@@ -178,11 +194,17 @@ class Sa2VAAdapter(Adapter):
         size = frames[0].shape[:2]
         if any(f.shape[:2] != size for f in frames):
             raise AdapterError(f"sample {sample.id}: Sa2VA needs frames of one size (predict_forward asserts it)")
+        user_text = self.prompt(sample)
+        if "<image>" not in user_text:
+            raise AdapterError(f"sample {sample.id}: the query holds '?', which Sa2VA's Ref-VOS evaluation passes as the whole "
+                               "prompt, without <image>; the authors' generate then fails (assert selected.sum() != 0: no "
+                               "image tokens), so there is no prediction; question_prompt=template gives it the video prompt")
         t0 = time.perf_counter()
         pixels = preprocess.llm_pixels(frames, video=video)
-        text = llm_text(self.prompt(sample), config, pixels.shape[0], video)
+        text = llm_text(user_text, config, pixels.shape[0], video)
         token_ids = tokenizer.encode(text)
-        out = net.run(token_ids, pixels, [sam_pixels(preprocess.sam_frame(f)) for f in frames], size,
+        sam_frames = [sam_pixels(preprocess.sam_frame(f), net.dtype, image=not video) for f in frames]
+        out = net.run(token_ids, pixels, sam_frames, size,
                       seg_id=ids[prompts.SEG_TOKEN], img_context_id=ids[prompts.IMG_CONTEXT], eos_id=tokenizer.eos_token_id,
                       max_new_tokens=self.max_new_tokens, stop=self._stop(tokenizer, config), all_masks=False)
         if len(out.logits):

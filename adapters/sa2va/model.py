@@ -7,7 +7,8 @@
       word) -> last-layer (normed) hidden state *at* each generated [SEG] (the step that fed it in;
       a [SEG] that is the final generated token has none: ``get_seg_hidden_states`` on
       ``sequences[0][:-1]``) -> text_hidden_fcs (Linear, ReLU, Linear to 256)
-    SAM2 (sam.py) on each 1024 frame, prompted by that embedding -> (F, H, W) logits per [SEG].
+    SAM2 (sam.py) prompted by that embedding on the frames the LLM saw (an image; a video's first
+      five), tracking every later frame from its memory -> (F, H, W) logits per [SEG].
 
 Parameter names are the released safetensors' own: vision_model.*, mlp1.*, language_model.*,
 text_hidden_fcs.*, grounding_encoder.sam2_model.*.
@@ -145,10 +146,13 @@ class Sa2VAModel(nn.Module):
             all_masks: bool = True) -> Sa2VAOutput:
         """``predict_forward`` on one image (one frame) or video (every frame).
 
-        llm_pixels: (N, 3, 448, 448) float32 tiles; sam_frames: F tensors (3, 1024, 1024) float32
-        (sam.sam_pixels); out_size: (H, W) of the frames. Masks come from every usable [SEG]
-        (``predict_forward``), or from the first only (all_masks=False: what the authors' evaluation keeps)."""
-        from rvt_bench.adapters.sa2va.sam import FrameFeatures, language_mask
+        llm_pixels: (N, 3, 448, 448) float32 tiles (a video: one per frame the LLM sees, its first
+        N <= 5); sam_frames: F tensors (3, 1024, 1024) float32 (sam.sam_pixels); out_size: (H, W) of
+        the frames. Each [SEG] prompts SAM2 on the frames the LLM saw (an image's one frame, a video's
+        first N) and SAM2's memory tracks it over the later frames (sam.track). Masks come from every
+        usable [SEG] (``predict_forward``), or from the first only (all_masks=False: what the
+        authors' evaluation keeps)."""
+        from rvt_bench.adapters.sa2va.sam import track
 
         with torch.inference_mode():
             embeds = self.embed(token_ids, self.image_features(llm_pixels), img_context_id)
@@ -161,11 +165,11 @@ class Sa2VAModel(nn.Module):
                 prompts = prompts[:1]
             sam = self.sam
             sam_dtype = next(sam.parameters()).dtype
+            n_cond = min(llm_pixels.shape[0], len(sam_frames))  # a video's frames the LLM saw; an image's one
             # SAM2.language_embd_inference runs under torch.autocast("cuda", bfloat16): active on CUDA,
             # inactive on the CPU (where the adapter runs float32 only)
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-                features = [FrameFeatures(sam, f.to(self.device, sam_dtype)) for f in sam_frames]
-                logits = torch.stack([torch.stack([language_mask(sam, feat, p, out_size) for feat in features]) for p in prompts])
+                logits = torch.stack([track(sam, sam_frames, p, n_cond, out_size, self.device, sam_dtype) for p in prompts])
         return Sa2VAOutput(token_ids, generated, logits.float().cpu(), n_seg)
 
 
