@@ -38,7 +38,10 @@ SAM_VISION = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 
 CLIP = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
         "image_size": 224, "patch_size": 14, "projection_dim": 32}
 REFERENCE_BOOSTS = {"seg_boost": 4.0, "eos_boost": 5.5}
-"""The checkpoint tests/data/lisa/lisa_reference.json was printed from: build_checkpoint(d, 0, **REFERENCE_BOOSTS)."""
+"""Boosts under which greedy decoding of seed 0 emits [SEG] and stops (adapter and report tests)."""
+PARITY_CHECKPOINT = {"seg_boost": 4.0, "eos_boost": 5.5, "sam_norms": True, "mask_gain": 4.0}
+"""The checkpoint tests/data/lisa/lisa_reference.json was printed from: build_checkpoint(d, 0, **PARITY_CHECKPOINT)."""
+SAM_LAYERNORM2D = ("image_encoder.neck.1.weight", "image_encoder.neck.3.weight", "mask_decoder.output_upscaling.1.weight")
 CLIP_PREPROCESSOR = {  # openai/clip-vit-large-patch14 preprocessor_config.json
     "crop_size": 224, "do_center_crop": True, "do_normalize": True, "do_resize": True,
     "feature_extractor_type": "CLIPFeatureExtractor", "image_mean": [0.48145466, 0.4578275, 0.40821073],
@@ -112,13 +115,18 @@ def write_clip(directory: Path, seed: int) -> None:
 
 
 def build_checkpoint(directory: str | Path, seed: int = 0, added: list[str] | None = None, seg_boost: float = 1.0,
-                     eos_boost: float = 1.0) -> Path:
+                     eos_boost: float = 1.0, sam_norms: bool = False, mask_gain: float = 1.0) -> Path:
     """Write a tiny LISA checkpoint to `directory` (created) and return it.
 
     added: the tokenizer's added tokens in id order (ADDED_7B: [SEG] = 403, as 32003 in LISA-7B-v1;
     ADDED_13B: [SEG] = 400, as 32000 in LISA-13B-llama2-v1). seg_boost, eos_boost: factors the [SEG] and
     </s> rows of lm_head are multiplied by, so that greedy decoding of random weights emits [SEG]
     and stops (REFERENCE_BOOSTS: on the fixture images one answer holds two [SEG], one none).
+    sam_norms: draw SAM's LayerNorm2d weights (SAM_LAYERNORM2D: the neck's two, the mask decoder's
+    upscaling one; _fill's name rule misses them) as 1 + 0.1 n like every other norm weight, so the
+    upscaled mask features vary across pixels (without it the mask logits are about constant, std ~5e-4).
+    mask_gain: factor on the mask hypernetwork's output layer (mask token 0, the one LISA decodes), so
+    the logits span about +-2..5 (PARITY_CHECKPOINT: 26-42% of the fixture pixels positive).
     """
     import torch
 
@@ -144,7 +152,12 @@ def build_checkpoint(directory: str | Path, seed: int = 0, added: list[str] | No
         if key.endswith("rotary_emb.inv_freq"):  # as transformers 4.31's LlamaRotaryEmbedding stores it
             tensors[key] = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
             continue
-        tensors[key] = torch.from_numpy(_fill(rng, key, ours[our_key(key)]))
+        values = _fill(rng, key, ours[our_key(key)])
+        if sam_norms and key.endswith(SAM_LAYERNORM2D):  # 0.1 * n -> 1 + 0.1 * n, as _fill draws norm weights
+            values = np.float32(1.0) + values
+        tensors[key] = torch.from_numpy(values)
+    for layer in ("weight", "bias"):
+        tensors[f"model.visual_model.mask_decoder.output_hypernetworks_mlps.0.layers.2.{layer}"] *= mask_gain
     tensors["lm_head.weight"][ids["[SEG]"]] *= seg_boost
     tensors["lm_head.weight"][2] *= eos_boost  # </s>
     names = sorted(tensors)

@@ -147,7 +147,8 @@ class LisaAdapter(Adapter):
         dtype = getattr(torch, dtype_name)
         tower = self._resolve_tower(directory, config.vision_tower)
         try:
-            clip, info = CLIPVisionModel.from_pretrained(tower, dtype=dtype, output_loading_info=True)
+            # eager attention: LISA's 4.31 CLIP attention (sdpa rounds otherwise under bfloat16)
+            clip, info = CLIPVisionModel.from_pretrained(tower, dtype=dtype, output_loading_info=True, attn_implementation="eager")
             # the PIL backend: LISA's 4.31 CLIPImageProcessor resized with PIL (the torchvision one differs by ~0.015)
             processor = CLIPImageProcessorPil.from_pretrained(tower)
         except Exception as exc:  # missing files / no network: one line naming the setting

@@ -67,15 +67,18 @@ class LisaConfig:
                    sam_vision={**SAM_VIT_H, **raw.get("sam_vision_config", {})})
 
     def llama_config(self):
-        """A transformers LlamaConfig with the checkpoint's LLaMA values (never a LlavaConfig)."""
+        """A transformers LlamaConfig with the checkpoint's LLaMA values (never a LlavaConfig), with
+        eager attention: LISA's transformers 4.31 LLaMA attention (softmax in float32, weights rounded
+        to the model dtype before @ V). Under bfloat16, sdpa's fused kernel rounds otherwise, and on
+        the tiny parity checkpoint that flips a tied first token (tests/test_lisa_equivalence.py)."""
         from transformers import LlamaConfig
 
-        return LlamaConfig(**self.llama)
+        return LlamaConfig(**self.llama, attn_implementation="eager")
 
     def sam_config(self):
         """A transformers SamConfig: LISA's ViT-H image encoder (or the override), prompt encoder
         and mask decoder as build_sam.py's ``_build_sam`` sizes them (256-d prompts, 2-layer
-        two-way transformer with MLP 2048 and 8 heads, 3 multimask outputs + 1)."""
+        two-way transformer with MLP 2048 and 8 heads, 3 multimask outputs + 1, LayerNorm eps 1e-5)."""
         from transformers import SamConfig, SamMaskDecoderConfig, SamPromptEncoderConfig, SamVisionConfig
 
         v = self.sam_vision
@@ -85,7 +88,10 @@ class LisaConfig:
                                  image_size=1024, patch_size=16, window_size=14, qkv_bias=True, use_rel_pos=True,
                                  layer_norm_eps=1e-6)
         prompt = SamPromptEncoderConfig(hidden_size=self.out_dim, image_size=1024, patch_size=16, mask_input_channels=16)
+        # layer_norm_eps: the two-way transformer's nn.LayerNorm(embedding_dim) keeps torch's 1e-5
+        # (LISA transformer.py; transformers' SamMaskDecoderConfig defaults to 1e-6). Its upscaling
+        # LayerNorm2d (1e-6) and final-attention LayerNorm (1e-5) take their eps elsewhere, as LISA's.
         decoder = SamMaskDecoderConfig(hidden_size=self.out_dim, mlp_dim=2048, num_hidden_layers=2, num_attention_heads=8,
-                                       num_multimask_outputs=3, iou_head_depth=3, iou_head_hidden_dim=256)
+                                       num_multimask_outputs=3, iou_head_depth=3, iou_head_hidden_dim=256, layer_norm_eps=1e-5)
         return SamConfig(vision_config=vision.to_dict(), prompt_encoder_config=prompt.to_dict(),
                          mask_decoder_config=decoder.to_dict())
