@@ -72,8 +72,9 @@ class InstanceFrame:
 @dataclass
 class Depth:
     """Depth of an instance: mean and std in ``unit`` with ``convention`` as the depth tool reports
-    them (oracle: metres, larger = farther; DepthAnything V2: "relative", relative inverse depth,
-    larger = nearer); ``frames`` = how many frames contributed."""
+    them (oracle and DepthAnything V2's metric checkpoints, perception/depth=metric_*: metres,
+    larger = farther; DepthAnything V2's relative checkpoint, the default: "relative", relative
+    inverse depth, larger = nearer); ``frames`` = how many frames contributed."""
 
     mean: float
     std: float
