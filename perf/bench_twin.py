@@ -56,11 +56,11 @@ def synthetic_video(directory: Path, frames: int, height: int, width: int) -> li
 
 
 def make_perception(name: str, cache_root: Path, device: str):
+    from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(REPO / "conf" / "perception" / f"{name}.yaml")
-    cfg = OmegaConf.merge({"run": {"root": str(cache_root)}}, {"perception": cfg}).perception
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):  # its defaults: the depth model
+        cfg = compose("config", overrides=[f"perception={name}", f"run.root={cache_root}"]).perception
     for node in ("sam2", "depth", "owlv2", "qwen"):
         if node in cfg and cfg[node] is not None and device != "auto":
             cfg[node].device = device

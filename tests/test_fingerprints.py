@@ -165,3 +165,14 @@ def test_model_name_is_a_display_label_that_changes_neither_fingerprint_nor_run_
 
     assert model_key({"_target_": "rvt_bench.adapters.lisa.adapter.LisaAdapter", "name": "LISA-13B"}) == "lisa"
     assert model_key({"_target_": "my_lab.Mine", "name": "mine"}) == "mine"  # no shipped config: its own name
+
+
+def test_metric_depth_is_a_run_of_its_own_and_the_default_keeps_its_name():
+    """perception/depth (issue 43 item 4b): the default depth model, moved into the group
+    conf/perception/depth/, resolves to the same config (pinned above); a metric one is another run."""
+    Path(PREDS).mkdir(exist_ok=True)
+    overrides, pinned = PAPER_PROTOCOL["revos_dtr1_judge_tiny"]
+    assert fingerprint_of(overrides) == pinned
+    assert fingerprint_of([*overrides, "perception/depth=tiny_metric"]) != pinned
+    foundation = ["+dataset=demo", "+model=dtr1", "perception=foundation", "run.root=/tmp/rvt-bench-fingerprint-runs"]
+    assert fingerprint_of(foundation) != fingerprint_of([*foundation, "perception/depth=metric_indoor"])

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 from PIL import Image
 
 from rvt_bench.adapters.twin.backends.depth_anything import DepthAnythingBackend
@@ -317,9 +316,15 @@ def test_the_sam2_package_backend_serves_the_same_node(sample, tmp_path):
 
 # --- Hydra configs ----------------------------------------------------------------------------------
 
-def _perception_cfg(name, tmp_path):
-    cfg = OmegaConf.load(CONF / "perception" / f"{name}.yaml")
-    return OmegaConf.merge({"run": {"root": str(tmp_path)}}, {"perception": cfg}).perception
+def _perception_cfg(name, tmp_path, *overrides):
+    """conf/perception/<name>.yaml as Hydra composes it (its defaults list: the depth model)."""
+    from hydra import compose, initialize_config_dir
+
+    import run_bench  # noqa: F401  (registers the ${repo:} resolver)
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=[f"perception={name}", f"run.root={tmp_path}", *overrides])
+    return cfg.perception
 
 
 def test_foundation_config_names_hub_models_and_loads_nothing(tmp_path):

@@ -12,18 +12,21 @@ Each plan node is served as follows (backends in adapters/twin/backends/, one pe
   greedy, one detection per instance); the others keep their label (None after SAM2's automatic
   mode) and their SAM2 score.
 - DepthAnything2: a depth map per frame at the frame's (H, W), handed to DepthStats (stored as
-  float16 in the cache, and used as stored in every run).
+  float16 in the cache, and used as stored in every run). Which model: the ``depth`` backend, chosen
+  by ``perception/depth=relative`` (default) | ``metric_indoor`` | ``metric_outdoor``
+  (conf/perception/depth/; metric = metres, larger = farther).
 - DepthStats: per instance, mean and population std (ddof=0) of the depth map over the instance's
   mask pixels pooled across its visible frames; ``frames`` = how many frames contributed. Unit and
-  convention are the depth backend's: relative inverse depth, LARGER = NEARER for the released
-  DepthAnything V2 checkpoints (rvt_bench.adapters.twin.backends.depth_anything), stated in each Depth and
-  in the twin's ``depth_unit``.
+  convention are the depth backend's: relative inverse depth, LARGER = NEARER for DepthAnything V2's
+  relative checkpoints (the default), metres, larger = farther for its metric ones
+  (rvt_bench.adapters.twin.backends.depth_anything), stated in each Depth and in the twin's ``depth_unit``.
 - Qwen2.5-VL: a caption per frame, a video summary from up to ``summary_frames`` evenly spaced
   frames, and a caption per instance from a crop around its box on the frame where it is largest.
 - SemanticAnalysis: each instance's label, from Qwen2.5-VL on the same crop.
 - Trajectory: the shared geometry (rvt_bench.adapters.twin.perception).
 - DINOv2: an appearance feature per instance from the same crop, left in ``twin.artifacts["dinov2"]``
-  for JiT's scene graph; its step lives with its model (rvt_bench.adapters.twin.backends.dinov2), as every
+  for JiT's scene graph, and each instance's semantic embedding (``Instance.embedding``: the crop's
+  patch tokens pooled over the instance's mask); its step lives with its model (rvt_bench.adapters.twin.backends.dinov2), as every
   tool added after the first release does: such steps use the public helpers ``cached``,
   ``backend``, ``frames``, ``key_frame_index`` and ``crop_box``, and need no edit here.
 

@@ -111,7 +111,7 @@ TOOLS: dict[str, ToolSpec] = _specs(
         method="trajectory",
     ),
     ToolSpec(
-        "DINOv2", ("SAM2",), "twin.artifacts['dinov2']",
+        "DINOv2", ("SAM2",), "instances[].embedding, twin.artifacts['dinov2']",
         "DINOv2 appearance feature of each instance (cosine similarity between instances)",
         listed=False, backend="dinov2", uses="DINOv2", step="rvt_bench.adapters.twin.backends.dinov2:dinov2_step",
     ),

@@ -5,11 +5,14 @@ Three tiers, as in the DT-R1 paper (arXiv 2511.12365):
 - ``frames``: index, frame_id, timestamp (s), caption;
 - ``instances``: id (1..N), label, score, per-frame bbox [x1, y1, x2, y2] / centroid [x, y] / area
   (continuous pixels, see rvt_bench.adapters.twin.geometry) / mask ref, depth {mean, std, unit, convention},
-  trajectory, caption.
+  trajectory, caption, and the semantic embedding (a unit vector, from the DINOv2 tool).
 Masks live beside the JSON: ``Twin.masks`` maps a ref ("m<id>_<t>") to a COCO RLE. The policy sees
 ``to_llm_json`` (compact, no masks, per-frame fields summarised under a character budget); code in
 the sandbox sees the unabridged ``to_llm_dict()`` and the decoded masks.
-A field a tool has not filled (because the plan did not run it) is None / null.
+A field a tool has not filled (because the plan did not run it) is None / null, except the
+embedding, which is absent from every view until a tool filled it (so twins without it are as they
+were before the field existed). The policy sees embeddings as ``similar`` (cosine similarity to each
+other instance, 0.01); code sees the full vectors as ``twin["instances"][k]["embedding"]``.
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ DEPTH_UNIT = "m"
 DEPTH_CONVENTION = "larger = farther"
 TRACK_FIELDS = ("x1", "y1", "x2", "y2", "cx", "cy", "area")
 TWIN_STYLES = ("full", "compact")  # Twin.to_llm_json styles: the paper's twin, the few-token twin of small policies
+SIMILARITY_NOTE = ("similar: cosine similarity of two instances' semantic embeddings (DINOv2, pooled over "
+                   "the mask), 1 = alike; the vectors are twin['instances'][k]['embedding'] in <execute>")
 DEFAULT_MAX_CHARS = 6000  # ~2.1-2.3k tokens for 16 frames x 10 instances (perf/bench_twin.py)
 """~2k tokens at 4 characters per token (the DT-R1 paper keeps the twin near 2k tokens). Numeric JSON
 tokenizes denser: 16 frames x 10 instances at this budget measured ~5.0k SmolLM2 / ~4.6k Gemma 3
@@ -67,8 +72,9 @@ class InstanceFrame:
 @dataclass
 class Depth:
     """Depth of an instance: mean and std in ``unit`` with ``convention`` as the depth tool reports
-    them (oracle: metres, larger = farther; DepthAnything V2: "relative", relative inverse depth,
-    larger = nearer); ``frames`` = how many frames contributed."""
+    them (oracle and DepthAnything V2's metric checkpoints, perception/depth=metric_*: metres,
+    larger = farther; DepthAnything V2's relative checkpoint, the default: "relative", relative
+    inverse depth, larger = nearer); ``frames`` = how many frames contributed."""
 
     mean: float
     std: float
@@ -100,6 +106,10 @@ class Instance:
     depth: Depth | None = None
     trajectory: Trajectory | None = None
     caption: str | None = None
+    embedding: list[float] | None = None
+    """Semantic embedding: D floats, unit L2 norm (so a dot product is a cosine similarity), from the
+    DINOv2 tool pooled over the instance's mask (rvt_bench.adapters.twin.backends.dinov2); None until
+    that tool ran."""
 
 
 @dataclass
@@ -171,24 +181,33 @@ class Twin:
         """What model-written code sees of the twin, as the plain JSON payload the sandbox loads
         (rvt_bench.adapters.sandbox.process.Sandbox.load): the variable ``twin`` (``to_llm_dict()``
         unabridged) and ``masks`` (instance id -> per-frame COCO RLE, decoded in the sandbox into
-        (T, H, W) bool arrays)."""
+        (T, H, W) bool arrays). Each instance with an embedding carries the full vector as
+        ``embedding`` (a list of D floats) besides its ``similar``."""
         height, width = self.size
         rles = {str(inst.id): {str(t): self.masks[fr.mask] for t, fr in inst.frames.items()} for inst in self.instances}
-        return {"variables": {"twin": self.to_llm_dict()},
+        twin = self.to_llm_dict()
+        for shown, inst in zip(twin["instances"], self.instances):  # unabridged: same instances, same order
+            if inst.embedding is not None:
+                shown["embedding"] = list(inst.embedding)
+        return {"variables": {"twin": twin},
                 "masks": {"shape": [self.num_frames, height, width], "rles": rles}}
 
     # --- serialisation ------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        """Everything but ``artifacts``, JSON-ready (frame keys become str in JSON)."""
+        """Everything but ``artifacts``, JSON-ready (frame keys become str in JSON); an instance
+        without embedding has no ``embedding`` key (twin files from before the field are unchanged)."""
         d = asdict(self)
         d.pop("artifacts")
+        for inst in d["instances"]:
+            if inst.get("embedding") is None:
+                inst.pop("embedding", None)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Twin":
         """Inverse of to_dict (also after a JSON round trip); raises ParseError on another version
-        or a malformed record."""
+        or a malformed record (an embedding that is not a non-empty list of finite numbers included)."""
         if not isinstance(d, dict) or d.get("version") != TWIN_VERSION:
             raise ParseError(f"twin record has version {d.get('version') if isinstance(d, dict) else None!r}, "
                              f"expected {TWIN_VERSION}")
@@ -202,6 +221,7 @@ class Twin:
                     depth=Depth(**i["depth"]) if i.get("depth") else None,
                     trajectory=Trajectory(**i["trajectory"]) if i.get("trajectory") else None,
                     caption=i.get("caption"),
+                    embedding=_embedding(i.get("embedding")),
                 )
                 for i in d["instances"]
             ]
@@ -229,6 +249,10 @@ class Twin:
         depth {mean} and trajectory {displacement}; last resort, "minimal" with instances dropped from
         the end (``instances_omitted`` = how many). Video and frame tiers are always kept, so when
         they alone exceed max_chars the result (no instances) is larger than max_chars.
+
+        When instances have embeddings: ``similarity`` at the top says what ``similar`` is, and each
+        instance with one has ``similar``: {other id: cosine similarity of the two embeddings,
+        rounded to 0.01} (every detail but "minimal"). Without embeddings neither key is present.
         """
         base = {
             "version": self.version,
@@ -240,12 +264,19 @@ class Twin:
             "depth_unit": _depth_unit(self.instances),
             "coordinates": "pixels, origin top-left, x right, y down; bbox [x1, y1, x2, y2]",
         }
+        similar = _similarities(self.instances)
+        if similar:
+            base["similarity"] = SIMILARITY_NOTE
 
         def render(detail: str, stride: int = 1, instances: list[Instance] = self.instances) -> dict:
             out = dict(base, detail=detail)
             if detail == "every_k":
                 out["track_stride"] = stride
             out["instances"] = [_llm_instance(inst, detail, stride) for inst in instances]
+            if detail != "minimal":
+                for shown, inst in zip(out["instances"], instances):
+                    if inst.id in similar:
+                        shown["similar"] = similar[inst.id]
             if len(instances) < len(self.instances):
                 out["instances_omitted"] = len(self.instances) - len(instances)
             return out
@@ -280,7 +311,8 @@ class Twin:
         [{"id", "label"?, "box": {t: [x1, y1, x2, y2]}, "depth"?, "move"?, "caption"?}]}``: boxes
         normalized to [0, 1] by the frame size and rounded to 0.01 (the grounding answer's format),
         ``depth`` the instance's mean depth (1 mm), ``move`` its centroid displacement [dx, dy]
-        normalized (0.01). Boxes are given at key frames (the first and last visible frame and each
+        normalized (0.01), ``similar`` {other id: cosine similarity of the embeddings (0.01)} when
+        the DINOv2 tool ran. Boxes are given at key frames (the first and last visible frame and each
         frame whose rounded box changed). With ``max_chars`` the JSON is brought under it by the
         first of: every key frame; every k-th key frame, first and last kept (``box_stride`` = k,
         the smallest that fits); first and last only; instances dropped from the end
@@ -294,11 +326,16 @@ class Twin:
         if any(inst.depth is not None for inst in self.instances):
             base["depth_unit"] = _depth_unit(self.instances)
 
+        similar = _similarities(self.instances)
+
         def render(stride: int | None, instances: list[Instance] = self.instances) -> dict:
             out = dict(base)
             if stride and stride > 1:
                 out["box_stride"] = stride
             out["instances"] = [_compact_instance(inst, stride, width, height) for inst in instances]
+            for shown, inst in zip(out["instances"], instances):
+                if inst.id in similar:
+                    shown["similar"] = similar[inst.id]
             if len(instances) < len(self.instances):
                 out["instances_omitted"] = len(self.instances) - len(instances)
             return out
@@ -367,6 +404,34 @@ def _llm_instance(inst: Instance, detail: str, stride: int) -> dict:
     }
     d["caption"] = inst.caption
     return d
+
+
+def _similarities(instances: list[Instance]) -> dict[int, dict[str, float | int | None]]:
+    """{id: {other id (str): cosine similarity rounded to 0.01}} for each instance with an embedding,
+    over the other instances with one (dot product over the product of the norms; 0 for vectors of
+    different lengths or a zero vector). {} when no instance has an embedding."""
+    having = [inst for inst in instances if inst.embedding is not None]
+    vectors = [np.asarray(inst.embedding, dtype=np.float64) for inst in having]
+    out: dict[int, dict[str, float | int | None]] = {}
+    for inst, a in zip(having, vectors):
+        row: dict[str, float | int | None] = {}
+        for other, b in zip(having, vectors):
+            if other is not inst:
+                norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+                row[str(other.id)] = _num(float(a @ b) / norm if norm > 0 and a.shape == b.shape else 0.0, 2)
+        out[inst.id] = row
+    return out
+
+
+def _embedding(value: Any) -> list[float] | None:
+    """An embedding read from a twin record: None, or a non-empty list of finite numbers (as floats);
+    raises ValueError (ParseError in from_dict) otherwise."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)):
+        raise ValueError("instance embedding must be a non-empty list of finite numbers")
+    return [float(v) for v in value]
 
 
 def _depth_unit(instances: list[Instance]) -> str:

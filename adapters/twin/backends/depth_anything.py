@@ -5,8 +5,13 @@ The released V2 checkpoints (``depth-anything/Depth-Anything-V2-{Small,Base,Larg
 values are NEARER and the unit is arbitrary per frame (Depth Anything V2, arXiv 2406.09414, sec. 4;
 transformers' ``post_process_depth_estimation`` returns it as ``predicted_depth``). The twin says so:
 ``UNIT`` and ``CONVENTION`` below are what DepthStats writes into each instance's depth.
-Metric checkpoints (``...-Metric-...-hf``, metres, larger = farther) are recognised by their
-config's ``depth_estimation_type == "metric"`` and reported as such.
+Metric checkpoints (``depth-anything/Depth-Anything-V2-Metric-{Indoor,Outdoor}-{Small,Base,Large}-hf``:
+depth in metres, larger = farther; the head is a sigmoid scaled by the config's ``max_depth``, 20 m
+indoor (trained on Hypersim), 80 m outdoor (Virtual KITTI 2)) are recognised by their config's
+``depth_estimation_type == "metric"`` and reported as such: the twin's ``depth_unit`` then reads
+"m, larger = farther" and each instance's depth mean/std are metres of the model's output. They are
+chosen by the perception setting ``perception/depth=metric_indoor`` or ``metric_outdoor``
+(conf/perception/depth/); the default, ``relative``, is the relative checkpoint above.
 """
 from __future__ import annotations
 
@@ -73,9 +78,12 @@ class DepthAnythingBackend(ModelBackend):
         return out
 
     @classmethod
-    def tiny(cls, seed: int = 0, **kwargs: Any) -> "DepthAnythingBackend":
+    def tiny(cls, seed: int = 0, max_depth: int | None = None, **kwargs: Any) -> "DepthAnythingBackend":
         """A random-weight DepthAnything with a 4-layer, 16-wide DINOv2 backbone and a DPT processor
-        at 56 px (the real one uses 518): the real code path, offline, in milliseconds."""
+        at 56 px (the real one uses 518): the real code path, offline, in milliseconds. max_depth:
+        None = a relative model (model id "tiny-random/depth-anything-v2"); a number = a metric one
+        (``depth_estimation_type: metric``, sigmoid head scaled to max_depth metres; model id
+        "tiny-random/depth-anything-v2-metric-<max_depth>")."""
         from transformers import (DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config,
                                   DPTImageProcessor)
 
@@ -84,11 +92,12 @@ class DepthAnythingBackend(ModelBackend):
                                 out_features=["stage1", "stage2", "stage3", "stage4"])
         config = DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=16,
                                      neck_hidden_sizes=[8, 8, 16, 16], fusion_hidden_size=8, head_hidden_size=8,
-                                     patch_size=14, depth_estimation_type="relative")
+                                     patch_size=14, depth_estimation_type="relative" if max_depth is None else "metric",
+                                     **({} if max_depth is None else {"max_depth": int(max_depth)}))
         with seeded(seed):
             model = DepthAnythingForDepthEstimation(config)
         # the V2 processor settings (keep aspect ratio, multiple of 14, bicubic), smaller
         processor = DPTImageProcessor(size={"height": 56, "width": 56}, keep_aspect_ratio=True,
                                       ensure_multiple_of=14, do_pad=False, resample=3)
-        return cls.from_components(model, processor, model_id="tiny-random/depth-anything-v2",
-                                   revision=f"seed{seed}", **kwargs)
+        model_id = "tiny-random/depth-anything-v2" + ("" if max_depth is None else f"-metric-{int(max_depth)}")
+        return cls.from_components(model, processor, model_id=model_id, revision=f"seed{seed}", **kwargs)
