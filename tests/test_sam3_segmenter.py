@@ -47,3 +47,38 @@ def test_fingerprint_names_the_model_and_its_concepts():
     b = Sam3Segmenter(model_id="facebook/sam3", concepts=["dog"]).fingerprint()
     assert a["backend"] == "sam3_hf" and a["params"]["concepts"] == ["person", "animal", "vehicle", "object"]
     assert a != b
+
+
+# --- as the twin's segmenter in a run (perception/segmenter=...) ----------------------------------
+
+PLAN = '<think>segment</think>\n<dt_plan>{"SAM2": []}</dt_plan>'
+ANSWER = '<think>the first instance</think>\n<task>segmentation</task> <answer>{"instances": [1]}</answer>'
+
+
+def _dtr1_run(tmp_path, segmenter: str):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from rvt_bench.core.paths import CONF_DIR
+    from rvt_bench.harness.runner import run
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["+dataset=demo", "+model=dtr1", "perception=tiny",
+                                           f"perception/segmenter={segmenter}", "run.limit=1",
+                                           f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'lb'}"])
+    with open_dict(cfg):
+        cfg.policy = {"_target_": "rvt_bench.adapters.policy.scripted.ScriptedPolicy", "turns": [PLAN, ANSWER]}
+    return run(cfg)
+
+
+def test_the_segmenter_switch_gives_one_run_per_segmenter_and_sam3_builds_the_twin(tmp_path):
+    import json
+
+    runs = {name: _dtr1_run(tmp_path, name) for name in ("sam2", "sam3_tiny")}
+    assert runs["sam2"].run_dir != runs["sam3_tiny"].run_dir  # two rows: the fingerprints differ
+    configs = {n: (r.run_dir / "config.yaml").read_text() for n, r in runs.items()}
+    assert "Sam3Segmenter" in configs["sam3_tiny"] and "Sam3Segmenter" not in configs["sam2"]
+    preds = {n: json.loads((r.run_dir / "predictions.jsonl").read_text().splitlines()[0]) for n, r in runs.items()}
+    rollout = preds["sam3_tiny"]["trace"]["rollout"]
+    assert '"tools":["SAM2"]' in rollout  # the plan's node, served by SAM 3
+    assert any(f'"label":"{c}"' in rollout for c in ("person", "animal", "vehicle", "object")), rollout[:2000]

@@ -9,8 +9,8 @@ vocabulary by default). SAM 3 detects on every frame, so the key frame is not ne
 anywhere in the clip are tracked from where they appear. Track.score = the object's best detection
 score over the frames, Track.label = its concept. At most `max_instances` tracks, best score first.
 
-Not yet selectable from conf/perception (issue 46 item 3): perception's YAML is part of every run
-directory's name, so adding a switch there is the lead's call.
+Selected by `perception/segmenter=sam3` (conf/perception/segmenter/sam3.yaml; `sam3_tiny` for a
+tiny random model), which the foundation perception puts in the SAM2 node's place.
 """
 from __future__ import annotations
 
@@ -39,6 +39,14 @@ class Sam3Segmenter(ModelBackend):
                  max_instances: int = 10):
         super().__init__(model_id, revision, device, dtype, concepts=[str(c) for c in concepts],
                          max_instances=int(max_instances))
+
+    @classmethod
+    def tiny(cls, seed: int = 0, **kwargs: Any) -> "Sam3Segmenter":
+        """Around a random-weight SAM 3 (rvt_bench.adapters.sam3.tiny): no download, meaningless tracks."""
+        from rvt_bench.adapters.sam3 import tiny
+
+        model, processor = tiny.model(seed)
+        return cls.from_components(model, processor, model_id=f"tiny-random-sam3-seed{seed}", revision="none", **kwargs)
 
     def load(self) -> tuple[Any, Any]:
         from transformers import Sam3VideoModel, Sam3VideoProcessor
