@@ -82,3 +82,15 @@ def test_the_segmenter_switch_gives_one_run_per_segmenter_and_sam3_builds_the_tw
     rollout = preds["sam3_tiny"]["trace"]["rollout"]
     assert '"tools":["SAM2"]' in rollout  # the plan's node, served by SAM 3
     assert any(f'"label":"{c}"' in rollout for c in ("person", "animal", "vehicle", "object")), rollout[:2000]
+
+
+@pytest.mark.parametrize("perception", ["oracle", "provided"])
+def test_a_segmenter_on_a_perception_without_one_is_refused_in_one_line(perception):
+    from rvt_bench.adapters.twin.oracle import OraclePerception
+    from rvt_bench.adapters.twin.provided import ProvidedPerception
+    from rvt_bench.core.types import AdapterError
+
+    cls = {"oracle": OraclePerception, "provided": ProvidedPerception}[perception]
+    with pytest.raises(AdapterError, match="perception/segmenter applies to perception=foundation"):
+        cls(segmenter=Sam3Segmenter(model_id="facebook/sam3"))
+    cls(segmenter={})  # perception/segmenter=sam2 (the perception's own) is no segmenter to refuse
