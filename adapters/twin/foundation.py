@@ -84,6 +84,9 @@ class FoundationPerception(Perception):
     vocabulary, use_query: OWLv2 phrases when the sample gives none.
     match_iou: minimum box IoU to give an instance an OWLv2 label after SAM2.
     summary_frames: most frames shown to Qwen2.5-VL for the video summary.
+    segmenter: None (or empty) = the ``sam2`` backend serves the SAM2 node; else a backend with the
+        same ``segment`` that serves it instead (conf/perception/segmenter/, e.g. SAM 3's), its
+        fingerprint then the node's.
     Raises AdapterError on an unknown backend key, disabled node or key_frame.
     """
 
@@ -91,7 +94,8 @@ class FoundationPerception(Perception):
 
     def __init__(self, cache: ToolCache | None = None, disable: list[str] | tuple[str, ...] = (),
                  key_frame: str = "middle", vocabulary: list[str] | tuple[str, ...] = DEFAULT_VOCABULARY,
-                 use_query: bool = True, match_iou: float = 0.5, summary_frames: int = 8, **backends: Any):
+                 use_query: bool = True, match_iou: float = 0.5, summary_frames: int = 8, segmenter: Any = None,
+                 **backends: Any):
         if isinstance(disable, str):  # perception.disable=OWLv2 on the command line
             disable = [disable]
         nodes = registry.model_nodes()
@@ -105,6 +109,10 @@ class FoundationPerception(Perception):
         if key_frame not in ("first", "middle"):
             raise AdapterError(f"perception.key_frame must be 'first' or 'middle', got {key_frame!r}")
         self.backends = {node: backends.get(key) for key, node in keys.items()}
+        if segmenter:  # a backend with SAM2's `segment` (conf/perception/segmenter/) serves the SAM2 node
+            if not callable(getattr(segmenter, "segment", None)):
+                raise AdapterError(f"perception.segmenter must be a backend with segment(), got {str(segmenter)[:80]}")
+            self.backends["SAM2"] = segmenter
         self.cache = cache
         self.disable = frozenset(disable)
         self.key_frame = key_frame

@@ -31,10 +31,13 @@ ORACLE_VERSION = 1
 
 class OraclePerception(Perception):
     """Perception from ``sample.annotations`` (see module docstring). No arguments (Hydra
-    ``_target_: rvt_bench.adapters.twin.oracle.OraclePerception``). Raises AdapterError when the sample has
+    ``_target_: rvt_bench.adapters.twin.oracle.OraclePerception``; a ``segmenter`` is refused). Raises AdapterError when the sample has
     no annotations or an annotation does not cover the sample's frames."""
 
     name = "oracle"
+
+    def __init__(self, segmenter: object = None):
+        self.refuse_segmenter(segmenter)
 
     def fingerprint(self) -> dict:
         return {"name": self.name, "version": ORACLE_VERSION}

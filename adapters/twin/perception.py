@@ -25,6 +25,13 @@ class Perception(ABC):
 
     name: str = "perception"
 
+    def refuse_segmenter(self, segmenter: object) -> None:
+        """AdapterError when `segmenter` is set (perception/segmenter=NAME) on a backend whose
+        instances come from no segmentation model (oracle, provided)."""
+        if segmenter:
+            raise AdapterError(f"perception/segmenter applies to perception=foundation or perception=tiny; perception "
+                               f"{self.name!r} takes its instances from no segmentation model (drop perception/segmenter)")
+
     def fingerprint(self) -> dict:
         """What identifies this backend's outputs (name, model ids, params), for run names and caches."""
         return {"name": self.name}

@@ -29,14 +29,16 @@ PROVIDED_VERSION = 1
 class ProvidedPerception(Perception):
     """Perception read from per-sample twin files (see module docstring).
 
-    root: directory of the files. path_template: relative path of a sample's file.
+    root: directory of the files. path_template: relative path of a sample's file. segmenter: refused
+    (the instances are the file's).
     Raises AdapterError naming the file when it is missing, is not a valid twin of this version, or
     does not match the sample (frame count, frame ids, or [H, W] of the frames).
     """
 
     name = "provided"
 
-    def __init__(self, root: str | None = None, path_template: str = "{video}.json"):
+    def __init__(self, root: str | None = None, path_template: str = "{video}.json", segmenter: object = None):
+        self.refuse_segmenter(segmenter)
         self.root = Path(root) if root else None
         self.path_template = path_template
 
