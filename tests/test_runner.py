@@ -229,6 +229,33 @@ def test_a_corrupt_frame_fails_only_its_sample(tmp_path, monkeypatch):
     assert again.metrics["n"] == 6 and calls(tmp_path).count("s03") == 1
 
 
+def test_a_sample_whose_frames_hold_more_pixels_than_the_limit_fails_as_data(tmp_path, monkeypatch):
+    """dataset.limits.max_sample_pixels: one 8 x 8 frame listed 20 times is 1280 pixels, read from
+    its header (issue 41: a small PNG listed many times); that sample fails, the others run."""
+    from PIL import Image
+
+    import tests.fakes as fakes
+
+    frame = tmp_path / "f.png"
+    Image.new("RGB", (8, 8)).save(frame)
+    original = fakes.FakeDataset.__init__
+
+    def with_frames(self, *a, **kw):
+        original(self, *a, **kw)
+        for k, s in enumerate(self.items):
+            s.frames = [str(frame)] * (20 if k == 2 else 1)
+
+    monkeypatch.setattr(fakes.FakeDataset, "__init__", with_frames)
+    cfg = make_cfg(tmp_path)
+    cfg.run.verify_frames = True
+    cfg.dataset.limits = {"max_sample_pixels": 1000}
+    m = run(cfg).metrics
+    assert m["data_errors"] == 1 and m["n"] == 5
+    (error,) = m["data_error_samples"]
+    assert error["sample_id"] == "s02" and "max_sample_pixels" in error["message"] and "by frame 15 of 20" in error["message"]
+    assert "s02" not in calls(tmp_path)
+
+
 def test_a_limited_look_at_a_finished_run_leaves_its_results_alone(tmp_path):
     full = run(make_cfg(tmp_path))
     body = (full.run_dir / "metrics.json").read_text()

@@ -34,6 +34,8 @@ COUNT = 1_000_000_000
 """Counts of samples, shards, bootstrap resamples, polygon points, frames, images: 10^9."""
 PIXELS = 1 << 32
 """Pixels of one image (width x height): 2^32 = a 65536 x 65536 image."""
+SAMPLE_PIXELS = 1 << 40
+"""Pixels of all frames of one sample: 2^40 = 2^32-pixel frames 256 times, or 500,000 frames of 1080p."""
 SIDE = 65_536
 """Pixels along one side of an image (sizes, motions, patch factors): 2^16, JPEG's and most decoders' limit."""
 FPS = 1000.0

@@ -51,6 +51,9 @@ class ReadLimits:
     max_polygon_points: points of all polygons of one annotation file (hand-drawn LabelMe shapes have
                         tens to hundreds; filling costs up to points x rows), or of one COCO
                         annotation (RefCOCO).
+    max_sample_pixels:  width x height summed over the frames of one sample (a frame listed twice
+                        counts twice: the model reads it twice), checked from the headers before the
+                        model sees the sample (2**32: 2,000 frames of 1080p; raise it for longer videos).
     """
 
     max_file_mb: float = 4096.0
@@ -58,6 +61,7 @@ class ReadLimits:
     max_json_depth: int = 64
     max_image_pixels: int = 1 << 26
     max_polygon_points: int = 10_000
+    max_sample_pixels: int = 1 << 32
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, ValueNode
 # settings read them in any interpreter); named here too, beside the ranges that use them
 from rvt_bench.core.bounds import (  # noqa: F401
     SECONDS, CHARS, SANDBOX_OUTPUT_CHARS, TOKENS, WORKERS, PROCESSES, BATCH, RETRIES, MEGABYTES, ROUNDS,
-    COUNT, PIXELS, SIDE, FPS, SEED, VERSION, TEMPERATURE, JSON_DEPTH, UNSCHEMED, SANDBOX_POOL, SANDBOX_CAPS,
+    COUNT, PIXELS, SAMPLE_PIXELS, SIDE, FPS, SEED, VERSION, TEMPERATURE, JSON_DEPTH, UNSCHEMED, SANDBOX_POOL, SANDBOX_CAPS,
 )
 
 _BOUNDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),

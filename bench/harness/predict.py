@@ -131,13 +131,20 @@ class FrameChecker:
         """None when every frame decodes and the sizes agree, else the sample's data failure."""
         from rvt_bench.core.frames import frame_size, verify_frame
 
+        from rvt_bench.core import files
+
         expected = next((tuple(int(v) for v in m["size"]) for m in (sample.target.masks or []) if m), None)
+        bound, total = files.limits().max_sample_pixels, 0
         try:
             for t, path in enumerate(sample.frames):
+                size = self.sizes.get(path) or frame_size(path)  # the header: nothing decoded yet
+                total += size[0] * size[1]
+                if total > bound:  # the frames named so far already exceed it: the rest are not decoded
+                    raise RvtBenchError(f"its frames hold over {bound} pixels by frame {t} of {len(sample.frames)} "
+                                        f"(dataset.limits.max_sample_pixels)")
                 if path not in self.sizes:
                     verify_frame(path)
-                    self.sizes[path] = frame_size(path)
-                size = self.sizes[path]
+                    self.sizes[path] = size
                 if expected is None:
                     expected = size
                 elif size != expected:

@@ -36,7 +36,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rvt_bench.core.files import ReadLimits
-from rvt_bench.core.ranges import COUNT, JSON_DEPTH, MEGABYTES, PIXELS
+from rvt_bench.core.ranges import COUNT, JSON_DEPTH, MEGABYTES, PIXELS, SAMPLE_PIXELS
 from rvt_bench.core.types import DatasetFormatError
 
 _NOT_LOADER = ("name", "protocol", "limits", "predictions", "paper", "submission", "files", "variants")
@@ -45,7 +45,7 @@ HUB_KEYS = ("hf_dataset", "hf_revision")  # the dataset node's hub source, hande
 # ReadLimits is frozen (a run's limits must not change under it); a config node must take overrides.
 # metadata {"gt": 0, "le": ...}: the range rvt_bench.core.ranges checks before a run
 _LIMITS_CAPS = {"max_file_mb": MEGABYTES, "max_line_mb": MEGABYTES, "max_json_depth": JSON_DEPTH,
-                "max_image_pixels": PIXELS, "max_polygon_points": COUNT}
+                "max_image_pixels": PIXELS, "max_polygon_points": COUNT, "max_sample_pixels": SAMPLE_PIXELS}
 LimitsConfig = make_dataclass("LimitsConfig", [(f.name, type(f.default),
                                                 field(default=f.default, metadata={"gt": 0, "le": _LIMITS_CAPS[f.name]}))
                                                for f in fields(ReadLimits)])
