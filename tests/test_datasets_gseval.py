@@ -17,6 +17,13 @@ PARITY = Path(__file__).parent / "data" / "gseval_parity"
 EXPECTED = json.loads((PARITY / "reference" / "expected_gseval.json").read_text())
 
 
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    root = base / "gseval"
+    load_script(PARITY / "make_fixture.py", "gseval_make_fixture").write_fixture(root)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory) -> tuple[Path, Path]:
     make_fixture = load_script(PARITY / "make_fixture.py", "gseval_make_fixture")
@@ -158,3 +165,33 @@ def contract_samples(rng, node):
         out.append(replace(s, task=task, target=replace(s.target, boxes=[[box]]),
                            meta={"idx": i, "class_id": 1 + i % 4, "image_path": f"{i}.jpg", "caption": ""}))
     return out
+
+
+def test_a_line_that_is_not_utf8_fails_its_sample_and_a_fifo_is_not_called_missing(fixture, tmp_path):
+    """The hostile kit's symlink_out (bytes of no format) crashed the load with a UnicodeDecodeError;
+    a FIFO in place of the GT file or an image was reported as absent."""
+    import os
+    import shutil
+
+    root = tmp_path / "g"
+    shutil.copytree(fixture[0], root)
+    gt = root / "GroundingSuite-Eval.jsonl"
+    gt.write_bytes(b'{"idx": 99, "label": "\xff\xfe"}\n' + gt.read_bytes())
+    image = root / "unlabeled2017" / "000000000000.jpg"
+    image.unlink()
+    os.mkfifo(image)
+    ds = GSEvalDataset(root)
+    assert len(ds) == 14 and [e["sample_id"] for e in ds.errors] == ["line1"]
+    assert "is not UTF-8 text" in ds.errors[0]["message"]
+    assert ds[0].frames == [str(image)]  # refused when read (the runner's frame check), not skipped as missing
+    gt.unlink()
+    os.mkfifo(gt)
+    with pytest.raises(DatasetFormatError, match=r"not a regular file \(a FIFO\)"):
+        GSEvalDataset(root)
+
+
+def test_a_deep_prediction_line_fails_the_samples_not_the_run(fixture, tmp_path):
+    (tmp_path / "model_predictions.jsonl").write_text("[" * 100000 + "]" * 100000 + "\n")
+    ds = GSEvalDataset(fixture[0], split="mask")
+    with pytest.raises(AdapterError, match="nested deeper"):
+        PrecomputedAdapter(tmp_path, layout="gseval").predict(ds[0])

@@ -19,6 +19,13 @@ EXPECTED = json.loads((PARITY / "reference" / "expected_long_rvos.json").read_te
 PREFIX = {"static": "static/", "dynamic": "dynamic/", "hybrid": "hybrid/", "overall": ""}
 
 
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    root = base / "long_rvos"
+    load_script(PARITY / "make_fixture.py", "long_rvos_make_fixture").write_fixture(root)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory) -> tuple[Path, Path]:
     make_fixture = load_script(PARITY / "make_fixture.py", "long_rvos_make_fixture")
@@ -142,3 +149,15 @@ def contract_samples(rng, node):
 
     kinds = ["static", "dynamic", "static+dynamic"]
     return [replace(s, meta={"video": s.id, "exp_id": "0", "type": kinds[i % 3]}) for i, s in enumerate(revos_samples(rng))]
+
+
+def test_a_fifo_in_place_of_the_meta_file_is_refused_not_called_missing(fixture, tmp_path):
+    import os
+    import shutil
+
+    root = tmp_path / "r"
+    shutil.copytree(fixture[0], root)
+    (root / "valid" / "meta_expressions.json").unlink()
+    os.mkfifo(root / "valid" / "meta_expressions.json")
+    with pytest.raises(DatasetFormatError, match=r"not a regular file \(a FIFO\)"):
+        LongRVOSDataset(root)

@@ -20,6 +20,13 @@ EXPECTED = json.loads((PARITY / "reference" / "expected_sa2va.json").read_text()
 SPLITS = {"long": "long/", "short": "short/", "overall": ""}
 
 
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    root = base / "ref_sav_eval"
+    load_script(PARITY / "make_fixture.py", "ref_sav_make_fixture").write_fixture(root)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory) -> tuple[Path, Path]:
     make_fixture = load_script(PARITY / "make_fixture.py", "ref_sav_make_fixture")
@@ -176,3 +183,16 @@ def contract_samples(rng, node):
     from tests.contract_samples import revos_samples
 
     return [replace(s, meta={"video": s.id, "exp_id": "0", "type_id": i % 2}) for i, s in enumerate(revos_samples(rng))]
+
+
+@pytest.mark.parametrize("name", ["meta_expressions_valid.json", "mask_dict.json"])
+def test_a_fifo_in_place_of_a_json_file_is_refused_not_called_missing(fixture, tmp_path, name):
+    import os
+    import shutil
+
+    root = tmp_path / "r"
+    shutil.copytree(fixture[0], root)
+    (root / name).unlink()
+    os.mkfifo(root / name)
+    with pytest.raises(DatasetFormatError, match=r"not a regular file \(a FIFO\)"):
+        RefSAVDataset(root)
