@@ -10,7 +10,7 @@ import pytest
 from rvt_bench.adapters.precomputed import PrecomputedAdapter
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
 from rvt_bench.loaders.gseval import GSEvalDataset
-from rvt_bench.metrics.protocols.gseval import GSEvalProtocol, GSEvalValues, box_iou
+from rvt_bench.metrics.protocols.gseval import SKIPPED_WHY, GSEvalProtocol, GSEvalValues, box_iou
 from tests.precomputed_runs import load_script, run_precomputed
 
 PARITY = Path(__file__).parent / "data" / "gseval_parity"
@@ -89,7 +89,34 @@ def test_failed_zero_counts_the_missing_prediction(fixture):
     out = protocol.aggregate(scored(protocol, GSEvalDataset(fixture[0], split="mask"), fixture[1]))
     ious = [r["iou"] for r in EXPECTED["mask"]["per_sample"]]
     assert out["metrics"]["gIoU[failed-zero]"] == pytest.approx(sum(ious) / (len(ious) + 2), abs=1e-12)
-    assert out["zeroed"] == ["5", "6"]
+    assert out["zeroed"] == ["5", "6"] and out["n"] == 14 and "excluded" not in out
+    assert protocol.variant_label() == "failed=zero" and GSEvalProtocol().variant_label() == ""
+    # both numbers in one run: the evaluator's saved gIoU beside the headline
+    assert out["metrics"]["gIoU"] == pytest.approx(EXPECTED["mask"]["overall_giou"], abs=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["box", "mask"])
+def test_n_counts_what_the_headline_averages_and_both_numbers_are_in_one_run(fixture, mode):
+    # 14 samples: idx 5 has no prediction line (and, in mask mode, idx 6 no segmentation): the
+    # evaluator's overall leaves them out, so they are excluded with the reason, not counted in n
+    records = scored(GSEvalProtocol(mode=mode), GSEvalDataset(fixture[0], split=mode), fixture[1])
+    out = GSEvalProtocol(mode=mode).aggregate(records)
+    left_out = ["5"] if mode == "box" else ["5", "6"]
+    assert len(records) == 14 and out["n"] == 14 - len(left_out)
+    assert out["excluded"] == {SKIPPED_WHY: len(left_out)}
+    assert [e["sample_id"] for e in out["excluded_samples"]] == left_out
+    zero = GSEvalProtocol(mode=mode, failed="zero").aggregate(records)
+    assert out["metrics"] == zero["metrics"] and set(out["metrics"]) == {zero_key(mode), zero_key(mode)[:-13]}
+    strip = lambda body: {c: {k: v for k, v in row.items() if k != "n"}  # noqa: E731
+                          for c, row in body["breakdown"]["class_id"].items()}
+    assert strip(out) == strip(zero)
+    key = zero_key(mode)
+    assert GSEvalProtocol(mode=mode).estimator(key, records).value() == pytest.approx(out["metrics"][key], abs=1e-12)
+    assert GSEvalProtocol(mode=mode).counting_failures().failed == "zero"
+
+
+def zero_key(mode):
+    return ("Acc@0.5" if mode == "box" else "gIoU") + "[failed-zero]"
 
 
 def test_box_iou_is_the_reference_formula():
@@ -147,7 +174,9 @@ def test_the_documented_command_gives_the_saved_numbers(fixture, tmp_path):
         body = run_precomputed("gseval", tmp_path / mode, fixture[0], fixture[1], f"dataset.split={mode}",
                                "run.report=false").metrics
         assert body["metrics"][key] == pytest.approx(EXPECTED[mode][ref], abs=1e-12)
-        assert body["n"] == 14
+        left_out = 1 if mode == "box" else 2  # idx 5 (and in mask mode idx 6): no usable prediction
+        assert body["n"] == 14 - left_out and body["excluded"] == {SKIPPED_WHY: left_out}
+        assert body["metrics"][key + "[failed-zero]"] < body["metrics"][key]
 
 
 def contract_samples(rng, node):
