@@ -10,11 +10,18 @@ import pytest
 from rvt_bench.adapters.precomputed import PrecomputedAdapter
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
 from rvt_bench.loaders.gseval import GSEvalDataset
-from rvt_bench.metrics.protocols.gseval import GSEvalProtocol, GSEvalValues, box_iou
+from rvt_bench.metrics.protocols.gseval import SKIPPED_WHY, GSEvalProtocol, GSEvalValues, box_iou
 from tests.precomputed_runs import load_script, run_precomputed
 
 PARITY = Path(__file__).parent / "data" / "gseval_parity"
 EXPECTED = json.loads((PARITY / "reference" / "expected_gseval.json").read_text())
+
+
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    root = base / "gseval"
+    load_script(PARITY / "make_fixture.py", "gseval_make_fixture").write_fixture(root)
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +89,34 @@ def test_failed_zero_counts_the_missing_prediction(fixture):
     out = protocol.aggregate(scored(protocol, GSEvalDataset(fixture[0], split="mask"), fixture[1]))
     ious = [r["iou"] for r in EXPECTED["mask"]["per_sample"]]
     assert out["metrics"]["gIoU[failed-zero]"] == pytest.approx(sum(ious) / (len(ious) + 2), abs=1e-12)
-    assert out["zeroed"] == ["5", "6"]
+    assert out["zeroed"] == ["5", "6"] and out["n"] == 14 and "excluded" not in out
+    assert protocol.variant_label() == "failed=zero" and GSEvalProtocol().variant_label() == ""
+    # both numbers in one run: the evaluator's saved gIoU beside the headline
+    assert out["metrics"]["gIoU"] == pytest.approx(EXPECTED["mask"]["overall_giou"], abs=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["box", "mask"])
+def test_n_counts_what_the_headline_averages_and_both_numbers_are_in_one_run(fixture, mode):
+    # 14 samples: idx 5 has no prediction line (and, in mask mode, idx 6 no segmentation): the
+    # evaluator's overall leaves them out, so they are excluded with the reason, not counted in n
+    records = scored(GSEvalProtocol(mode=mode), GSEvalDataset(fixture[0], split=mode), fixture[1])
+    out = GSEvalProtocol(mode=mode).aggregate(records)
+    left_out = ["5"] if mode == "box" else ["5", "6"]
+    assert len(records) == 14 and out["n"] == 14 - len(left_out)
+    assert out["excluded"] == {SKIPPED_WHY: len(left_out)}
+    assert [e["sample_id"] for e in out["excluded_samples"]] == left_out
+    zero = GSEvalProtocol(mode=mode, failed="zero").aggregate(records)
+    assert out["metrics"] == zero["metrics"] and set(out["metrics"]) == {zero_key(mode), zero_key(mode)[:-13]}
+    strip = lambda body: {c: {k: v for k, v in row.items() if k != "n"}  # noqa: E731
+                          for c, row in body["breakdown"]["class_id"].items()}
+    assert strip(out) == strip(zero)
+    key = zero_key(mode)
+    assert GSEvalProtocol(mode=mode).estimator(key, records).value() == pytest.approx(out["metrics"][key], abs=1e-12)
+    assert GSEvalProtocol(mode=mode).counting_failures().failed == "zero"
+
+
+def zero_key(mode):
+    return ("Acc@0.5" if mode == "box" else "gIoU") + "[failed-zero]"
 
 
 def test_box_iou_is_the_reference_formula():
@@ -140,7 +174,9 @@ def test_the_documented_command_gives_the_saved_numbers(fixture, tmp_path):
         body = run_precomputed("gseval", tmp_path / mode, fixture[0], fixture[1], f"dataset.split={mode}",
                                "run.report=false").metrics
         assert body["metrics"][key] == pytest.approx(EXPECTED[mode][ref], abs=1e-12)
-        assert body["n"] == 14
+        left_out = 1 if mode == "box" else 2  # idx 5 (and in mask mode idx 6): no usable prediction
+        assert body["n"] == 14 - left_out and body["excluded"] == {SKIPPED_WHY: left_out}
+        assert body["metrics"][key + "[failed-zero]"] < body["metrics"][key]
 
 
 def contract_samples(rng, node):
@@ -158,3 +194,33 @@ def contract_samples(rng, node):
         out.append(replace(s, task=task, target=replace(s.target, boxes=[[box]]),
                            meta={"idx": i, "class_id": 1 + i % 4, "image_path": f"{i}.jpg", "caption": ""}))
     return out
+
+
+def test_a_line_that_is_not_utf8_fails_its_sample_and_a_fifo_is_not_called_missing(fixture, tmp_path):
+    """The hostile kit's symlink_out (bytes of no format) crashed the load with a UnicodeDecodeError;
+    a FIFO in place of the GT file or an image was reported as absent."""
+    import os
+    import shutil
+
+    root = tmp_path / "g"
+    shutil.copytree(fixture[0], root)
+    gt = root / "GroundingSuite-Eval.jsonl"
+    gt.write_bytes(b'{"idx": 99, "label": "\xff\xfe"}\n' + gt.read_bytes())
+    image = root / "unlabeled2017" / "000000000000.jpg"
+    image.unlink()
+    os.mkfifo(image)
+    ds = GSEvalDataset(root)
+    assert len(ds) == 14 and [e["sample_id"] for e in ds.errors] == ["line1"]
+    assert "is not UTF-8 text" in ds.errors[0]["message"]
+    assert ds[0].frames == [str(image)]  # refused when read (the runner's frame check), not skipped as missing
+    gt.unlink()
+    os.mkfifo(gt)
+    with pytest.raises(DatasetFormatError, match=r"not a regular file \(a FIFO\)"):
+        GSEvalDataset(root)
+
+
+def test_a_deep_prediction_line_fails_the_samples_not_the_run(fixture, tmp_path):
+    (tmp_path / "model_predictions.jsonl").write_text("[" * 100000 + "]" * 100000 + "\n")
+    ds = GSEvalDataset(fixture[0], split="mask")
+    with pytest.raises(AdapterError, match="nested deeper"):
+        PrecomputedAdapter(tmp_path, layout="gseval").predict(ds[0])

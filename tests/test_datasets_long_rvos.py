@@ -11,12 +11,19 @@ import pytest
 from rvt_bench.adapters.precomputed import PrecomputedAdapter
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
 from rvt_bench.loaders.long_rvos import LongRVOSDataset
-from rvt_bench.metrics.protocols.long_rvos import LongRVOSProtocol, LongRVOSValues, temporal_ious
+from rvt_bench.metrics.protocols.long_rvos import DROPPED_WHY, LongRVOSProtocol, LongRVOSValues, temporal_ious
 from tests.precomputed_runs import load_script, run_precomputed
 
 PARITY = Path(__file__).parent / "data" / "long_rvos_parity"
 EXPECTED = json.loads((PARITY / "reference" / "expected_long_rvos.json").read_text())
 PREFIX = {"static": "static/", "dynamic": "dynamic/", "hybrid": "hybrid/", "overall": ""}
+
+
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    root = base / "long_rvos"
+    load_script(PARITY / "make_fixture.py", "long_rvos_make_fixture").write_fixture(root)
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +85,29 @@ def test_failed_zero_scores_the_dropped_ones_zero(fixture):
     out = protocol.aggregate(scored(protocol, LongRVOSDataset(fixture[0]), fixture[1]))
     rows = [v for per in EXPECTED["per_expression"].values() for v in per.values()]
     assert out["metrics"]["J[failed-zero]"] == pytest.approx(sum(r[0] for r in rows) / (len(rows) + 2), abs=1e-12)
-    assert out["dropped"] == []
+    assert out["dropped"] == [] and out["n"] == 16 and "excluded" not in out
+    assert out["zeroed"] == ["vid_b/3", "vid_c/1", "vid_d/0", "vid_d/1", "vid_d/2", "vid_d/3"]
+    assert protocol.variant_label() == "failed=zero" and LongRVOSProtocol().variant_label() == ""
+    # both numbers in one run: the reference's printed ones beside the headline
+    assert_printed(out["metrics"])
+
+
+def test_n_counts_what_the_headline_averages_and_both_numbers_are_in_one_run(fixture):
+    # 16 expressions: vid_b/3 and vid_c/1 dropped as the reference drops them (excluded, with the
+    # reason), vid_d's four scored 0 (its video folder is missing: the reference's 0, in n)
+    records = scored(LongRVOSProtocol(), LongRVOSDataset(fixture[0]), fixture[1])
+    out = LongRVOSProtocol().aggregate(records)
+    assert len(records) == 16 and out["n"] == 14
+    assert out["excluded"] == {DROPPED_WHY: 2}
+    assert [e["sample_id"] for e in out["excluded_samples"]] == ["vid_b/3", "vid_c/1"]
+    zero = LongRVOSProtocol(failed="zero").aggregate(records)
+    assert {k: v for k, v in out["metrics"].items()} == {k: v for k, v in zero["metrics"].items()}
+    without_n = lambda body: {k: {m: v for m, v in row.items() if m != "n"}  # noqa: E731
+                              for k, row in body["breakdown"]["type"].items()}
+    assert without_n(out) == without_n(zero) and out["breakdown"]["type"]["static+dynamic"]["n"] == 2
+    for key in ("J&F[failed-zero]", "static/vIoU[failed-zero]"):
+        assert LongRVOSProtocol().estimator(key, records).value() == pytest.approx(out["metrics"][key], abs=1e-12)
+    assert LongRVOSProtocol().counting_failures().failed == "zero"
 
 
 def test_temporal_ious_follow_the_reference():
@@ -131,7 +160,7 @@ def test_the_documented_command_gives_the_printed_numbers(fixture, tmp_path):
     # rvt-bench +dataset=long_rvos dataset.root=... +model=precomputed model.root=... (docs/benchmarks/long_rvos.md)
     body = run_precomputed("long_rvos", tmp_path, fixture[0], fixture[1], "run.report=false").metrics
     assert_printed(body["metrics"])
-    assert body["n"] == 16
+    assert body["n"] == 14 and body["excluded"] == {DROPPED_WHY: 2} and "J&F[failed-zero]" in body["metrics"]
 
 
 def contract_samples(rng, node):
@@ -142,3 +171,15 @@ def contract_samples(rng, node):
 
     kinds = ["static", "dynamic", "static+dynamic"]
     return [replace(s, meta={"video": s.id, "exp_id": "0", "type": kinds[i % 3]}) for i, s in enumerate(revos_samples(rng))]
+
+
+def test_a_fifo_in_place_of_the_meta_file_is_refused_not_called_missing(fixture, tmp_path):
+    import os
+    import shutil
+
+    root = tmp_path / "r"
+    shutil.copytree(fixture[0], root)
+    (root / "valid" / "meta_expressions.json").unlink()
+    os.mkfifo(root / "valid" / "meta_expressions.json")
+    with pytest.raises(DatasetFormatError, match=r"not a regular file \(a FIFO\)"):
+        LongRVOSDataset(root)

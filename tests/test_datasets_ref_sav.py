@@ -12,12 +12,19 @@ from rvt_bench.adapters.precomputed import PrecomputedAdapter
 from rvt_bench.core import masks
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
 from rvt_bench.loaders.ref_sav import RefSAVDataset
-from rvt_bench.metrics.protocols.ref_sav import RefSAVProtocol, RefSAVValues
+from rvt_bench.metrics.protocols.ref_sav import DROPPED_WHY, OTHER_TYPE_WHY, RefSAVProtocol, RefSAVValues
 from tests.precomputed_runs import load_script, run_precomputed
 
 PARITY = Path(__file__).parent / "data" / "ref_sav_parity"
 EXPECTED = json.loads((PARITY / "reference" / "expected_sa2va.json").read_text())
 SPLITS = {"long": "long/", "short": "short/", "overall": ""}
+
+
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    root = base / "ref_sav_eval"
+    load_script(PARITY / "make_fixture.py", "ref_sav_make_fixture").write_fixture(root)
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +78,7 @@ def test_defaults_reproduce_what_eval_ref_sav_printed(fixture):
     protocol = RefSAVProtocol()
     out = protocol.aggregate(scored(protocol, ds, fixture[1]))
     assert_printed(out["metrics"])
-    assert out["dropped"] == ["sav_000003/1"] and out["excluded"] == {"expressions of another type_id": 1}
+    assert out["dropped"] == ["sav_000003/1"] and out["excluded"] == {DROPPED_WHY: 1, OTHER_TYPE_WHY: 1}
     assert any("sav_000003/1" in w for w in out["warnings"])
 
 
@@ -118,6 +125,29 @@ def test_failed_zero_scores_the_missing_expression_zero(fixture):
     long_j = [float(r["J"]) for r in EXPECTED["expressions"] if r["type_id"] == "0"] + [0.0]
     assert out["metrics"]["long/J[failed-zero]"] * 100 == pytest.approx(np.mean(long_j), abs=1e-9)
     assert protocol.headline == ["J&F[failed-zero]", "J[failed-zero]", "F[failed-zero]"]
+    assert protocol.variant_label() == "failed=zero" and RefSAVProtocol().variant_label() == ""
+    # both numbers in one run: the reference's printed ones beside the headline, in either mode
+    assert_printed(out["metrics"])
+    assert out["n"] == 12 and out["excluded"] == {OTHER_TYPE_WHY: 1}
+    reference = RefSAVProtocol().aggregate(records)
+    assert {k: v for k, v in reference["metrics"].items() if k.endswith("[failed-zero]")} == {
+        k: v for k, v in out["metrics"].items() if k.endswith("[failed-zero]")}
+    assert reference["breakdown"]["type"]["0"]["J[failed-zero]"] == out["breakdown"]["type"]["0"]["J[failed-zero]"]
+    for key in ("J&F[failed-zero]", "long/A[failed-zero]"):
+        assert protocol.estimator(key, records).value() == pytest.approx(out["metrics"][key], abs=1e-12)
+
+
+def test_n_counts_what_the_headline_averages_and_the_rest_is_excluded_with_its_reason(fixture):
+    # 13 expressions: sav_000003/1 has no prediction (dropped as the reference drops it), sav_000002/4
+    # is of type_id 2 (in neither split's mean): the reference's headline averages the other 11
+    records = scored(RefSAVProtocol(), RefSAVDataset(fixture[0]), fixture[1])
+    out = RefSAVProtocol().aggregate(records)
+    assert len(records) == 13 and out["n"] == 11
+    assert out["excluded"] == {DROPPED_WHY: 1, OTHER_TYPE_WHY: 1}
+    assert out["excluded_samples"] == [{"sample_id": "sav_000002/4", "reason": OTHER_TYPE_WHY},
+                                       {"sample_id": "sav_000003/1", "reason": DROPPED_WHY}]
+    assert out["dropped"] == ["sav_000003/1"] and out["zeroed"] == []
+    assert RefSAVProtocol().counting_failures().failed == "zero"
 
 
 def test_records_round_trip_and_estimators_give_the_reported_means(fixture):
@@ -166,7 +196,8 @@ def test_the_documented_command_gives_the_printed_numbers(fixture, tmp_path):
     for k, pred in enumerate((fixture[1], fixture[1] / "png")):  # results.json, then the PNG folders (auto)
         body = run_precomputed("ref_sav", tmp_path / str(k), fixture[0], pred, "run.report=false").metrics
         assert_printed(body["metrics"])
-        assert body["n"] == 13
+        assert body["n"] == 11 and body["excluded"] == {DROPPED_WHY: 1, OTHER_TYPE_WHY: 1}
+        assert body["metrics"]["J&F[failed-zero]"] < body["metrics"]["J&F"]  # both numbers in the run's metrics.json
 
 
 def contract_samples(rng, node):
@@ -176,3 +207,16 @@ def contract_samples(rng, node):
     from tests.contract_samples import revos_samples
 
     return [replace(s, meta={"video": s.id, "exp_id": "0", "type_id": i % 2}) for i, s in enumerate(revos_samples(rng))]
+
+
+@pytest.mark.parametrize("name", ["meta_expressions_valid.json", "mask_dict.json"])
+def test_a_fifo_in_place_of_a_json_file_is_refused_not_called_missing(fixture, tmp_path, name):
+    import os
+    import shutil
+
+    root = tmp_path / "r"
+    shutil.copytree(fixture[0], root)
+    (root / name).unlink()
+    os.mkfifo(root / name)
+    with pytest.raises(DatasetFormatError, match=r"not a regular file \(a FIFO\)"):
+        RefSAVDataset(root)

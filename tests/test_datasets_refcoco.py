@@ -340,6 +340,8 @@ def test_the_referring_seg_suite_runs_lisas_eight_columns_in_one_table(fixture):
     tmp, root, pred = fixture
     suite = OmegaConf.load(REPO / "conf" / "suite" / "referring_seg.yaml")
     suite.datasets.refcoco.root = str(root)
+    # LISA's Table 2 is the suite's RefCOCO runs (its gRefCOCO and GSEval runs: tests/test_suites.py)
+    suite.benchmarks = [b for b in suite.benchmarks if b.dataset == "refcoco"]
     user = ["+model=precomputed", f"model.root={pred}", f"run.root={tmp / 'suite_runs'}",
             f"leaderboard.dir={tmp / 'suite_boards'}", "run.bootstrap.B=20", "run.report=false"]
     import run_bench  # noqa: F401

@@ -28,6 +28,13 @@ EXPECTED = json.loads((DATA / "reference" / "expected_cgf1.json").read_text())
 RUNS = ("abc", "a", "b", "c", "ba")
 
 
+def hostile_fixture(base: Path) -> Path:
+    """The release written under `base` for the hostile-dataset kit (tests/hostile_kit.py)."""
+    root = base / "gt"
+    load_script(DATA / "make_fixture.py", "saco_make_fixture").write_fixture(root)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
     module = load_script(DATA / "make_fixture.py", "saco_make_fixture")

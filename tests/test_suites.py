@@ -146,19 +146,23 @@ def test_an_unsandboxed_benchmark_is_marked_in_the_suite_table():
     assert "| reasonseg [UNSANDBOXED] | val | gIoU |" in table and "| revos | valid | J&F |" in table
 
 
-def test_the_video_suite_runs_its_four_benchmarks_and_prints_one_table(tmp_path):
-    # ReVOS, MeViS valid_u, Ref-DAVIS17, ReasonVOS: each benchmark's own exact-format fixture, with
-    # its predictions in one folder per benchmark (preds_<dataset name>)
+def _fixture_module(folder: str, name: str):
     import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"suite_{folder}_{name}", REPO / "tests" / "data" / folder / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_video_suite_runs_its_six_benchmarks_and_prints_one_table(tmp_path):
+    # ReVOS, MeViS valid_u, Ref-DAVIS17, ReasonVOS, Ref-SAV, Long-RVOS: each benchmark's own exact-format
+    # fixture, with its predictions in one folder per benchmark (preds_<dataset name>)
+    import json
 
     from tests import mevis_fixture
 
-    def fixture_module(folder: str, name: str):
-        spec = importlib.util.spec_from_file_location(f"{folder}_{name}", REPO / "tests" / "data" / folder / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
+    fixture_module = _fixture_module
     roots = {}
     roots["revos"], pred = fixture_module("visa_parity", "make_fixture_raw").write_fixture(tmp_path / "revos")
     pred.rename(tmp_path / "preds_revos")
@@ -168,13 +172,81 @@ def test_the_video_suite_runs_its_four_benchmarks_and_prints_one_table(tmp_path)
     pred.rename(tmp_path / "preds_ref_davis17")
     roots["reasonvos"], pred = fixture_module("reasonvos_parity", "make_fixture").write_fixture(tmp_path / "reasonvos")
     pred.rename(tmp_path / "preds_reasonvos")
+    for name, folder in (("ref_sav", "ref_sav_eval"), ("long_rvos", "long_rvos")):
+        module = fixture_module(f"{name}_parity", "make_fixture")
+        roots[name] = tmp_path / folder
+        module.write_fixture(roots[name])
+        module.write_predictions(roots[name], tmp_path / f"preds_{name}")
     out = cli("+model=precomputed", "+suite=video_seg", f"model.root={tmp_path}/preds_${{dataset.name}}",
               *(f"suite.datasets.{name}.root={root}" for name, root in roots.items()),
               f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'lb'}", "run.report=false", cwd=tmp_path)
-    assert "## suite video_seg: 4 of 4 benchmarks ran" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "## suite video_seg: 6 of 6 benchmarks ran" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
     table = out.stdout[out.stdout.index("## suite video_seg"):]
     # each row is its benchmark's own reference number on its fixture (printed by the reference code:
-    # tests/data/parity/mevis_eval_printed.json, ref_davis17_parity/expected_visa.json, reasonvos_parity/expected.json)
+    # tests/data/parity/mevis_eval_printed.json, ref_davis17_parity/expected_visa.json, reasonvos_parity/expected.json,
+    # ref_sav_parity/reference/expected_sa2va.json, long_rvos_parity/reference/expected_long_rvos.json)
+    sav = json.loads((REPO / "tests/data/ref_sav_parity/reference/expected_sa2va.json").read_text())["results"]
+    lrv = json.loads((REPO / "tests/data/long_rvos_parity/reference/expected_long_rvos.json").read_text())
     for row in ("| mevis | valid_u | J&F | 48.4 |", "| ref_davis17 | valid | J&F | 35.5 |", "| reasonvos | test | J&F | 57.6 |",
-                "| revos | valid | J&F |"):
+                "| revos | valid | J&F |", f"| ref_sav | valid | J&F | {sav['overall']['JF']:.1f} |",
+                f"| long_rvos | valid | J&F | {100 * lrv['overall']['J&F']:.1f} |"):
         assert row in table, table[:2000]
+
+
+
+def test_the_referring_suite_runs_grefcoco_and_gseval_beside_refcoco(tmp_path):
+    # gRefCOCO val/testA/testB and GSEval mask mode: their fixtures and predictions (model.root per
+    # benchmark); RefCOCO's data not given, so its eight splits are lines saying so and the others run
+    import json
+    import shutil
+
+    g = _fixture_module("grefcoco_parity", "make_fixture")
+    groot = g.write_fixture(tmp_path / "grefcoco")
+    g.write_predictions(groot, tmp_path / "preds_grefcoco")
+    s = _fixture_module("gseval_parity", "make_fixture")
+    s.write_fixture(tmp_path / "gseval")
+    s.write_predictions(tmp_path / "gseval", tmp_path / "preds_gseval")
+    out = cli("+model=precomputed", "+suite=referring_seg", f"model.root={tmp_path}/preds_${{dataset.name}}",
+              f"suite.datasets.grefcoco.root={groot}", f"suite.datasets.gseval.root={tmp_path / 'gseval'}",
+              f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'lb'}", "run.report=false",
+              "run.bootstrap.B=20", cwd=tmp_path)
+    assert "## suite referring_seg: 4 of 12 benchmarks ran" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    table = out.stdout[out.stdout.index("## suite referring_seg"):]
+    assert table.count("no data: set suite.datasets.refcoco.root=DIR") == 8
+    rela = json.loads((REPO / "tests/data/grefcoco_parity/reference/expected_rela.json").read_text())
+    for split in ("val", "testA", "testB"):
+        assert f"| grefcoco | {split} | cIoU | {rela[split]['results']['grefcoco']['cIoU']:.1f} |" in table, table[:3000]
+    gs = json.loads((REPO / "tests/data/gseval_parity/reference/expected_gseval.json").read_text())["mask"]
+    assert f"| gseval | mask | gIoU | {100 * gs['overall_giou']:.1f} |" in table, table[:3000]
+
+
+def test_the_concept_suite_scores_every_subset_of_saco_gold(tmp_path):
+    # SA-Co/Gold's fixture (the metaclip subset's files) written under each subset's file and dump names;
+    # each subset is its own run and gives the reference's oracle numbers
+    import json
+    import shutil
+
+    module = _fixture_module("saco_parity", "make_fixture")
+    gt, pred = tmp_path / "gt", tmp_path / "pred"
+    module.write_fixture(gt)
+    module.write_predictions(pred)
+    from rvt_bench.loaders.saco_gold import SUBSETS, gt_file
+
+    for subset in SUBSETS:
+        for a in "abc":
+            if subset != "metaclip_nps":
+                shutil.copy(gt / gt_file("metaclip_nps", a), gt / gt_file(subset, a))
+        dump = pred / f"gold_{subset}" / "dumps" / f"gold_{subset}" / "coco_predictions_segm.json"
+        if not dump.exists():
+            dump.parent.mkdir(parents=True)
+            shutil.copy(pred / module.DUMP, dump)
+    out = cli("+model=precomputed", "+suite=concept_seg", f"model.root={pred}", f"suite.datasets.saco_gold.root={gt}",
+              f"run.root={tmp_path / 'runs'}", f"leaderboard.dir={tmp_path / 'lb'}", "run.report=false",
+              "run.bootstrap.B=20", cwd=tmp_path)
+    assert "## suite concept_seg: 7 of 7 benchmarks ran" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    want = json.loads((REPO / "tests/data/saco_parity/reference/expected_cgf1.json").read_text())["abc"]["metrics"]
+    runs = sorted((tmp_path / "runs" / "saco_gold" / "precomputed").glob("*/metrics.json"))
+    bodies = {json.loads(p.read_text())["split"]: json.loads(p.read_text()) for p in runs}
+    assert sorted(bodies) == sorted(SUBSETS)
+    for subset, body in bodies.items():
+        assert body["metrics"]["cgF1"] == pytest.approx(want["cgF1"], abs=1e-9), subset

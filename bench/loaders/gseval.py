@@ -50,7 +50,7 @@ class GSEvalDataset(Dataset):
         layout = f"{self.root}/\n{LAYOUT}"
         require_dir(self.root, dataset=self.name, layout=layout, published=PUBLISHED)
         gt_path = self.root / GT_FILE
-        if not gt_path.is_file():
+        if not gt_path.exists():  # a FIFO or device there is refused when read (core.files), not called missing
             raise DatasetFormatError(f"{self.name}: expected the file {gt_path} (not found); {layout_hint(layout, PUBLISHED)}")
         self.image_dir = self.root if image_dir is None else self.root / image_dir
         seen: set = set()
@@ -61,7 +61,11 @@ class GSEvalDataset(Dataset):
                     self.record_error(f"line{number}", f"{where}: longer than the line limit")
                 continue
             with self.sample_errors(f"line{number}"):
-                item = files.loads(line, where)
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DatasetFormatError(f"{where} is not UTF-8 text: {exc}") from None
+                item = files.loads(text, where)
                 self._samples.append(self._sample(item, where, seen))
         self.require_some_samples(str(gt_path))
 
@@ -92,7 +96,7 @@ class GSEvalDataset(Dataset):
         if not isinstance(item["image_path"], str) or not isinstance(item["label"], str) or not item["label"].strip():
             raise DatasetFormatError(f"{where}: 'image_path' and 'label' must be non-empty strings")
         image = files.inside(self.image_dir, item["image_path"], f"{where}: image_path")
-        if not image.is_file():
+        if not image.exists():  # as the evaluator's os.path.exists; a FIFO or device is refused when read
             raise DatasetFormatError(f"{where}: image {image} does not exist (the evaluator skips this line)")
         class_id = item.get("class_id", 0)  # the evaluator's default
         rle = masks.compress(rle) if isinstance(rle["counts"], list) else rle

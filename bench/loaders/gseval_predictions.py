@@ -48,7 +48,8 @@ class GSEvalPredictions:
             for number, line in files.lines(path, what="GSEval predictions JSONL"):
                 if line is None:
                     continue
-                items.append(json.loads(line))  # the evaluator: json.loads per line
+                # the evaluator: json.loads per line; here within the JSON limits (depth, integer size)
+                items.append(files.loads(line, f"{path} line {number}", duplicates="last"))
         except (RvtBenchError, OSError, ValueError) as exc:
             self._problem, self._map = f"cannot read {path}: {exc}", {}
             return

@@ -57,7 +57,7 @@ class LongRVOSDataset(Dataset):
         layout = f"{self.root}/\n{LAYOUT}"
         require_dir(self.root, dataset=self.name, layout=layout, published=PUBLISHED)
         meta_path = self.root / split / "meta_expressions.json"
-        if not meta_path.is_file():
+        if not meta_path.exists():  # a FIFO or device there is refused when read (core.files), not called missing
             present = [p.parent.name for p in self.root.glob("*/meta_expressions.json")]
             raise DatasetFormatError(f"{self.name}: no split {split!r}: expected the file {meta_path} (not found); "
                                      f"splits present: {existing_splits(present)}; {layout_hint(layout, PUBLISHED)}")

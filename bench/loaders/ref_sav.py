@@ -49,13 +49,13 @@ class RefSAVDataset(Dataset):
         layout = f"{self.root}/\n{LAYOUT}"
         require_dir(self.root, dataset=self.name, layout=layout, published=PUBLISHED)
         meta_path = self.root / f"meta_expressions_{split}.json"
-        if not meta_path.is_file():
+        if not meta_path.exists():  # a FIFO or device there is refused when read (core.files), not called missing
             present = [p.name[len("meta_expressions_"):-len(".json")] for p in self.root.glob("meta_expressions_*.json")]
             raise DatasetFormatError(f"{self.name}: no split {split!r}: expected the file {meta_path} (not found); "
                                      f"splits present: {existing_splits(present)}; {layout_hint(layout, PUBLISHED)}")
         self.frames_dir = require_dir(self.root / "videos", dataset=self.name, layout=layout, published=PUBLISHED)
         self._mask_path = self.root / "mask_dict.json"
-        if not self._mask_path.is_file():
+        if not self._mask_path.exists():
             raise DatasetFormatError(f"{self.name}: expected the file {self._mask_path} (not found); "
                                      f"{layout_hint(layout, PUBLISHED)}")
         meta = read_json(meta_path, duplicates="mark")

@@ -15,13 +15,15 @@ from rvt_bench.core import masks
 from rvt_bench.core.records import ScoreRecord, UnitValues
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample
 from rvt_bench.metrics.estimators import Found, mean_of
-from rvt_bench.metrics.protocols.base import Protocol, group_by, record_header
+from rvt_bench.metrics.protocols.base import Protocol, excluded_block, group_by, record_header
 
 log = logging.getLogger(__name__)
 
 MODES = ("box", "mask")
 FAILED = ("reference", "zero")
 SCORED, WRONG, SKIPPED, ZERO = "scored", "no_box", "skipped", "zero"
+ZERO_TAG = "[failed-zero]"
+SKIPPED_WHY = "left out as evaluate_grounding.py leaves it out: no usable prediction"
 
 
 def box_iou(box1: list[float], box2: list[float]) -> float:
@@ -46,7 +48,8 @@ class GSEvalValues(UnitValues):
     """One sample as evaluate_grounding.py scores it: class_id; iou (box or mask IoU; None when not
     computed); outcome = "scored", "no_box" (box mode: the prediction's line has no box: counted
     wrong), "skipped" (no matching prediction, mask mode no segmentation or an undecodable one: in
-    no mean, as the evaluator), "zero" (failed, failed="zero": IoU 0); correct_at = IoU >= threshold
+    no mean, as the evaluator; IoU 0 in the "[failed-zero]" numbers), "zero" (IoU 0: records written
+    with failed="zero" before both numbers were in one run); correct_at = IoU >= threshold
     (box mode)."""
 
     kind = "gseval"
@@ -72,7 +75,8 @@ class GSEvalProtocol(Protocol):
     iou_threshold: box mode's threshold (0.5; correct when IoU >= it).
     failed: "reference" (default): a sample without a usable prediction is left out as the evaluator
         leaves it out; "zero" (corrected): it scores IoU 0 and counts in every denominator (metric
-        keys get "[failed-zero]").
+        keys get "[failed-zero]"). Both numbers are in every run; this picks the headline's
+        (`variant_label`).
     Raises ValueError for an unknown mode or failed.
     """
 
@@ -90,7 +94,7 @@ class GSEvalProtocol(Protocol):
         self.headline = [self.key(self.metric)]
 
     def key(self, metric: str) -> str:
-        return metric + ("[failed-zero]" if self.failed == "zero" else "")
+        return metric + (ZERO_TAG if self.failed == "zero" else "")
 
     def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
         """Record: header + GSEvalValues. Raises DatasetFormatError when the sample lacks its GT box
@@ -98,11 +102,8 @@ class GSEvalProtocol(Protocol):
         (the evaluator stops there with numpy's broadcast error)."""
         record = record_header(sample, pred, self.meta_keys)
         class_id = sample.meta.get("class_id", 0)
-        if pred.error is not None:  # a no-target answer carries no box or mask: scored as an empty one
-            if self.failed == "zero":
-                record.add(GSEvalValues(class_id, 0.0, ZERO, False if self.mode == "box" else None))
-            else:
-                record.add(GSEvalValues(class_id, None, SKIPPED))
+        if pred.error is not None:  # the reference's outcome, whatever `failed` picks (aggregate has both)
+            record.add(GSEvalValues(class_id, None, SKIPPED))
             return record
         if self.mode == "box":
             gt = (sample.target.boxes or [[]])[0]
@@ -130,51 +131,83 @@ class GSEvalProtocol(Protocol):
         return record
 
     def aggregate(self, records: list[ScoreRecord]) -> dict:
-        """metrics: {headline key: overall} as a fraction; breakdown "class_id": per class {metric, "n"
-        (the class's denominator)}; "n"; "skipped": ids left out; "zeroed"; "warnings"."""
+        """Both numbers in one run: metrics {metric: overall} as the evaluator computes it (a sample
+        without a usable prediction left out) and {metric + "[failed-zero]": overall} (it counts,
+        IoU 0), the headline's (`failed`) first, fractions; breakdown "class_id": per class both and
+        "n" (the headline's class denominator). "n": the samples the headline's overall averages;
+        "excluded" / "excluded_samples" (base.excluded_block): the ones it leaves out, with the
+        reason; "skipped": their ids; "zeroed": ids scored 0 for a failure; "warnings"."""
         records = sorted(records, key=lambda r: r.sample_id)
-        kept = [r for r in records if _v(r).outcome != SKIPPED]
-        skipped = [r.sample_id for r in records if _v(r).outcome == SKIPPED]
-        key = self.key(self.metric)
+        failed = [r.sample_id for r in records if _v(r).outcome == SKIPPED]
+        skipped = failed if self.failed == "reference" else []
+        groups = {"reference": [r for r in records if _v(r).outcome != SKIPPED], "zero": records}
         metrics: dict[str, float] = {}
         breakdown: dict[str, dict] = {}
-        if self.mode == "box":
-            if kept:  # total_correct / len(results); 0 when there are none
-                metrics[key] = sum(bool(_v(r).correct_at) for r in kept) / len(kept)
-            for cls, group in group_by(records, "class_id").items():  # every GT sample of the class
-                correct = sum(bool(_v(r).correct_at) for r in group if _v(r).outcome != SKIPPED)
-                breakdown[cls] = {key: correct / len(group), "n": len(group)}
-        else:
-            if kept:
-                metrics[key] = _mean([_v(r).iou for r in kept])
-            for cls, group in group_by(kept, "class_id").items():
-                breakdown[cls] = {key: _mean([_v(r).iou for r in group]), "n": len(group)}
+        for rule in (self.failed, *(r for r in groups if r != self.failed)):
+            kept, key = groups[rule], self.metric + (ZERO_TAG if rule == "zero" else "")
+            headline = rule == self.failed
+            if self.mode == "box":
+                if kept:  # total_correct / len(results); 0 when there are none
+                    metrics[key] = sum(_correct(r) for r in kept) / len(kept)
+                for cls, group in group_by(records, "class_id").items():  # every GT sample of the class
+                    row = breakdown.setdefault(cls, {})
+                    row[key] = sum(_correct(r) for r in group) / len(group)
+                    if headline:
+                        row["n"] = len(group)
+            else:
+                if kept:
+                    metrics[key] = _mean([_iou(r) for r in kept])
+                for cls, group in group_by(kept, "class_id").items():
+                    row = breakdown.setdefault(cls, {})
+                    row[key] = _mean([_iou(r) for r in group])
+                    if headline:
+                        row["n"] = len(group)
         warnings = []
         if skipped:
             where = "its overall accuracy's denominator (they stay in their class's)" if self.mode == "box" else "every mean"
             warnings.append(f"{len(skipped)} sample(s) without a usable prediction left out of {where}, as "
-                            f"evaluate_grounding.py leaves them out (dataset.protocol.failed=zero scores them 0): "
+                            f"evaluate_grounding.py leaves them out (dataset.protocol.failed=zero scores them 0, its "
+                            f"number is {self.metric}{ZERO_TAG}): "
                             f"{', '.join(skipped[:20])}{' ...' if len(skipped) > 20 else ''}")
         for w in warnings:
             log.warning("GSEval: %s", w)
-        return {"metrics": metrics, "breakdown": {"class_id": breakdown}, "n": len(records), "warnings": warnings,
-                "skipped": skipped, "zeroed": [r.sample_id for r in records if _v(r).outcome == ZERO]}
+        zeroed = [r.sample_id for r in records if _v(r).outcome == ZERO] + ([] if self.failed == "reference" else failed)
+        return {"metrics": metrics, "breakdown": {"class_id": breakdown}, "n": len(groups[self.failed]),
+                **excluded_block({i: SKIPPED_WHY for i in skipped}), "warnings": warnings, "skipped": skipped,
+                "zeroed": sorted(zeroed)}
+
+    def counting_failures(self) -> "GSEvalProtocol":
+        return self if self.failed == "zero" else type(self)(self.mode, self.iou_threshold, failed="zero")
+
+    def variant_label(self) -> str:
+        return "failed=zero" if self.failed == "zero" else ""
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
-        """The overall metric: the plain mean over the kept samples of correct (box) or IoU (mask)."""
-        if key != self.key(self.metric):
+        """The overall metric: the plain mean over the kept samples of correct (box) or IoU (mask); the
+        "[failed-zero]" one over every sample (one without a usable prediction 0)."""
+        if key not in (self.metric, self.metric + ZERO_TAG):
             return f"no estimator for GSEval metric {key!r}"
-        kept = [r for r in records if _v(r).outcome != SKIPPED]
+        kept = records if key.endswith(ZERO_TAG) else [r for r in records if _v(r).outcome != SKIPPED]
         if not kept:
             return "no scored samples"
         if self.mode == "box":
-            return mean_of(key, kept, lambda r: float(bool(_v(r).correct_at)))
-        return mean_of(key, kept, lambda r: float(_v(r).iou))
+            return mean_of(key, kept, lambda r: float(_correct(r)))
+        return mean_of(key, kept, _iou)
 
 
 def _mean(values: list) -> float:
     """sum(values) / len(values), Python floats in order, as the evaluator."""
     return sum(float(v) for v in values) / len(values)
+
+
+def _correct(record: ScoreRecord) -> bool:
+    """Box mode: whether the sample counts as correct (a skipped one never does)."""
+    return _v(record).outcome != SKIPPED and bool(_v(record).correct_at)
+
+
+def _iou(record: ScoreRecord) -> float:
+    """Mask mode: the sample's IoU (0 for a skipped one, as the "[failed-zero]" numbers count it)."""
+    return 0.0 if _v(record).outcome == SKIPPED else float(_v(record).iou or 0.0)
 
 
 def _v(record: ScoreRecord) -> GSEvalValues:

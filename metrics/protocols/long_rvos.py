@@ -17,7 +17,8 @@ from rvt_bench.core.records import ScoreRecord, UnitValues
 from rvt_bench.core.types import Prediction, Sample
 from rvt_bench.metrics.estimators import Estimator, Found, stratum
 from rvt_bench.metrics.masks import DAVIS_BOUND_TH
-from rvt_bench.metrics.protocols.base import Protocol, baseline_warnings, empty_gt_warnings, group_by, record_header
+from rvt_bench.metrics.protocols.base import (Protocol, baseline_warnings, empty_gt_warnings, excluded_block, group_by,
+                                             record_header)
 from rvt_bench.metrics.units.base import CORRECT_IOU
 from rvt_bench.metrics.units.rle import predicted_masks
 from rvt_bench.metrics.units.video_jf import empty_frame_jf, frame_crops, frame_jf, gt_mask_list, mean
@@ -29,6 +30,10 @@ FAILED = ("reference", "zero")
 SCORED, ZERO, DROPPED = "scored", "zero", "dropped"
 METRICS = ("J", "F", "tIoU", "vIoU")
 WORKERS = 32  # each script's NUM_WOEKERS: each dropped expression ends one of its worker processes
+ZERO_TAG = "[failed-zero]"
+DROPPED_WHY = ("dropped as eval_long_rvos drops it: its first frame's prediction PNG is missing, or its PNGs are "
+               "unusable or differ in size")
+OTHER_TYPE_WHY = "a type other than static, dynamic and static+dynamic: none of eval_long_rvos's scripts scores it"
 
 
 def temporal_ious(gt_present: list[bool], pred_present: list[bool], js: list[float]) -> tuple[float, float]:
@@ -47,8 +52,9 @@ def temporal_ious(gt_present: list[bool], pred_present: list[bool], js: list[flo
 class LongRVOSValues(UnitValues):
     """One expression as eval_long_rvos scores it: type (as written); J, F = means over frames; tIoU,
     vIoU (temporal_ious); jf ("J&F") = (J + F) / 2; frames = {"I", "U", "J", "F"} per frame ({} when
-    not scored); outcome "scored", "zero" (its video's folder is missing, as the reference, or
-    failed="zero") or "dropped" (left out of every mean, as the reference's dying worker leaves it);
+    not scored); outcome "scored", "zero" (its video's folder is missing: 0 as the reference) or
+    "dropped" (any other failure: left out of every mean, as the reference's dying worker leaves it;
+    0 in the "[failed-zero]" means);
     gt_empty; baseline = the values of an empty prediction."""
 
     kind = "long_rvos"
@@ -76,7 +82,8 @@ class LongRVOSProtocol(Protocol):
     failed: "reference" (default): a failed prediction whose video folder is missing scores 0 on
         every metric; any other (the first frame's PNG missing, a PNG of another size, a model's
         failure) is dropped from the means with a warning naming it, as the reference's worker dies
-        on it; "zero" (corrected): every failed expression scores 0 ("[failed-zero]" keys).
+        on it; "zero" (corrected): every failed expression scores 0 ("[failed-zero]" keys). Both
+        numbers are in every run; this picks the headline's (`variant_label`).
     bound_th: F's boundary tolerance, davis2017's 0.008.
     Raises ValueError for an unknown `failed`.
     """
@@ -92,7 +99,7 @@ class LongRVOSProtocol(Protocol):
         self.headline = [self.key("J&F"), self.key("J"), self.key("F"), self.key("tIoU"), self.key("vIoU")]
 
     def key(self, metric: str) -> str:
-        return metric + ("[failed-zero]" if self.failed == "zero" else "")
+        return metric + (ZERO_TAG if self.failed == "zero" else "")
 
     def score(self, sample: Sample, pred: Prediction) -> ScoreRecord:
         """Record: header + LongRVOSValues. Raises AdapterError when the prediction's frame count or
@@ -114,8 +121,8 @@ class LongRVOSProtocol(Protocol):
         empty_t, empty_v = temporal_ious(gt_present, [False] * len(gt_masks), base["J"])
         baseline = {"J": mean(base["J"]), "F": mean(base["F"]), "tIoU": empty_t, "vIoU": empty_v}
         gt_empty = not any(gt_present)
-        if failed:
-            outcome = ZERO if self.failed == "zero" or _video_missing(sample, pred) else DROPPED
+        if failed:  # the reference's outcome, whatever `failed` picks for the headline (aggregate has both)
+            outcome = ZERO if _video_missing(sample, pred) else DROPPED
             record.add(LongRVOSValues(kind, 0.0, 0.0, 0.0, 0.0, 0.0, {}, outcome, gt_empty, baseline))
             return record
         t, v = temporal_ious(gt_present, [m is not None for m in pred_masks], frames["J"])
@@ -124,20 +131,38 @@ class LongRVOSProtocol(Protocol):
         return record
 
     def aggregate(self, records: list[ScoreRecord]) -> dict:
-        """metrics: "J&F", "J", "F", "tIoU", "vIoU" (overall: the three types' expressions pooled) and
-        "static/...", "dynamic/...", "hybrid/..." (named by `key`), fractions; "n"; "dropped",
-        "zeroed": ids; "excluded": {"expressions of another type": n} when some are of none of the
-        three; "baseline_empty"; "warnings"."""
+        """Both numbers in one run: metrics "J&F", "J", "F", "tIoU", "vIoU" (overall: the three types'
+        expressions pooled) and "static/...", "dynamic/...", "hybrid/..." as eval_long_rvos prints them
+        (a dropped expression left out) and the same keys with "[failed-zero]" (every failed one 0),
+        the headline's (`failed`) first; fractions. breakdown "type": per type its means under both
+        rules and "n" (the headline's). "n": the expressions the headline averages (of the three
+        types, not dropped under its rule); "excluded" / "excluded_samples" (base.excluded_block): the
+        others, each with its reason (dropped as the reference drops it; a type none of its scripts
+        scores); "dropped", "zeroed": ids the headline leaves out / scores 0 for a failure;
+        "baseline_empty"; "warnings"."""
         records = sorted(records, key=lambda r: r.sample_id)
-        kept = [r for r in records if _v(r).outcome != DROPPED and _v(r).type in TYPES]
-        dropped = [r.sample_id for r in records if _v(r).outcome == DROPPED]
-        metrics = self._means(kept, lambda v: {m: getattr(v, m) for m in METRICS})
-        baseline = self._means([r for r in kept if _v(r).baseline is not None], lambda v: v.baseline)
+        failed = [r.sample_id for r in records if _v(r).outcome == DROPPED]
+        dropped = failed if self.failed == "reference" else []
+        groups = {"reference": [r for r in records if _v(r).outcome != DROPPED and _v(r).type in TYPES],
+                  "zero": [r for r in records if _v(r).type in TYPES]}
+        kept = groups[self.failed]
+        values = lambda v: {m: getattr(v, m) for m in METRICS}  # noqa: E731
+        metrics, baseline, breakdown = {}, {}, {}
+        for rule in (self.failed, *(r for r in groups if r != self.failed)):
+            group, tag = groups[rule], ZERO_TAG if rule == "zero" else ""
+            metrics.update(self._means(group, values, tag=tag))
+            baseline.update(self._means([r for r in group if _v(r).baseline is not None], lambda v: v.baseline, tag=tag))
+            for kind, members in group_by(group, "type").items():
+                row = breakdown.setdefault(kind, {})
+                row.update(self._means(members, values, False, tag))
+                if rule == self.failed:
+                    row["n"] = len(members)
         warnings = []
         if dropped:
             warnings.append(f"{len(dropped)} expression(s) dropped from every mean, as eval_long_rvos drops an "
                             f"expression whose first frame's PNG is missing or whose PNGs differ in size (its worker "
-                            f"process dies without a word; dataset.protocol.failed=zero scores them 0): {', '.join(dropped)}")
+                            f"process dies without a word; dataset.protocol.failed=zero scores them 0, its number is "
+                            f"J&F{ZERO_TAG}): {', '.join(dropped)}")
             if len(dropped) >= WORKERS:
                 warnings.append(f"{len(dropped)} dropped expressions: a script's {WORKERS} worker processes may all "
                                 "have died and left later expressions unscored; its printed numbers are not "
@@ -146,34 +171,41 @@ class LongRVOSProtocol(Protocol):
         warnings += baseline_warnings(metrics, baseline, [self.key("J&F")])
         for w in warnings:
             log.warning("Long-RVOS: %s", w)
-        out = {"metrics": metrics, "n": len(records), "baseline_empty": baseline, "warnings": warnings,
-               "breakdown": {"type": {k: {**self._means(g, lambda v: {m: getattr(v, m) for m in METRICS}, False),
-                                          "n": len(g)} for k, g in group_by(kept, "type").items()}},
-               "dropped": dropped, "zeroed": [r.sample_id for r in records if _v(r).outcome == ZERO]}
-        others = len([r for r in records if _v(r).outcome != DROPPED and _v(r).type not in TYPES])
-        if others:
-            out["excluded"] = {"expressions of another type": others}
-        return out
+        reasons = {i: DROPPED_WHY for i in dropped}
+        reasons |= {r.sample_id: OTHER_TYPE_WHY for r in records if _v(r).type not in TYPES and r.sample_id not in reasons}
+        zeroed = [r.sample_id for r in records if _v(r).outcome == ZERO or (self.failed == "zero" and
+                                                                            _v(r).outcome == DROPPED)]
+        return {"metrics": metrics, "n": len(kept), **excluded_block(reasons), "baseline_empty": baseline,
+                "warnings": warnings, "breakdown": {"type": breakdown}, "dropped": dropped, "zeroed": zeroed}
+
+    def counting_failures(self) -> "LongRVOSProtocol":
+        return self if self.failed == "zero" else type(self)(failed="zero", bound_th=self.bound_th)
+
+    def variant_label(self) -> str:
+        return "failed=zero" if self.failed == "zero" else ""
 
     def estimator(self, key: str, records: list[ScoreRecord]) -> Found:
         """Overall and per-type metrics: the plain mean over the kept expressions of the type(s) (J&F
-        per expression is (J + F) / 2, so its mean is the reported J&F)."""
+        per expression is (J + F) / 2, so its mean is the reported J&F); a "[failed-zero]" key over
+        every expression of the type(s), a dropped one 0."""
         prefix, _, name = key.rpartition("/")
         names = {v: k for k, v in TYPES.items()}
         if prefix and prefix not in names:
             return f"no estimator for Long-RVOS metric {key!r}"
-        metric = {self.key(m): m for m in (*METRICS, "J&F")}.get(name)
+        zero = name.endswith(ZERO_TAG)
+        metric = {m + (ZERO_TAG if zero else ""): m for m in (*METRICS, "J&F")}.get(name)
         if metric is None:
             return f"no estimator for Long-RVOS metric {key!r}"
         kinds = (names[prefix],) if prefix else tuple(TYPES)
-        kept = [r for r in records if _v(r).outcome != DROPPED and _v(r).type in kinds]
+        kept = [r for r in records if (zero or _v(r).outcome != DROPPED) and _v(r).type in kinds]
         if not kept:
             return "no scored expressions"
         attr = "jf" if metric == "J&F" else metric
         return Estimator(key, [stratum(kept, lambda r: float(getattr(_v(r), attr)))])
 
-    def _means(self, records: list[ScoreRecord], values, per_type: bool = True) -> dict[str, float]:
-        """Overall (pooled) and, with per_type, per type: np.mean of each metric, J&F = (J + F) / 2."""
+    def _means(self, records: list[ScoreRecord], values, per_type: bool = True, tag: str = "") -> dict[str, float]:
+        """Overall (pooled) and, with per_type, per type: np.mean of each metric, J&F = (J + F) / 2;
+        keys end with `tag`."""
         out: dict[str, float] = {}
         groups = [("", records)]
         if per_type:
@@ -184,7 +216,7 @@ class LongRVOSProtocol(Protocol):
             rows = [values(_v(r)) for r in group]
             means = {m: float(np.mean([row[m] for row in rows])) for m in METRICS}
             means["J&F"] = (means["J"] + means["F"]) / 2
-            out.update({f"{prefix}{self.key(m)}": means[m] for m in ("J&F", *METRICS)})
+            out.update({f"{prefix}{m}{tag}": means[m] for m in ("J&F", *METRICS)})
         return out
 
 
