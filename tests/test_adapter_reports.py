@@ -199,7 +199,8 @@ def canned_segzero(**kw):
 
     keep = ("name", "model", "answer_format", "template", "example", "strip", "resize", "max_new_tokens")
     reply = '<think>the cup</think><answer>{"bbox": [280, 40, 570, 620], "points_1": [420, 300], "points_2": [400, 200]}</answer>'
-    return SegZeroAdapter(backend=CannedOrFailed(reply), sam2=BoxSam2(), **{k: kw[k] for k in keep})
+    # canned replies, no server whose image resize could be checked (rvt_bench.adapters.vlm.calibrate)
+    return SegZeroAdapter(backend=CannedOrFailed(reply), sam2=BoxSam2(), input_size_check=False, **{k: kw[k] for k in keep})
 
 
 def test_seg_zero_reports_reply_answer_and_sam2_and_refuses_every_video(small_demo, tmp_path):
