@@ -8,6 +8,7 @@ from rvt_bench.metrics.protocols import mevis as _mevis  # noqa: F401  (MeViSVal
 from rvt_bench.metrics.protocols import ref_davis17_referformer as _ref_davis17_referformer  # noqa: F401  (ReferFormerValues)
 from rvt_bench.metrics.protocols import ref_sav as _ref_sav  # noqa: F401  (RefSAVValues)
 from rvt_bench.metrics.protocols import revos as _revos  # noqa: F401  (ReVOSValues)
+from rvt_bench.metrics.protocols import saco_gold as _saco_gold  # noqa: F401  (SACoGoldValues)
 from rvt_bench.metrics.protocols import server as _server  # noqa: F401  (ServerValues)
 from rvt_bench.metrics.units import box_iou as _box_iou  # noqa: F401  (BoxValues)
 from rvt_bench.metrics.units import captions as _captions  # noqa: F401  (TextValues)

@@ -59,6 +59,8 @@ def make_perception(name: str, cache_root: Path, device: str):
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
+    import rvt_bench.harness.config  # noqa: F401  registers the structured configs conf/config.yaml's defaults name
+
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):  # its defaults: the depth model
         cfg = compose("config", overrides=[f"perception={name}", f"run.root={cache_root}"]).perception
     for node in ("sam2", "depth", "owlv2", "qwen"):
