@@ -57,7 +57,7 @@ class TwoBranchPolicy(Policy):
 def _cfg(tmp_path, base, **over):
     overrides = [
         f"base_model={base}", "dtype=float32", f"output_dir={tmp_path / 'out'}",
-        "data.use=[demo]", "data.limit=2",
+        "data.use=[demo]", "data.limit=2", "perception=oracle",  # the demo is annotated: the twin without models
         "rollout.max_new_tokens=8", "rollout.max_total_tokens=16", "rollout.batch_size=8",
         "rollout.sandbox.timeout_s=20",
         "lora.target_modules=[q_proj,v_proj]",
