@@ -134,6 +134,9 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc, check_training_setup, sample_key
 
     grpo = OmegaConf.to_container(cfg.grpo, resolve=True)
+    if cfg.decoding not in ("free", "grammar") or (cfg.decoding == "grammar" and grpo.get("use_vllm")):
+        raise AdapterError(f"decoding={cfg.decoding!r}: expected free, or grammar (rollouts by the trained model itself, "
+                           "grpo.use_vllm=false)")
     check_vllm_settings(grpo)
     if cfg.reward.ablation not in cfg.reward.ablations:
         raise AdapterError(f"reward.ablation {cfg.reward.ablation!r} unknown; expected one of {list(cfg.reward.ablations)}")
@@ -146,6 +149,7 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
     rollout_func = DTR1RolloutFunc(
         by_key, perception, limits,
         sandbox=OmegaConf.to_container(r.sandbox, resolve=True), policy=policy, batch_size=int(r.batch_size),
+        decoding=str(cfg.decoding),
     )
     rollout_func.preflight()  # bubblewrap or stop, before a model is loaded (one line naming rollout.sandbox)
 

@@ -100,6 +100,9 @@ class DTR1RolloutFunc:
                  (tests use a scripted one).
     batch_size:  rollouts decoded together by the trained-model policy; requests in flight to a
                  vLLM server.
+    decoding:    the trained-model policy's decoding (rvt_bench.adapters.policy.hf.HFPolicy):
+                 "free", or "grammar" (each stage constrained by the tag grammar, as the demo's
+                 policy decodes; the loss still reads the unconstrained model's log-probabilities).
     Returns from __call__: {"prompt_ids", "completion_ids", "logprobs", "env_mask", "episode"}
     with one entry per prompt, in order; "logprobs" holds the sampler's per-token log-probabilities
     when the policy reports them (vLLM), else None (TRL then recomputes what it needs).
@@ -107,7 +110,8 @@ class DTR1RolloutFunc:
     """
 
     def __init__(self, samples: Mapping[str, Sample], perception: Any, limits: RolloutLimits,
-                 sandbox: Mapping[str, Any] | None = None, policy: Policy | None = None, batch_size: int = 8):
+                 sandbox: Mapping[str, Any] | None = None, policy: Policy | None = None, batch_size: int = 8,
+                 decoding: str = "free"):
         self.samples = dict(samples)
         self.perception = perception
         self.limits = limits
@@ -117,6 +121,7 @@ class DTR1RolloutFunc:
         self._sandbox_settings = settings_from(self.sandbox)
         self.policy = policy
         self.batch_size = int(batch_size)
+        self.decoding = str(decoding)
         self.calls: list[list[str]] = []  # prompts received per call (inspected by tests and logs)
         self._vllm_policy: Policy | None = None
 
@@ -219,7 +224,8 @@ class DTR1RolloutFunc:
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gather_deepspeed3_params=getattr(args, "ds3_gather_for_generation", True)) as model:
             policy = HFPolicy.from_loaded(model, trainer.processing_class, temperature=float(args.temperature),
-                                          top_p=float(getattr(args, "top_p", 1.0) or 1.0), seed=seed, batch_size=self.batch_size)
+                                          top_p=float(getattr(args, "top_p", 1.0) or 1.0), seed=seed, batch_size=self.batch_size,
+                                          decoding=self.decoding)
             return run_rollouts(policy, jobs, self.limits), policy
 
     def _sandbox_pool(self):
