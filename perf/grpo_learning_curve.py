@@ -20,8 +20,8 @@ Writes, under --out:
   curve.png  mean reward (with +-1 spread) and each term per step (matplotlib), redrawn each step.
 Prints one line per step, then "first K steps mean reward A, last K B" (K = a quarter of the steps).
 
-    python perf/grpo_learning_curve.py                  # 40 steps, ~30 min on 2 idle cores
-    python perf/grpo_learning_curve.py --steps 10       # what fits in ~10 min
+    python perf/grpo_learning_curve.py                  # 20 steps (time: docs/training.md)
+    python perf/grpo_learning_curve.py --steps 5        # a shorter curve
     python perf/grpo_learning_curve.py --tiny           # a tiny random policy, 2 steps (the test suite)
 """
 from __future__ import annotations
@@ -124,7 +124,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=40, help="optimizer steps (default 40: ~30 min on 2 idle cores)")
+    ap.add_argument("--steps", type=int, default=20, help="optimizer steps (default 20)")
     ap.add_argument("--samples", type=int, default=2, help="demo segmentation samples in the task set")
     ap.add_argument("--prompts", type=int, default=1, help="samples per step")
     ap.add_argument("--generations", type=int, default=6, help="rollouts per sample (GRPO's group, K)")
