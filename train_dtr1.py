@@ -131,18 +131,25 @@ def build_trainer(cfg: DictConfig, policy: Any = None):
 
     from rvt_bench.adapters.dtr1 import tags as T
     from rvt_bench.adapters.dtr1.rewards import TERMS, term_weights, trl_reward_funcs
-    from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc, sample_key
+    from rvt_bench.adapters.dtr1.training import DTR1RolloutFunc, check_training_setup, sample_key
 
     grpo = OmegaConf.to_container(cfg.grpo, resolve=True)
+    if cfg.decoding not in ("free", "grammar") or (cfg.decoding == "grammar" and grpo.get("use_vllm")):
+        raise AdapterError(f"decoding={cfg.decoding!r}: expected free, or grammar (rollouts by the trained model itself, "
+                           "grpo.use_vllm=false)")
     check_vllm_settings(grpo)
     if cfg.reward.ablation not in cfg.reward.ablations:
         raise AdapterError(f"reward.ablation {cfg.reward.ablation!r} unknown; expected one of {list(cfg.reward.ablations)}")
     samples = load_samples(cfg)
     by_key = {sample_key(s): s for s in samples}
     r = cfg.rollout
+    limits, perception = limits_from(r), instantiate(cfg.perception)
+    # twin_style, a judge for text samples, annotations for oracle perception: one line each, before a model loads
+    check_training_setup(samples, perception, limits, has_judge=cfg.reward.judge is not None)
     rollout_func = DTR1RolloutFunc(
-        by_key, instantiate(cfg.perception), limits_from(r),
+        by_key, perception, limits,
         sandbox=OmegaConf.to_container(r.sandbox, resolve=True), policy=policy, batch_size=int(r.batch_size),
+        decoding=str(cfg.decoding),
     )
     rollout_func.preflight()  # bubblewrap or stop, before a model is loaded (one line naming rollout.sandbox)
 

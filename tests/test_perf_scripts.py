@@ -38,6 +38,8 @@ RUNS = {
     "measure_hub_refcoco.py": (["--tiny", "--work", "{tmp}"],
                                r"testB\s+perfect-on-the-hub prediction on LISA's GT: gIoU [\d.]+ cIoU [\d.]+"),
     "gpu_real_models.py": (["--tiny", "--frames", "2", "--size", "32x48"], r"SAM2 \(transformers\)\s+ok\s+[\d.]+"),
+    "grpo_learning_curve.py": (["--tiny", "--out", "{tmp}"],
+                               r"first 1 steps mean reward [-+][\d.]+, last 1 [-+][\d.]+ \(2 steps, \d+ s\); \S+curve\.csv"),
 }
 NOT_RUN = {
     "bench_jf.py": "compares with davis2017-evaluation's metrics.py, which needs a fetched checkout (--davis-metrics)",

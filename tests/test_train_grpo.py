@@ -57,7 +57,7 @@ class TwoBranchPolicy(Policy):
 def _cfg(tmp_path, base, **over):
     overrides = [
         f"base_model={base}", "dtype=float32", f"output_dir={tmp_path / 'out'}",
-        "data.use=[demo]", "data.limit=2",
+        "data.use=[demo]", "data.limit=2", "perception=oracle",  # the demo is annotated: the twin without models
         "rollout.max_new_tokens=8", "rollout.max_total_tokens=16", "rollout.batch_size=8",
         "rollout.sandbox.timeout_s=20",
         "lora.target_modules=[q_proj,v_proj]",
@@ -258,3 +258,33 @@ def test_a_rollout_setting_out_of_range_stops_training_before_anything_loads(tmp
     with pytest.raises(ConfigError) as err:
         build_trainer(cfg, policy=TwoBranchPolicy())
     assert str(err.value).startswith(line)
+
+
+
+def test_grammar_decoding_lets_the_trained_model_finish_its_plan_within_the_budget(tmp_path, base):
+    # A random model decoding freely does not write </dt_plan> in its budget (every reward equal,
+    # nothing learnt); constrained by the tag grammar, as the demo's policy decodes, it plans.
+    trainer = build_trainer(_cfg(tmp_path, base, **{"decoding": "grammar", "rollout.max_new_tokens": 96,
+                                                    "rollout.max_total_tokens": 192, "rollout.grammar.think_chars": 20,
+                                                    "rollout.grammar.code_chars": 40}), policy=None)
+    func = trainer.rollout_func
+    assert func.decoding == "grammar"
+    episodes = []
+
+    def recorded(prompts, tr):
+        out = type(func).__call__(func, prompts, tr)
+        episodes.extend(out["episode"])
+        return out
+
+    trainer.rollout_func = recorded
+    trainer.train()
+    assert len(episodes) == 8 and all("</dt_plan>" in ep.trace for ep in episodes)
+    assert trainer.state.log_history[0]["reward_std"] > 0  # rewards differ: an update has a direction
+
+
+def test_grammar_decoding_with_vllm_or_an_unknown_decoding_stops_at_start(tmp_path):
+    from rvt_bench.core.types import AdapterError
+
+    for over in ({"decoding": "beam"}, {"decoding": "grammar", "grpo.use_vllm": "true"}):
+        with pytest.raises(AdapterError, match=r"^decoding='(beam|grammar)': expected free, or grammar"):
+            build_trainer(_cfg(tmp_path, tmp_path / "no-model-here", **over), policy=TwoBranchPolicy())

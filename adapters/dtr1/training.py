@@ -100,6 +100,9 @@ class DTR1RolloutFunc:
                  (tests use a scripted one).
     batch_size:  rollouts decoded together by the trained-model policy; requests in flight to a
                  vLLM server.
+    decoding:    the trained-model policy's decoding (rvt_bench.adapters.policy.hf.HFPolicy):
+                 "free", or "grammar" (each stage constrained by the tag grammar, as the demo's
+                 policy decodes; the loss still reads the unconstrained model's log-probabilities).
     Returns from __call__: {"prompt_ids", "completion_ids", "logprobs", "env_mask", "episode"}
     with one entry per prompt, in order; "logprobs" holds the sampler's per-token log-probabilities
     when the policy reports them (vLLM), else None (TRL then recomputes what it needs).
@@ -107,7 +110,8 @@ class DTR1RolloutFunc:
     """
 
     def __init__(self, samples: Mapping[str, Sample], perception: Any, limits: RolloutLimits,
-                 sandbox: Mapping[str, Any] | None = None, policy: Policy | None = None, batch_size: int = 8):
+                 sandbox: Mapping[str, Any] | None = None, policy: Policy | None = None, batch_size: int = 8,
+                 decoding: str = "free"):
         self.samples = dict(samples)
         self.perception = perception
         self.limits = limits
@@ -117,6 +121,7 @@ class DTR1RolloutFunc:
         self._sandbox_settings = settings_from(self.sandbox)
         self.policy = policy
         self.batch_size = int(batch_size)
+        self.decoding = str(decoding)
         self.calls: list[list[str]] = []  # prompts received per call (inspected by tests and logs)
         self._vllm_policy: Policy | None = None
 
@@ -129,8 +134,9 @@ class DTR1RolloutFunc:
             raise AdapterError(f"rollout_func: prompts {missing[:3]} are not sample keys of the training data")
         samples = [self.samples[p] for p in prompts]
         tools = describe_tools()
-        jobs = [(prompts_mod.messages(s, tools, self.limits.max_rounds, task_hint=self.limits.task_hint), self._env(s))
-                for s in samples]
+        jobs = [(prompts_mod.messages(s, tools, self.limits.max_rounds, self.limits.twin_style,
+                                      task_hint=self.limits.task_hint), self._env(s))
+                for s in samples]  # the prompt evaluation shows (DTR1Adapter._messages), twin_style included
         tokenizer = trainer.processing_class
         if self.policy is None and getattr(trainer, "use_vllm", False) and trainer.vllm_mode == "server":
             # TRL's weight push runs on the main process only; the other ranks return from
@@ -218,7 +224,8 @@ class DTR1RolloutFunc:
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gather_deepspeed3_params=getattr(args, "ds3_gather_for_generation", True)) as model:
             policy = HFPolicy.from_loaded(model, trainer.processing_class, temperature=float(args.temperature),
-                                          top_p=float(getattr(args, "top_p", 1.0) or 1.0), seed=seed, batch_size=self.batch_size)
+                                          top_p=float(getattr(args, "top_p", 1.0) or 1.0), seed=seed, batch_size=self.batch_size,
+                                          decoding=self.decoding)
             return run_rollouts(policy, jobs, self.limits), policy
 
     def _sandbox_pool(self):
@@ -238,6 +245,46 @@ class DTR1RolloutFunc:
         from rvt_bench.adapters.dtr1.env import sandbox_env
 
         return sandbox_env(sample, self.perception, self._sandbox_pool())
+
+
+JUDGED_TASKS = ("vqa", "summarization")
+"""Tasks whose R_result is a judge's verdict (rvt_bench.adapters.dtr1.rewards.r_result)."""
+
+
+def check_training_setup(samples: list[Sample], perception: Any, limits: RolloutLimits, has_judge: bool) -> None:
+    """Everything training needs from its data and settings, checked before a model loads; each
+    gap stops training with one AdapterError line that names the fix.
+
+    - twin_style must be one of rvt_bench.adapters.twin.schema.TWIN_STYLES (as evaluation checks).
+    - A vqa or summarization sample needs a judge (reward.judge): R_result and the logged success
+      rate ask it, and without one the reward function would raise mid-training.
+    - Oracle perception (rvt_bench.adapters.twin.oracle) needs every sample's instance annotations;
+      a dataset without them (the real ReasonSeg release has none per object) would fail every
+      twin and mask every valid rollout out of the loss. Foundation perception needs none.
+    - The perception's own preflight, as evaluation runs it (foundation: every enabled model's
+      weights can be had; AdapterError naming the backend and model id).
+    """
+    from rvt_bench.adapters.twin.oracle import OraclePerception
+    from rvt_bench.adapters.twin.schema import TWIN_STYLES
+
+    if limits.twin_style not in TWIN_STYLES:
+        raise AdapterError(f"rollout.twin_style={limits.twin_style!r}: expected one of {list(TWIN_STYLES)}")
+    if not has_judge:
+        text = [s for s in samples if s.task in JUDGED_TASKS]
+        if text:
+            raise AdapterError(
+                f"{len(text)} of {len(samples)} training samples are {'/'.join(sorted({s.task for s in text}))} "
+                f"(first: {sample_key(text[0])}), whose reward needs a judge: set reward.judge (a conf/judge/openai.yaml-"
+                f"style block) or train on segmentation/grounding sources only (data.use)")
+    if isinstance(perception, OraclePerception):
+        bare = [s for s in samples if not s.annotations]
+        if bare:
+            raise AdapterError(
+                f"perception=oracle needs instance annotations, and {len(bare)} of {len(samples)} training samples have "
+                f"none (first: {sample_key(bare[0])}): train with perception=foundation (the default) or drop that "
+                f"source from data.use")
+    if hasattr(perception, "preflight"):
+        perception.preflight()
 
 
 def _episode(sample: Sample, result: Rollout | AdapterError, task_hint: bool) -> Episode:
