@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rvt_bench.core import files, masks, safe_pickle
+from rvt_bench.core import masks, safe_pickle
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import DatasetFormatError, Sample, Target
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
-from rvt_bench.loaders.refcoco import _check_canvas, _check_polygon_range
+from rvt_bench.loaders.refcoco import _check_canvas, _check_polygon_range, ref_image
 
 PUBLISHED = "https://github.com/henghuiding/gRefCOCO (grefs(unc).json + instances.json) and COCO train2014 images"
 SPLITS = ("train", "val", "testA", "testB")
@@ -180,14 +180,7 @@ class GRefCOCODataset(Dataset):
             require_keys(ref, ("ref_id", "ann_id", "image_id"), f"grefs[{k}]")
             ann_ids = ref["ann_id"] if isinstance(ref["ann_id"], list) else [ref["ann_id"]]
             image = images.get(ref["image_id"])
-            if image is None:
-                raise DatasetFormatError(f"ref {ref['ref_id']}: image {ref['image_id']} is not in instances.json")
-            require_keys(image, ("file_name", "height", "width"), f"instances.json image {ref['image_id']}")
-            height, width = int(image["height"]), int(image["width"])
-            path = files.inside(image_dir, str(image["file_name"]), f"ref {ref['ref_id']}: instances.json image "
-                                                                    f"{ref['image_id']} file_name")
-            if not path.is_file():
-                raise DatasetFormatError(f"ref {ref['ref_id']}: image file {path} not found")
+            path, height, width = ref_image(image, ref, image_dir)
             if frame_size(path) != (height, width):
                 raise DatasetFormatError(f"ref {ref['ref_id']}: image {path} is {list(frame_size(path))} (H, W), "
                                          f"instances.json says {[height, width]} (detectron2 stops on it)")

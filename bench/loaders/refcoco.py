@@ -284,14 +284,7 @@ class RefCOCODataset(Dataset):
             ann, image = anns.get(ref["ann_id"]), images.get(ref["image_id"])
             if ann is None:
                 raise DatasetFormatError(f"ref {ref['ref_id']}: annotation {ref['ann_id']} is not in instances.json")
-            if image is None:
-                raise DatasetFormatError(f"ref {ref['ref_id']}: image {ref['image_id']} is not in instances.json")
-            require_keys(image, ("file_name", "height", "width"), f"instances.json image {ref['image_id']}")
-            height, width = int(image["height"]), int(image["width"])
-            path = files.inside(image_dir, str(image["file_name"]), f"ref {ref['ref_id']}: instances.json image "
-                                                                    f"{ref['image_id']} file_name")
-            if not path.is_file():
-                raise DatasetFormatError(f"ref {ref['ref_id']}: image file {path} not found")
+            path, height, width = ref_image(image, ref, image_dir)
             try:
                 _check_canvas(height, width)
             except DatasetFormatError as exc:
@@ -323,3 +316,19 @@ class RefCOCODataset(Dataset):
 
 def _order(image_id) -> tuple:
     return (0, image_id, "") if isinstance(image_id, int) else (1, 0, str(image_id))
+
+
+def ref_image(image: dict | None, ref: dict, image_dir: Path) -> tuple[Path, int, int]:
+    """(path, height, width) of a REFER-style ref's image record in instances.json (RefCOCO, gRefCOCO):
+    the file name confined to `image_dir` (rvt_bench.core.files.inside), the declared size as ints.
+    Raises DatasetFormatError naming the ref when the record, one of its keys or the file is missing,
+    or the name leads out of the folder."""
+    if image is None:
+        raise DatasetFormatError(f"ref {ref['ref_id']}: image {ref['image_id']} is not in instances.json")
+    require_keys(image, ("file_name", "height", "width"), f"instances.json image {ref['image_id']}")
+    height, width = int(image["height"]), int(image["width"])
+    path = files.inside(image_dir, str(image["file_name"]), f"ref {ref['ref_id']}: instances.json image "
+                                                            f"{ref['image_id']} file_name")
+    if not path.is_file():
+        raise DatasetFormatError(f"ref {ref['ref_id']}: image file {path} not found")
+    return path, height, width
