@@ -88,9 +88,7 @@ class LongRVOSDataset(Dataset):
             sample_id = f"{video}/{exp_id}"
             with self.sample_errors(sample_id):
                 where_exp = f"{where} expression {exp_id!r}"
-                require_keys(exp, ("exp", "obj_id", "type"), where_exp)
-                if not isinstance(exp["exp"], str) or not exp["exp"].strip():
-                    raise DatasetFormatError(f"{where_exp}: field 'exp' must be a non-empty string")
+                video_meta.require_expression(exp, ("obj_id", "type"), where_exp)
                 key = str(exp["obj_id"])
                 if key not in tracks:
                     tracks[key] = self._track(video, key, frame_ids)

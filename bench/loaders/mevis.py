@@ -98,9 +98,7 @@ class MeViSDataset(Dataset):
             sample_id = f"{video}/{exp_id}"
             with self.sample_errors(sample_id):
                 where_exp = f"{where} expression {exp_id!r}"
-                require_keys(exp, ("exp",), where_exp)
-                if not isinstance(exp["exp"], str) or not exp["exp"].strip():
-                    raise DatasetFormatError(f"{where_exp}: field 'exp' must be a non-empty string")
+                video_meta.require_expression(exp, (), where_exp)
                 meta = {"video": video, "exp_id": str(exp_id)}
                 for key in ("obj_id", "anno_id"):
                     if key in exp:

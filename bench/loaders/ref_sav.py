@@ -90,9 +90,7 @@ class RefSAVDataset(Dataset):
             sample_id = f"{video}/{exp_id}"
             with self.sample_errors(sample_id):
                 where_exp = f"{where} expression {exp_id!r}"
-                require_keys(exp, ("exp", "anno_id", "type_id"), where_exp)
-                if not isinstance(exp["exp"], str) or not exp["exp"].strip():
-                    raise DatasetFormatError(f"{where_exp}: field 'exp' must be a non-empty string")
+                video_meta.require_expression(exp, ("anno_id", "type_id"), where_exp)
                 type_id = exp["type_id"]
                 if not isinstance(type_id, int) or isinstance(type_id, bool):
                     raise DatasetFormatError(f"{where_exp}: field 'type_id' must be an int (0 long, 1 short), "

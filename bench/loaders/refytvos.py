@@ -79,9 +79,7 @@ class RefYTVOSDataset(Dataset):
         for exp_id, exp in info["expressions"].items():
             sample_id = f"{video}/{exp_id}"
             with self.sample_errors(sample_id):
-                require_keys(exp, ("exp",), f"{where} expression {exp_id!r}")
-                if not isinstance(exp["exp"], str) or not exp["exp"].strip():
-                    raise DatasetFormatError(f"{where} expression {exp_id!r}: field 'exp' must be a non-empty string")
+                video_meta.require_expression(exp, (), f"{where} expression {exp_id!r}")
                 samples.append(Sample(id=sample_id, dataset=self.name, split=self.split, modality="video",
                                       frames=frames, frame_ids=frame_ids, query=exp["exp"], task="segmentation",
                                       target=Target(), meta={"video": video, "exp_id": str(exp_id)}))

@@ -64,3 +64,13 @@ def record_repeated_expressions(dataset: Dataset, video: str, expressions: Any, 
     for exp_id, _ in getattr(expressions, "dropped", []):
         dataset.record_error(f"{video}/{exp_id}", f"{where}: expression id {exp_id!r} appears twice in 'expressions'; "
                                                   f"this earlier one is left out (a JSON reader keeps only the last)")
+
+
+def require_expression(exp: Any, keys: tuple[str, ...], where: str) -> str:
+    """The text of a meta_expressions.json expression (MeViS, Ref-YouTube-VOS, Ref-SAV, Long-RVOS):
+    `exp` must hold "exp" and `keys`; DatasetFormatError naming `where` when a key is missing or
+    "exp" is not a non-empty string."""
+    require_keys(exp, ("exp", *keys), where)
+    if not isinstance(exp["exp"], str) or not exp["exp"].strip():
+        raise DatasetFormatError(f"{where}: field 'exp' must be a non-empty string")
+    return exp["exp"]
