@@ -161,3 +161,16 @@ def test_an_unknown_setting_is_a_data_error_on_one_line(tmp_path):
     with pytest.raises(DatasetFormatError) as caught:
         read(_csv(tmp_path / "p.csv", setting="main\x1b[31m\nfake line"))
     assert "setting must be one of" in str(caught.value) and "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+def test_ref_sav_rows_are_sa2vas_tables_10_and_17_in_the_long_short_overall_cells():
+    # Sa2VA v3 Table 10 ('Ref-SAV validation sets'), as printed: Sa2VA-8b (Ours) long J&F 58.7, short J 39.5, overall J&F 50.0
+    from rvt_bench.leaderboards.tables import declared_layout, published_cell
+
+    rows = paper_rows("ref_sav")
+    lay = declared_layout("ref_sav")
+    assert rows and {r["status"] for r in rows} == {"verified"} and {r["table"] for r in rows} == {"Table 10", "Table 17"}
+    assert all(published_cell(r, lay) is not None for r in rows)  # every row has its column (subsets long / short)
+    value = {(r["model"], r["subset"], r["metric"]): r["value_printed"] for r in rows}
+    assert value[("Sa2VA-8b (Ours)", "long", "J&F")] == "58.7" and value[("Sa2VA-8b (Ours)", "short", "J")] == "39.5"
+    assert value[("Sa2VA-8b (Ours)", "overall", "J&F")] == "50.0" and value[("UniRef++ (fine-tuning)", "overall", "J&F")] == "14.6"
