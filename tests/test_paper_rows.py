@@ -174,3 +174,20 @@ def test_ref_sav_rows_are_sa2vas_tables_10_and_17_in_the_long_short_overall_cell
     value = {(r["model"], r["subset"], r["metric"]): r["value_printed"] for r in rows}
     assert value[("Sa2VA-8b (Ours)", "long", "J&F")] == "58.7" and value[("Sa2VA-8b (Ours)", "short", "J")] == "39.5"
     assert value[("Sa2VA-8b (Ours)", "overall", "J&F")] == "50.0" and value[("UniRef++ (fine-tuning)", "overall", "J&F")] == "14.6"
+
+
+def test_grefcoco_rows_sit_in_their_split_columns_or_under_the_table_when_no_split_is_stated():
+    # no row is verified: the GRES / GREx text was not read; ReLA per split as SSDE's Table 7 reprints it
+    from rvt_bench.leaderboards.tables import declared_layout, outside_reason, published_cell
+
+    lay = declared_layout("grefcoco")
+    rows = paper_rows("grefcoco")
+    assert rows and {r["status"] for r in rows} == {"unverified"}
+    for r in rows:
+        assert r["split"] in {"val", "testA", "testB", ""}, r
+        if r["split"]:
+            assert published_cell(r, lay) is not None, r
+        else:
+            assert outside_reason(r, lay) == "split not stated", r
+    value = {(r["split"], r["metric"]): r["value_printed"] for r in rows if r["model"] == "ReLA (Swin-Base)" and r["split"]}
+    assert value[("val", "cIoU")] == "62.42" and value[("testB", "gIoU")] == "61.02"  # SSDE Table 7, as printed
