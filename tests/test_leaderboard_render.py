@@ -174,8 +174,9 @@ def test_ref_davis17_says_why_its_columns_hold_no_published_row_and_lists_them_a
     sa2va = [line for line in text.splitlines() if line.startswith("| Sa2VA-")]
     assert len(sa2va) == 4 and all(line.endswith("| verified | protocol not stated |") for line in sa2va)
     # the reasons of other layouts' rows: refcoco's split-less Sa2VA rows, VisionReasoner's gIoU in a cIoU table
+    # (9) and SAM 3's Table 42, which names no metric (48)
     refcoco = render("refcoco", tmp_path)
-    assert "Published rows outside this layout (split not stated: 12; metric not in this table: 9):" in refcoco
+    assert "Published rows outside this layout (split not stated: 12; metric not in this table: 57):" in refcoco
     assert "No published row fills these columns" not in refcoco
     latex = render("ref_davis17", tmp_path, fmt="latex")
     assert "% No published row is known to use VISA's protocol" in latex

@@ -203,3 +203,39 @@ def test_long_rvos_rows_are_the_test_split_overall_and_fill_the_layouts_test_col
     assert all(published_cell(r, lay) is not None for r in rows)
     value = {(r["model"], r["metric"]): r["value_printed"] for r in rows}
     assert value[("ReferMo", "J&F")] == "52.9" and value[("ReferMo", "vIoU")] == "45.2"  # as the digest transcribes them
+
+
+def test_sam3_rows_are_tables_30_40_and_42_as_printed_and_saco_golds_subsets_hold_them():
+    """SAM 3 (arXiv 2511.16719), read in the paper's text: Table 30 (SA-Co/Gold per domain), Table 40
+    (SAM 3 Agent on ReasonSeg), Table 42 (SAM 3 Agent on RefCOCO-Seg, no metric named)."""
+    from rvt_bench.leaderboards.tables import declared_layout, outside_reason, published_cell
+
+    gold = paper_rows("saco_gold")
+    assert len(gold) == 9 * 8 * 3 and {r["status"] for r in gold} == {"verified"} and {r["table"] for r in gold} == {"Table 30"}
+    value = {(r["model"], r["split"], r["metric"]): (r["value_printed"], r["unit"]) for r in gold}
+    # Table 30 as printed: SAM 3 Average 54.1 0.82 66.1; Crowded 61.1 0.9 67.7; Human Wiki-Common 71.6 0.89 80.1
+    assert [value[("SAM 3", "average", m)][0] for m in ("cgF1", "IL_MCC", "positive_micro_F1")] == ["54.1", "0.82", "66.1"]
+    assert value[("SAM 3", "crowded", "IL_MCC")] == ("0.9", "fraction") and value[("SAM 3", "crowded", "cgF1")] == ("61.1", "percent")
+    assert value[("Human", "wiki_common", "positive_micro_F1")][0] == "80.1"
+    lay = declared_layout("saco_gold")
+    subsets = {c.split for c in lay.columns}
+    assert {r["split"] for r in gold} == subsets | {"average"}
+    for r in gold:  # a subset's value goes in its subset's column; the average is listed under the table
+        if r["split"] == "average":
+            assert published_cell(r, lay) is None and outside_reason(r, lay) == "split not in this table"
+        else:
+            assert published_cell(r, lay) == (r["metric"], None)
+
+    agent = {(r["model"], r["split"], r["subset"], r["metric"]): r["value_printed"]
+             for r in paper_rows("reasonseg") if r["paper_id"] == "arXiv:2511.16719"}
+    assert len(agent) == 6 * 8
+    # Table 40: SAM 3 Agent with Gemini 2.5 Pro, val gIoU 77.0 / cIoU 66.0, test 74.0, test long query cIoU 73.2
+    gemini = "SAM 3 Agent (Gemini 2.5 Pro)"
+    assert (agent[(gemini, "val", "overall", "gIoU")], agent[(gemini, "val", "overall", "cIoU")]) == ("77.0", "66.0")
+    assert agent[(gemini, "test", "overall", "gIoU")] == "74.0" and agent[(gemini, "test", "long query", "cIoU")] == "73.2"
+
+    ref = [r for r in paper_rows("refcoco") if r["paper_id"] == "arXiv:2511.16719"]
+    assert len(ref) == 6 * 8 and {r["metric"] for r in ref} == {"not stated"}
+    lay = declared_layout("refcoco")
+    assert all(published_cell(r, lay) is None and outside_reason(r, lay) == "metric not in this table" for r in ref)
+    assert next(r["value_printed"] for r in ref if r["model"] == gemini and r["split"] == "refcocog/test") == "74.0"

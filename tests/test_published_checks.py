@@ -133,7 +133,8 @@ def test_every_check_names_its_checkpoint_split_precision_and_the_split_is_in_it
     for check in checks.CHECKS:
         assert check.checkpoint and check.split and check.precision and check.tolerance > 0, check.model
         assert any(arg.endswith(check.checkpoint) for arg in check.overrides) or check.model == "visionreasoner"
-        split = next((a.split("=", 1)[1] for a in check.overrides if a.startswith("dataset.split=")), None)
+        # the run's split: dataset.split, or the subset where the benchmark's split is its subset (saco_gold)
+        split = next((a.split("=", 1)[1] for a in check.overrides if a.startswith(("dataset.split=", "dataset.subset="))), None)
         hub = next((a.split("=", 1)[1] for a in check.overrides if a.startswith("dataset.hf_dataset=")), "")
         assert split == check.split or hub.endswith("_" + check.split), check.model
 

@@ -89,6 +89,29 @@ def test_image_detections_above_the_threshold_are_united(checkpoint, demo):
     assert one.trace["detections"] == [1] and masks.area(one.masks[0]) < masks.area(pred.masks[0])
 
 
+def test_each_kept_image_detection_is_an_instance_that_saco_gold_scores(checkpoint, demo):
+    """SA-Co/Gold scores instances (SAM 3's evaluation dumps one COCO result per detection): the union
+    alone was one instance of score 1.0 there. Against a GT made of the detections' own masks every
+    prediction now matches (pmF1 1.0); the union alone would match at most one of them."""
+    from rvt_bench.core.types import Prediction
+    from rvt_bench.metrics.protocols.saco_gold import SACoGoldProtocol
+
+    sample = demo["image/coffee_cup"]
+    pred = Sam3Adapter(checkpoint=str(checkpoint)).predict(sample)
+    instances = pred.trace["instances"]
+    assert len(instances) == pred.trace["detections"][0] >= 2
+    assert [score for _, score in instances] == pred.trace["scores"]
+    each = [masks.decode(rle) for rle, _ in instances]
+    assert all(m.shape == masks.decode(pred.masks[0]).shape and m.any() for m in each)
+    assert np.array_equal(np.logical_or.reduce(each), masks.decode(pred.masks[0]))  # the union is the sample's mask
+    gt = replace(sample, meta={"annotations": {"a": [[rle, 0] for rle, _ in instances]}, "order": 0})
+    protocol = SACoGoldProtocol()
+    scored = protocol.aggregate([protocol.score(gt, pred)])["metrics"]
+    assert scored["positive_micro_F1"] == pytest.approx(1.0, abs=1e-3)
+    union_only = Prediction(sample_id=pred.sample_id, task=pred.task, masks=pred.masks)
+    assert protocol.aggregate([protocol.score(gt, union_only)])["metrics"]["positive_micro_F1"] < 0.9
+
+
 def test_a_long_query_is_cut_at_the_text_context(checkpoint, demo):
     sample = replace(demo["image/coffee_cup"], query=" ".join(["the cup on the left of the table"] * 12))
     pred = Sam3Adapter(checkpoint=str(checkpoint)).predict(sample)  # without the cut: position embeddings overflow

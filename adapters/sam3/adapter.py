@@ -6,8 +6,10 @@ Image: one detector pass; a query's score is sigmoid(class logit) x sigmoid(pres
 (transformers' post_process_instance_segmentation, as facebookresearch/sam3's
 Sam3Processor._forward_grounding); the detections scoring above `threshold` (0.5, the repository's
 Sam3Processor confidence_threshold) are kept, their masks (sigmoid > `mask_threshold`, 0.5, after
-a bilinear resize to the frame) united into the sample's mask. No detection above the threshold is
-the "no target" answer, its score 1 - the best detection score.
+a bilinear resize to the frame) united into the sample's mask; each kept detection is also in the
+trace as an instance (its own mask and score), which a benchmark that scores instances reads (SA-Co/
+Gold, as SAM 3's evaluation dumps one COCO result per detection). No detection above the threshold
+is the "no target" answer, its score 1 - the best detection score.
 
 Video: SAM 3's video model (the detector on every frame, the tracker carrying the masklets, with
 the thresholds of the checkpoint's Sam3VideoConfig), every tracked object of the prompt united per
@@ -29,7 +31,7 @@ from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
-ADAPTER_VERSION = 1
+ADAPTER_VERSION = 2  # 2: an image prediction carries its instances (trace "instances"), which SA-Co/Gold scores
 WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.txt", "tokenizer*", "vocab*", "merges*"]
 TASKS = ("segmentation", "grounding")
 
@@ -45,8 +47,9 @@ class Sam3Adapter(Adapter):
     device:         "auto" (CUDA when present) | "cpu" | "cuda[:i]". dtype: "auto" | "bfloat16" | "float16" | "float32".
 
     predict(sample) -> Prediction(masks=[RLE per frame] | boxes=[[box] or [] per frame]) with trace
-    {"prompt", "detections" (per frame: kept objects), "scores" (kept, image), "best_score"}, or
-    Prediction.none_found. Raises AdapterError for vqa / summarization, a missing checkpoint.
+    {"prompt", "detections" (per frame: kept objects), "scores" (kept, image), "best_score", and for an
+    image "instances": [[RLE, score], ...] (each kept detection's mask at the frame's size, its score;
+    the protocols' instance interface, e.g. SA-Co/Gold's)}, or Prediction.none_found. Raises AdapterError for vqa / summarization, a missing checkpoint.
     """
 
     stages = (("detected", "concept detected"), ("mask_decoded", "mask non-empty"))
@@ -121,12 +124,15 @@ class Sam3Adapter(Adapter):
             raise AdapterError(f"sample {sample.id}: no frames")
         text = self.prompt(sample)
         t0 = time.perf_counter()
+        instances = None
         if sample.modality == "video":
             masks, best, detections, scores = self._video(frames, text)
         else:
-            masks, best, detections, scores = self._image(frames[0], text)
+            masks, best, detections, scores, instances = self._image(frames[0], text)
         timings = {"sam3": round(time.perf_counter() - t0, 4)}
         trace = {"prompt": text, "detections": detections, "scores": scores, "best_score": best}
+        if instances is not None:
+            trace["instances"] = instances
         if not any(detections):
             return Prediction.none_found(sample.id, None if best is None else round(1.0 - best, 6), task=sample.task,
                                          trace=trace, timings=timings)
@@ -157,8 +163,10 @@ class Sam3Adapter(Adapter):
         context = int(model.config.detector_config.text_config.max_position_embeddings)
         return tokenizer(text, padding="max_length", truncation=True, max_length=context, return_tensors="pt")
 
-    def _image(self, frame, text: str) -> tuple[list, float | None, list[int], list[float]]:
+    def _image(self, frame, text: str) -> tuple[list, float | None, list[int], list[float], list]:
         import torch
+
+        from rvt_bench.core import masks as mask_io
 
         model, processor, _, device, dtype = self._load()
         pixels = processor(images=frame, return_tensors="pt")["pixel_values"].to(device, dtype)
@@ -174,7 +182,9 @@ class Sam3Adapter(Adapter):
                                                               target_sizes=[list(frame.shape[:2])])[0]
         kept = result["masks"].bool().cpu()
         union = kept.any(dim=0).numpy() if len(kept) else torch.zeros(frame.shape[:2], dtype=torch.bool).numpy()
-        return [union], best, [int(len(kept))], [round(float(s), 6) for s in result["scores"].float().cpu()]
+        scores = [round(float(s), 6) for s in result["scores"].float().cpu()]
+        instances = [[mask_io.encode(m.numpy()), s] for m, s in zip(kept, scores)]
+        return [union], best, [int(len(kept))], scores, instances
 
     def _video(self, frames: list, text: str) -> tuple[list, float | None, list[int], list[float]]:
         import numpy as np
