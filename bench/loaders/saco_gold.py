@@ -60,7 +60,7 @@ class SACoGoldDataset(Dataset):
     annotators: which annotators' files, in order (default [a, b, c]: the oracle over the three,
                 as eval_sam3.py; [a]: single annotator, as standalone_cgf1.py with one file).
     images:     the folder the pairs' file_name is relative to; None: <root>/images. The evaluator
-                reads no image: a missing image only matters to a model that runs (or report.html).
+                reads no image, but a run's FrameChecker does: a pair whose image is missing fails as a data error.
     split:      the Samples' split: the subset's name (conf/dataset/saco_gold.yaml sets it so; the
                 release has one split, test, and a run scores one subset).
 
