@@ -37,6 +37,16 @@ RUNS = {
     "bench_twin.py": (["--frames", "2", "--size", "32x48", "--device", "cpu"], r"cold\s+[\d.]+\s+[\d.]+"),
     "measure_hub_refcoco.py": (["--tiny", "--work", "{tmp}"],
                                r"testB\s+perfect-on-the-hub prediction on LISA's GT: gIoU [\d.]+ cIoU [\d.]+"),
+    # the tiny copies drop one record and change one (gseval), or drop one pair and keep non-scored and crowd pairs (saco)
+    "measure_hub_gseval.py": (["--tiny", "--work", "{tmp}"],
+                              r"missing on the hub 1, only on the hub 0, both 13\n.*label 1, caption 0, box 0, segmentation 0"),
+    "measure_hub_grefcoco.py": (["--tiny", "--work", "{tmp}"],
+                                r"instances\.json: release sha256 \w+, hub \w+ -> identical\n.*\n?.*val +release 14 sentences "
+                                r"\(4 no-target, 0 data errors\); hub 14 .*query differs 1, GT differs 0"),
+    "measure_hub_saco_gold.py": (["--tiny", "--work", "{tmp}"],
+                                 r"release 16 pairs, 14 scored by the evaluator, 3 negative; copy 15 rows.*\n.*matched to a pair "
+                                 r"15: of them not scored by the evaluator 2, with a crowd annotation 1; rows matching no pair 0; "
+                                 r"scored pairs without a row 1"),
     "gpu_real_models.py": (["--tiny", "--frames", "2", "--size", "32x48"], r"SAM2 \(transformers\)\s+ok\s+[\d.]+"),
     "grpo_learning_curve.py": (["--tiny", "--out", "{tmp}"],
                                r"first 1 steps mean reward [-+][\d.]+, last 1 [-+][\d.]+ \(2 steps, \d+ s\); \S+curve\.csv"),

@@ -21,6 +21,7 @@ import numpy as np
 from rvt_bench.core import masks, safe_pickle
 from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import DatasetFormatError, Sample, Target
+from rvt_bench.loaders import grefcoco_hub
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
 from rvt_bench.loaders.refcoco import _check_canvas, _check_polygon_range, ref_image
 
@@ -106,6 +107,9 @@ class GRefCOCODataset(Dataset):
                 the rescaled polygons (rela_gt). None: the corrected variant "image size", the GT at the
                 image's own size from the polygons as given.
     split_by:   the refs file's name part, "unc" (the one gRefCOCO ships).
+    images:     the folder of the train2014 images; None: <root>/images/train2014 (required with hf_dataset).
+    hf_dataset, hf_revision: the release's annotation files from the hub instead of <root>/grefcoco
+                (rvt_bench.loaders.grefcoco_hub: FudanCVL/gRefCOCO, or a local folder laid out as it).
 
     Each Sample: id = str(sent_id); modality "image", task "segmentation", one frame (the train2014
     image); query = the sentence's ``raw`` text (what ReLA tokenizes); target.masks = [RLE of the
@@ -125,21 +129,32 @@ class GRefCOCODataset(Dataset):
     name = "grefcoco"
 
     def __init__(self, root: str | Path | None, split: str = "val", image_size: int | None = 480,
-                 split_by: str = "unc") -> None:
+                 split_by: str = "unc", images: str | Path | None = None, hf_dataset: str | None = None,
+                 hf_revision: str | None = None) -> None:
         super().__init__()
-        if root is None:
-            raise DatasetFormatError(f"grefcoco: set dataset.root to ReLA's datasets directory; {PUBLISHED}")
+        if root is None and hf_dataset is None:
+            raise DatasetFormatError(f"grefcoco: set dataset.root to ReLA's datasets directory, or dataset.hf_dataset="
+                                     f"{grefcoco_hub.HUB_ID} with dataset.loader.images=<COCO train2014>; {PUBLISHED}")
         if split not in SPLITS:
             raise DatasetFormatError(f"grefcoco: split {split!r} is not one of {list(SPLITS)}")
         if image_size is not None and (isinstance(image_size, bool) or not isinstance(image_size, int) or image_size <= 0):
             raise ValueError(f"grefcoco: image_size must be a positive int (ReLA: 480) or null, got {image_size!r}")
         if not isinstance(split_by, str) or not split_by.isidentifier():
             raise DatasetFormatError(f"grefcoco: split_by must be a plain name such as 'unc', got {split_by!r}")
+        image_folder = Path(images) if images is not None else None
+        if hf_dataset is not None:  # the release's annotation files on the hub (rvt_bench.loaders.grefcoco_hub)
+            if images is None:
+                raise DatasetFormatError(f"grefcoco: {hf_dataset} holds the annotations only: set dataset.loader.images "
+                                         f"to the COCO train2014 image folder (docs/benchmarks/grefcoco.md 'Hub copies')")
+            annotations = grefcoco_hub.load(self, str(hf_dataset), hf_revision, split_by)
+            root = annotations
+        else:
+            annotations = Path(root) / "grefcoco"
         self.root, self.split, self.image_size = Path(root), split, image_size
         expected = layout(self.root, split_by)
         require_dir(self.root, dataset=self.name, layout=expected, published=PUBLISHED)
-        refs = self._read_refs(self.root / "grefcoco", split_by, expected)
-        inst_path = require_file(self.root / "grefcoco" / "instances.json", dataset=self.name, layout=expected,
+        refs = self._read_refs(annotations, split_by, expected)
+        inst_path = require_file(annotations / "instances.json", dataset=self.name, layout=expected,
                                  published=PUBLISHED)
         instances = read_json(inst_path)
         require_keys(instances, ("images", "annotations"), str(inst_path))
@@ -152,7 +167,7 @@ class GRefCOCODataset(Dataset):
             present = sorted({str(r.get("split")) for r in refs if isinstance(r, dict)})
             raise DatasetFormatError(f"grefcoco: no ref in split {split!r}; the ref splits present are {present}")
         self._seen: set[str] = set()
-        image_dir = self.root.joinpath(*IMAGE_DIR)
+        image_dir = image_folder if image_folder is not None else self.root.joinpath(*IMAGE_DIR)
         for k, ref in chosen:  # ReLA: the refs file's order, each ref's sentences in order
             self._add_ref(ref, k, images, anns, image_dir)
         self.require_some_samples(f"grefcoco split {split}")

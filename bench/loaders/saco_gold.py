@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rvt_bench.core import files, masks
 from rvt_bench.core.types import DatasetFormatError, Sample, Target
+from rvt_bench.loaders import saco_gold_hub
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
 
 PUBLISHED = ("https://huggingface.co/datasets/facebook/SACo-Gold (annotations) and the MetaCLIP / SA-1B images "
@@ -52,12 +53,14 @@ def _is_key(v: object) -> bool:
 class SACoGoldDataset(Dataset):
     """One Sample per (image, noun phrase) pair that the cgF1 evaluator scores in one subset.
 
-    root:       the folder of the annotation files (module docstring).
+    root:       the folder of the annotation files (module docstring); None with hf_dataset.
+    hf_dataset, hf_revision: the same files from the hub instead of root (rvt_bench.loaders.saco_gold_hub:
+                facebook/SACo-Gold, or a local folder laid out as it; lmms-eval's copy is refused).
     subset:     one of SUBSETS (eval_sam3.py's names).
     annotators: which annotators' files, in order (default [a, b, c]: the oracle over the three,
                 as eval_sam3.py; [a]: single annotator, as standalone_cgf1.py with one file).
     images:     the folder the pairs' file_name is relative to; None: <root>/images. The evaluator
-                reads no image: a missing image only matters to a model that runs (or report.html).
+                reads no image, but a run's FrameChecker does: a pair whose image is missing fails as a data error.
     split:      the Samples' split: the subset's name (conf/dataset/saco_gold.yaml sets it so; the
                 release has one split, test, and a run scores one subset).
 
@@ -76,18 +79,24 @@ class SACoGoldDataset(Dataset):
 
     name = "saco_gold"
 
+    hub_refusal = staticmethod(saco_gold_hub.refusal)  # read by rvt_bench.loaders.hub.pin before any download
+
     def __init__(self, root: str | Path | None, subset: str = "metaclip_nps", annotators: object = ("a", "b", "c"),
-                 images: str | Path | None = None, split: str | None = None) -> None:
+                 images: str | Path | None = None, split: str | None = None, hf_dataset: str | None = None,
+                 hf_revision: str | None = None) -> None:
         super().__init__()
-        if root is None:
-            raise DatasetFormatError(f"saco_gold: set dataset.root to the folder of the annotation JSONs; {PUBLISHED}")
         if subset not in SUBSETS:
             raise DatasetFormatError(f"saco_gold: subset {subset!r} is not one of {list(SUBSETS)}")
         if split not in (None, subset):
             raise DatasetFormatError(f"saco_gold: split {split!r} differs from subset {subset!r}: a run scores one "
                                      f"subset, its split (set dataset.subset=)")
-        self.root, self.subset, self.split = Path(root), subset, subset
         self.annotators = parse_annotators(list(annotators) if not isinstance(annotators, str) else annotators)
+        if hf_dataset is not None:  # the release's files on the hub (rvt_bench.loaders.saco_gold_hub)
+            root = saco_gold_hub.load(self, str(hf_dataset), hf_revision, [gt_file(subset, a) for a in self.annotators])
+        elif root is None:
+            raise DatasetFormatError(f"saco_gold: set dataset.root to the folder of the annotation JSONs, or "
+                                     f"dataset.hf_dataset={saco_gold_hub.HUB_ID}; {PUBLISHED}")
+        self.root, self.subset, self.split = Path(root), subset, subset
         self.images = Path(images) if images is not None else self.root / "images"
         expected = "\n".join(f"{self.root}/{gt_file(subset, a)}" for a in self.annotators)
         require_dir(self.root, dataset=self.name, layout=expected, published=PUBLISHED)
