@@ -12,7 +12,9 @@ Stages, in order (a failed sample fails exactly one: the stage its trace's "fail
 A prediction without the agent's trace (an adapter crash) fails reply_received.
 Measures: rounds (main MLLM requests per sample), segment_phrase / examine_each_mask calls per
 sample, masks selected (samples ended by select_masks_and_return), the share answered "no target"
-(report_no_mask, or an empty selection), and the seconds of the MLLM, SAM 3 and the whole sample.
+(report_no_mask, or an empty selection), and the seconds of the MLLM ("generation"), SAM 3's
+segment_phrase calls, its video tracking, the pictures drawn and the whole sample. A sample of a
+task the agent does not answer (vqa, summarization) fails reply_received.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from rvt_bench.core.records import Measure
 STAGES = (("reply_received", "MLLM replied"), ("tool_calls_valid", "tool calls valid"),
           ("within_turns", "loop ended within its limits"), ("sam3_ran", "SAM 3 ran"))
 FAILURE_STAGE = {"reply": "reply_received", "tool_call": "tool_calls_valid", "turns": "within_turns", "sam3": "sam3_ran"}
-LATENCY = (("mllm", "MLLM"), ("sam3", "SAM 3"), M.TOTAL)
+LATENCY = (("mllm", "generation"), ("sam3", "segment_phrase"), ("sam3_video", "tracking"), ("render", "rendering"), M.TOTAL)
 
 
 def trace(item: ScoredSample) -> dict[str, Any]:
