@@ -64,6 +64,19 @@ def test_the_loop_s_messages_become_one_multi_turn_request(tmp_path):
     assert sent[1]["content"][0]["type"] == "image_url" and sent[2]["content"] == [{"type": "text", "text": "<tool>{}</tool>"}]
 
 
+def test_the_hf_backend_renders_the_earlier_turns_too():
+    from rvt_bench.adapters.vlm.hf import _messages
+
+    image = np.zeros((2, 2, 3), np.uint8)
+    request = VLMRequest("S", [("text", "now")], 5, (("user", [("image", image), ("text", "q")]),
+                                                       ("assistant", [("text", "<tool>{}</tool>")])))
+    assert _messages(request) == [
+        {"role": "system", "content": [{"type": "text", "text": "S"}]},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "q"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "<tool>{}</tool>"}]},
+        {"role": "user", "content": [{"type": "text", "text": "now"}]}]
+
+
 def test_a_backend_failure_is_the_reply_stage():
     class Down(Recorder):
         def generate(self, requests):

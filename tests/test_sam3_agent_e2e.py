@@ -142,6 +142,12 @@ def test_a_bad_reply_fails_its_sample_at_the_tool_call_stage(checkpoint, prompts
                           for p in failed)
     stages = {s["key"]: s["reached"] for s in json.loads((run_dir / "metrics.json").read_text())["adapter_report"]["stages"]}
     assert stages["reply_received"] == len(failed) and stages["tool_calls_valid"] == 0
+    # rvt-bench attribute labels each failure by the rule it broke
+    out = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "attribute", str(run_dir)], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()[1:]}
+    assert rows == {"tool_call:first_call": len(failed), "unsupported": len(preds) - len(failed)}, out.stdout
 
 
 def test_missing_system_prompts_stop_the_run_in_one_line(checkpoint, tmp_path):

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rvt_bench.adapters.base import Adapter, ScoredSample
+from rvt_bench.adapters.base import Adapter, Attribution, ScoredSample
 from rvt_bench.adapters.sam3.adapter import Sam3Adapter
 from rvt_bench.adapters.sam3_agent import funnel, loop, prompts, render, tool
 from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest, backend_class
@@ -119,6 +120,14 @@ class Sam3AgentAdapter(Adapter):
     def measures(self, scored: Sequence[ScoredSample]) -> list[Measure]:
         return funnel.measures(scored)
 
+    @classmethod
+    def attribute(cls, run_dirs: Sequence[Path], examples: int = 3) -> Attribution:
+        """Each failed sample's label across runs (rvt_bench.adapters.sam3_agent.attribute)."""
+        from rvt_bench.adapters.sam3_agent import attribute
+
+        result = attribute.attribute(list(run_dirs), examples)
+        return Attribution(attribute.format_report(result), result)
+
     # --- prediction ---------------------------------------------------------------------------
 
     def generate(self, messages: list[dict]) -> str:
@@ -173,7 +182,7 @@ class Sam3AgentAdapter(Adapter):
             raise
         timings.update({k: round(v, 4) for k, v in result.timings.items()})
         timings["render"] = round(timings["render"], 4)
-        selected = [] if result.final is None else [c for c in result.calls if "result" in c][-1]["result"]["selected"]
+        selected = result.calls[-1]["result"]["selected"]
         trace = {"rollout": _rollout(result.calls), "calls": result.calls, "rounds": result.generations,
                  "ended_with": result.tool, "text_prompt": result.text_prompt, "selected": selected,
                  "system_prompt_sha256": sha}
