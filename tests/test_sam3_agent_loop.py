@@ -106,6 +106,8 @@ def test_each_failure_is_attributed_to_its_rule(name, stage, reason):
     case = next(c for c in DATA["cases"] if c["name"] == name)
     _, outcome, _ = _run(case)
     assert (outcome["error"].stage, outcome["error"].reason) == (stage, reason)
+    assert outcome["error"].calls[0]["reply"] == case["replies"][0]  # the trace so far travels, refused reply included
+    assert outcome["error"].loop_timings["mllm"] >= 0  # and the seconds spent
 
 
 def test_the_trace_holds_every_tool_call_and_its_result():

@@ -57,7 +57,8 @@ class Sam3AgentAdapter(Adapter):
     Other keyword arguments go to the backend: OPENAI_KEYS for openai, HF_KEYS for hf.
 
     predict(sample) -> Prediction with trace {"rollout" (the conversation as text), "calls" (every
-    tool call: round, reply, tool, parameters, result), "rounds", "ended_with", "text_prompt",
+    reply and its tool call: round, reply, tool, parameters, result; a reply the loop refused has
+    no result, its tool None where it named none), "rounds", "ended_with", "text_prompt",
     "selected" (1-based numbers), "system_prompt_sha256", "video" (videos)}; timings {"mllm", "sam3",
     "render"}. A loop the repository would stop raises AgentError (a parse failure) with the trace
     so far and its "failure" {"stage", "reason"} (funnel.py).
@@ -175,6 +176,8 @@ class Sam3AgentAdapter(Adapter):
             result = loop.run(prompts.ImageRef("raw", frame), sample.query.strip(), self.system(), tools, self.max_generations)
         except AdapterError as exc:
             calls = getattr(exc, "calls", [])
+            timings.update({k: round(v, 4) for k, v in getattr(exc, "loop_timings", {}).items()})
+            timings["render"] = round(timings["render"], 4)
             stage, reason = (exc.stage, exc.reason) if isinstance(exc, loop.AgentError) else ("sam3", "error")
             exc.trace = {"rollout": _rollout(calls), "calls": calls, "rounds": None, "failure": {"stage": stage, "reason": reason},
                          "system_prompt_sha256": sha, "timings": timings}

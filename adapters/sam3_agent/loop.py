@@ -186,18 +186,20 @@ def _generate(tools: Tools, messages: list[dict], timings: dict) -> str:
 def run(raw: P.ImageRef, query: str, system: dict[str, str], tools: Tools,
         max_generations: int = MAX_GENERATIONS) -> AgentResult:
     """agent_inference(img_path, initial_text_prompt) on the raw image `raw`. system: prompts.load's
-    {"agent", "checking"}. Returns AgentResult; raises AgentError (with .calls, the trace so far)
-    where the repository raises, AdapterError from the tools as they raise it."""
+    {"agent", "checking"}. Returns AgentResult; raises AgentError where the repository raises,
+    AdapterError from the tools as they raise it, either with .calls (the trace so far) and
+    .loop_timings (seconds so far: "mllm", "sam3")."""
     calls: list[dict] = []
+    timings: dict[str, float] = {}
     try:
-        return _run(raw, query, system, tools, max_generations, calls)
+        return _run(raw, query, system, tools, max_generations, calls, timings)
     except AdapterError as exc:
         exc.calls = calls  # type: ignore[attr-defined]
+        exc.loop_timings = timings  # type: ignore[attr-defined]
         raise
 
 
-def _run(raw, query, system, tools, max_generations, calls) -> AgentResult:
-    timings: dict[str, float] = {}
+def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentResult:
     current: Detections | None = None  # PATH_TO_LATEST_OUTPUT_JSON's contents; None = ""
     latest = ""
     used: list = []  # USED_TEXT_PROMPTS (a set there; order kept here for the messages, see prune)
@@ -205,10 +207,10 @@ def _run(raw, query, system, tools, max_generations, calls) -> AgentResult:
     messages = [{"role": "system", "content": system["agent"]}, P.initial_user(raw, query)]
     reply = _generate(tools, messages, timings)
     while True:
+        record: dict[str, Any] = {"round": generation_count + 1, "reply": reply, "tool": None}
+        calls.append(record)  # before parsing: a reply the loop refuses is in the trace too
         text, call = tool_call(reply)
-        name = _name(call)
-        record: dict[str, Any] = {"round": generation_count + 1, "reply": reply, "tool": name}
-        calls.append(record)
+        name = record["tool"] = _name(call)
         if current is None and name not in ("segment_phrase", "report_no_mask"):
             raise AgentError("tool_call", "first_call", f"the first tool call must be segment_phrase or report_no_mask, got {name!r}")
 
