@@ -39,6 +39,23 @@ def test_missing_prompts_are_one_line_naming_the_setting(tmp_path):
     assert "model.prompts_dir" in str(err.value) and "system_prompt.txt" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_prompts_come_from_the_installed_sam3_by_default(tmp_path, monkeypatch):
+    prompts_dir = tmp_path / "site" / "sam3" / "agent" / "system_prompts"
+    prompts_dir.mkdir(parents=True)
+    (prompts_dir.parent.parent / "__init__.py").write_text("raise ImportError('never imported')\n")
+    (prompts_dir / "system_prompt.txt").write_text("installed agent\n")
+    (prompts_dir / "system_prompt_iterative_checking.txt").write_text("installed check\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert prompts.default_dir() == prompts_dir
+    assert prompts.load(None) == {"agent": "installed agent", "checking": "installed check"}
+
+
+def test_without_sam3_installed_the_error_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(prompts, "default_dir", lambda: None)
+    with pytest.raises(AdapterError, match="pip install git\\+https://github.com/facebookresearch/sam3"):
+        prompts.load(None)
+
+
 def test_prompts_are_stripped_and_digested(tmp_path):
     (tmp_path / "system_prompt.txt").write_text("  agent\n\n")
     (tmp_path / "system_prompt_iterative_checking.txt").write_text("check\n")
