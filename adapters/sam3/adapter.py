@@ -163,10 +163,12 @@ class Sam3Adapter(Adapter):
         context = int(model.config.detector_config.text_config.max_position_embeddings)
         return tokenizer(text, padding="max_length", truncation=True, max_length=context, return_tensors="pt")
 
-    def _image(self, frame, text: str) -> tuple[list, float | None, list[int], list[float], list]:
+    def detect(self, frame, text: str) -> tuple:
+        """SAM 3's detections of the concept `text` on one (H, W, 3) uint8 RGB `frame`, above
+        `threshold`: (masks (N, H, W) bool numpy, boxes [[x0, y0, x1, y1] frame pixels] * N,
+        scores [float] * N, best score of any query or None). The detector pass of `_image`
+        (sam3_agent's segment_phrase tool calls it per text prompt)."""
         import torch
-
-        from rvt_bench.core import masks as mask_io
 
         model, processor, _, device, dtype = self._load()
         pixels = processor(images=frame, return_tensors="pt")["pixel_values"].to(device, dtype)
@@ -180,14 +182,24 @@ class Sam3Adapter(Adapter):
         best = float(scores.max()) if scores.numel() else None
         result = processor.post_process_instance_segmentation(out, threshold=self.threshold, mask_threshold=self.mask_threshold,
                                                               target_sizes=[list(frame.shape[:2])])[0]
-        kept = result["masks"].bool().cpu()
-        union = kept.any(dim=0).numpy() if len(kept) else torch.zeros(frame.shape[:2], dtype=torch.bool).numpy()
-        scores = [round(float(s), 6) for s in result["scores"].float().cpu()]
-        instances = [[mask_io.encode(m.numpy()), s] for m, s in zip(kept, scores)]
+        kept = result["masks"].bool().cpu().numpy().reshape(-1, *frame.shape[:2])
+        boxes = [[float(v) for v in box] for box in result["boxes"].float().cpu().tolist()]
+        return kept, boxes, [float(s) for s in result["scores"].float().cpu()], best
+
+    def _image(self, frame, text: str) -> tuple[list, float | None, list[int], list[float], list]:
+        import numpy as np
+
+        from rvt_bench.core import masks as mask_io
+
+        kept, _, scores, best = self.detect(frame, text)
+        union = kept.any(axis=0) if len(kept) else np.zeros(frame.shape[:2], dtype=bool)
+        scores = [round(s, 6) for s in scores]
+        instances = [[mask_io.encode(m), s] for m, s in zip(kept, scores)]
         return [union], best, [int(len(kept))], scores, instances
 
-    def _video(self, frames: list, text: str) -> tuple[list, float | None, list[int], list[float]]:
-        import numpy as np
+    def _propagate(self, frames: list, text: str):
+        """SAM 3's video model on `frames` with the concept `text`: yields (frame index, its
+        postprocess_outputs dict: "object_ids", "scores", "masks" (N, H, W))."""
         import torch
 
         model, _, processor, device, dtype = self._load()
@@ -201,20 +213,38 @@ class Sam3Adapter(Adapter):
         ids = self._tokens(processor.tokenizer, model, text)
         session.prompt_input_ids[prompt_id] = ids.input_ids.to(device)
         session.prompt_attention_masks[prompt_id] = ids.attention_mask.to(device)
+        with torch.no_grad():
+            for out in model.propagate_in_video_iterator(inference_session=session, max_frame_num_to_track=len(frames)):
+                yield int(out.frame_idx), processor.postprocess_outputs(session, out)
+
+    def tracks(self, frames: list, text: str) -> dict[int, "np.ndarray"]:
+        """Every object SAM 3's video model tracks for the concept `text` through `frames`
+        ((H, W, 3) uint8 RGB, one size): {object id: (T, H, W) bool masks}."""
+        import numpy as np
+
+        height, width = frames[0].shape[:2]
+        out: dict[int, np.ndarray] = {}
+        for idx, post in self._propagate(frames, text):
+            for i, obj in enumerate(post["object_ids"].tolist()):
+                track = out.setdefault(int(obj), np.zeros((len(frames), height, width), bool))
+                track[idx] = post["masks"][i].bool().cpu().numpy()
+        return out
+
+    def _video(self, frames: list, text: str) -> tuple[list, float | None, list[int], list[float]]:
+        import numpy as np
+
+        height, width = frames[0].shape[:2]
         masks = [np.zeros((height, width), bool) for _ in frames]
         counts = [0] * len(frames)
         best: float | None = None
-        with torch.no_grad():
-            for out in model.propagate_in_video_iterator(inference_session=session, max_frame_num_to_track=len(frames)):
-                post = processor.postprocess_outputs(session, out)
-                idx = int(out.frame_idx)
-                kept = post["masks"].bool().cpu()
-                counts[idx] = int(len(kept))
-                if len(kept):
-                    masks[idx] = kept.any(dim=0).numpy()
-                if len(post["scores"]):
-                    top = float(post["scores"].float().max())
-                    best = top if best is None else max(best, top)
+        for idx, post in self._propagate(frames, text):
+            kept = post["masks"].bool().cpu()
+            counts[idx] = int(len(kept))
+            if len(kept):
+                masks[idx] = kept.any(dim=0).numpy()
+            if len(post["scores"]):
+                top = float(post["scores"].float().max())
+                best = top if best is None else max(best, top)
         return masks, best, counts, []
 
     # --- report -------------------------------------------------------------------------------

@@ -21,11 +21,14 @@ BACKENDS = {"openai": "rvt_bench.adapters.vlm.openai_chat:OpenAIChatVLM", "hf": 
 @dataclass
 class VLMRequest:
     """One chat turn: optional system text, the user content (text and image parts in order),
-    and the most tokens the reply may have."""
+    and the most tokens the reply may have. turns: earlier turns of a multi-turn conversation
+    (("user" | "assistant", Content) in order) between the system text and `content`; () for a
+    single turn (every request of the vlm adapter; the sam3_agent loop sends its history)."""
 
     system: str | None
     content: Content
     max_new_tokens: int
+    turns: tuple[tuple[str, Content], ...] = ()
 
 
 class VLMBackend(ABC):

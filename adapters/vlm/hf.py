@@ -74,7 +74,7 @@ class HFVLM(ModelBackend, VLMBackend):
         texts, images = [], []
         for r in batch:
             texts.append(processor.apply_chat_template(_messages(r), add_generation_prompt=True, tokenize=False))
-            images.append([value for kind, value in r.content if kind == "image"])
+            images.append([value for _, content in (*r.turns, ("user", r.content)) for kind, value in content if kind == "image"])
         inputs = processor(text=texts, images=images if any(images) else None, padding=True,
                            return_tensors="pt").to(self.device)
         if "pixel_values" in inputs:
@@ -106,9 +106,12 @@ class HFVLM(ModelBackend, VLMBackend):
 
 
 def _messages(request: VLMRequest) -> list[dict]:
-    parts = [{"type": "text", "text": value} if kind == "text" else {"type": "image"} for kind, value in request.content]
+    def parts(content):
+        return [{"type": "text", "text": value} if kind == "text" else {"type": "image"} for kind, value in content]
+
     out = [{"role": "system", "content": [{"type": "text", "text": request.system}]}] if request.system else []
-    return out + [{"role": "user", "content": parts}]
+    out += [{"role": role, "content": parts(content)} for role, content in request.turns]
+    return out + [{"role": "user", "content": parts(request.content)}]
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

@@ -83,13 +83,16 @@ class OpenAIChatVLM(VLMBackend):
         return map_threads(self._safe, requests, self.batch_size, "vlm")
 
     def messages(self, request: VLMRequest) -> list[dict]:
-        """The chat messages of a request: text parts as {"type": "text"}, images as
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}."""
-        parts = [{"type": "text", "text": value} if kind == "text"
-                 else {"type": "image_url", "image_url": {"url": data_url(value, self.image_format)}}
-                 for kind, value in request.content]
+        """The chat messages of a request (system, its earlier `turns`, the user turn): text parts as
+        {"type": "text"}, images as {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}."""
+        def parts(content):
+            return [{"type": "text", "text": value} if kind == "text"
+                    else {"type": "image_url", "image_url": {"url": data_url(value, self.image_format)}}
+                    for kind, value in content]
+
         out = [{"role": "system", "content": request.system}] if request.system else []
-        return out + [{"role": "user", "content": parts}]
+        out += [{"role": role, "content": parts(content)} for role, content in request.turns]
+        return out + [{"role": "user", "content": parts(request.content)}]
 
     def close(self) -> None:
         if self._client is not None:
