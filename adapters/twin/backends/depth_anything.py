@@ -71,11 +71,17 @@ class DepthAnythingBackend(ModelBackend):
             inputs["pixel_values"] = inputs["pixel_values"].to(model.dtype)
             with torch.inference_mode():
                 outputs = model(**inputs)
-            outputs.predicted_depth = outputs.predicted_depth.float()
+            outputs = self._as_float(outputs)
             sizes = [(int(f.shape[0]), int(f.shape[1])) for f in batch]
             for result in processor.post_process_depth_estimation(outputs, target_sizes=sizes):
                 out.append(result["predicted_depth"].detach().float().cpu().numpy().astype(np.float32))
         return out
+
+    @staticmethod
+    def _as_float(outputs: Any) -> Any:
+        """The model's outputs that post-processing reads, in float32 (a bfloat16 model's included)."""
+        outputs.predicted_depth = outputs.predicted_depth.float()
+        return outputs
 
     @classmethod
     def tiny(cls, seed: int = 0, max_depth: int | None = None, **kwargs: Any) -> "DepthAnythingBackend":
