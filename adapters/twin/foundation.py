@@ -129,6 +129,16 @@ class FoundationPerception(Perception):
             if backend is not None and node not in self.disable and hasattr(backend, "preflight"):
                 backend.preflight()
 
+    def depth_convention(self) -> tuple[str, str] | None:
+        """The depth backend's declared (unit, convention) (``declared_convention``, e.g.
+        ("m", "larger = farther") for perception/depth=metric_indoor or depth_pro), without loading
+        it; None when DepthAnything2 is disabled or its backend declares none."""
+        backend = self.backends.get("DepthAnything2")
+        declared = getattr(backend, "declared_convention", None)
+        if "DepthAnything2" in self.disable or declared is None:
+            return None
+        return tuple(declared())
+
     def fingerprint(self) -> dict:
         return {
             "name": self.name, "version": FOUNDATION_VERSION,

@@ -47,7 +47,7 @@ class DepthProBackend(DepthAnythingBackend):
 
     def __init__(self, model_id: str = DEFAULT_MODEL, revision: str = "main", device: str = "auto",
                  dtype: str = "auto", batch_size: int = 4):
-        super().__init__(model_id, revision, device, dtype, batch_size)
+        super().__init__(model_id, revision, device, dtype, batch_size, depth_estimation_type="metric")
 
     def load(self) -> tuple[Any, Any]:
         from transformers import AutoImageProcessor, DepthProForDepthEstimation
@@ -59,16 +59,20 @@ class DepthProBackend(DepthAnythingBackend):
     def convention(self) -> tuple[str, str]:
         """("m", "larger = farther"); raises AdapterError for a checkpoint without the field-of-view
         head (its depth has no known scale)."""
+        self.check_checkpoint()
+        return METRIC_UNIT, METRIC_CONVENTION
+
+    def declared_convention(self) -> tuple[str, str]:
+        """("m", "larger = farther"), without loading anything."""
+        return METRIC_UNIT, METRIC_CONVENTION
+
+    def check_checkpoint(self) -> None:
+        """AdapterError for a checkpoint without the field-of-view head (called before any forward pass)."""
         model, _ = self.components()
         if getattr(model, "fov_model", None) is None:
             raise AdapterError(f"{self.name}: {self.model_id!r} has no field-of-view head (use_fov_model is false), "
                                "so its depth has no metric scale; use a checkpoint with it (apple/DepthPro-hf) "
                                "or perception/depth=metric_indoor")
-        return METRIC_UNIT, METRIC_CONVENTION
-
-    def estimate(self, frames):  # noqa: D102  (see DepthAnythingBackend.estimate)
-        self.convention()  # refuse before any forward pass a model without the field-of-view head
-        return super().estimate(frames)
 
     @staticmethod
     def _as_float(outputs: Any) -> Any:
