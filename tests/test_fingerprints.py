@@ -176,3 +176,24 @@ def test_metric_depth_is_a_run_of_its_own_and_the_default_keeps_its_name():
     assert fingerprint_of([*overrides, "perception/depth=tiny_metric"]) != pinned
     foundation = ["+dataset=demo", "+model=dtr1", "perception=foundation", "run.root=/tmp/rvt-bench-fingerprint-runs"]
     assert fingerprint_of(foundation) != fingerprint_of([*foundation, "perception/depth=metric_indoor"])
+
+
+def test_the_embeddings_variant_is_a_run_of_its_own_and_the_default_keeps_its_name():
+    """model.embeddings (DT-R1's prompt lists DINOv2, issue 43 item 4): false, the default, keeps the
+    pinned run names (the key is hashed only when true); true is another run."""
+    Path(PREDS).mkdir(exist_ok=True)
+    overrides, pinned = PAPER_PROTOCOL["demo_dtr1"]
+    assert fingerprint_of([*overrides, "model.embeddings=false"]) == pinned
+    assert fingerprint_of([*overrides, "model.embeddings=true"]) != pinned
+
+
+def test_depth_pro_is_a_run_of_its_own():
+    """perception/depth=depth_pro (Depth Pro, metres): another run than the default and the metric
+    DepthAnything ones; its tiny variant another run than perception=tiny's."""
+    Path(PREDS).mkdir(exist_ok=True)
+    overrides, pinned = PAPER_PROTOCOL["revos_dtr1_judge_tiny"]
+    tiny_pro = fingerprint_of([*overrides, "perception/depth=tiny_depth_pro"])
+    assert tiny_pro != pinned and tiny_pro != fingerprint_of([*overrides, "perception/depth=tiny_metric"])
+    foundation = ["+dataset=demo", "+model=dtr1", "perception=foundation", "run.root=/tmp/rvt-bench-fingerprint-runs"]
+    pro = fingerprint_of([*foundation, "perception/depth=depth_pro"])
+    assert pro != fingerprint_of(foundation) and pro != fingerprint_of([*foundation, "perception/depth=metric_indoor"])

@@ -115,3 +115,19 @@ def test_an_unknown_twin_style_stops_training_at_start(tmp_path):
     cfg = _cfg(tmp_path, tmp_path / "no-model-here", "perception=tiny", "rollout.twin_style=tiny")
     with pytest.raises(AdapterError, match=r"^rollout\.twin_style='tiny': expected one of"):
         build_trainer(cfg, policy=TwoBranchPolicy())
+
+
+def test_training_prompts_name_metric_depth_as_evaluation_does(tmp_path, tiny_r1):
+    """perception/depth=tiny_metric: the training prompt is the one evaluation shows (metres named)."""
+    from rvt_bench.adapters.dtr1 import prompt as prompts
+    from rvt_bench.adapters.twin.registry import describe_tools
+
+    _reasonseg(tmp_path / "reasonseg")
+    policy = TwoBranchPolicy()
+    trainer = build_trainer(_cfg(tmp_path, tiny_r1[0], "perception=tiny", "perception/depth=tiny_metric",
+                                 f"perception.cache.root={tmp_path / 'c'}", "grpo.max_steps=1"), policy=policy)
+    trainer.train()
+    metric = prompts.system_prompt(describe_tools(), trainer.rollout_func.limits.max_rounds, "full",
+                                   ("m", "larger = farther"))
+    assert "depth mean/std (metres, larger = farther)" in metric
+    assert policy.prompts and all(metric in p for p in policy.prompts)

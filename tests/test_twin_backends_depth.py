@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rvt_bench.adapters.twin.backends.depth_anything import DepthAnythingBackend
+from rvt_bench.core.types import AdapterError
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +139,24 @@ def test_metric_depth_reaches_the_twin_in_metres(tmp_path):
         pixels = np.concatenate([maps[t][mask_io.decode(twin.masks[fr.mask])] for t, fr in sorted(inst.frames.items())])
         assert inst.depth.unit == "m" and inst.depth.convention == "larger = farther"
         assert inst.depth.mean == pytest.approx(pixels.mean(), rel=1e-9) and 0 < inst.depth.mean < 20
+
+
+# --- the declared kind (depth_estimation_type): known before loading, held against the checkpoint -----
+
+
+def test_the_declared_kind_is_known_without_loading_anything():
+    indoor = DepthAnythingBackend(model_id="depth-anything/Depth-Anything-V2-Metric-Indoor-Small-hf",
+                                  depth_estimation_type="metric")
+    assert indoor.declared_convention() == ("m", "larger = farther") and indoor._components is None
+    assert indoor.fingerprint()["params"] == {}  # the checkpoint decides the maps; run names unchanged
+    assert DepthAnythingBackend().declared_convention() == ("relative", "relative inverse depth, larger = nearer")
+    with pytest.raises(AdapterError, match="depth_estimation_type"):
+        DepthAnythingBackend(depth_estimation_type="metres")
+
+
+def test_a_checkpoint_of_another_kind_than_declared_is_refused_at_its_first_frame():
+    declared_metric = DepthAnythingBackend.tiny(seed=0, device="cpu")  # a relative checkpoint ...
+    declared_metric.depth_estimation_type = "metric"  # ... declared metric
+    with pytest.raises(AdapterError, match="perception.depth.depth_estimation_type=relative"):
+        declared_metric.estimate(_frames(1, 20, 30))
+    assert DepthAnythingBackend.tiny(seed=0, device="cpu", max_depth=20).depth_estimation_type == "metric"

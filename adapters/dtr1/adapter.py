@@ -43,6 +43,11 @@ class DTR1Adapter(Adapter):
                  answer). True (model.task_hint=true, a named variant, not comparable with the
                  paper: not_comparable): the user message names the sample's task, and an
                  undeclared task is read as it (every run before the setting existed).
+    embeddings:  False (default): the prompt lists the tools it always listed. True
+                 (model.embeddings=true, a named variant): the DINOv2 tool is listed and the twin's
+                 instance embeddings are described ("similar" in <dt_rep>, "embedding" in code;
+                 docs/twin.md). Metric depth needs no setting: the prompt states the unit the
+                 perception declares (rvt_bench.adapters.dtr1.prompt.depth_of).
 
     Its report (rvt_bench.adapters.dtr1.funnel): plan emitted -> DAG valid -> twin built -> code rounds
     ran -> answer parsed -> task correct -> result correct, the rollout analytics, the decoding
@@ -64,6 +69,7 @@ class DTR1Adapter(Adapter):
         grammar: Mapping[str, Any] | None = None,
         twin_style: str = RolloutLimits.twin_style,
         task_hint: bool = RolloutLimits.task_hint,
+        embeddings: bool = False,
     ):
         self.name = name
         self.policy = policy
@@ -78,6 +84,9 @@ class DTR1Adapter(Adapter):
             raise AdapterError(f"dtr1 twin_style={twin_style!r}: expected one of {list(TWIN_STYLES)}")
         if not isinstance(task_hint, bool):
             raise AdapterError(f"dtr1 task_hint={task_hint!r}: expected true or false")
+        if not isinstance(embeddings, bool):
+            raise AdapterError(f"dtr1 embeddings={embeddings!r}: expected true or false")
+        self.embeddings = embeddings
         self.limits = RolloutLimits(int(max_rounds), int(max_new_tokens), int(max_total_tokens), int(twin_max_chars),
                                     spans, str(twin_style), task_hint)
         from rvt_bench.adapters.sandbox.runner import settings_from
@@ -90,9 +99,16 @@ class DTR1Adapter(Adapter):
         """The policy's own batch (hf: batch_size, openai: max_concurrency; the GGUF policy: 1)."""
         return int(getattr(self.policy, "batch_size", None) or getattr(self.policy, "max_concurrency", None) or 1)
 
-    def fingerprint(self) -> dict:
+    def _prompt_args(self) -> dict:
+        """system_prompt's arguments: the tools (DINOv2 too with model.embeddings), the budgets and
+        style, and what the perception declares of the twin's depth (prompt.depth_of)."""
         from rvt_bench.adapters.twin.registry import describe_tools
 
+        return {"tools": describe_tools(("DINOv2",) if self.embeddings else ()), "max_rounds": self.limits.max_rounds,
+                "twin_style": self.limits.twin_style, "depth": prompts.depth_of(self.perception),
+                "embeddings": self.embeddings}
+
+    def fingerprint(self) -> dict:
         return {
             "adapter": "dtr1",
             "name": self.name,
@@ -102,7 +118,7 @@ class DTR1Adapter(Adapter):
             # Limits change what code can do; pool size and start-up patience do not.
             "sandbox": {k: v for k, v in self.sandbox.items() if k not in ("pool_size", "start_timeout_s")},
             "prompt": {"version": prompts.PROMPT_VERSION,
-                       "sha256": prompts.prompt_digest(describe_tools(), self.limits.max_rounds, self.limits.twin_style)},
+                       "sha256": prompts.prompt_digest(**self._prompt_args())},
         }
 
     def _limits_fingerprint(self) -> dict:
@@ -166,10 +182,7 @@ class DTR1Adapter(Adapter):
         return self._messages(sample)
 
     def _messages(self, sample: Sample) -> list[dict]:
-        from rvt_bench.adapters.twin.registry import describe_tools
-
-        return prompts.messages(sample, describe_tools(), self.limits.max_rounds, self.limits.twin_style,
-                                self.limits.task_hint)
+        return prompts.messages(sample, task_hint=self.limits.task_hint, **self._prompt_args())
 
     def not_comparable(self) -> str | None:
         if self.limits.task_hint:

@@ -62,6 +62,7 @@ class DTR1Config(RolloutBudgetsConfig):
     name: str = MISSING
     policy: Any = MISSING
     perception: Any = MISSING
+    embeddings: bool = False  # list DINOv2 and describe the instance embeddings in the prompt
 
 
 @dataclass

@@ -7,6 +7,13 @@ barks). The user message carries the query, modality and frame count: as in the 
 works out from the query which task it is asked (segmentation, grounding, vqa, summarization) and
 declares it in <task>. `task_hint=True` (model.task_hint, a named variant) adds the sample's task to
 the user message, as every run before the setting existed did.
+
+The twin's description follows what the configured perception's twin holds (issue 43 item 4): with
+metric depth (perception/depth=metric_indoor | metric_outdoor | depth_pro, declared by the perception
+before any sample: Perception.depth_convention) it says the depth is in metres, larger = farther;
+with instance embeddings (model.embeddings=true: the DINOv2 tool listed) it describes each
+instance's "similar" in <dt_rep> and its "embedding" vector in code. Under the default (relative
+depth, no embeddings) the prompt is word for word what it was.
 """
 from __future__ import annotations
 
@@ -63,19 +70,57 @@ Query: segment the part of the puppy that it lifts into the air while standing o
 <task>segmentation</task> <answer>{"instances": [1]}</answer>"""
 
 
-def system_prompt(tools: str, max_rounds: int, twin_style: str = "full") -> str:
+def system_prompt(tools: str, max_rounds: int, twin_style: str = "full", depth: tuple[str, str] | None = None,
+                  embeddings: bool = False) -> str:
     """The system message: tag format, tool list `tools` (one line per tool) and the worked example,
     with the twin described and shown in `twin_style` ("full": the DT-R1 paper's twin, "compact":
-    rvt_bench.adapters.twin.schema.Twin.to_llm_compact). Raises ValueError for another style."""
+    rvt_bench.adapters.twin.schema.Twin.to_llm_compact). `depth`: the (unit, convention) the twins
+    will state (Perception.depth_convention); metric depth is named in the twin's description, None
+    or relative depth leave it as it was. `embeddings`: the twin's "similar" and "embedding" fields
+    are described (the caller lists the DINOv2 tool in `tools`). Raises ValueError for another style."""
     if twin_style not in _TWINS:
         raise ValueError(f"unknown twin style {twin_style!r}; expected one of {sorted(_TWINS)}")
     twin, rep = _TWINS[twin_style]
+    twin = _with_depth(twin, twin_style, depth)
+    if embeddings:
+        twin = twin.replace(*_SIMILAR[twin_style])
     text = _TAG_FORMAT.replace("{twin}", twin).replace("{tools}", tools).replace("{max_rounds}", str(max_rounds))
+    if embeddings:
+        text = text.replace(*_EMBEDDING_CODE)
     example = _EXAMPLE.replace("{plan}", EXAMPLE_PLAN).replace("{code}", EXAMPLE_CODE).replace("{rep}", rep)
     return text + "\n\n" + example
 
 
 _TWINS = {"full": (_TWIN_FULL, _REP_FULL), "compact": (_TWIN_COMPACT, _REP_COMPACT)}
+# What each style's description says of depth, and what it says instead when the depth is metric.
+_DEPTH = {"full": ("depth mean/std (unit and convention stated in the twin)", "depth mean/std ({unit}, {convention})"),
+          "compact": ("depth mean,", "depth mean ({unit}, {convention}),")}
+_UNIT_WORDS = {"m": "metres"}
+# The instance fields the DINOv2 tool adds (rvt_bench.adapters.twin.schema: `similar` in <dt_rep>,
+# `embedding` in the code payload), inserted after each style's last instance field.
+_SIMILAR = {"full": ("trajectory, caption).", 'trajectory, caption, "similar" {other id: cosine similarity of the '
+                     "two instances' DINOv2 embeddings, 1 = alike})."),
+            "compact": ("caption).", 'caption, "similar" {other id: cosine similarity of the two instances\' '
+                        "DINOv2 embeddings, 1 = alike}).")}
+_EMBEDDING_CODE = ("`json`. Print what you need.", "`json`; twin[\"instances\"][k][\"embedding\"] is the k-th "
+                   "instance's DINOv2 embedding (a unit vector, when DINOv2 ran). Print what you need.")
+
+
+def _with_depth(twin: str, twin_style: str, depth: tuple[str, str] | None) -> str:
+    """The twin description with metric depth's unit and direction named; unchanged for None or
+    relative depth (the twin states its depth_unit either way)."""
+    if depth is None or depth[0] == "relative":
+        return twin
+    unit, convention = depth
+    old, new = _DEPTH[twin_style]
+    return twin.replace(old, new.format(unit=_UNIT_WORDS.get(unit, unit), convention=convention))
+
+
+def depth_of(perception: object) -> tuple[str, str] | None:
+    """`perception`'s declared depth (unit, convention) (Perception.depth_convention), None when it
+    declares none."""
+    declared = getattr(perception, "depth_convention", None)
+    return None if declared is None else declared()
 
 
 def user_message(sample: Sample, task_hint: bool = False) -> str:
@@ -86,16 +131,18 @@ def user_message(sample: Sample, task_hint: bool = False) -> str:
     return f"Input: {what}.\n{task}Query: {sample.query}"
 
 
-def messages(sample: Sample, tools: str, max_rounds: int, twin_style: str = "full", task_hint: bool = False) -> list[dict]:
+def messages(sample: Sample, tools: str, max_rounds: int, twin_style: str = "full", task_hint: bool = False,
+             depth: tuple[str, str] | None = None, embeddings: bool = False) -> list[dict]:
     """The chat messages of a rollout: [system, user]; the rollout is the assistant's turn. The
     system message is the same for every sample (and for either `task_hint`), so a backend with a
-    prompt cache (llama.cpp) evaluates it once per run."""
+    prompt cache (llama.cpp) evaluates it once per run. `depth`, `embeddings`: system_prompt's."""
     return [
-        {"role": "system", "content": system_prompt(tools, max_rounds, twin_style)},
+        {"role": "system", "content": system_prompt(tools, max_rounds, twin_style, depth, embeddings)},
         {"role": "user", "content": user_message(sample, task_hint)},
     ]
 
 
-def prompt_digest(tools: str, max_rounds: int, twin_style: str = "full") -> str:
+def prompt_digest(tools: str, max_rounds: int, twin_style: str = "full", depth: tuple[str, str] | None = None,
+                  embeddings: bool = False) -> str:
     """Short sha256 of the system prompt, for the adapter fingerprint (a prompt change is a new run)."""
-    return hashlib.sha256(system_prompt(tools, max_rounds, twin_style).encode()).hexdigest()[:12]
+    return hashlib.sha256(system_prompt(tools, max_rounds, twin_style, depth, embeddings).encode()).hexdigest()[:12]

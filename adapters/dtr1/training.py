@@ -134,8 +134,9 @@ class DTR1RolloutFunc:
             raise AdapterError(f"rollout_func: prompts {missing[:3]} are not sample keys of the training data")
         samples = [self.samples[p] for p in prompts]
         tools = describe_tools()
+        depth = prompts_mod.depth_of(self.perception)  # metric depth named as evaluation names it
         jobs = [(prompts_mod.messages(s, tools, self.limits.max_rounds, self.limits.twin_style,
-                                      task_hint=self.limits.task_hint), self._env(s))
+                                      task_hint=self.limits.task_hint, depth=depth), self._env(s))
                 for s in samples]  # the prompt evaluation shows (DTR1Adapter._messages), twin_style included
         tokenizer = trainer.processing_class
         if self.policy is None and getattr(trainer, "use_vllm", False) and trainer.vllm_mode == "server":

@@ -13,13 +13,14 @@ Each plan node is served as follows (backends in adapters/twin/backends/, one pe
   mode) and their SAM2 score.
 - DepthAnything2: a depth map per frame at the frame's (H, W), handed to DepthStats (stored as
   float16 in the cache, and used as stored in every run). Which model: the ``depth`` backend, chosen
-  by ``perception/depth=relative`` (default) | ``metric_indoor`` | ``metric_outdoor``
-  (conf/perception/depth/; metric = metres, larger = farther).
+  by ``perception/depth=relative`` (default) | ``metric_indoor`` | ``metric_outdoor`` | ``depth_pro``
+  (conf/perception/depth/; metric = metres, larger = farther; depth_pro: Depth Pro,
+  rvt_bench.adapters.twin.backends.depth_pro).
 - DepthStats: per instance, mean and population std (ddof=0) of the depth map over the instance's
   mask pixels pooled across its visible frames; ``frames`` = how many frames contributed. Unit and
   convention are the depth backend's: relative inverse depth, LARGER = NEARER for DepthAnything V2's
   relative checkpoints (the default), metres, larger = farther for its metric ones
-  (rvt_bench.adapters.twin.backends.depth_anything), stated in each Depth and in the twin's ``depth_unit``.
+  (rvt_bench.adapters.twin.backends.depth_anything) and for Depth Pro, stated in each Depth and in the twin's ``depth_unit``.
 - Qwen2.5-VL: a caption per frame, a video summary from up to ``summary_frames`` evenly spaced
   frames, and a caption per instance from a crop around its box on the frame where it is largest.
 - SemanticAnalysis: each instance's label, from Qwen2.5-VL on the same crop.
@@ -127,6 +128,16 @@ class FoundationPerception(Perception):
         for node, backend in self.backends.items():
             if backend is not None and node not in self.disable and hasattr(backend, "preflight"):
                 backend.preflight()
+
+    def depth_convention(self) -> tuple[str, str] | None:
+        """The depth backend's declared (unit, convention) (``declared_convention``, e.g.
+        ("m", "larger = farther") for perception/depth=metric_indoor or depth_pro), without loading
+        it; None when DepthAnything2 is disabled or its backend declares none."""
+        backend = self.backends.get("DepthAnything2")
+        declared = getattr(backend, "declared_convention", None)
+        if "DepthAnything2" in self.disable or declared is None:
+            return None
+        return tuple(declared())
 
     def fingerprint(self) -> dict:
         return {

@@ -36,6 +36,12 @@ class Perception(ABC):
         """What identifies this backend's outputs (name, model ids, params), for run names and caches."""
         return {"name": self.name}
 
+    def depth_convention(self) -> tuple[str, str] | None:
+        """(unit, convention) of the depth this perception's twins will state in ``depth_unit``, known
+        before any sample (a policy's prompt may say it); None when this perception does not declare
+        one (the default)."""
+        return None
+
     def run(self, tool: str, sample: Sample, twin: Twin) -> None:
         """Run one plan node on ``sample``, filling ``twin`` in place, and append it to ``twin.tools``.
 

@@ -118,11 +118,12 @@ TOOLS: dict[str, ToolSpec] = _specs(
 )
 
 
-def describe_tools() -> str:
-    """The tool list for the policy's system prompt: one line per tool, ``name (requires: ...): what``."""
+def describe_tools(also: tuple[str, ...] = ()) -> str:
+    """The tool list for the policy's system prompt: one line per tool, ``name (requires: ...): what``;
+    the listed tools and the unlisted ones named in ``also`` (e.g. ("DINOv2",)), in registry order."""
     lines = []
     for spec in TOOLS.values():
-        if not spec.listed:
+        if not spec.listed and spec.name not in also:
             continue
         needs = ", ".join(spec.requires) if spec.requires else "nothing"
         lines.append(f"- {spec.name} (requires: {needs}): {spec.description}")

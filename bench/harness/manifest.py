@@ -31,8 +31,9 @@ _NON_SEMANTIC_POLICY_KEYS = {"base_url", "api_key", "timeout_s", "max_retries", 
 _NON_SEMANTIC_MODEL_KEYS = {"resources"}
 # Model keys added after run directories existed, with the value every earlier run had: hashed only
 # when set to another, so a config with that value keeps its run directory's name (`family`: a VLM
-# preset's family, null before; `task_hint`: DT-R1's user message named the task before the key).
-_LATER_MODEL_KEYS: dict[str, Any] = {"family": None, "task_hint": True}
+# preset's family, null before; `task_hint`: DT-R1's user message named the task before the key;
+# `embeddings`: DT-R1's prompt listed no DINOv2 before the key).
+_LATER_MODEL_KEYS: dict[str, Any] = {"family": None, "task_hint": True, "embeddings": False}
 # Protocol keys added the same way (`variant`: ReasonSeg's named variants, null = the reference's rule).
 _LATER_NULLABLE_PROTOCOL_KEYS = {"variant"}
 

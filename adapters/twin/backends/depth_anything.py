@@ -12,6 +12,9 @@ indoor (trained on Hypersim), 80 m outdoor (Virtual KITTI 2)) are recognised by 
 "m, larger = farther" and each instance's depth mean/std are metres of the model's output. They are
 chosen by the perception setting ``perception/depth=metric_indoor`` or ``metric_outdoor``
 (conf/perception/depth/); the default, ``relative``, is the relative checkpoint above.
+The backend's own ``depth_estimation_type`` setting declares which kind its checkpoint is, so the
+unit is known before any weight loads (``declared_convention``: the DT-R1 system prompt states it);
+a checkpoint whose config says otherwise is refused at its first frame (AdapterError, one line).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rvt_bench.adapters.twin.backends.common import ModelBackend, seeded
+from rvt_bench.core.types import AdapterError
 
 DEFAULT_MODEL = "depth-anything/Depth-Anything-V2-Small-hf"
 RELATIVE_UNIT = "relative"
@@ -37,9 +41,14 @@ class DepthAnythingBackend(ModelBackend):
     name = "depth_anything_v2"
 
     def __init__(self, model_id: str = DEFAULT_MODEL, revision: str = "main", device: str = "auto",
-                 dtype: str = "auto", batch_size: int = 8):
+                 dtype: str = "auto", batch_size: int = 8, depth_estimation_type: str = "relative"):
         super().__init__(model_id, revision, device, dtype)
         self.batch_size = int(batch_size)
+        if depth_estimation_type not in ("relative", "metric"):
+            raise AdapterError(f"perception.depth.depth_estimation_type={depth_estimation_type!r}: "
+                               "expected relative or metric")
+        # not in the fingerprint: the checkpoint (model_id, revision) decides the maps; this declares them
+        self.depth_estimation_type = depth_estimation_type
 
     def load(self) -> tuple[Any, Any]:
         from transformers import AutoImageProcessor, DepthAnythingForDepthEstimation
@@ -56,6 +65,22 @@ class DepthAnythingBackend(ModelBackend):
             return METRIC_UNIT, METRIC_CONVENTION
         return RELATIVE_UNIT, RELATIVE_CONVENTION
 
+    def declared_convention(self) -> tuple[str, str]:
+        """(unit, convention) as the ``depth_estimation_type`` setting declares them, without loading
+        anything (``check_checkpoint`` holds the checkpoint to it)."""
+        if self.depth_estimation_type == "metric":
+            return METRIC_UNIT, METRIC_CONVENTION
+        return RELATIVE_UNIT, RELATIVE_CONVENTION
+
+    def check_checkpoint(self) -> None:
+        """AdapterError when the loaded checkpoint's maps are not what ``declared_convention`` says."""
+        if self.convention() != self.declared_convention():
+            model, _ = self.components()
+            actual = getattr(model.config, "depth_estimation_type", "relative")
+            raise AdapterError(f"{self.name}: {self.model_id!r} is a {actual} depth checkpoint but "
+                               f"perception.depth.depth_estimation_type is {self.depth_estimation_type}; set "
+                               f"perception.depth.depth_estimation_type={actual}")
+
     def estimate(self, frames: list[np.ndarray]) -> list[np.ndarray]:
         """Depth of each (H, W, 3) uint8 RGB frame as an (H, W) float32 map at the frame's own size
         (the model's output is resized back by the processor's ``post_process_depth_estimation``:
@@ -63,6 +88,7 @@ class DepthAnythingBackend(ModelBackend):
         with align_corners=True, so values differ slightly at edges); see ``convention``."""
         import torch
 
+        self.check_checkpoint()
         model, processor = self.components()
         out: list[np.ndarray] = []
         for start in range(0, len(frames), self.batch_size):
@@ -71,11 +97,17 @@ class DepthAnythingBackend(ModelBackend):
             inputs["pixel_values"] = inputs["pixel_values"].to(model.dtype)
             with torch.inference_mode():
                 outputs = model(**inputs)
-            outputs.predicted_depth = outputs.predicted_depth.float()
+            outputs = self._as_float(outputs)
             sizes = [(int(f.shape[0]), int(f.shape[1])) for f in batch]
             for result in processor.post_process_depth_estimation(outputs, target_sizes=sizes):
                 out.append(result["predicted_depth"].detach().float().cpu().numpy().astype(np.float32))
         return out
+
+    @staticmethod
+    def _as_float(outputs: Any) -> Any:
+        """The model's outputs that post-processing reads, in float32 (a bfloat16 model's included)."""
+        outputs.predicted_depth = outputs.predicted_depth.float()
+        return outputs
 
     @classmethod
     def tiny(cls, seed: int = 0, max_depth: int | None = None, **kwargs: Any) -> "DepthAnythingBackend":
@@ -100,4 +132,5 @@ class DepthAnythingBackend(ModelBackend):
         processor = DPTImageProcessor(size={"height": 56, "width": 56}, keep_aspect_ratio=True,
                                       ensure_multiple_of=14, do_pad=False, resample=3)
         model_id = "tiny-random/depth-anything-v2" + ("" if max_depth is None else f"-metric-{int(max_depth)}")
-        return cls.from_components(model, processor, model_id=model_id, revision=f"seed{seed}", **kwargs)
+        return cls.from_components(model, processor, model_id=model_id, revision=f"seed{seed}",
+                                   depth_estimation_type=config.depth_estimation_type, **kwargs)
