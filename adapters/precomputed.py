@@ -194,6 +194,16 @@ class PrecomputedAdapter(Adapter):
             return indexed[0]
         return max(fits, key=lambda lay: len(lay.keys))  # max keeps the first of equals: declared order
 
+    def _no_index_file(self, sample: Sample, layout: PredictionLayout) -> str:
+        """What auto looked for before the PNGs: "; nor is there <root>/results.json (layout ref_sav)"
+        for each reader layout the sample fits whose index file is absent (Ref-SAV's results.json), so
+        a model.root one folder off names both places; '' for a layout chosen by name."""
+        if self.layout != "auto":
+            return ""
+        fits = [self._layouts[n] for n in self._auto if all(k in sample.meta for k in self._layouts[n].keys)]
+        return "".join(f"; nor is there {self.root / lay.path} (layout {lay.name})"
+                       for lay in fits if lay is not layout and lay.reader is not None and "{" not in str(lay.path))
+
     def _from_pngs(self, sample: Sample, layout: PredictionLayout) -> Prediction:
         if sample.task != "segmentation":
             raise not_found(f"sample {sample.id}: PNG layouts hold masks only; cannot answer task {sample.task!r}")
@@ -203,6 +213,7 @@ class PrecomputedAdapter(Adapter):
             exc = not_found(
                 f"sample {sample.id}: prediction PNG {missing[0]} does not exist"
                 + (f" ({len(missing)} of {len(paths)} frame PNGs missing)" if len(paths) > 1 else "")
+                + self._no_index_file(sample, layout)
             )
             exc.trace["missing"] = first_missing(self.root, missing[0])
             raise exc

@@ -38,3 +38,6 @@ def test_a_run_whose_every_sample_failed_exits_non_zero(tmp_path):
     proc = bench(tmp_path, "run.stop_after_same_failures=0")
     assert proc.returncode == 10, proc.stderr[-3000:]
     assert "every one of the 11 samples failed" in proc.stderr and "run directory: " in proc.stdout
+    # the stop line names what went wrong (the first failed sample's reason), not only where to look
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert "for the reasons; the first: sample astronaut_flag: prediction PNG " in line and "does not exist" in line, line

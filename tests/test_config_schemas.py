@@ -115,6 +115,18 @@ def test_run_bench_reports_a_typo_in_one_line_without_a_traceback(tmp_path):
     assert proc.stderr == "error: run.fial_fast is not a setting; did you mean run.fail_fast?\n"
 
 
+def test_hf_dataset_on_a_benchmark_without_a_hub_copy_says_so(tmp_path):
+    # gseval, ref_sav, long_rvos are not read by hub id: the stop says that and what to use, not only
+    # "not a setting" and a list of keys
+    proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "+dataset=gseval", "dataset.hf_dataset=hustvl/GSEval",
+                           "+model=precomputed", "model.root=x", f"run.root={tmp_path}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: dataset.hf_dataset is not a setting of this benchmark: it is not read by hub id "
+                           "(docs/running.md 'Data by hub id' names those that are; its docs/benchmarks page says why); "
+                           "use dataset.root=DIR\n"), proc.stderr
+
+
 def run_fingerprint(*overrides):
     """manifest.fingerprint of the composed config (dataset left out: its node is another schema's,
     and its root a path) with the adapter built as the runner builds it."""

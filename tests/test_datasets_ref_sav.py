@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rvt_bench.adapters.precomputed import PrecomputedAdapter
-from rvt_bench.core import masks
+from rvt_bench.core import benchmark, masks
 from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction
 from rvt_bench.loaders.ref_sav import RefSAVDataset
 from rvt_bench.metrics.protocols.ref_sav import DROPPED_WHY, OTHER_TYPE_WHY, RefSAVProtocol, RefSAVValues
@@ -198,6 +198,18 @@ def test_the_documented_command_gives_the_printed_numbers(fixture, tmp_path):
         assert_printed(body["metrics"])
         assert body["n"] == 11 and body["excluded"] == {DROPPED_WHY: 1, OTHER_TYPE_WHY: 1}
         assert body["metrics"]["J&F[failed-zero]"] < body["metrics"]["J&F"]  # both numbers in the run's metrics.json
+
+
+def test_auto_with_neither_results_json_nor_pngs_names_both(fixture, tmp_path):
+    # model.root one folder off (a new user's mistake): the failure names results.json too, not only a PNG
+    sample = next(iter(RefSAVDataset(fixture[0])))
+    (tmp_path / "elsewhere").mkdir()
+    adapter = PrecomputedAdapter(tmp_path / "elsewhere")
+    adapter.use_prediction_layouts(benchmark.prediction_layouts("ref_sav"))  # as a run does
+    with pytest.raises(AdapterError) as info:
+        adapter.predict(sample)
+    assert "does not exist" in str(info.value)
+    assert f"nor is there {tmp_path / 'elsewhere' / 'results.json'} (layout ref_sav)" in str(info.value)
 
 
 def contract_samples(rng, node):

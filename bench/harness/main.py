@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import rvt_bench.harness.config  # noqa: F401  registers the structured configs conf/ extends (run, leaderboard, judge, model)
 from rvt_bench.core import secrets
-from rvt_bench.core.printable import printable
+from rvt_bench.core.printable import echo, printable
 from rvt_bench.core.records import sample_counts
 from rvt_bench.core.paths import CONF_DIR
 from rvt_bench.harness.cli import exit_on_known_errors, stop
@@ -136,10 +136,19 @@ def _nothing_to_show(result) -> str | None:
     by_kind = body.get("failures_by_kind") or {}
     if isinstance(n, int) and n > 0 and failures == n and not {"parse", "sandbox"} & set(by_kind):
         return (f"every one of the {n} samples failed ({body.get('failures_by_kind')}): see failed_samples in "
-                f"{result.run_dir}/metrics.json for the reasons")
+                f"{result.run_dir}/metrics.json for the reasons{_first_reason(body)}")
     if result.not_published is not None and result.kept is None:
         return f"nothing was published: {result.not_published}"
     return None
+
+
+def _first_reason(body: dict) -> str:
+    """'; the first: <its message>' of metrics.json's first failed sample (one line, at most 300
+    characters), or '' when it names none: the stop line says what went wrong, not only where to look."""
+    failed = body.get("failed_samples")
+    first = failed[0] if isinstance(failed, list) and failed and isinstance(failed[0], dict) else {}
+    message = first.get("message")
+    return f"; the first: {echo(message, 300)}" if isinstance(message, str) and message else ""
 
 
 def _report(result, verbose: bool = False) -> float | None:

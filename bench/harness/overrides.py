@@ -108,6 +108,9 @@ def _unknown_key(err: Any) -> str:
     if not keys and isinstance(getattr(err, "object_type", None), type):
         keys = list(getattr(err.object_type, "__dataclass_fields__", {}))
     keys = [k for k in keys if not k.startswith("_")]
+    if full_key == "dataset.hf_dataset":  # a benchmark whose YAML declares no hub copy
+        return ("dataset.hf_dataset is not a setting of this benchmark: it is not read by hub id (docs/running.md "
+                "'Data by hub id' names those that are; its docs/benchmarks page says why); use dataset.root=DIR")
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
     where = f"{prefix}." if prefix else ""
     if close:
