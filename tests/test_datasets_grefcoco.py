@@ -128,6 +128,7 @@ def test_relas_rules_for_each_case():
     assert out["T_acc"] == 1 and out["N_acc"] == 1 and out["gIoU"] == pytest.approx((4 / 12 + 1) / 2)
     no_nt = rela_aggregate([(4, 12, 4 / 12, False, False)])
     assert no_nt["T_acc"] == 0 and no_nt["N_acc"] == 0  # ReLA prints 0 for both without a no-target sample
+    assert type(no_nt["T_acc"]) is float and type(no_nt["N_acc"]) is float  # shown as fractions, not counts
     assert rela_aggregate([(0, 0, 1.0, True, True)])["cIoU"] is None  # ReLA: ZeroDivisionError
 
 

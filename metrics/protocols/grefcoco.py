@@ -90,7 +90,8 @@ def rela_aggregate(rows: list[tuple[int, int, float, bool, bool]]) -> dict:
         out["T_acc"] = tn / (tn + fp) if targeted else None
         out["N_acc"] = tp / (tp + fn)
     else:
-        out["T_acc"] = out["N_acc"] = 0
+        # ReLA prints 0 for both; a float, so the summary shows a fraction, not a count of 0
+        out["T_acc"] = out["N_acc"] = 0.0
     for t in PR_THRESHOLDS:
         out[f"Pr@{t:1.1f}"] = pr[t] / targeted if targeted else None
     return out
