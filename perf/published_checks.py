@@ -31,7 +31,7 @@ class Check:
     metric: str                     # metrics.json "metrics" key (fraction)
     expected: float                 # the published value, percent
     source: str                     # where the value is printed (and how far it was checked)
-    checkpoint: str = ""            # the public checkpoint the command loads
+    checkpoint: str = ""            # the public checkpoint(s) the command loads, joined by " + " (MLLM + SAM 3)
     split: str = ""                 # the split the published value is of
     precision: str = ""             # the authors' precision, which the command pins
     tolerance: float = 1.0          # percentage points a reproduction is expected within
@@ -92,6 +92,28 @@ CHECKS: tuple[Check, ...] = (
                     "trainer.optim.amp enabled, amp_dtype bfloat16); the command casts transformers' port to bfloat16 "
                     "(model.dtype=bfloat16), not autocast",
           tolerance=1.5),
+    Check("sam3_agent",
+          ("+dataset=reasonseg", "dataset.root={REASONSEG}", "dataset.split=val", "+model=sam3_agent",
+           "model.backend=hf", "model.model=Qwen/Qwen2.5-VL-7B-Instruct", "model.dtype=bfloat16",
+           "model.prompts_dir={SAM3_PROMPTS}", "model.sam3.checkpoint=facebook/sam3", "model.sam3.dtype=bfloat16"),
+          "gIoU", 62.2,
+          "SAM 3 (arXiv 2511.16719) Table 40 (Table 8 prints the same gIoU), SAM 3 Agent (Qwen2.5-VL 7B), ReasonSeg "
+          "val overall gIoU; leaderboards/paper/sam3_arxiv2511.16719.csv (verified). Zero-shot (trained on neither "
+          "referring segmentation nor ReasonSeg), so the val row stands. The paper does not say which code computed "
+          "gIoU: scored by LISA's rule (the default variant) on LISA's release. SAM3_PROMPTS = the repository's "
+          "sam3/agent/system_prompts (a checkout of facebookresearch/sam3 @99d02f2, or <site-packages>/sam3/agent/"
+          "system_prompts after pip install git+https://github.com/facebookresearch/sam3; not shipped, SAM License). "
+          "The repository's example serves the MLLM with vLLM (examples/sam3_agent.ipynb) and its client sends no "
+          "sampling settings (the server's defaults; the paper names no server); this command runs it through transformers, greedy (model.backend=hf, no "
+          "server; with one: vllm serve Qwen/Qwen2.5-VL-7B-Instruct and model.backend=openai), and SAM 3 through "
+          "transformers' port, not the authors' code: a different decoding changes whole tool-call trajectories, and "
+          "one of the 200 val images moves gIoU by up to 0.5 points: expect near",
+          checkpoint="Qwen/Qwen2.5-VL-7B-Instruct + facebook/sam3", split="val",
+          precision="MLLM bfloat16 (the paper states none; vLLM's default dtype auto is the checkpoint's "
+                    "torch_dtype, bfloat16); SAM 3 under bfloat16 "
+                    "autocast in examples/sam3_agent.ipynb, here transformers' port cast to bfloat16 "
+                    "(model.sam3.dtype=bfloat16), not autocast",
+          tolerance=3.0),
 )
 
 

@@ -127,6 +127,41 @@ def test_hf_dataset_on_a_benchmark_without_a_hub_copy_says_so(tmp_path):
                            "use dataset.root=DIR\n"), proc.stderr
 
 
+def test_run_bench_refuses_a_misspelt_or_mistyped_sam3_agent_setting_in_one_line(tmp_path):
+    # the sam3_agent node had no schema: a misspelt key went to the adapter as a backend keyword
+    def stderr(*overrides):
+        proc = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "+dataset=demo", "+model=sam3_agent",
+                               "model.model=m", *overrides, f"run.root={tmp_path}"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        return proc.stderr
+
+    assert stderr("model.max_generation=3") == ("error: model.max_generation is not a setting; did you mean "
+                                                "model.max_generations?\n")
+    assert stderr("model.sam3.treshold=0.3") == "error: model.sam3.treshold is not a setting; did you mean model.sam3.threshold?\n"
+    assert "model.max_new_tokens" in stderr("model.max_new_tokens=lots")
+    assert stderr("model.video_match_iou=2").startswith("error: ConfigError: model.video_match_iou=2.0 must be >= 0 and <= 1")
+
+
+def test_the_sam3_agent_defaults_are_the_adapters_its_backends_and_sam3s_own():
+    from rvt_bench.adapters.sam3.adapter import Sam3Adapter
+    from rvt_bench.adapters.sam3_agent.adapter import HF_KEYS, OPENAI_KEYS, Sam3AgentAdapter
+    from rvt_bench.adapters.vlm.hf import HFVLM
+    from rvt_bench.adapters.vlm.openai_chat import OpenAIChatVLM
+
+    model = composed("+dataset=demo", "+model=sam3_agent").model
+    agent = inspect.signature(Sam3AgentAdapter).parameters
+    keys = [k for k, p in agent.items() if p.default is not inspect.Parameter.empty and k not in ("model", "sam3")]
+    assert {k: model[k] for k in keys} == {k: agent[k].default for k in keys}
+    for cls, backend_keys in ((OpenAIChatVLM, [k for k in OPENAI_KEYS if k != "base_url"]), (HFVLM, HF_KEYS)):
+        signature = inspect.signature(cls).parameters
+        assert {k: model[k] for k in backend_keys} == {k: signature[k].default for k in backend_keys}
+    sam3 = inspect.signature(Sam3Adapter).parameters
+    assert plain(model.sam3) == {k: sam3[k].default for k in ("checkpoint", "threshold", "mask_threshold", "device", "dtype")}
+    # every key the schema gives is one the adapter takes (its backend keywords included)
+    assert set(model) - {"_target_"} <= set(agent) | set(OPENAI_KEYS) | set(HF_KEYS)
+
+
 def run_fingerprint(*overrides):
     """manifest.fingerprint of the composed config (dataset left out: its node is another schema's,
     and its root a path) with the adapter built as the runner builds it."""
@@ -231,6 +266,8 @@ def test_the_sandbox_defaults_are_sandbox_settings():
     ("jit", "model.smoothing.alpah=0.5", "alpah", "SmoothingConfig"),
     ("jit", "model.sandbox.max_processes=4", "max_processes", "JiTSandboxConfig"),
     ("dtr1", "model.sandbox.timeout=5", "timeout", "SandboxConfig"),
+    ("sam3_agent", "model.max_generation=3", "max_generation", "Sam3AgentConfig"),
+    ("sam3_agent", "model.sam3.treshold=0.3", "treshold", "Sam3ToolConfig"),
 ])
 def test_a_typo_in_a_model_block_fails_at_compose_time(model, override, key, schema):
     with pytest.raises(ConfigCompositionException) as info:
@@ -329,7 +366,7 @@ def test_a_value_past_its_upper_bound_or_not_finite_is_refused_before_the_run(ov
 def test_the_shipped_configs_are_within_their_ranges():
     from rvt_bench.core.ranges import problems
 
-    for model in ("dtr1", "jit", "vlm", "precomputed"):
+    for model in ("dtr1", "jit", "vlm", "precomputed", "sam3_agent"):
         extra = ["model.root=x"] if model == "precomputed" else []
         assert problems(composed("+dataset=demo", f"+model={model}", "judge=openai", "judge.model=m", *extra)) == []
 

@@ -132,7 +132,9 @@ def test_dry_run_all_prints_per_model_checkpoint_split_precision_expected_and_co
 def test_every_check_names_its_checkpoint_split_precision_and_the_split_is_in_its_command():
     for check in checks.CHECKS:
         assert check.checkpoint and check.split and check.precision and check.tolerance > 0, check.model
-        assert any(arg.endswith(check.checkpoint) for arg in check.overrides) or check.model == "visionreasoner"
+        # each public checkpoint the command loads ("MLLM + SAM 3" for sam3_agent) is named in it
+        for checkpoint in check.checkpoint.split(" + "):
+            assert any(arg.endswith("=" + checkpoint) for arg in check.overrides) or check.model == "visionreasoner"
         # the run's split: dataset.split, or the subset where the benchmark's split is its subset (saco_gold)
         split = next((a.split("=", 1)[1] for a in check.overrides if a.startswith(("dataset.split=", "dataset.subset="))), None)
         hub = next((a.split("=", 1)[1] for a in check.overrides if a.startswith("dataset.hf_dataset=")), "")
@@ -195,3 +197,48 @@ def test_the_visionreasoner_check_runs_through_the_same_path_on_cpu_with_a_stand
     assert row[:3] == ["visionreasoner", "gIoU", "0.0"] and 0.0 <= float(row[3]) <= 100.0
     metrics = json.loads(next((tmp_path / "out" / "visionreasoner" / "runs").rglob("metrics.json")).read_text())
     assert metrics["protocol_variants"]["variant"] == "segzero" and "cIoU" not in metrics["metrics"]
+
+
+def test_the_sam3_agent_check_runs_through_the_same_path_on_cpu_with_a_stand_in_server_and_tiny_sam3(
+        tmp_path, monkeypatch, capsys):
+    """The published() path with the sam3_agent check's own overrides (LISA's val files, the default
+    LISA rule, prompts from {SAM3_PROMPTS}), the MLLM and SAM 3 swapped for CPU
+    stand-ins: a loopback server answering as an agent (segment_phrase, examine_each_mask,
+    select_masks_and_return) in place of Qwen2.5-VL through transformers, SAM 3's tiny random weights
+    and stand-in system prompts. It checks the command composes, runs and is read back, not the number."""
+    from tests import sam3_tiny
+    from tests.test_sam3_agent_e2e import AGENT, CHECKING, _calibration_frames, agent_reply
+    from tests.vlm_server import ChatServer
+
+    check = next(c for c in checks.CHECKS if c.model == "sam3_agent")
+    assert checks.placeholders(check) == ["REASONSEG", "SAM3_PROMPTS"]
+    assert not any(a.startswith("dataset.protocol.variant=") for a in check.overrides)  # the default: LISA's rule
+    prompts = tmp_path / "system_prompts"
+    prompts.mkdir()
+    (prompts / "system_prompt.txt").write_text(AGENT + "\n")
+    (prompts / "system_prompt_iterative_checking.txt").write_text(CHECKING + "\n")
+    tiny = sam3_tiny.build(tmp_path / "tiny_sam3", _calibration_frames())
+    server = ChatServer(model="tiny-mllm", reply=agent_reply)
+    swap = {"model.backend=hf": "model.backend=openai", "model.model=Qwen/Qwen2.5-VL-7B-Instruct": "model.model=tiny-mllm",
+            "model.dtype=bfloat16": f"model.base_url={server.url}",
+            "model.sam3.checkpoint=facebook/sam3": f"model.sam3.checkpoint={tiny}",
+            "model.sam3.dtype=bfloat16": "model.sam3.dtype=float32"}  # sam3 refuses bfloat16 on the CPU
+    overrides = (*(swap.get(a, a) for a in check.overrides), "model.sam3.device=cpu", "run.bootstrap.B=0")
+    assert len(set(overrides) - set(check.overrides)) == len(swap) + 2  # every swap took
+    monkeypatch.setattr(checks, "CHECKS", (checks.Check(check.model, overrides, check.metric, 0.0, "stand-in",
+                                                        tolerance=100.0),))
+    gpu = load_script(REPO / "perf" / "gpu_real_models.py", "gpu_real_models")
+    try:
+        code = gpu.published(["sam3_agent"], [f"REASONSEG={REPO / 'tests' / 'data' / 'lisa' / 'reasonseg'}",
+                                              f"SAM3_PROMPTS={prompts}"], str(tmp_path / "out"), dry_run=False)
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    row = next(line.split() for line in out.splitlines() if line.startswith("sam3_agent "))
+    assert row[:3] == ["sam3_agent", "gIoU", "0.0"] and 0.0 <= float(row[3]) <= 100.0
+    run = next((tmp_path / "out" / "sam3_agent" / "runs").rglob("metrics.json")).parent
+    assert json.loads((run / "metrics.json").read_text())["protocol_variants"]["variant"] is None
+    preds = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+    assert preds and all(p["error"] is None and p["trace"]["calls"][0]["tool"] == "segment_phrase" for p in preds)
+    assert any(b["messages"][0].get("content") == AGENT for b in server.bodies)  # the prompts came from SAM3_PROMPTS
