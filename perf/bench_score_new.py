@@ -42,8 +42,9 @@ Fixtures (generated into --work, not timed, reused when the size matches; sizes 
   no-target] scores giving TP, TN, FP and FN.
 - saco_gold: 500 images of 768 x 1024, 4 noun phrases each (one negative): 2,000 pairs x 3
   annotators (b's instances a pixel wider, c missing one in 7 multi-instance pairs, 1 in 10 pairs
-  not exhaustive for a); predictions: each GT instance shifted (score 0.55-0.99), a spurious one on
-  1 pair in 3 (0.3 or 0.7), a false positive on 1 negative in 2.
+  not exhaustive for a); predictions: each GT instance shifted (score 0.55-0.99; 0.4, below the
+  threshold, on 1 pair in 13), a spurious one on 1 pair in 3 (0.3 or 0.7), one on 1 negative in 2
+  (0.7 or 0.3).
 - ref_sav: 10 videos x 4 expressions (long / short, one or two of 3 drifting objects) x 30 frames
   at 720x1280 (1,200 scored frames); results.json with the GT shifted, a spurious blob on 1 in 4.
 - gseval: 3,715 lines (the release's count) over 500 images of 480 x 640, classes 1-4; predictions
@@ -333,11 +334,11 @@ def gen_saco_gold(work: Path, scale: float, tiny: bool) -> dict:
             for (y0, y1, x0, x1) in boxes:
                 dy, dx = int(rng.integers(-3, 4)), int(rng.integers(-5, 6))
                 results.append({"image_id": pid, "category_id": 1, "bbox": [x0 + dx, y0 + dy, x1 - x0, y1 - y0],
-                                "score": float(rng.uniform(0.55, 0.99)),
+                                "score": 0.4 if pair % 13 == 0 else float(rng.uniform(0.55, 0.99)),
                                 "segmentation": _rle(_box_mask((h, w), y0 + dy, y1 + dy, x0 + dx, x1 + dx))})
-            if (n_inst and pair % 3 == 0) or (not n_inst and pair % 2 == 0):
+            if (n_inst and pair % 3 == 0) or (not n_inst and i % 2 == 0):  # spurious; on a negative: IL FP
                 results.append({"image_id": pid, "category_id": 1, "bbox": [0, 0, w // 8, h // 8],
-                                "score": 0.7 if pair % 2 else 0.3,
+                                "score": 0.7 if (pair if n_inst else i // 2) % 2 else 0.3,
                                 "segmentation": _rle(_box_mask((h, w), 0, h // 8, 0, w // 8))})
             pair += 1
     for a, (images, anns) in per_ann.items():
