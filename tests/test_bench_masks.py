@@ -151,14 +151,17 @@ def test_compressed_runs_gives_the_loops_runs_and_first_error_on_whole_and_spoil
     # compressed_runs reads the whole string at once in NumPy; the character-by-character loop is the
     # specification (pycocotools rleFrString plus its three errors), with Python's unbounded ints
     rng = np.random.default_rng(20261208)
-    cases = [b"", b"o" * 20 + b"0", b"O" * 9 + b"0", b"1" + b"O" * 9 + b"0", b"0" * 3 + b"\x80"]  # 20-group, negative
+    long = masks._SHORT  # from this length on the NumPy path reads it: pad with whole runs ("1" = 1)
+    cases = [b"", b"o" * 20 + b"0", b"O" * 9 + b"0", b"1" + b"O" * 9 + b"0", b"0" * 3 + b"\x80",  # 20 groups, negative
+             b"o" * 20 + b"0" + b"1" * long, b"1" + b"O" * 9 + b"0" + b"1" * long, b"1" * long + b"0" * 3 + b"\x80"]
     for _ in range(400):
         h, w = (int(v) for v in rng.integers(1, 70, 2))
         s = masks.encode(rng.random((h, w)) < rng.random())["counts"].encode()
         spoilt = bytearray(s)
         spoilt[int(rng.integers(len(s)))] = int(rng.integers(30, 130))  # often outside '0'..'o'
         cases += [s, s[: len(s) // 2], s[:-1], bytes(spoilt),
-                  bytes(rng.integers(48, 112, int(rng.integers(1, 40))).astype(np.uint8))]  # random: negative runs
+                  bytes(rng.integers(48, 112, int(rng.integers(1, 400))).astype(np.uint8))]  # random: negative runs
+    assert sum(len(c) >= long for c in cases) > 500  # both paths are met
     outcomes = set()
     for data in cases:
         want = _runs_or_error(masks._runs_loop, data)

@@ -185,25 +185,28 @@ def compressed_runs(counts: str | bytes) -> list[int]:
 
 
 _MAX_GROUPS = 8  # 40-bit numbers: any run of a frame under 2**40 pixels; longer ones take the loop
+_SHORT = 128  # below this many characters the loop is the quicker (~0.5 us a character against ~60 us a call)
 
 
 def _runs_array(data: bytes) -> np.ndarray | list[int]:
     """compressed_runs on the whole string at once in NumPy (int64 runs), the same runs and the same
-    first error as the character-by-character loop (_runs_loop; its list is returned for numbers of
-    more than _MAX_GROUPS groups or strings of 4 M characters and more, where int64 could
-    overflow). What the loaders' validation of every GT and prediction RLE costs: the loop was ~70% of
+    first error as the character-by-character loop (_runs_loop; its list is returned for strings
+    under _SHORT characters, numbers of more than _MAX_GROUPS groups and strings of 4 M characters
+    and more, where int64 could overflow). What the loaders' validation of every GT and prediction RLE costs: the loop was ~70% of
     scoring SA-Co/Gold and GroundingSuite-Eval (perf/bench_score_new.py)."""
     n = len(data)
-    if n >= 1 << 22:
+    if n < _SHORT or n >= 1 << 22:
         return _runs_loop(data)
-    c = np.frombuffer(data, dtype=np.uint8).astype(np.int64) - 48
-    bad = np.flatnonzero((c < 0) | (c >= 64))
-    stop = int(bad[0]) if bad.size else n  # the loop reads up to the first bad character
-    c = c[:stop]
+    v = np.frombuffer(data, dtype=np.uint8) - np.uint8(48)  # below '0' wraps past 63
+    outside = v >= 64
+    stop = int(outside.argmax()) if n and outside.any() else n  # the loop reads up to the first bad character
+    c = v[:stop].astype(np.int64)
     ends = np.flatnonzero((c & 0x20) == 0)  # the last group of each complete number
     x = np.zeros(0, dtype=np.int64)
     if ends.size:
-        starts = np.concatenate((np.zeros(1, dtype=np.int64), ends[:-1] + 1))
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
         groups = ends - starts + 1
         if int(groups.max()) > _MAX_GROUPS:
             return _runs_loop(data)
@@ -212,12 +215,12 @@ def _runs_array(data: bytes) -> np.ndarray | list[int]:
         x = np.add.reduceat((used & 0x1F) << shift, starts)
         negative = (used[ends] & 0x10) != 0
         x[negative] -= np.int64(1) << (5 * groups[negative])  # x | (-1 << 5k), as x < 2**5k
-        x[1::2] = np.cumsum(x[1::2])  # from the fourth run on: the difference to the run two before
-        x[2::2] = np.cumsum(x[2::2])
-        below = np.flatnonzero(x < 0)
-        if below.size:
-            raise ValueError(f"run {int(below[0])} has a negative length ({int(x[below[0]])})")
-    if bad.size:
+        np.cumsum(x[1::2], out=x[1::2])  # from the fourth run on: the difference to the run two before
+        np.cumsum(x[2::2], out=x[2::2])
+        if x.min() < 0:
+            first = int((x < 0).argmax())
+            raise ValueError(f"run {first} has a negative length ({int(x[first])})")
+    if stop < n:
         raise ValueError(f"character {chr(data[stop])!r} at offset {stop} is not an RLE character ('0'..'o')")
     if c.size and c[-1] & 0x20:
         raise ValueError(f"truncated: the string ends inside run {ends.size}")
