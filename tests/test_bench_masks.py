@@ -172,6 +172,22 @@ def test_compressed_runs_gives_the_loops_runs_and_first_error_on_whole_and_spoil
     assert masks.rle_problem({"size": [2, 2], "counts": b"o" * 20 + b"0"}).startswith("'counts' runs sum to 1267")
 
 
+def test_intersection_union_are_the_decoded_masks_and_or_sums_and_refuse_bad_rles():
+    rng = np.random.default_rng(45)
+    for k in range(200):
+        h, w = (int(v) for v in rng.integers(1, 40, 2))
+        a, b = rng.random((h, w)) < rng.random(), rng.random((h, w)) < rng.random()
+        a[:] = a if k % 7 else False  # empty masks too
+        ra, rb = masks.encode(a), masks.encode(b)
+        if k % 3 == 0:
+            rb = {"size": [h, w], "counts": masks.compressed_runs(rb["counts"])}  # list counts
+        assert masks.intersection_union(ra, rb) == (int((a & b).sum()), int((a | b).sum()))
+    with pytest.raises(DatasetFormatError, match="two sizes"):
+        masks.intersection_union(masks.encode(np.ones((4, 5), bool)), masks.encode(np.ones((5, 4), bool)))
+    with pytest.raises(DatasetFormatError, match="malformed RLE"):
+        masks.intersection_union({"size": [512, 512], "counts": _small_string()}, masks.empty(512, 512))
+
+
 def test_a_well_formed_rle_still_decodes_in_both_count_forms():
     m = np.zeros((6, 5), bool)
     m[1:4, 2] = True

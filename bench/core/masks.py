@@ -307,6 +307,19 @@ def area(rle: RLE | None) -> int:
     return 0 if rle is None else int(mask_utils.area(_coded(rle)))
 
 
+def intersection_union(a: RLE, b: RLE) -> tuple[int, int]:
+    """(|a AND b|, |a OR b|) in pixels of two RLEs of the same (H, W): the sums of
+    np.logical_and / np.logical_or of their decoded masks, from the runs (pycocotools merge and area)
+    without an H x W array. Raises DatasetFormatError for a malformed RLE (checked as decode checks
+    it) or two sizes."""
+    (ha, wa, _), (hb, wb, _) = _checked_runs(a), _checked_runs(b)
+    if (ha, wa) != (hb, wb):
+        raise DatasetFormatError(f"masks of two sizes: {[ha, wa]} and {[hb, wb]} (H, W)")
+    ca, cb = _coded(a), _coded(b)
+    inter = int(mask_utils.area(mask_utils.merge([ca, cb], intersect=True)))
+    return inter, int(mask_utils.area(ca)) + int(mask_utils.area(cb)) - inter
+
+
 def to_bbox(rle: RLE | None) -> list[float] | None:
     """Tight box [x1, y1, x2, y2] in pixels (continuous: x2 = last column + 1), None if empty."""
     if rle is None or area(rle) == 0:
