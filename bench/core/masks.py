@@ -192,8 +192,8 @@ def _runs_array(data: bytes) -> np.ndarray | list[int]:
     """compressed_runs on the whole string at once in NumPy (int64 runs), the same runs and the same
     first error as the character-by-character loop (_runs_loop; its list is returned for strings
     under _SHORT characters, numbers of more than _MAX_GROUPS groups and strings of 4 M characters
-    and more, where int64 could overflow). What the loaders' validation of every GT and prediction RLE costs: the loop was ~70% of
-    scoring SA-Co/Gold and GroundingSuite-Eval (perf/bench_score_new.py)."""
+    and more, where int64 could overflow). It is what checking every GT and prediction RLE costs:
+    the loop alone was ~70% of scoring SA-Co/Gold and GroundingSuite-Eval (perf/bench_score_new.py)."""
     n = len(data)
     if n < _SHORT or n >= 1 << 22:
         return _runs_loop(data)
@@ -253,6 +253,17 @@ def _runs_loop(data: bytes) -> list[int]:
     return runs
 
 
+@lru_cache(maxsize=4096)
+def _compressed_total(counts: str | bytes) -> tuple[int, str | None]:
+    """(the runs' sum, None) of a compressed counts string, or (0, what is corrupt). Memoised by
+    value: a prediction's RLE is checked where it is read and again where it is scored."""
+    try:
+        runs = _runs_array(counts.encode("ascii") if isinstance(counts, str) else bytes(counts))
+    except (ValueError, UnicodeEncodeError) as exc:
+        return 0, f"compressed 'counts' {counts[:40]!r} are corrupt: {exc}"
+    return (int(runs.sum()) if isinstance(runs, np.ndarray) else sum(runs)), None
+
+
 def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     """What is wrong with one COCO RLE entry, or None when it is well formed (and of ``size`` = (H, W)
     when given). Checks what scoring will need, without decoding the mask: a dict with ``size`` [H, W]
@@ -273,15 +284,13 @@ def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     if isinstance(counts, list):
         if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
             return "uncompressed 'counts' must be non-negative ints"
-        runs = counts
+        total = sum(counts)
     elif isinstance(counts, (str, bytes)):
-        try:
-            runs = _runs_array(counts.encode("ascii") if isinstance(counts, str) else bytes(counts))
-        except (ValueError, UnicodeEncodeError) as exc:
-            return f"compressed 'counts' {counts[:40]!r} are corrupt: {exc}"
+        total, corrupt = _compressed_total(counts)
+        if corrupt:
+            return corrupt
     else:
         return f"'counts' must be a str, bytes or list, got {type(counts).__name__}"
-    total = int(runs.sum()) if isinstance(runs, np.ndarray) else sum(runs)
     if total != height * width:
         what = "overrun the frame" if total > height * width else "stop short (truncated?)"
         return f"'counts' runs sum to {total} pixels, expected H*W = {height * width}: they {what}"
