@@ -140,6 +140,54 @@ def test_rle_whose_runs_do_not_cover_the_frame_exactly_is_refused(rle):
         masks.decode(rle)
 
 
+def _runs_or_error(fn, data):
+    try:
+        return fn(data)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+def test_compressed_runs_gives_the_loops_runs_and_first_error_on_whole_and_spoilt_strings():
+    # compressed_runs reads the whole string at once in NumPy; the character-by-character loop is the
+    # specification (pycocotools rleFrString plus its three errors), with Python's unbounded ints
+    rng = np.random.default_rng(20261208)
+    long = masks._SHORT  # from this length on the NumPy path reads it: pad with whole runs ("1" = 1)
+    cases = [b"", b"o" * 20 + b"0", b"O" * 9 + b"0", b"1" + b"O" * 9 + b"0", b"0" * 3 + b"\x80",  # 20 groups, negative
+             b"o" * 20 + b"0" + b"1" * long, b"1" + b"O" * 9 + b"0" + b"1" * long, b"1" * long + b"0" * 3 + b"\x80"]
+    for _ in range(400):
+        h, w = (int(v) for v in rng.integers(1, 70, 2))
+        s = masks.encode(rng.random((h, w)) < rng.random())["counts"].encode()
+        spoilt = bytearray(s)
+        spoilt[int(rng.integers(len(s)))] = int(rng.integers(30, 130))  # often outside '0'..'o'
+        cases += [s, s[: len(s) // 2], s[:-1], bytes(spoilt),
+                  bytes(rng.integers(48, 112, int(rng.integers(1, 400))).astype(np.uint8))]  # random: negative runs
+    assert sum(len(c) >= long for c in cases) > 500  # both paths are met
+    outcomes = set()
+    for data in cases:
+        want = _runs_or_error(masks._runs_loop, data)
+        assert _runs_or_error(masks.compressed_runs, data) == want, data
+        outcomes.add(want.split(" ")[1] if isinstance(want, str) else "runs")
+    assert outcomes >= {"runs", "truncated:", "character", "run"}  # every error met, and whole strings
+    assert masks.compressed_runs(b"o" * 20 + b"0") == [2 ** 100 - 1]  # past int64: the loop's answer
+    assert masks.rle_problem({"size": [2, 2], "counts": b"o" * 20 + b"0"}).startswith("'counts' runs sum to 1267")
+
+
+def test_intersection_union_are_the_decoded_masks_and_or_sums_and_refuse_bad_rles():
+    rng = np.random.default_rng(45)
+    for k in range(200):
+        h, w = (int(v) for v in rng.integers(1, 40, 2))
+        a, b = rng.random((h, w)) < rng.random(), rng.random((h, w)) < rng.random()
+        a[:] = a if k % 7 else False  # empty masks too
+        ra, rb = masks.encode(a), masks.encode(b)
+        if k % 3 == 0:
+            rb = {"size": [h, w], "counts": masks.compressed_runs(rb["counts"])}  # list counts
+        assert masks.intersection_union(ra, rb) == (int((a & b).sum()), int((a | b).sum()))
+    with pytest.raises(DatasetFormatError, match="two sizes"):
+        masks.intersection_union(masks.encode(np.ones((4, 5), bool)), masks.encode(np.ones((5, 4), bool)))
+    with pytest.raises(DatasetFormatError, match="malformed RLE"):
+        masks.intersection_union({"size": [512, 512], "counts": _small_string()}, masks.empty(512, 512))
+
+
 def test_a_well_formed_rle_still_decodes_in_both_count_forms():
     m = np.zeros((6, 5), bool)
     m[1:4, 2] = True

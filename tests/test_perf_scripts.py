@@ -29,6 +29,9 @@ RUNS = {
     "bench_report_scale.py": (["--n", "5", "--samples", "2", "--work", "{tmp}"], r"report built in [\d.]+ s; peak RSS"),
     "bench_score_scale_mevis.py": (["--work", "{tmp}", "--videos", "1", "--frames", "2", "--expressions", "2",
                                     "--height", "32", "--width", "48", "--workers", "1"], r"ours: J&F=[\d.]+, J=[\d.]+"),
+    "bench_score_new.py": (["all", "--tiny", "--work", "{tmp}", "--workers", "1"],
+                           r"(?s)grefcoco ours: [\d.]+ s wall.*saco_gold ours: [\d.]+ s wall.*ref_sav ours: [\d.]+ s wall"
+                           r".*gseval ours: [\d.]+ s wall.*long_rvos ours: [\d.]+ s wall"),
     "decode_reply.py": (["--max-output-chars", "50", "--repeat", "1"], r"largest legal reply\s+\d+ B\s+best\s+[\d.]+ ms"),
     "bench_score_scale.py": (["--work", "{tmp}", "--expressions", "4", "--frames", "2", "--height", "32",
                               "--width", "48", "--workers", "1"], r"ours: J&F=[\d.]+, J=[\d.]+"),

@@ -125,8 +125,7 @@ class GSEvalProtocol(Protocol):
         if list(pred_rle["size"]) != list(gt_rle["size"]):
             raise AdapterError(f"sample {sample.id!r}: predicted mask {list(pred_rle['size'])} [H, W] differs from the GT's "
                                f"{list(gt_rle['size'])} (evaluate_grounding.py stops with a broadcast error)")
-        gt, pr = masks.decode(gt_rle).astype(bool), masks.decode(pred_rle).astype(bool)
-        inter, union = int(np.logical_and(gt, pr).sum()), int(np.logical_or(gt, pr).sum())
+        inter, union = masks.intersection_union(gt_rle, pred_rle)  # the decoded masks' AND / OR sums
         record.add(GSEvalValues(class_id, inter / union if union > 0 else 0.0, SCORED))
         return record
 

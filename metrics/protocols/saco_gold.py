@@ -77,7 +77,7 @@ def evaluate_pair(dts: list[tuple[dict, float]], gts: list[tuple[dict, bool]]) -
         ious = np.zeros((len(dt), 0))
     matched_dt, matched_gt = linear_sum_assignment(-ious)
     match_scores = ious[matched_dt, matched_gt]
-    tps = np.array([(match_scores >= t).sum() for t in IOU_THRS], dtype=np.int64)
+    tps = (match_scores[None, :] >= IOU_THRS[:, None]).sum(axis=1, dtype=np.int64)  # per threshold
     fps = len(dt) - tps
     fns = len(gt) - tps
     precision = tps / (tps + fps + 1e-4)
