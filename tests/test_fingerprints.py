@@ -49,11 +49,13 @@ PAPER_PROTOCOL = {
 # first pin), before either had reached main: no user's run directory carries the earlier name.
 # Pinned again (issue 42) when Seg-Zero's replies came to be read exactly as its authors' functions
 # read them and its SAM2 to run under their bf16 autocast: a deliberate change of what runs (earlier
-# runs' numbers differ), so a run directory of the earlier code is not resumed.
+# runs' numbers differ), so a run directory of the earlier code is not resumed. Pinned again (issue 42)
+# when its model came to run in bfloat16 as its authors load it (model.dtype, hf backend): the name
+# hashes the model node, so openai-backend runs, whose replies do not change, get a new name as well.
 AFTER_THE_MOVE = {
     "mevis_precomputed": (["+dataset=mevis", "dataset.root=/data/mevis", "+model=precomputed", f"model.root={PREDS}"],
                           "f6057b9bdc"),
-    "refcoco_seg_zero": (["+dataset=refcoco", "dataset.root=/d", "+model=seg_zero"], "57fed068fb"),
+    "refcoco_seg_zero": (["+dataset=refcoco", "dataset.root=/d", "+model=seg_zero"], "7c76f6beb0"),
 }
 
 

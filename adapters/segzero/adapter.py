@@ -8,7 +8,9 @@ dvlab-research/VisionReasoner @ a455092, vision_reasoner/models/vision_reasoner_
    smart_resize keeps it), the question lower-cased with the format's characters stripped from its
    ends, put into the format's template (conf/model/seg_zero.yaml, visionreasoner.yaml);
 2. greedy decoding (`do_sample=False`; max_new_tokens 1024 in Seg-Zero's scripts, which printed
-   both papers' ReasonSeg numbers; 2048 in VisionReasoner's own vision_reasoner_model.py, an option);
+   both papers' ReasonSeg numbers; 2048 in VisionReasoner's own vision_reasoner_model.py, an option)
+   of the model in bfloat16 as both load it (hf backend: `model.dtype`); prompts, processor inputs,
+   generated ids and the scaling back are held to their code by tests/test_segzero_generation.py;
 3. the answer read and scaled back to the frame (rvt_bench.adapters.segzero.answers);
 4. SAM2's image predictor on the full-size image, one prompt per object (its box and its positive
    clicks), multimask output, the highest-scoring mask kept; the objects' masks united; under

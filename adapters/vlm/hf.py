@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from rvt_bench.adapters.policy.base import decoding_fingerprint
-from rvt_bench.adapters.twin.backends.common import ModelBackend
+from rvt_bench.adapters.twin.backends.common import ModelBackend, resolve_dtype
 from rvt_bench.adapters.vlm.backend import VLMBackend, VLMRequest
 from rvt_bench.adapters.vlm.reply import Reply
 from rvt_bench.core.types import AdapterError, first_line
@@ -30,6 +30,7 @@ class HFVLM(ModelBackend, VLMBackend):
 
     name = "hf"
     knows_input_size = True  # image_grid_thw read back per image
+    loads_in_dtype = True  # from_pretrained(dtype=...): its float32 rotary buffers stay float32
 
     def __init__(self, model: str, revision: str = "main", device: str = "auto", dtype: str = "auto",
                  batch_size: int = 4, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
@@ -51,7 +52,11 @@ class HFVLM(ModelBackend, VLMBackend):
 
         kw = dict(self.hub_kwargs(), trust_remote_code=self.trust_remote_code)
         processor = AutoProcessor.from_pretrained(self.model_id, **kw)
-        return AutoModelForImageTextToText.from_pretrained(self.model_id, **kw), processor
+        # loaded in its dtype, as the authors' scripts load it (torch_dtype=torch.bfloat16): casting
+        # a float32 load afterwards would round the rotary inv_freq buffers to bf16 as well
+        model = AutoModelForImageTextToText.from_pretrained(self.model_id, dtype=resolve_dtype(self.dtype_spec, self.device),
+                                                            **kw)
+        return model, processor
 
     def preflight(self) -> None:
         try:

@@ -73,6 +73,11 @@ class ModelBackend:
     """
 
     name = "backend"
+    loads_in_dtype = False
+    """True where ``load`` already builds the model in ``dtype`` (``from_pretrained(dtype=...)``, as
+    the authors' code loads it): components() then only moves it to the device. A later
+    ``.to(dtype=bfloat16)`` would also cast the float32 rotary ``inv_freq`` buffers that
+    from_pretrained keeps, and every position's angle would move."""
 
     def __init__(self, model_id: str, revision: str = "main", device: str = "auto", dtype: str = "auto",
                  **params: Any):
@@ -110,7 +115,10 @@ class ModelBackend:
             except (OSError, ValueError) as exc:
                 raise AdapterError(f"{self.name}: cannot load {self.model_id!r} at revision "
                                    f"{self.revision!r}: {exc}") from exc
-            model = model.to(self.device, dtype=resolve_dtype(self.dtype_spec, self.device))
+            if self.loads_in_dtype:
+                model = model.to(self.device)
+            else:
+                model = model.to(self.device, dtype=resolve_dtype(self.dtype_spec, self.device))
             self._components = (model.eval(), processor)
             self._placed = True
         elif not self._placed:
