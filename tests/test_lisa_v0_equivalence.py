@@ -147,3 +147,36 @@ def test_v0_extra_tables_replace_the_smaller_shard_tables(checkpoint):
     assert torch.equal(net.llm.model.embed_tokens.weight, extra["lm.model.embed_tokens.weight"])
     assert torch.equal(net.llm.lm_head.weight, extra["lm.lm_head.weight"])
     assert np.prod(net.llm.lm_head.weight.shape) == 404 * 64
+
+
+@pytest.mark.parametrize("mode", ["eval", "generate"])
+def test_adapter_predict_on_the_v0_layout_gives_lisas_masks(checkpoint, mode):
+    """The adapter end to end (layout detected, v0 prompt and tokens chosen, masks encoded) on the
+    ReasonSeg fixture: each image's mask is LISA's thresholded fp32 logits (generate: the default
+    chat_template gives the text reference/chat_prompts.json typed at chat.py)."""
+    from rvt_bench.core import masks
+    from rvt_bench.loaders.reasonseg import ReasonSegDataset
+
+    adapter = LisaAdapter(str(checkpoint), prompt_mode=mode, device="cpu", dtype="float32")
+    dataset = ReasonSegDataset(DATA / "reasonseg", "val")
+    by_image = {c["image"]: c for c in REFERENCE["cases"] if c["mode"] == mode and c["precision"] == "fp32"}
+    for i in range(len(dataset)):
+        sample = dataset[i]
+        case = by_image[Path(sample.frames[0]).name]
+        prediction = adapter.predict(sample)
+        assert prediction.trace["frames"][0]["n_seg"] == 1
+        expected = expected_logits(case)[0].numpy() > 0
+        assert np.array_equal(masks.decode(prediction.masks[0]), expected)
+        if mode == "generate":
+            assert prediction.text.strip() == "[SEG]" and case["text"].endswith("ASSISTANT: [SEG] </s>")
+
+
+def test_an_eval_prompt_over_512_tokens_loses_its_seg_as_collate_fn_truncates(models):
+    """collate_fn @0e26916 tokenises with truncation=True, max_length=512: with 258 image ids in the
+    prompt, a long query pushes the teacher-forced "[SEG]." past the cut (LISA then decodes no mask)."""
+    _, tokenizer, _, seg_id, _ = models("fp32")
+    short = legacy.tokenize(legacy.eval_prompt("the red mug", False), tokenizer, eval_mode=True)
+    long = legacy.tokenize(legacy.eval_prompt("a mug " * 200, True), tokenizer, eval_mode=True)
+    assert seg_id in short and len(short) < legacy.EVAL_MAX_LENGTH
+    assert len(long) == legacy.EVAL_MAX_LENGTH and seg_id not in long
+    assert len(legacy.tokenize(legacy.generate_prompt("a mug " * 200), tokenizer, eval_mode=False)) > legacy.EVAL_MAX_LENGTH
