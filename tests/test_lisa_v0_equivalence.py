@@ -180,3 +180,12 @@ def test_an_eval_prompt_over_512_tokens_loses_its_seg_as_collate_fn_truncates(mo
     assert seg_id in short and len(short) < legacy.EVAL_MAX_LENGTH
     assert len(long) == legacy.EVAL_MAX_LENGTH and seg_id not in long
     assert len(legacy.tokenize(legacy.generate_prompt("a mug " * 200), tokenizer, eval_mode=False)) > legacy.EVAL_MAX_LENGTH
+
+
+@cases("generate")
+def test_answer_text_is_chat_pys(models, case):
+    """chat.py prints the whole sequence decoded and cleaned (legacy.answer_text); ours, on the same ids,
+    is that text apart from <s> and </s>, which our decode leaves out (the answer text of both paths)."""
+    text = legacy.answer_text(models(case["precision"])[1].decode(case["output_ids"]))
+    assert text == case["text"].replace("<s>", "").replace("</s>", "")
+    assert legacy.answer_text("a  b\n<im_patch>c") == "abc"

@@ -232,7 +232,8 @@ class LisaAdapter(Adapter):
             n_seg = int(out.logits.shape[0])
             entry = {"n_seg": n_seg}
             if budget:
-                text = tokenizer.decode(out.generated).replace("\n", "").replace("  ", " ")
+                decoded = tokenizer.decode(out.generated)
+                text = legacy.answer_text(decoded) if code == "v0" else decoded.replace("\n", "").replace("  ", " ")
                 texts.append(text)
                 entry["answer"] = text
             frames_trace.append(entry)

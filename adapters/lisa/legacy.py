@@ -107,6 +107,12 @@ def tokenize(prompt: str, tokenizer, eval_mode: bool) -> list[int]:
     return ids[:EVAL_MAX_LENGTH] if eval_mode else ids
 
 
+def answer_text(decoded: str) -> str:
+    """chat.py @0e26916's clean-up of a decoded answer: <im_patch> removed, line breaks removed, and
+    every double space removed (v1's chat.py turns a double space into one)."""
+    return decoded.replace(IM_PATCH, "").replace("\n", "").replace("  ", "")
+
+
 # --- weights ----------------------------------------------------------------------------------------
 
 def extra_key(key: str) -> str | None:
