@@ -130,8 +130,10 @@ class Target:
 _V1 = ("LISA README @3cb2d43 line 246: 'the v1 model is trained using both train+val sets, so please use the "
        "v0 model to reproduce the validation results'")
 _V0 = ("LISA README @3cb2d43 lines 91-92 and 246: LISA-13B-llama2-v0 (and -v0-explanatory) run on the legacy code "
-       "(git checkout 0e26916), which this port does not implement (docs/models.md 'LISA v0'); that v0 is the "
-       "paper's LISA-Llama2-13B (ft) is inferred from the names, not stated")
+       "(git checkout 0e26916), which the port runs as model.code=v0 (detected from the layout; held to 0e26916 by "
+       "tests/test_lisa_v0_equivalence.py; docs/models.md 'LISA v0'); the row is in the README's image of Table 1 "
+       "(imgs/table1.jpg @3cb2d43: val gIoU 60.0, cIoU 67.8), not in the arXiv v3 text; that v0 is the paper's "
+       "LISA-Llama2-13B (ft) is inferred from the names (LLaMA-2 13B, the README's v0 = validation advice), not stated")
 _NONE = ("no such checkpoint in LISA's README @3cb2d43 (lines 85-92 list LISA-7B-v1, -v1-explanatory, "
          "LISA-13B-llama2-v1, -v1-explanatory, -v0, -v0-explanatory, LISA++ LISA_Plus_7b; the xinlai hub page was not "
          "reachable here)")

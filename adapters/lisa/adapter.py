@@ -1,8 +1,10 @@
 """`lisa`: LISA's released v1 checkpoints (xinlai/LISA-7B-v1, xinlai/LISA-13B-llama2-v1, or a local
 directory in their format) behind the Adapter protocol. conf/model/lisa.yaml configures it. The v1
 models were trained on ReasonSeg train+val (LISA README @3cb2d43 line 246): they reproduce test rows
-only. The v0 models (LISA-13B-llama2-v0, -v0-explanatory) need LISA's legacy code (0e26916: another
-weight layout, the vicuna template), which this port does not implement (docs/models.md "LISA v0").
+only. The v0 models (LISA-13B-llama2-v0, -v0-explanatory), which reproduce the validation rows, run
+on LISA's legacy code (0e26916: another weight layout, the vicuna template, uncached decoding):
+``code`` v0, detected from the layout by default (rvt_bench.adapters.lisa.legacy, docs/models.md
+"LISA v0").
 
 Each frame is answered on its own (LISA and VISA evaluate videos frame by frame): CLIP and SAM
 inputs of the frame, the prompt, masks from every [SEG] (their union is the frame's mask; no
@@ -25,8 +27,8 @@ from typing import Sequence
 
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
-from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
-from rvt_bench.adapters.lisa import prompts
+from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype, read_config_json
+from rvt_bench.adapters.lisa import legacy, prompts
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
@@ -43,6 +45,9 @@ class LisaAdapter(Adapter):
     vision_tower: CLIP id or directory; null = the checkpoint's config.vision_tower (a path relative
                   to the checkpoint directory is resolved against it).
     device:       "auto" (CUDA when present) | "cpu" | "cuda[:i]". dtype: "auto" | "bfloat16" | "float16" | "float32".
+    code:         "auto" | "v1" | "v0": which LISA code path the checkpoint runs on (v1: LISA @3cb2d43;
+                  v0: the legacy code @0e26916, rvt_bench.adapters.lisa.legacy); auto: v0 when the
+                  directory holds pytorch_model-visual_model.bin.
 
     predict(sample) -> Prediction(task="segmentation", masks=[RLE per frame], text=answers when
     generated, trace={"frames": [{"tokens", "n_seg"}...]}). Raises AdapterError for a task other than
@@ -57,13 +62,17 @@ class LisaAdapter(Adapter):
 
     def __init__(self, checkpoint: str, name: str = "lisa", prompt_mode: str = "eval",
                  chat_template: str = "{query} Please output segmentation mask.", max_new_tokens: int = 512,
-                 vision_tower: str | None = None, device: str = "auto", dtype: str = "auto") -> None:
+                 vision_tower: str | None = None, device: str = "auto", dtype: str = "auto",
+                 code: str = "auto") -> None:
         if prompt_mode not in prompts.PROMPT_MODES:
             raise AdapterError(f"lisa: prompt_mode must be one of {list(prompts.PROMPT_MODES)}, got {prompt_mode!r}")
         if "{query}" not in chat_template:
             raise AdapterError(f"lisa: chat_template must contain '{{query}}', got {chat_template!r}")
         if dtype not in ("auto", "bfloat16", "float16", "float32"):
             raise AdapterError(f"lisa: dtype must be auto, bfloat16, float16 or float32, got {dtype!r}")
+        if code not in legacy.CODES:
+            raise AdapterError(f"lisa: code must be one of {list(legacy.CODES)}, got {code!r}")
+        self.code = code
         self.name = name
         self.checkpoint = str(checkpoint)
         self.prompt_mode = prompt_mode
@@ -81,7 +90,7 @@ class LisaAdapter(Adapter):
     def fingerprint(self) -> dict:
         device, dtype = self._device_dtype()
         out = {"adapter": "lisa", "name": self.name, "checkpoint": self._checkpoint_label(), "prompt_mode": self.prompt_mode,
-               "dtype": dtype, "vision_tower": self.vision_tower}
+               "dtype": dtype, "vision_tower": self.vision_tower, "code": self._code_label()}
         if self.prompt_mode == "generate":
             out.update(chat_template=self.chat_template, max_new_tokens=self.max_new_tokens, decoding="greedy")
         return out
@@ -100,6 +109,16 @@ class LisaAdapter(Adapter):
                      for f in item.prediction.trace.get("frames") or [] if isinstance(f, dict) and "n_seg" in f]
         return [*M.mean("seg_per_frame", "[SEG] per frame (mean)", per_frame, "count"),
                 *M.latency(scored, (("lisa", "model"), M.TOTAL))]
+
+    def _code_label(self) -> str:
+        """The code path: the setting, or for "auto" what a local directory's layout says."""
+        path = Path(self.checkpoint)
+        if self.code == "auto" and path.is_dir():
+            try:
+                return legacy.detect(path)
+            except AdapterError:
+                return self.code
+        return self.code
 
     def _checkpoint_label(self) -> str:
         path = Path(self.checkpoint)
@@ -138,8 +157,14 @@ class LisaAdapter(Adapter):
         from rvt_bench.adapters.lisa.weights import load_into
 
         directory = self._resolve_checkpoint()
-        config = LisaConfig.from_json(directory / "config.json")
+        code = legacy.detect(directory, self.code)
         tokenizer = LisaTokenizer(directory)
+        if code == "v0":
+            tokenizer.add_tokens(legacy.ADDED_TOKENS)
+            config = LisaConfig.from_v0_dict(read_config_json(directory / "config.json", "lisa", "LISA"), len(tokenizer),
+                                             str(directory / "config.json"))
+        else:
+            config = LisaConfig.from_json(directory / "config.json")
         seg_id = tokenizer.convert_tokens_to_ids(prompts.SEG_TOKEN)
         if seg_id is None:
             raise AdapterError(f"lisa: the tokenizer in {directory} has no {prompts.SEG_TOKEN} token (added_tokens.json)")
@@ -155,15 +180,25 @@ class LisaAdapter(Adapter):
             raise AdapterError(f"lisa: CLIP vision tower {tower!r} (config.vision_tower or model.vision_tower) cannot be loaded: {first_line(exc)}") from exc
         if info["missing_keys"]:
             raise AdapterError(f"lisa: CLIP vision tower {tower!r} lacks weights such as {sorted(info['missing_keys'])[0]!r}")
-        net = lisa_model.build(config, clip, device, dtype)
-        load_into(net, directory)
+        if code == "v0":
+            image_ids = (tokenizer.convert_tokens_to_ids(prompts.IM_START), tokenizer.convert_tokens_to_ids(prompts.IM_END))
+            net = lisa_model.build(config, clip, device, dtype, image_ids)
+            legacy.load_into(net, directory)
+        else:
+            net = lisa_model.build(config, clip, device, dtype)
+            load_into(net, directory)
         self._loaded = (net, tokenizer, processor, seg_id, config)
         return self._loaded
 
     # --- prediction ---------------------------------------------------------------------------
 
-    def prompt(self, sample: Sample, use_im_start_end: bool = True) -> str:
-        """The prompt text for `sample` in this adapter's prompt_mode (rvt_bench.adapters.lisa.prompts)."""
+    def prompt(self, sample: Sample, use_im_start_end: bool = True, code: str = "v1") -> str:
+        """The prompt text for `sample` in this adapter's prompt_mode (rvt_bench.adapters.lisa.prompts;
+        code "v0": rvt_bench.adapters.lisa.legacy, the image already expanded to its patch tokens)."""
+        if code == "v0":
+            if self.prompt_mode == "eval":
+                return legacy.eval_prompt(sample.query, bool(sample.meta.get("is_sentence", True)))
+            return legacy.generate_prompt(sample.query, self.chat_template)
         if self.prompt_mode == "eval":
             return prompts.eval_prompt(sample.query, bool(sample.meta.get("is_sentence", True)), use_im_start_end)
         return prompts.generate_prompt(sample.query, self.chat_template, use_im_start_end)
@@ -178,7 +213,12 @@ class LisaAdapter(Adapter):
         from rvt_bench.core.frames import read_frame
 
         net, tokenizer, processor, seg_id, config = self._load()
-        token_ids = prompts.tokenize_with_image(self.prompt(sample, config.use_im_start_end), tokenizer)
+        code = "v0" if net.image_ids is not None else "v1"
+        text = self.prompt(sample, config.use_im_start_end, code)
+        if code == "v0":
+            token_ids = legacy.tokenize(text, tokenizer, self.prompt_mode == "eval")
+        else:
+            token_ids = prompts.tokenize_with_image(text, tokenizer)
         budget = self.max_new_tokens if self.prompt_mode == "generate" else 0
         rles, texts, frames_trace = [], [], []
         t0 = time.perf_counter()
@@ -192,7 +232,8 @@ class LisaAdapter(Adapter):
             n_seg = int(out.logits.shape[0])
             entry = {"n_seg": n_seg}
             if budget:
-                text = tokenizer.decode(out.generated).replace("\n", "").replace("  ", " ")
+                decoded = tokenizer.decode(out.generated)
+                text = legacy.answer_text(decoded) if code == "v0" else decoded.replace("\n", "").replace("  ", " ")
                 texts.append(text)
                 entry["answer"] = text
             frames_trace.append(entry)

@@ -66,6 +66,15 @@ class LisaConfig:
                    use_im_start_end=bool(raw.get("mm_use_im_start_end", True)), out_dim=int(raw["out_dim"]),
                    sam_vision={**SAM_VIT_H, **raw.get("sam_vision_config", {})})
 
+    @classmethod
+    def from_v0_dict(cls, raw: dict[str, Any], vocab_size: int, source: str = "config") -> "LisaConfig":
+        """A v0 checkpoint's LlavaConfig (LISA @0e26916, rvt_bench.adapters.lisa.legacy): no out_dim
+        (LISA's class fixes 256), CLIP from ``mm_vision_tower``, select layer -2 and <im_start>/
+        <im_end> on (LISA.__init__ sets both whatever the file says), the vocabulary resized to the
+        tokenizer's length `vocab_size` (``resize_token_embeddings(len(tokenizer))``)."""
+        return cls.from_dict({**raw, "out_dim": 256, "mm_vision_select_layer": -2, "mm_use_im_start_end": True,
+                              "vocab_size": vocab_size, "vision_tower": raw.get("mm_vision_tower")}, source)
+
     def llama_config(self):
         """A transformers LlamaConfig with the checkpoint's LLaMA values (never a LlavaConfig), with
         eager attention: LISA's transformers 4.31 LLaMA attention (softmax in float32, weights rounded

@@ -23,14 +23,15 @@ from rvt_bench.adapters.lisa.prompts import IMAGE_TOKEN_INDEX, IMAGE_TOKENS
 from rvt_bench.core.types import AdapterError
 
 
-def seg_hidden_positions(token_ids: list[int], seg_id: int) -> list[int]:
+def seg_hidden_positions(token_ids: list[int], seg_id: int, shift: int = IMAGE_TOKENS - 1) -> list[int]:
     """Indices, in the LLM's image-expanded hidden states, of the positions whose next token is
     [SEG] (``token_ids[1:] == seg_id``, shifted by IMAGE_TOKENS - 1 = 255 because LISA assumes the
     one image comes before every [SEG]).
 
-    token_ids: the sequence with one IMAGE_TOKEN_INDEX (-200) placeholder, as tokenised.
+    token_ids: the sequence with one IMAGE_TOKEN_INDEX (-200) placeholder, as tokenised (v1); or,
+    with shift=0, the v0 sequence whose 256 <im_patch> ids already hold the image's places.
     """
-    return [j + IMAGE_TOKENS - 1 for j in range(len(token_ids) - 1) if token_ids[j + 1] == seg_id]
+    return [j + shift for j in range(len(token_ids) - 1) if token_ids[j + 1] == seg_id]
 
 
 @dataclass
@@ -43,11 +44,14 @@ class LisaOutput:
     logits: object
 
 
-def build(config: LisaConfig, clip, device: str, dtype):
+def build(config: LisaConfig, clip, device: str, dtype, image_ids: tuple[int, int] | None = None):
     """A LisaModel with uninitialised parameters on `device` in `dtype` (built on the meta device,
-    so nothing is allocated twice); every parameter must then be loaded (weights.load_into)."""
+    so nothing is allocated twice); every parameter must then be loaded (weights.load_into, or
+    legacy.load_into for v0). image_ids: (<im_start>, <im_end>) ids for LISA's legacy v0 code path
+    (LisaModel.image_ids), None for v1."""
     with torch.device("meta"):
         model = LisaModel(config, clip=None)
+    model.image_ids = image_ids
     model.to(dtype=dtype)
     model.to_empty(device=device)
     model.reset_buffers(device)
@@ -56,7 +60,15 @@ def build(config: LisaConfig, clip, device: str, dtype):
 
 
 class LisaModel(torch.nn.Module):
-    """clip (CLIPVisionModel), mm_projector, llm (LlamaForCausalLM), text_hidden_fcs, sam (SamModel)."""
+    """clip (CLIPVisionModel), mm_projector, llm (LlamaForCausalLM), text_hidden_fcs, sam (SamModel).
+
+    image_ids: None runs LISA @3cb2d43 (one -200 placeholder per image, KV-cached decoding); the
+    pair (<im_start>, <im_end>) runs LISA's legacy code @0e26916 (rvt_bench.adapters.lisa.legacy):
+    the 256 <im_patch> ids after <im_start> are replaced by the features, the [SEG] positions need
+    no shift, and each decoding step reruns the whole sequence (use_cache=False).
+    """
+
+    image_ids: tuple[int, int] | None = None
 
     def __init__(self, config: LisaConfig, clip=None):
         import torch.nn as nn
@@ -95,7 +107,11 @@ class LisaModel(torch.nn.Module):
         return self.mm_projector(out.hidden_states[self.config.select_layer][:, 1:])
 
     def embed(self, token_ids: list[int], features):
-        """(1, len(token_ids) + 255, hidden) input embeddings: the one -200 id replaced by the 256 features."""
+        """(1, len(token_ids) + 255, hidden) input embeddings: the one -200 id replaced by the 256 features.
+        v0 (image_ids set): (1, len(token_ids), hidden), the 256 ids after the one <im_start>
+        replaced (llava.py @0e26916 ``LlavaLlamaModel.forward``; <im_end> must follow them)."""
+        if self.image_ids is not None:
+            return self._embed_patches(token_ids, features)
         places = [i for i, t in enumerate(token_ids) if t == IMAGE_TOKEN_INDEX]
         if len(places) != 1:
             raise AdapterError(f"lisa: a prompt must hold exactly one <image>, this one holds {len(places)}")
@@ -105,6 +121,18 @@ class LisaModel(torch.nn.Module):
         text = table(ids)
         return torch.cat([text[:p], features[0].to(text.dtype), text[p:]], dim=0).unsqueeze(0)
 
+    def _embed_patches(self, token_ids: list[int], features):
+        start_id, end_id = self.image_ids
+        n = features.shape[1]
+        starts = [i for i, t in enumerate(token_ids) if t == start_id]
+        if len(starts) != 1:
+            raise AdapterError(f"lisa: a v0 prompt must hold exactly one <im_start>, this one holds {len(starts)}")
+        p = starts[0]
+        if p + n + 1 >= len(token_ids) or token_ids[p + n + 1] != end_id:
+            raise AdapterError(f"lisa: a v0 prompt's <im_end> must follow <im_start> and {n} <im_patch> ids")
+        text = self.llm.get_input_embeddings()(torch.tensor(token_ids, device=self.device))
+        return torch.cat([text[: p + 1], features[0].to(text.dtype), text[p + n + 1:]], dim=0).unsqueeze(0)
+
     def last_hidden(self, inputs_embeds):
         """(1, T, hidden) last-layer hidden states after the final norm (LlavaLlamaForCausalLM
         returns ``outputs[0]`` as hidden_states in eval mode)."""
@@ -112,7 +140,10 @@ class LisaModel(torch.nn.Module):
 
     def greedy(self, inputs_embeds, max_new_tokens: int, eos_id: int) -> list[int]:
         """Greedy decoding (``generate(num_beams=1)``, no sampling) from `inputs_embeds`, at most
-        `max_new_tokens` ids, stopping after eos (which is kept, as generate keeps it)."""
+        `max_new_tokens` ids, stopping after eos (which is kept, as generate keeps it). v0: every
+        step reruns the whole sequence (LISA @0e26916 sets use_cache=False)."""
+        if self.image_ids is not None:
+            return self._greedy_uncached(inputs_embeds, max_new_tokens, eos_id)
         out = self.llm(inputs_embeds=inputs_embeds, use_cache=True)
         new: list[int] = []
         while len(new) < max_new_tokens:
@@ -124,9 +155,21 @@ class LisaModel(torch.nn.Module):
                            use_cache=True)
         return new
 
+    def _greedy_uncached(self, inputs_embeds, max_new_tokens: int, eos_id: int) -> list[int]:
+        table = self.llm.get_input_embeddings()
+        embeds = inputs_embeds
+        new: list[int] = []
+        while len(new) < max_new_tokens:
+            token = int(self.llm(inputs_embeds=embeds, use_cache=False).logits[0, -1].argmax())
+            new.append(token)
+            if token == eos_id:
+                break
+            embeds = torch.cat([embeds, table(torch.tensor([[token]], device=self.device)).to(embeds.dtype)], dim=1)
+        return new
+
     def seg_embeddings(self, hidden, token_ids: list[int], seg_id: int):
         """(N_seg, out_dim) sparse prompts: text_hidden_fcs of the hidden states before each [SEG]."""
-        positions = seg_hidden_positions(token_ids, seg_id)
+        positions = seg_hidden_positions(token_ids, seg_id, 0 if self.image_ids is not None else IMAGE_TOKENS - 1)
         return self.text_hidden_fcs(hidden[0, positions])
 
     # --- SAM side ---------------------------------------------------------------------------------

@@ -58,6 +58,17 @@ class LisaTokenizer:
         names = sorted({*self.added, *self.special}, key=len, reverse=True)
         self._split = re.compile("(" + "|".join(re.escape(n) for n in names) + ")")
 
+    def add_tokens(self, tokens) -> None:
+        """Add each token the tokenizer lacks, with the next free id, in the given order
+        (4.31's ``add_tokens``; LISA @0e26916 adds its tokens at run time, the v0 checkpoints carry
+        none). Added tokens split and strip as those of added_tokens.json do."""
+        for token in tokens:
+            if token not in self.added and token not in self.special:
+                self.added[token] = len(self)
+        self._by_id = {v: k for k, v in self.added.items()}
+        names = sorted({*self.added, *self.special}, key=len, reverse=True)
+        self._split = re.compile("(" + "|".join(re.escape(n) for n in names) + ")")
+
     def __len__(self) -> int:
         return self.sp.get_piece_size() + len(self.added)
 
