@@ -151,6 +151,34 @@ def test_a_mask_of_another_size_fails_its_sample(fixture, tmp_path):
         GSEvalProtocol(mode="mask").score(ds[0], PrecomputedAdapter(tmp_path, layout="gseval").predict(ds[0]))
 
 
+def test_a_gt_rle_claiming_more_pixels_than_any_image_is_never_decoded(fixture, tmp_path):
+    """A GT segmentation whose 'size' claims more pixels than dataset.limits.max_image_pixels (100000 x
+    100000 in a valid 7-byte string) fails its sample at the frame check; the report then drew it and
+    pycocotools allocated H*W bytes (a segfault under a memory limit). Decoding it is refused in one
+    line naming the limit (here the limit lowered, so that the unfixed decode stays small)."""
+    import shutil
+
+    import numpy as np
+
+    from rvt_bench.core import files, masks
+    from rvt_bench.harness.predict import FrameChecker
+
+    root = tmp_path / "g"
+    shutil.copytree(fixture[0], root)
+    lines = (root / "GroundingSuite-Eval.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["segmentation"] = masks.encode(np.zeros((100, 100), bool))
+    lines[0] = json.dumps(first)
+    (root / "GroundingSuite-Eval.jsonl").write_text("\n".join(lines) + "\n")
+    with files.limits_in_force(files.ReadLimits(max_image_pixels=64 * 64)):
+        sample = GSEvalDataset(root, split="mask")[0]
+        assert FrameChecker().check(sample).error["kind"] == "data"
+        for decode in (masks.decode, lambda r: masks.decode_box(r, (0, 1, 0, 1))):
+            with pytest.raises(DatasetFormatError, match=r"10000 pixels, over the 4096 .*max_image_pixels"):
+                decode(sample.target.masks[0])
+    assert masks.decode(sample.target.masks[0]).shape == (100, 100)  # within the default limit
+
+
 def test_bad_lines_are_data_errors_and_the_rest_loads(fixture, tmp_path):
     import shutil
 

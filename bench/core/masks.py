@@ -149,12 +149,18 @@ def decode(rle: RLE) -> np.ndarray:
 
 def _checked_runs(rle: RLE) -> tuple[int, int, np.ndarray]:
     """(H, W, run lengths) of an RLE whose size is two non-negative integers and whose runs are
-    non-negative and cover exactly H*W pixels; DatasetFormatError otherwise."""
+    non-negative and cover exactly H*W pixels; DatasetFormatError otherwise, and for H*W over
+    dataset.limits.max_image_pixels (no frame is that large; a 7-byte string can claim 100000 x
+    100000, which decoding would allocate, and whose runs pycocotools would wrap at 2**32)."""
     try:
         h, w = (_dimension(v) for v in rle["size"])
         runs = _counts(rle["counts"])
     except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
         raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+    bound = files.limits().max_image_pixels
+    if h * w > bound:
+        raise DatasetFormatError(f"RLE of [H, W] = {[h, w]} holds {h * w} pixels, over the {bound} of the largest "
+                                 f"image (dataset.limits.max_image_pixels); not decoded")
     if not runs.size:
         if h * w:
             raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: no runs for H*W = {h * w} pixels")
