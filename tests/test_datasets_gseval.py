@@ -179,6 +179,38 @@ def test_a_gt_rle_claiming_more_pixels_than_any_image_is_never_decoded(fixture, 
     assert masks.decode(sample.target.masks[0]).shape == (100, 100)  # within the default limit
 
 
+def test_a_box_with_nan_infinity_or_a_number_beyond_float_is_one_samples_matter(fixture, tmp_path):
+    """A predicted box holding NaN or Infinity is counted wrong (calculate_iou gives 0), through a whole
+    run: predictions.jsonl writes NaN as null, which crashed the scoring (None > float) and ended the
+    run. An integer beyond float's range (10**400) fails its sample (prediction) or is a data error of
+    its line (GT), which ended the loader with an OverflowError."""
+    import shutil
+
+    root, pred = tmp_path / "g", tmp_path / "p"
+    shutil.copytree(fixture[0], root)
+    shutil.copytree(fixture[1], pred)
+    lines = (pred / "model_predictions.jsonl").read_text().splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    first["box"] = [float("nan"), 1.0, float("inf"), 3.0]
+    second.pop("predicted_box", None)
+    lines[0], lines[1] = json.dumps(first), json.dumps(second)[:-1] + ', "box": [1' + "0" * 400 + ', 1, 2, 3]}'
+    (pred / "model_predictions.jsonl").write_text("\n".join(lines) + "\n")
+    gt = (root / "GroundingSuite-Eval.jsonl").read_text().splitlines()
+    third = json.loads(gt[2])
+    third["box"][0] = 10**400
+    gt[2] = json.dumps(third)
+    (root / "GroundingSuite-Eval.jsonl").write_text("\n".join(gt) + "\n")
+    body = run_precomputed("gseval", tmp_path, root, pred, "run.report=false").metrics
+    assert [e["sample_id"] for e in body["data_error_samples"]] == ["line3"]
+    assert "'box' must be [x1, y1, x2, y2] numbers" in body["data_error_samples"][0]["message"]
+    failed = {f["sample_id"]: f["message"] for f in body["failed_samples"]}
+    assert "box must be [x1, y1, x2, y2] numbers" in failed["1"] and "model_predictions.jsonl" in failed["1"]
+    assert "0" not in failed  # the NaN box: scored, wrong
+    records = {json.loads(l)["sample_id"]: json.loads(l)
+               for l in next(tmp_path.rglob("scores.jsonl")).read_text().splitlines()}
+    assert records["0"]["values"]["gseval"]["outcome"] == "no_box"
+
+
 def test_bad_lines_are_data_errors_and_the_rest_loads(fixture, tmp_path):
     import shutil
 

@@ -335,3 +335,15 @@ def first_line(exc: BaseException) -> str:
     (transformers' hub errors run to many lines)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def as_float(value: Any) -> float | None:
+    """float(value) of a JSON number (an int or a float, not a bool), NaN and +-Infinity included;
+    None for anything else: a string, a bool, an int beyond float's range (10**400, whose float()
+    raises OverflowError, as math.isfinite does)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
