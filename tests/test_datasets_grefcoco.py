@@ -245,6 +245,7 @@ def _edit_predictions(pred, tmp_path, edit):
     (lambda e, d: e.pop(0), "no entry with sent_id"),
     (lambda e, d: e[0].update(nt_label=[1.0]), "nt_label must be"),
     (lambda e, d: e[0].update(nt_label=[1.0, "x"]), "nt_label must be"),
+    (lambda e, d: e[0].update(nt_label=[10**400, 0]), r"sent_id \d+: nt_label must be"),  # beyond float: no OverflowError
     (lambda e, d: e[0].update(mask="../../etc/passwd"), "leaves"),
     (lambda e, d: e[0].update(mask="masks/none.png"), "does not exist"),
     (lambda e, d: e.append(dict(e[0])), "repeats sent_id"),

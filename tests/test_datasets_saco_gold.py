@@ -159,6 +159,9 @@ def test_a_pair_without_a_result_above_the_threshold_is_a_no_target_answer(fixtu
     assert protocol.score(by_query["tree"], Prediction("x", masks=[gt])).of(proto.SACoGoldValues).correct()
     failed = Prediction.failure("x", "adapter", "boom", trace={"instances": [[gt, 0.9]]})
     assert protocol.score(by_query["tree"], failed).of(proto.SACoGoldValues).IL == "FN"
+    for score in ("0.9", float("nan"), 10**400):  # an adapter's trace: the same reason (10**400 was numpy's TypeError)
+        with pytest.raises(AdapterError, match="trace instance 0 must be"):
+            protocol.score(by_query["tree"], Prediction("x", masks=[gt], trace={"instances": [[gt, score]]}))
 
 
 def test_the_loader_keeps_what_the_evaluator_scores(fixture):
@@ -220,6 +223,10 @@ def test_a_bad_result_fails_its_pair_and_an_unreadable_file_every_pair(fixture, 
     with pytest.raises(AdapterError, match="score must be a finite number"):
         adapter.predict(ds[0])
     assert adapter.predict(ds[1]).no_target
+    results[0]["score"] = 10**400  # an integer beyond float's range: the same reason, not an OverflowError
+    (dump / "coco_predictions_segm.json").write_text(json.dumps(results))
+    with pytest.raises(AdapterError, match=r"coco_predictions_segm.json result 0: score must be a finite number"):
+        PrecomputedAdapter(tmp_path, layout="saco_gold").predict(ds[0])
     (dump / "coco_predictions_segm.json").write_text("{")
     with pytest.raises(AdapterError, match="cannot read"):
         PrecomputedAdapter(tmp_path, layout="saco_gold").predict(ds[1])

@@ -288,7 +288,7 @@ class Prediction:
         if any(m is not None for m in self.masks or []) or any(self.boxes or []):
             raise AdapterError(f"sample {self.sample_id!r}: a no-target answer that also holds masks or boxes")
         score = self.no_target_score
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
+        if score is not None and (as_float(score) is None or not math.isfinite(as_float(score))):
             raise AdapterError(f"sample {self.sample_id!r}: no_target_score must be a finite number, got {str(score)[:40]!r}")
 
     def to_dict(self) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
-from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample
+from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample, as_float
 
 SCORE_THRESHOLD = 0.5  # CGF1Eval's (rvt_bench.metrics.protocols.saco_gold.SCORE_THRESHOLD; a test holds them equal)
 
@@ -30,11 +30,12 @@ def _instance(entry: Any) -> list:
     problem = masks.rle_problem(seg)
     if problem:
         raise ValueError(f"segmentation: {problem}")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+    value = as_float(score)
+    if value is None or not math.isfinite(value):
         raise ValueError(f"score must be a finite number, got {str(score)[:40]}")
     if isinstance(cat, bool) or not isinstance(cat, int):
         raise ValueError(f"category_id must be an int, got {str(cat)[:40]}")
-    return [masks.compress(seg), float(score), cat]
+    return [masks.compress(seg), value, cat]
 
 
 class SACoGoldPredictions:
