@@ -211,6 +211,24 @@ def test_a_box_with_nan_infinity_or_a_number_beyond_float_is_one_samples_matter(
     assert records["0"]["values"]["gseval"]["outcome"] == "no_box"
 
 
+def test_the_same_command_again_completes_a_run_whose_missing_predictions_failed(fixture, tmp_path):
+    """The evaluator leaves a sample without a prediction line out, so a run lacking several completes;
+    the same command again (a resume, after an interruption during scoring, say) predicts those failed
+    samples again, and they fail alike: that is no setup that cannot succeed (run.stop_after_same_failures
+    counts the samples never predicted), so it scores as the first did instead of stopping with exit 9
+    and 'the same command resumes', which stopped again each time."""
+    import shutil
+
+    pred = tmp_path / "p"
+    shutil.copytree(fixture[1], pred)
+    lines = (pred / "model_predictions.jsonl").read_text().splitlines()
+    (pred / "model_predictions.jsonl").write_text("\n".join(lines[:6]) + "\n")  # 8 of 14 samples lack a line
+    first = run_precomputed("gseval", tmp_path, fixture[0], pred, "run.report=false").metrics
+    assert first["failures"] >= 5
+    again = run_precomputed("gseval", tmp_path, fixture[0], pred, "run.report=false").metrics
+    assert again["metrics"] == first["metrics"] and again["failures"] == first["failures"]
+
+
 def test_bad_lines_are_data_errors_and_the_rest_loads(fixture, tmp_path):
     import shutil
 
