@@ -211,6 +211,47 @@ def test_a_bad_ref_is_a_data_error_for_each_of_its_sentences(fixture, tmp_path, 
     assert len(ds) + len(errors) == EXPECTED["val"]["n"] and len(ds) > 0
 
 
+def _with_segmentation(root, tmp_path, segmentation):
+    copy = tmp_path / "datasets"
+    shutil.copytree(root, copy)
+    inst = json.loads((copy / "grefcoco" / "instances.json").read_text())
+    inst["annotations"][0]["segmentation"] = segmentation
+    (copy / "grefcoco" / "instances.json").write_text(json.dumps(inst))
+    return copy
+
+
+def test_an_annotations_polygons_are_bounded_as_refcocos(fixture, tmp_path):
+    """dataset.limits.max_polygon_points applies to a gRefCOCO annotation as to RefCOCO's (a million
+    points loaded and rasterized unchecked; 200,000 triangles had pycocotools allocate 480 x 480 x
+    200,000 bytes and the run died of a segfault)."""
+    from rvt_bench.core import files
+
+    copy = _with_segmentation(fixture[1], tmp_path, [[10.0, 10.0, 60.0, 10.0, 60.0, 60.0]] * 20)  # 60 points
+    with files.limits_in_force(files.ReadLimits(max_polygon_points=59)):
+        errors = {e["sample_id"]: e["message"] for e in GRefCOCODataset(copy, "val").errors}
+    assert errors and all("60 points, over the limit of 59 (dataset.limits.max_polygon_points)" in m
+                          for m in errors.values()), errors
+    assert not GRefCOCODataset(copy, "val").errors  # within the default limit
+
+
+def test_an_annotations_polygons_are_decoded_as_one_mask_not_one_each(fixture, tmp_path):
+    """The union of an annotation's polygons (ReLA's any over them) is merged as RLEs and decoded once:
+    1,000 triangles no longer cost 1,000 decoded masks at 480 x 480 and at the image's size (~500 MB)."""
+    import tracemalloc
+
+    triangle = [10.0, 10.0, 60.0, 10.0, 60.0, 60.0]
+    copy = _with_segmentation(fixture[1], tmp_path, [triangle] * 1000)
+    tracemalloc.start()
+    try:
+        ds = GRefCOCODataset(copy, "val")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 60e6, f"{peak / 1e6:.0f} MB"
+    one = GRefCOCODataset(_with_segmentation(fixture[1], tmp_path / "one", [triangle]), "val")
+    assert [s.meta["eval_gt"] for s in ds][:2] == [s.meta["eval_gt"] for s in one][:2]  # the same union
+
+
 def test_a_refs_pickle_is_read_first_and_only_as_plain_data(fixture, tmp_path):
     import pickle
 
