@@ -194,6 +194,8 @@ def test_an_unknown_split_is_one_line():
     (lambda refs, inst: inst["annotations"][0].update(iscrowd=1), "crowd"),
     (lambda refs, inst: inst["annotations"][0].update(segmentation=[[float("nan")] * 6]), "non-finite"),
     (lambda refs, inst: inst["images"][0].update(height=999), "instances.json says"),
+    (lambda refs, inst: refs[0].update(image_id=[1]), "grefs[0] (ref 700): malformed ref: unhashable type"),
+    (lambda refs, inst: refs[0].update(ann_id=[{"id": 1}]), "grefs[0] (ref 700): malformed ref: unhashable type"),
 ])
 def test_a_bad_ref_is_a_data_error_for_each_of_its_sentences(fixture, tmp_path, change, says):
     _, root, _ = fixture

@@ -222,8 +222,11 @@ class GRefCOCODataset(Dataset):
                 except DatasetFormatError as exc:
                     raise DatasetFormatError(f"ref {ref['ref_id']}: {exc}") from None
         except (DatasetFormatError, TypeError, ValueError) as exc:
+            # a TypeError: an id of another JSON type (a list or object as image_id / ann_id is unhashable)
+            why = str(exc) if isinstance(exc, DatasetFormatError) else \
+                f"grefs[{k}] (ref {str(ref.get('ref_id'))[:40]}): malformed ref: {exc}"
             for sid in ids:
-                self.record_error(sid, str(exc))
+                self.record_error(sid, why)
             return
         target = Target(masks=[masks.encode(gt)])
         eval_gt = {} if self.image_size is None else {"eval_gt": masks.encode(at_eval)}
