@@ -194,6 +194,7 @@ def test_subset_and_annotator_options_fail_in_one_line(fixture):
 @pytest.mark.parametrize("edit, says", [
     (lambda d: d["annotations"][0].pop("iscrowd"), "iscrowd"),
     (lambda d: d["annotations"][0]["segmentation"].update(counts="!!"), "corrupt"),
+    (lambda d: d["annotations"][0]["segmentation"].update(counts=[24 * 32] + [0] * 2000), "runs of length 0"),
     (lambda d: d["images"][0].update(file_name="../../etc/passwd"), "leaves"),
     (lambda d: d["images"].pop(1), "not in gold_metaclip_merged_a"),
 ])
@@ -226,6 +227,13 @@ def test_a_bad_result_fails_its_pair_and_an_unreadable_file_every_pair(fixture, 
     results[0]["score"] = 10**400  # an integer beyond float's range: the same reason, not an OverflowError
     (dump / "coco_predictions_segm.json").write_text(json.dumps(results))
     with pytest.raises(AdapterError, match=r"coco_predictions_segm.json result 0: score must be a finite number"):
+        PrecomputedAdapter(tmp_path, layout="saco_gold").predict(ds[0])
+    # runs of length 0 (their sum still H*W): more runs than H*W + 1, which pycocotools' merge copies into
+    # a buffer of H*W + 1 (a heap corruption that killed the run: "double free or corruption")
+    h, w = ds[0].meta["height"], ds[0].meta["width"]
+    results[0].update(score=0.9, segmentation={"size": [h, w], "counts": [h * w] + [0] * (2 * h * w)})
+    (dump / "coco_predictions_segm.json").write_text(json.dumps(results))
+    with pytest.raises(AdapterError, match=rf"result 0: segmentation: 'counts' holds {2 * h * w + 1} runs, more than"):
         PrecomputedAdapter(tmp_path, layout="saco_gold").predict(ds[0])
     (dump / "coco_predictions_segm.json").write_text("{")
     with pytest.raises(AdapterError, match="cannot read"):

@@ -215,9 +215,10 @@ def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     """What is wrong with one COCO RLE entry, or None when it is well formed (and of ``size`` = (H, W)
     when given). Checks what scoring will need, without decoding the mask: a dict with ``size`` [H, W]
     (two non-negative ints) and ``counts``; uncompressed counts (a list) of non-negative ints; compressed
-    counts (str or bytes) readable run by run (``compressed_runs``); and the runs summing to exactly
-    H*W (more = runs that overrun the frame, fewer = a truncated string). Cost: one pass over the
-    counts string (no H x W array)."""
+    counts (str or bytes) readable run by run (``compressed_runs``); the runs summing to exactly
+    H*W (more = runs that overrun the frame, fewer = a truncated string); and at most H*W + 1 runs
+    (more are runs of length 0, which pycocotools' merge writes past its buffer of H*W + 1: a heap
+    corruption that kills the process). Cost: one pass over the counts string (no H x W array)."""
     if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
         return f"expected a COCO RLE {{'size': [H, W], 'counts': ...}}, got {str(rle)[:80]}"
     shape = rle["size"]
@@ -243,6 +244,8 @@ def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     if total != height * width:
         what = "overrun the frame" if total > height * width else "stop short (truncated?)"
         return f"'counts' runs sum to {total} pixels, expected H*W = {height * width}: they {what}"
+    if len(runs) > height * width + 1:  # zero-length runs: pycocotools' merge copies them into H*W + 1 slots
+        return f"'counts' holds {len(runs)} runs, more than H*W + 1 = {height * width + 1} (runs of length 0)"
     return None
 
 
