@@ -212,6 +212,21 @@ def test_a_bad_record_is_a_data_error_of_its_pair(fixture, tmp_path, edit, says)
     assert len(ds) == EXPECTED["abc"]["n"] - 1
 
 
+def test_an_annotation_of_no_pair_that_can_be_told_refuses_the_file_in_one_line(fixture, tmp_path):
+    """An annotation whose image_id is a list ended the loader with a bare TypeError (unhashable)."""
+    _, root, _ = fixture
+    import shutil
+
+    shutil.copytree(root, tmp_path / "gt", ignore=shutil.ignore_patterns("images"))
+    name = tmp_path / "gt" / "gold_metaclip_merged_b_release_test.json"
+    data = json.loads(name.read_text())
+    data["annotations"][2]["image_id"] = [data["annotations"][2]["image_id"]]
+    name.write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError, match=r"^gold_metaclip_merged_b_release_test.json annotations\[2\]: image_id "
+                                                 r"must be a pair id \(an int or a string\), got \[\d+\]$"):
+        SACoGoldDataset(tmp_path / "gt", "metaclip_nps")
+
+
 def test_a_bad_result_fails_its_pair_and_an_unreadable_file_every_pair(fixture, tmp_path):
     _, root, pred = fixture
     ds = SACoGoldDataset(root, "metaclip_nps")
