@@ -229,6 +229,32 @@ def test_the_same_command_again_completes_a_run_whose_missing_predictions_failed
     assert again["metrics"] == first["metrics"] and again["failures"] == first["failures"]
 
 
+def test_one_sample_whose_gt_cannot_be_drawn_on_its_frame_leaves_the_report_whole(fixture, tmp_path):
+    """A GT segmentation of another size than its image fails its sample (the frame check), and a GT box
+    with NaN is scored as the evaluator scores it; neither may cost the run its report.html (the
+    picture raised IndexError on the mask, ValueError on int(NaN), and the page was not built)."""
+    import shutil
+
+    import numpy as np
+
+    from rvt_bench.core import masks
+
+    root = tmp_path / "g"
+    shutil.copytree(fixture[0], root)
+    lines = (root / "GroundingSuite-Eval.jsonl").read_text().splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    h, w = first["segmentation"]["size"]
+    first["segmentation"] = masks.encode(np.ones((h - 6, w - 8), bool))
+    second["box"] = [float("nan"), 1.0, 2.0, 3.0]
+    lines[0], lines[1] = json.dumps(first), json.dumps(second)
+    (root / "GroundingSuite-Eval.jsonl").write_text("\n".join(lines) + "\n")
+    for mode in ("mask", "box"):
+        body = run_precomputed("gseval", tmp_path / mode, root, fixture[1], f"dataset.split={mode}").metrics
+        if mode == "mask":
+            assert [e["sample_id"] for e in body["data_error_samples"]] == ["0"]
+        assert len(list((tmp_path / mode).rglob("report.html"))) == 1, mode
+
+
 def test_bad_lines_are_data_errors_and_the_rest_loads(fixture, tmp_path):
     import shutil
 
