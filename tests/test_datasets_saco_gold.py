@@ -227,6 +227,18 @@ def test_an_annotation_of_no_pair_that_can_be_told_refuses_the_file_in_one_line(
         SACoGoldDataset(tmp_path / "gt", "metaclip_nps")
 
 
+def test_results_whose_pair_ids_are_integral_floats_are_the_same_pairs(fixture, tmp_path):
+    """10000000.0 is pair 10000000 for the evaluator (Python's dict and set): every result was matched
+    to no pair, each pair silently a "no prediction", cgF1 0."""
+    _, root, pred = fixture
+    name = "gold_metaclip_nps/dumps/gold_metaclip_nps/coco_predictions_segm.json"
+    results = json.loads((pred / name).read_text())
+    (tmp_path / name).parent.mkdir(parents=True)
+    (tmp_path / name).write_text(json.dumps([dict(r, image_id=float(r["image_id"])) for r in results]))
+    assert isinstance(json.loads((tmp_path / name).read_text())[0]["image_id"], float)
+    _same(_scored(root, tmp_path, "abc")["metrics"], EXPECTED["abc"]["metrics"])
+
+
 def test_a_bad_result_fails_its_pair_and_an_unreadable_file_every_pair(fixture, tmp_path):
     _, root, pred = fixture
     ds = SACoGoldDataset(root, "metaclip_nps")

@@ -38,6 +38,15 @@ def _instance(entry: Any) -> list:
     return [masks.compress(seg), value, cat]
 
 
+def _id_key(value: Any) -> str:
+    """A pair id as the index's key: str of it, an integral float as its int (10000000.0 is pair
+    10000000, as the evaluator's Python dict and set find it: a dump whose ids went through a float
+    column matched no pair, and every pair was silently a "no prediction")."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 class SACoGoldPredictions:
     """Reads one pair's predictions from ``root`` in the layout of the module docstring.
 
@@ -69,7 +78,7 @@ class SACoGoldPredictions:
                 index: dict = {}
                 for k, entry in enumerate(data):
                     if isinstance(entry, dict) and "image_id" in entry:
-                        index.setdefault(str(entry["image_id"]), []).append((k, entry))
+                        index.setdefault(_id_key(entry["image_id"]), []).append((k, entry))
                 found = index
             except (RvtBenchError, OSError, ValueError) as exc:
                 found = f"cannot read {path}: {exc}"
@@ -90,7 +99,7 @@ class SACoGoldPredictions:
         if isinstance(index, str):
             raise AdapterError(f"sample {sample.id}: {index}")
         instances = []
-        for k, entry in index.get(str(sample.meta.get("image_id", sample.id)), []):
+        for k, entry in index.get(_id_key(sample.meta.get("image_id", sample.id)), []):
             try:
                 instances.append(_instance(entry))
             except ValueError as exc:
