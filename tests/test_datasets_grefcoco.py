@@ -338,6 +338,20 @@ def test_a_failed_prediction_is_an_empty_target_answer(fixture):
     assert record.failed and (record.values["grefcoco"].pred_nt, record.values["grefcoco"].term) == (False, 0.0)
 
 
+def test_a_mask_of_a_third_size_is_the_models_failure_and_is_never_decoded(fixture):
+    """A no-target answer's kept mask (or any predicted mask) of neither the evaluator's nor the image's
+    size fails the prediction (the model's, kind adapter) before it is decoded: a 100000 x 100000 RLE
+    in a precomputed record's trace was decoded (10 GB), and with the decode refused it was taken for
+    a data error of the sample."""
+    _, root, _ = fixture
+    sample = GRefCOCODataset(root, "val")[0]
+    huge = masks.compress({"size": [100000, 100000], "counts": [10**9] * 10})
+    for pred in (Prediction(sample.id, task="segmentation", masks=[huge]),
+                 Prediction.none_found(sample.id, 0.9, task="segmentation", trace={"masks": [huge]})):
+        record, kept = GRefCOCOProtocol().score_or_fail(sample, pred)
+        assert kept.error["kind"] == "adapter" and "predicted mask is [100000, 100000] (H, W)" in kept.error["message"]
+
+
 # --- a VLM that answers that nothing matches -----------------------------------------------------
 
 def test_a_vlm_answering_nothing_matches_is_a_no_target_prediction_on_grefcoco(fixture):
