@@ -195,6 +195,8 @@ def test_an_unknown_split_is_one_line():
     (lambda refs, inst: inst["annotations"][0].update(iscrowd=1), "crowd"),
     (lambda refs, inst: inst["annotations"][0].update(segmentation=[[float("nan")] * 6]), "non-finite"),
     (lambda refs, inst: inst["images"][0].update(height=999), "instances.json says"),
+    (lambda refs, inst: refs[0].update(image_id=[1]), "grefs[0] (ref 700): malformed ref: unhashable type"),
+    (lambda refs, inst: refs[0].update(ann_id=[{"id": 1}]), "grefs[0] (ref 700): malformed ref: unhashable type"),
 ])
 def test_a_bad_ref_is_a_data_error_for_each_of_its_sentences(fixture, tmp_path, change, says):
     _, root, _ = fixture
@@ -210,6 +212,47 @@ def test_a_bad_ref_is_a_data_error_for_each_of_its_sentences(fixture, tmp_path, 
     errors = {e["sample_id"]: e["message"] for e in ds.errors}
     assert all(sid in errors and says in errors[sid] for sid in first), errors
     assert len(ds) + len(errors) == EXPECTED["val"]["n"] and len(ds) > 0
+
+
+def _with_segmentation(root, tmp_path, segmentation):
+    copy = tmp_path / "datasets"
+    shutil.copytree(root, copy)
+    inst = json.loads((copy / "grefcoco" / "instances.json").read_text())
+    inst["annotations"][0]["segmentation"] = segmentation
+    (copy / "grefcoco" / "instances.json").write_text(json.dumps(inst))
+    return copy
+
+
+def test_an_annotations_polygons_are_bounded_as_refcocos(fixture, tmp_path):
+    """dataset.limits.max_polygon_points applies to a gRefCOCO annotation as to RefCOCO's (a million
+    points loaded and rasterized unchecked; 200,000 triangles had pycocotools allocate 480 x 480 x
+    200,000 bytes and the run died of a segfault)."""
+    from rvt_bench.core import files
+
+    copy = _with_segmentation(fixture[1], tmp_path, [[10.0, 10.0, 60.0, 10.0, 60.0, 60.0]] * 20)  # 60 points
+    with files.limits_in_force(files.ReadLimits(max_polygon_points=59)):
+        errors = {e["sample_id"]: e["message"] for e in GRefCOCODataset(copy, "val").errors}
+    assert errors and all("60 points, over the limit of 59 (dataset.limits.max_polygon_points)" in m
+                          for m in errors.values()), errors
+    assert not GRefCOCODataset(copy, "val").errors  # within the default limit
+
+
+def test_an_annotations_polygons_are_decoded_as_one_mask_not_one_each(fixture, tmp_path):
+    """The union of an annotation's polygons (ReLA's any over them) is merged as RLEs and decoded once:
+    1,000 triangles no longer cost 1,000 decoded masks at 480 x 480 and at the image's size (~500 MB)."""
+    import tracemalloc
+
+    triangle = [10.0, 10.0, 60.0, 10.0, 60.0, 60.0]
+    copy = _with_segmentation(fixture[1], tmp_path, [triangle] * 1000)
+    tracemalloc.start()
+    try:
+        ds = GRefCOCODataset(copy, "val")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 60e6, f"{peak / 1e6:.0f} MB"
+    one = GRefCOCODataset(_with_segmentation(fixture[1], tmp_path / "one", [triangle]), "val")
+    assert [s.meta["eval_gt"] for s in ds][:2] == [s.meta["eval_gt"] for s in one][:2]  # the same union
 
 
 def test_a_refs_pickle_is_read_first_and_only_as_plain_data(fixture, tmp_path):
@@ -246,6 +289,7 @@ def _edit_predictions(pred, tmp_path, edit):
     (lambda e, d: e.pop(0), "no entry with sent_id"),
     (lambda e, d: e[0].update(nt_label=[1.0]), "nt_label must be"),
     (lambda e, d: e[0].update(nt_label=[1.0, "x"]), "nt_label must be"),
+    (lambda e, d: e[0].update(nt_label=[10**400, 0]), r"sent_id \d+: nt_label must be"),  # beyond float: no OverflowError
     (lambda e, d: e[0].update(mask="../../etc/passwd"), "leaves"),
     (lambda e, d: e[0].update(mask="masks/none.png"), "does not exist"),
     (lambda e, d: e.append(dict(e[0])), "repeats sent_id"),
@@ -293,6 +337,20 @@ def test_a_failed_prediction_is_an_empty_target_answer(fixture):
     sample = next(s for s in GRefCOCODataset(root, "val") if s.meta["no_target"])
     record = GRefCOCOProtocol().score(sample, Prediction.failure(sample.id, "adapter", "boom"))
     assert record.failed and (record.values["grefcoco"].pred_nt, record.values["grefcoco"].term) == (False, 0.0)
+
+
+def test_a_mask_of_a_third_size_is_the_models_failure_and_is_never_decoded(fixture):
+    """A no-target answer's kept mask (or any predicted mask) of neither the evaluator's nor the image's
+    size fails the prediction (the model's, kind adapter) before it is decoded: a 100000 x 100000 RLE
+    in a precomputed record's trace was decoded (10 GB), and with the decode refused it was taken for
+    a data error of the sample."""
+    _, root, _ = fixture
+    sample = GRefCOCODataset(root, "val")[0]
+    huge = masks.compress({"size": [100000, 100000], "counts": [10**9] * 10})
+    for pred in (Prediction(sample.id, task="segmentation", masks=[huge]),
+                 Prediction.none_found(sample.id, 0.9, task="segmentation", trace={"masks": [huge]})):
+        record, kept = GRefCOCOProtocol().score_or_fail(sample, pred)
+        assert kept.error["kind"] == "adapter" and "predicted mask is [100000, 100000] (H, W)" in kept.error["message"]
 
 
 # --- a VLM that answers that nothing matches -----------------------------------------------------

@@ -151,6 +151,110 @@ def test_a_mask_of_another_size_fails_its_sample(fixture, tmp_path):
         GSEvalProtocol(mode="mask").score(ds[0], PrecomputedAdapter(tmp_path, layout="gseval").predict(ds[0]))
 
 
+def test_a_gt_rle_claiming_more_pixels_than_any_image_is_never_decoded(fixture, tmp_path):
+    """A GT segmentation whose 'size' claims more pixels than dataset.limits.max_image_pixels (100000 x
+    100000 in a valid 7-byte string) fails its sample at the frame check; the report then drew it and
+    pycocotools allocated H*W bytes (a segfault under a memory limit). Decoding it is refused in one
+    line naming the limit (here the limit lowered, so that the unfixed decode stays small)."""
+    import shutil
+
+    import numpy as np
+
+    from rvt_bench.core import files, masks
+    from rvt_bench.harness.predict import FrameChecker
+
+    root = tmp_path / "g"
+    shutil.copytree(fixture[0], root)
+    lines = (root / "GroundingSuite-Eval.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["segmentation"] = masks.encode(np.zeros((100, 100), bool))
+    lines[0] = json.dumps(first)
+    (root / "GroundingSuite-Eval.jsonl").write_text("\n".join(lines) + "\n")
+    with files.limits_in_force(files.ReadLimits(max_image_pixels=64 * 64)):
+        sample = GSEvalDataset(root, split="mask")[0]
+        assert FrameChecker().check(sample).error["kind"] == "data"
+        for decode in (masks.decode, lambda r: masks.decode_box(r, (0, 1, 0, 1))):
+            with pytest.raises(DatasetFormatError, match=r"10000 pixels, over the 4096 .*max_image_pixels"):
+                decode(sample.target.masks[0])
+    assert masks.decode(sample.target.masks[0]).shape == (100, 100)  # within the default limit
+
+
+def test_a_box_with_nan_infinity_or_a_number_beyond_float_is_one_samples_matter(fixture, tmp_path):
+    """A predicted box holding NaN or Infinity is counted wrong (calculate_iou gives 0), through a whole
+    run: predictions.jsonl writes NaN as null, which crashed the scoring (None > float) and ended the
+    run. An integer beyond float's range (10**400) fails its sample (prediction) or is a data error of
+    its line (GT), which ended the loader with an OverflowError."""
+    import shutil
+
+    root, pred = tmp_path / "g", tmp_path / "p"
+    shutil.copytree(fixture[0], root)
+    shutil.copytree(fixture[1], pred)
+    lines = (pred / "model_predictions.jsonl").read_text().splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    first["box"] = [float("nan"), 1.0, float("inf"), 3.0]
+    second.pop("predicted_box", None)
+    lines[0], lines[1] = json.dumps(first), json.dumps(second)[:-1] + ', "box": [1' + "0" * 400 + ', 1, 2, 3]}'
+    (pred / "model_predictions.jsonl").write_text("\n".join(lines) + "\n")
+    gt = (root / "GroundingSuite-Eval.jsonl").read_text().splitlines()
+    third = json.loads(gt[2])
+    third["box"][0] = 10**400
+    gt[2] = json.dumps(third)
+    (root / "GroundingSuite-Eval.jsonl").write_text("\n".join(gt) + "\n")
+    body = run_precomputed("gseval", tmp_path, root, pred, "run.report=false").metrics
+    assert [e["sample_id"] for e in body["data_error_samples"]] == ["line3"]
+    assert "'box' must be [x1, y1, x2, y2] numbers" in body["data_error_samples"][0]["message"]
+    failed = {f["sample_id"]: f["message"] for f in body["failed_samples"]}
+    assert "box must be [x1, y1, x2, y2] numbers" in failed["1"] and "model_predictions.jsonl" in failed["1"]
+    assert "0" not in failed  # the NaN box: scored, wrong
+    records = {json.loads(l)["sample_id"]: json.loads(l)
+               for l in next(tmp_path.rglob("scores.jsonl")).read_text().splitlines()}
+    assert records["0"]["values"]["gseval"]["outcome"] == "no_box"
+
+
+def test_the_same_command_again_completes_a_run_whose_missing_predictions_failed(fixture, tmp_path):
+    """The evaluator leaves a sample without a prediction line out, so a run lacking several completes;
+    the same command again (a resume, after an interruption during scoring, say) predicts those failed
+    samples again, and they fail alike: that is no setup that cannot succeed (run.stop_after_same_failures
+    counts the samples never predicted), so it scores as the first did instead of stopping with exit 9
+    and 'the same command resumes', which stopped again each time."""
+    import shutil
+
+    pred = tmp_path / "p"
+    shutil.copytree(fixture[1], pred)
+    lines = (pred / "model_predictions.jsonl").read_text().splitlines()
+    (pred / "model_predictions.jsonl").write_text("\n".join(lines[:6]) + "\n")  # 8 of 14 samples lack a line
+    first = run_precomputed("gseval", tmp_path, fixture[0], pred, "run.report=false").metrics
+    assert first["failures"] >= 5
+    again = run_precomputed("gseval", tmp_path, fixture[0], pred, "run.report=false").metrics
+    assert again["metrics"] == first["metrics"] and again["failures"] == first["failures"]
+
+
+def test_one_sample_whose_gt_cannot_be_drawn_on_its_frame_leaves_the_report_whole(fixture, tmp_path):
+    """A GT segmentation of another size than its image fails its sample (the frame check), and a GT box
+    with NaN is scored as the evaluator scores it; neither may cost the run its report.html (the
+    picture raised IndexError on the mask, ValueError on int(NaN), and the page was not built)."""
+    import shutil
+
+    import numpy as np
+
+    from rvt_bench.core import masks
+
+    root = tmp_path / "g"
+    shutil.copytree(fixture[0], root)
+    lines = (root / "GroundingSuite-Eval.jsonl").read_text().splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    h, w = first["segmentation"]["size"]
+    first["segmentation"] = masks.encode(np.ones((h - 6, w - 8), bool))
+    second["box"] = [float("nan"), 1.0, 2.0, 3.0]
+    lines[0], lines[1] = json.dumps(first), json.dumps(second)
+    (root / "GroundingSuite-Eval.jsonl").write_text("\n".join(lines) + "\n")
+    for mode in ("mask", "box"):
+        body = run_precomputed("gseval", tmp_path / mode, root, fixture[1], f"dataset.split={mode}").metrics
+        if mode == "mask":
+            assert [e["sample_id"] for e in body["data_error_samples"]] == ["0"]
+        assert len(list((tmp_path / mode).rglob("report.html"))) == 1, mode
+
+
 def test_bad_lines_are_data_errors_and_the_rest_loads(fixture, tmp_path):
     import shutil
 

@@ -174,6 +174,33 @@ def test_a_results_entry_with_too_few_frames_or_a_wrong_size_fails_its_sample(fi
     assert by_id["sav_000001/1"].error is None
 
 
+def test_a_prediction_for_an_expression_whose_gt_is_empty_must_have_the_frames_size(fixture, tmp_path):
+    """With no GT frame to take the size from, a result's RLE is checked against the video's frames:
+    an RLE claiming 100000 x 100000 pixels (a valid 7-byte string) fails its sample in the reader
+    instead of being decoded by the scoring (10 GB)."""
+    import shutil
+
+    root = tmp_path / "r"
+    shutil.copytree(fixture[0], root)
+    mask_dict = json.loads((root / "mask_dict.json").read_text())
+    mask_dict["2"] = [None] * len(mask_dict["2"])  # sav_000001/2's only anno: empty in every frame
+    (root / "mask_dict.json").write_text(json.dumps(mask_dict))
+    ds = RefSAVDataset(root)
+    sample = next(s for s in ds if s.id == "sav_000001/2")
+    assert all(m is None for m in sample.target.masks)
+    results = json.loads((fixture[1] / "results.json").read_text())
+    huge = masks.compress({"size": [100000, 100000], "counts": [10**9] * 10})
+    entry = results["sav_000001"]["2"]
+    entry["prediction_masks"] = [huge] * len(entry["prediction_masks"])
+    (tmp_path / "pred").mkdir()
+    (tmp_path / "pred" / "results.json").write_text(json.dumps(results))
+    with pytest.raises(AdapterError, match=r"frame 0: 'size' \[100000, 100000\] differs from the frame size \[H, W\] = \[24, 32\]"):
+        PrecomputedAdapter(tmp_path / "pred", layout="ref_sav").predict(sample)
+    entry["prediction_masks"] = [masks.encode(np.zeros((24, 32), bool))] * len(entry["prediction_masks"])
+    (tmp_path / "pred" / "results.json").write_text(json.dumps(results))
+    assert PrecomputedAdapter(tmp_path / "pred", layout="ref_sav").predict(sample).error is None
+
+
 def test_bad_expression_is_a_data_error_and_the_rest_loads(fixture, tmp_path):
     import shutil
 

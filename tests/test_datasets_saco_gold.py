@@ -159,6 +159,9 @@ def test_a_pair_without_a_result_above_the_threshold_is_a_no_target_answer(fixtu
     assert protocol.score(by_query["tree"], Prediction("x", masks=[gt])).of(proto.SACoGoldValues).correct()
     failed = Prediction.failure("x", "adapter", "boom", trace={"instances": [[gt, 0.9]]})
     assert protocol.score(by_query["tree"], failed).of(proto.SACoGoldValues).IL == "FN"
+    for score in ("0.9", float("nan"), 10**400):  # an adapter's trace: the same reason (10**400 was numpy's TypeError)
+        with pytest.raises(AdapterError, match="trace instance 0 must be"):
+            protocol.score(by_query["tree"], Prediction("x", masks=[gt], trace={"instances": [[gt, score]]}))
 
 
 def test_the_loader_keeps_what_the_evaluator_scores(fixture):
@@ -191,6 +194,7 @@ def test_subset_and_annotator_options_fail_in_one_line(fixture):
 @pytest.mark.parametrize("edit, says", [
     (lambda d: d["annotations"][0].pop("iscrowd"), "iscrowd"),
     (lambda d: d["annotations"][0]["segmentation"].update(counts="!!"), "corrupt"),
+    (lambda d: d["annotations"][0]["segmentation"].update(counts=[24 * 32] + [0] * 2000), "runs of length 0"),
     (lambda d: d["images"][0].update(file_name="../../etc/passwd"), "leaves"),
     (lambda d: d["images"].pop(1), "not in gold_metaclip_merged_a"),
 ])
@@ -208,6 +212,33 @@ def test_a_bad_record_is_a_data_error_of_its_pair(fixture, tmp_path, edit, says)
     assert len(ds) == EXPECTED["abc"]["n"] - 1
 
 
+def test_an_annotation_of_no_pair_that_can_be_told_refuses_the_file_in_one_line(fixture, tmp_path):
+    """An annotation whose image_id is a list ended the loader with a bare TypeError (unhashable)."""
+    _, root, _ = fixture
+    import shutil
+
+    shutil.copytree(root, tmp_path / "gt", ignore=shutil.ignore_patterns("images"))
+    name = tmp_path / "gt" / "gold_metaclip_merged_b_release_test.json"
+    data = json.loads(name.read_text())
+    data["annotations"][2]["image_id"] = [data["annotations"][2]["image_id"]]
+    name.write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError, match=r"^gold_metaclip_merged_b_release_test.json annotations\[2\]: image_id "
+                                                 r"must be a pair id \(an int or a string\), got \[\d+\]$"):
+        SACoGoldDataset(tmp_path / "gt", "metaclip_nps")
+
+
+def test_results_whose_pair_ids_are_integral_floats_are_the_same_pairs(fixture, tmp_path):
+    """10000000.0 is pair 10000000 for the evaluator (Python's dict and set): every result was matched
+    to no pair, each pair silently a "no prediction", cgF1 0."""
+    _, root, pred = fixture
+    name = "gold_metaclip_nps/dumps/gold_metaclip_nps/coco_predictions_segm.json"
+    results = json.loads((pred / name).read_text())
+    (tmp_path / name).parent.mkdir(parents=True)
+    (tmp_path / name).write_text(json.dumps([dict(r, image_id=float(r["image_id"])) for r in results]))
+    assert isinstance(json.loads((tmp_path / name).read_text())[0]["image_id"], float)
+    _same(_scored(root, tmp_path, "abc")["metrics"], EXPECTED["abc"]["metrics"])
+
+
 def test_a_bad_result_fails_its_pair_and_an_unreadable_file_every_pair(fixture, tmp_path):
     _, root, pred = fixture
     ds = SACoGoldDataset(root, "metaclip_nps")
@@ -220,6 +251,17 @@ def test_a_bad_result_fails_its_pair_and_an_unreadable_file_every_pair(fixture, 
     with pytest.raises(AdapterError, match="score must be a finite number"):
         adapter.predict(ds[0])
     assert adapter.predict(ds[1]).no_target
+    results[0]["score"] = 10**400  # an integer beyond float's range: the same reason, not an OverflowError
+    (dump / "coco_predictions_segm.json").write_text(json.dumps(results))
+    with pytest.raises(AdapterError, match=r"coco_predictions_segm.json result 0: score must be a finite number"):
+        PrecomputedAdapter(tmp_path, layout="saco_gold").predict(ds[0])
+    # runs of length 0 (their sum still H*W): more runs than H*W + 1, which pycocotools' merge copies into
+    # a buffer of H*W + 1 (a heap corruption that killed the run: "double free or corruption")
+    h, w = ds[0].meta["height"], ds[0].meta["width"]
+    results[0].update(score=0.9, segmentation={"size": [h, w], "counts": [h * w] + [0] * (2 * h * w)})
+    (dump / "coco_predictions_segm.json").write_text(json.dumps(results))
+    with pytest.raises(AdapterError, match=rf"result 0: segmentation: 'counts' holds {2 * h * w + 1} runs, more than"):
+        PrecomputedAdapter(tmp_path, layout="saco_gold").predict(ds[0])
     (dump / "coco_predictions_segm.json").write_text("{")
     with pytest.raises(AdapterError, match="cannot read"):
         PrecomputedAdapter(tmp_path, layout="saco_gold").predict(ds[1])

@@ -54,6 +54,7 @@ def test_a_no_target_field_that_is_not_a_boolean_is_a_store_error(value):
     (Prediction("s", no_target=True, masks=[mask_io.encode(__import__("numpy").ones((2, 2), bool))]), "also holds masks"),
     (Prediction("s", no_target=True, boxes=[[[0, 0, 1, 1]]]), "also holds masks or boxes"),
     (Prediction("s", no_target=True, no_target_score=float("nan")), "finite number"),
+    (Prediction("s", no_target=True, no_target_score=10**400), "finite number"),  # beyond float: no OverflowError
     (Prediction("s", no_target_score=0.5), "without the no-target answer"),
 ])
 def test_a_contradictory_no_target_answer_fails_its_sample_with_the_reason(demo, pred, reason):

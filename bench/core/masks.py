@@ -149,12 +149,18 @@ def decode(rle: RLE) -> np.ndarray:
 
 def _checked_runs(rle: RLE) -> tuple[int, int, np.ndarray]:
     """(H, W, run lengths) of an RLE whose size is two non-negative integers and whose runs are
-    non-negative and cover exactly H*W pixels; DatasetFormatError otherwise."""
+    non-negative and cover exactly H*W pixels; DatasetFormatError otherwise, and for H*W over
+    dataset.limits.max_image_pixels (no frame is that large; a 7-byte string can claim 100000 x
+    100000, which decoding would allocate, and whose runs pycocotools would wrap at 2**32)."""
     try:
         h, w = (_dimension(v) for v in rle["size"])
         runs = _counts(rle["counts"])
     except (KeyError, TypeError, ValueError, UnicodeEncodeError) as exc:
         raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: {exc}") from exc
+    bound = files.limits().max_image_pixels
+    if h * w > bound:
+        raise DatasetFormatError(f"RLE of [H, W] = {[h, w]} holds {h * w} pixels, over the {bound} of the largest "
+                                 f"image (dataset.limits.max_image_pixels); not decoded")
     if not runs.size:
         if h * w:
             raise DatasetFormatError(f"malformed RLE {str(rle)[:120]!r}: no runs for H*W = {h * w} pixels")
@@ -268,9 +274,10 @@ def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     """What is wrong with one COCO RLE entry, or None when it is well formed (and of ``size`` = (H, W)
     when given). Checks what scoring will need, without decoding the mask: a dict with ``size`` [H, W]
     (two non-negative ints) and ``counts``; uncompressed counts (a list) of non-negative ints; compressed
-    counts (str or bytes) readable run by run (``compressed_runs``); and the runs summing to exactly
-    H*W (more = runs that overrun the frame, fewer = a truncated string). Cost: one pass over the
-    counts string (no H x W array)."""
+    counts (str or bytes) readable run by run (``compressed_runs``); the runs summing to exactly
+    H*W (more = runs that overrun the frame, fewer = a truncated string); and at most H*W + 1 runs
+    (more are runs of length 0, which pycocotools' merge writes past its buffer of H*W + 1: a heap
+    corruption that kills the process). Cost: one pass over the counts string (no H x W array)."""
     if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
         return f"expected a COCO RLE {{'size': [H, W], 'counts': ...}}, got {str(rle)[:80]}"
     shape = rle["size"]
@@ -294,6 +301,8 @@ def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     if total != height * width:
         what = "overrun the frame" if total > height * width else "stop short (truncated?)"
         return f"'counts' runs sum to {total} pixels, expected H*W = {height * width}: they {what}"
+    if len(runs) > height * width + 1:  # zero-length runs: pycocotools' merge copies them into H*W + 1 slots
+        return f"'counts' holds {len(runs)} runs, more than H*W + 1 = {height * width + 1} (runs of length 0)"
     return None
 
 

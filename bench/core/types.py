@@ -288,7 +288,7 @@ class Prediction:
         if any(m is not None for m in self.masks or []) or any(self.boxes or []):
             raise AdapterError(f"sample {self.sample_id!r}: a no-target answer that also holds masks or boxes")
         score = self.no_target_score
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
+        if score is not None and (as_float(score) is None or not math.isfinite(as_float(score))):
             raise AdapterError(f"sample {self.sample_id!r}: no_target_score must be a finite number, got {str(score)[:40]!r}")
 
     def to_dict(self) -> dict:
@@ -335,3 +335,15 @@ def first_line(exc: BaseException) -> str:
     (transformers' hub errors run to many lines)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def as_float(value: Any) -> float | None:
+    """float(value) of a JSON number (an int or a float, not a bool), NaN and +-Infinity included;
+    None for anything else: a string, a bool, an int beyond float's range (10**400, whose float()
+    raises OverflowError, as math.isfinite does)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None

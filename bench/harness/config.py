@@ -73,6 +73,8 @@ class RunConfig:
     stop_after_same_failures: K; when the first K samples an invocation predicts all fail alike for a
                    reason of the setup (no prediction file, the same server error, a model that cannot
                    load), the run stops with one line naming the setting to fix (exit 9); 0: never.
+                   Samples predicted again (retry_failed) do not count: a resume of a run whose
+                   missing predictions failed their samples goes on to scoring.
     bootstrap:     BootstrapConfig.
     report:        write report.html at the end of every full run (bench/harness/report); a failure is one warning.
     verbose:       the terminal summary prints every metric and breakdown value (default: the headline

@@ -29,10 +29,12 @@ log = logging.getLogger(__name__)
 
 
 def predict(cfg: DictConfig, adapter: Adapter, todo: list[Sample], path: Path, checker: "FrameChecker | None",
-            progress: Progress | None = None) -> int:
+            progress: Progress | None = None, retried: frozenset[str] = frozenset()) -> int:
     """Predict `todo` in order and append each Prediction to `path`; returns len(todo). Batches of
     run.batch_size (null: the adapter's preferred_batch_size); `progress` follows the samples in
-    flight for the line a stop prints."""
+    flight for the line a stop prints. retried: the ids of `todo` predicted again after an earlier
+    failure (run.retry_failed), which SameFailures does not count: their failing alike again says
+    nothing of the setup (a precomputed folder that lacks them, as the reference allows)."""
     progress = progress or Progress()
     out = PredictionLog(path)
     failures = 0
@@ -56,7 +58,7 @@ def predict(cfg: DictConfig, adapter: Adapter, todo: list[Sample], path: Path, c
                 out.append(pred)
                 progress.predicted += 1
             progress.in_flight = []
-            alike.check([p for p in preds if p.failure_kind != DATA])
+            alike.check([p for p in preds if p.failure_kind != DATA and p.sample_id not in retried])
             bar.update(len(preds))
             bar.set_postfix(failed=failures)
     finally:
@@ -75,8 +77,9 @@ def _batches(n: int, first: int, size: int) -> list[tuple[int, int]]:
 
 class SameFailures:
     """Stops a run that cannot succeed: when the first `k` samples this invocation predicts (data
-    errors aside) all fail with the same reason of the setup, RunStopped("cannot_succeed") names the
-    setting to fix. A setup reason is a prediction that is not there (precomputed: trace
+    errors and samples predicted again after an earlier failure aside: `predict`'s `retried`) all
+    fail with the same reason of the setup, RunStopped("cannot_succeed") names the setting to fix.
+    A setup reason is a prediction that is not there (precomputed: trace
     {"found": False}, model.root), an HTTP error of the server, or an adapter that cannot run
     (kinds adapter, exception); the model's own output (parse, sandbox) never is. Two messages are
     alike once the sample's id, paths and numbers are taken out. k = 0: never stops."""

@@ -215,7 +215,8 @@ def _predict_phase(cfg: DictConfig, adapter: Adapter, progress: stops.Progress, 
     rundir.claim_run_dir(ident.run_dir, cfg, ident.fingerprint, sandbox)
     progress.phase = "predicting"
     start = time.perf_counter()
-    predicted = predict(cfg, adapter, plan.todo, ident.predictions_path, checker, progress)
+    predicted = predict(cfg, adapter, plan.todo, ident.predictions_path, checker, progress,
+                        frozenset(s.id for s in plan.again))
     if plan.todo:
         rundir.note_prediction(ident.run_dir, time.perf_counter() - start, predicted)
     return resume.plan(ident.run_dir, mine, retry, max_attempts, quiet=True).done, predicted

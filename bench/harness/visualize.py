@@ -91,6 +91,29 @@ def choose_frames(sample: Sample, pred: Prediction | None, score: dict | None, m
     return sorted(picks)
 
 
+def _fits(rle: dict | None, h: int, w: int) -> bool:
+    """Whether an RLE can be drawn on an (h, w) frame: present and of that size (a sample whose GT has
+    another size failed as a data error; its picture shows the frame without it)."""
+    try:
+        return rle is not None and [int(v) for v in rle["size"]] == [h, w]
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _box_pixels(box: object, h: int, w: int) -> tuple[int, int, int, int] | None:
+    """A box [x1, y1, x2, y2] as OpenCV's integer corners, clipped to 16 frame sides around the frame;
+    None when it is not four finite numbers (a NaN coordinate, which int() refuses)."""
+    try:
+        values = [float(v) for v in box][:4]  # type: ignore[union-attr]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if len(values) < 4 or not all(np.isfinite(values)):
+        return None
+    span = 16 * max(h, w)
+    x1, y1, x2, y2 = (int(round(min(max(v, -span), span))) for v in values)
+    return x1, y1, x2, y2
+
+
 def _spaced(frames: list[int], count: int) -> list[int]:
     """`count` of `frames` evenly spaced, first and last included."""
     if not frames or count < 1:
@@ -118,11 +141,13 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
     frame = read_frame(sample.frames[t]).astype(np.float32)
     h, w = frame.shape[:2]
     ignore = sample.target.ignore[t] if sample.target.ignore and t < len(sample.target.ignore) else None
+    ignore = ignore if _fits(ignore, h, w) else None
     if ignore is not None:
         yy, xx = np.mgrid[:h, :w]
         m = masks.decode(ignore) & (((xx + yy) // HATCH_PX) % 2 == 0)
         frame[m] = 0.2 * frame[m] + 0.8 * np.array(IGNORE_RGB, np.float32)
     gt = sample.target.masks[t] if sample.target.masks and t < len(sample.target.masks) else None
+    gt = gt if _fits(gt, h, w) else None  # a GT of another size: its sample's data error says so; not drawn
     if gt is not None:
         m = masks.decode(gt)
         frame[m] = 0.55 * frame[m] + 0.45 * np.array(GT_RGB, np.float32)
@@ -140,15 +165,16 @@ def _panel(sample: Sample, pred: Prediction | None, t: int) -> np.ndarray:
         contours, _ = cv2.findContours(masks.decode(gt).astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
         cv2.drawContours(out, contours, -1, GT_OUTLINE_RGB, thickness + 6)
     gt_boxes = sample.target.boxes[t] if sample.target.boxes and t < len(sample.target.boxes) and sample.target.boxes[t] else []
-    for box in gt_boxes:
-        x1, y1, x2, y2 = (int(round(v)) for v in box)
+    for box in filter(None, (_box_pixels(b, h, w) for b in gt_boxes)):
+        x1, y1, x2, y2 = box
         cv2.rectangle(out, (x1, y1), (x2, y2), GT_RGB, thickness + 1)
     if pred_mask is not None:
         contours, _ = cv2.findContours(pred_mask.astype(np.uint8), cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
         cv2.drawContours(out, contours, -1, OUTLINE_RGB, thickness + 2)
         cv2.drawContours(out, contours, -1, PRED_RGB, thickness)
-    for box in (pred.boxes[t] if pred is not None and pred.boxes and t < len(pred.boxes) and pred.boxes[t] else []):
-        x1, y1, x2, y2 = (int(round(v)) for v in box)
+    pred_boxes = pred.boxes[t] if pred is not None and pred.boxes and t < len(pred.boxes) and pred.boxes[t] else []
+    for box in filter(None, (_box_pixels(b, h, w) for b in pred_boxes)):
+        x1, y1, x2, y2 = box
         cv2.rectangle(out, (x1, y1), (x2, y2), OUTLINE_RGB, thickness + 2)
         cv2.rectangle(out, (x1, y1), (x2, y2), PRED_RGB, thickness)
     scale = PANEL_HEIGHT / h

@@ -23,7 +23,7 @@ from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import DatasetFormatError, Sample, Target
 from rvt_bench.loaders import grefcoco_hub
 from rvt_bench.loaders.base import Dataset, read_json, require_dir, require_file, require_keys
-from rvt_bench.loaders.refcoco import _check_canvas, _check_polygon_range, ref_image
+from rvt_bench.loaders.refcoco import _check_canvas, _check_polygon_cost, _check_polygon_range, ref_image
 
 PUBLISHED = "https://github.com/henghuiding/gRefCOCO (grefs(unc).json + instances.json) and COCO train2014 images"
 SPLITS = ("train", "val", "testA", "testB")
@@ -59,8 +59,9 @@ def rela_gt(anns: list[dict], height: int, width: int, size: int | None = 480) -
     Raises DatasetFormatError where ReLA's own code stops with an exception: an RLE (dict)
     segmentation of a non-crowd annotation (the mapper reads ``.polygons``), one with no valid
     polygon (load_grefcoco_json's unbound counter), a ref whose annotations are all crowd (the
-    mapper's ``assert empty``), an empty segmentation (``assert segm``), or a coordinate that is not
-    finite or lies far outside the image.
+    mapper's ``assert empty``), an empty segmentation (``assert segm``), a coordinate that is not
+    finite or lies far outside the image, or polygons over RefCOCO's bounds (refcoco._check_polygon_cost:
+    dataset.limits.max_polygon_points points per annotation, a boundary's length).
     """
     from pycocotools import mask as coco_mask
 
@@ -84,12 +85,17 @@ def rela_gt(anns: list[dict], height: int, width: int, size: int | None = 480) -
             raise DatasetFormatError(f"annotation {ann.get('id')} has no valid polygon (at least 6 coordinates, "
                                      f"an even number); ReLA's loader stops on it")
         try:
-            _check_polygon_range([[float(v) for v in p] for p in polys], height, width)
+            coords = [[float(v) for v in p] for p in polys]
+            _check_polygon_range(coords, height, width)
+            _check_polygon_cost(coords, height, width)
             scaled = [scaled_polygon(p, width, height, size) for p in polys]
-            decoded = coco_mask.decode(coco_mask.frPyObjects(scaled, out_h, out_w))
+            # the polygons' union as one RLE, decoded once: [H, W], not [H, W, polygons] (ReLA's any over them)
+            decoded = coco_mask.decode(coco_mask.merge(coco_mask.frPyObjects(scaled, out_h, out_w), intersect=False))
+        except DatasetFormatError as exc:
+            raise DatasetFormatError(f"annotation {ann.get('id')}: {exc}") from None
         except (TypeError, ValueError, OverflowError) as exc:
             raise DatasetFormatError(f"annotation {ann.get('id')}: segmentation cannot be decoded: {exc}") from None
-        merged |= decoded.reshape(out_h, out_w, -1).any(axis=2)
+        merged |= decoded.reshape(out_h, out_w).astype(bool)
         kept += 1
     if not kept:
         raise DatasetFormatError("every annotation of this target ref is a crowd annotation: ReLA's mapper "
@@ -216,8 +222,11 @@ class GRefCOCODataset(Dataset):
                 except DatasetFormatError as exc:
                     raise DatasetFormatError(f"ref {ref['ref_id']}: {exc}") from None
         except (DatasetFormatError, TypeError, ValueError) as exc:
+            # a TypeError: an id of another JSON type (a list or object as image_id / ann_id is unhashable)
+            why = str(exc) if isinstance(exc, DatasetFormatError) else \
+                f"grefs[{k}] (ref {str(ref.get('ref_id'))[:40]}): malformed ref: {exc}"
             for sid in ids:
-                self.record_error(sid, str(exc))
+                self.record_error(sid, why)
             return
         target = Target(masks=[masks.encode(gt)])
         eval_gt = {} if self.image_size is None else {"eval_gt": masks.encode(at_eval)}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
-from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample
+from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample, as_float
 
 
 def _not_found(message: str) -> AdapterError:
@@ -29,10 +29,10 @@ def _not_found(message: str) -> AdapterError:
 def nt_answer(nt_label: Any) -> tuple[bool, float, float]:
     """(no_target, s_target, s_no_target) of one ``nt_label``. Raises ValueError unless it is two
     finite numbers."""
-    if not isinstance(nt_label, list) or len(nt_label) != 2 or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in nt_label):
+    values = [as_float(v) for v in nt_label] if isinstance(nt_label, list) else []
+    if len(values) != 2 or not all(v is not None and math.isfinite(v) for v in values):
         raise ValueError(f"nt_label must be [s_target, s_no_target], two finite numbers, got {str(nt_label)[:80]}")
-    s_t, s_nt = float(nt_label[0]), float(nt_label[1])
+    s_t, s_nt = values
     return s_nt > s_t, s_t, s_nt
 
 

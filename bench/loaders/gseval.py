@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
-from rvt_bench.core.types import DatasetFormatError, Sample, Target
+from rvt_bench.core.types import DatasetFormatError, Sample, Target, as_float
 from rvt_bench.loaders.base import Dataset, layout_hint, require_dir
 
 PUBLISHED = "https://github.com/hustvl/GroundingSuite (images: huggingface.co/datasets/hustvl/GSEval, COCO unlabeled2017)"
@@ -82,8 +82,8 @@ class GSEvalDataset(Dataset):
             raise DatasetFormatError(f"{where}: idx {idx} appears twice (the evaluator matches predictions by idx)")
         seen.add(idx)
         box = item["box"]
-        if not isinstance(box, list) or len(box) != 4 or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
+        coords = [as_float(v) for v in box] if isinstance(box, list) else []
+        if len(coords) != 4 or None in coords:  # a number beyond float's range: the evaluator's arithmetic overflows
             raise DatasetFormatError(f"{where}: 'box' must be [x1, y1, x2, y2] numbers, got {str(box)[:80]}")
         rle = item["segmentation"]
         size = rle.get("size") if isinstance(rle, dict) else None
@@ -102,6 +102,6 @@ class GSEvalDataset(Dataset):
         rle = masks.compress(rle) if isinstance(rle["counts"], list) else rle
         return Sample(id=str(idx), dataset=self.name, split=self.split, modality="image", frames=[str(image)],
                       frame_ids=["0"], query=item["label"], task="grounding" if self.mode == "box" else "segmentation",
-                      target=Target(masks=[rle], boxes=[[[float(v) for v in box]]]),
+                      target=Target(masks=[rle], boxes=[[coords]]),
                       meta={"idx": idx, "class_id": json.dumps(class_id) if not isinstance(class_id, int) else class_id,
                             "image_path": item["image_path"], "caption": str(item.get("caption", ""))})

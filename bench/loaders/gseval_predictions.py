@@ -10,12 +10,13 @@ by `image_path`. docs/benchmarks/gseval.md.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
-from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample
+from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample, as_float
 
 
 def _not_found(message: str) -> AdapterError:
@@ -28,7 +29,8 @@ class GSEvalPredictions:
     """Reads one sample's prediction from ``root`` in the layout of the module docstring.
 
     __call__(sample) -> Prediction, task as the sample's: "grounding": boxes [[box]] ([[]] when the
-    line's box is missing or empty: the evaluator counts it wrong); "segmentation": masks [RLE].
+    line's box is missing or empty, or holds NaN or Infinity: the evaluator counts it wrong, IoU 0);
+    "segmentation": masks [RLE].
     trace {"layout", "source"}. Raises AdapterError (the sample fails; the GSEval protocol leaves it
     out as the evaluator does, trace "found" False) for a file that cannot be read, no matching
     line, a line that matches but holds no segmentation (mask mode), and AdapterError with
@@ -80,10 +82,15 @@ class GSEvalPredictions:
             box = item.get("box") or item.get("predicted_box")
             if not box:
                 return Prediction(sample_id=sample.id, task="grounding", boxes=[[]], trace={**trace, "no_box": True})
-            if not isinstance(box, list) or len(box) < 4 or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in box[:4]):
+            coords = [as_float(v) for v in box[:4]] if isinstance(box, list) else []
+            if len(coords) < 4 or None in coords:  # a number beyond float's range: the evaluator's arithmetic overflows
                 raise _undecodable(f"sample {sample.id}: {path}: box must be [x1, y1, x2, y2] numbers, got {str(box)[:80]}")
-            return Prediction(sample_id=sample.id, task="grounding", boxes=[[[float(v) for v in box[:4]]]], trace=trace)
+            if not all(math.isfinite(v) for v in coords):
+                # calculate_iou gives 0 for a box with NaN or +-Infinity (its area is NaN or infinite), as for no
+                # box; kept as one, since predictions.jsonl writes NaN as null
+                return Prediction(sample_id=sample.id, task="grounding", boxes=[[]],
+                                  trace={**trace, "no_box": True, "non_finite_box": str(box)[:80]})
+            return Prediction(sample_id=sample.id, task="grounding", boxes=[[coords]], trace=trace)
         rle = item.get("segmentation") or item.get("predicted_segmentation")
         if not rle:
             raise _not_found(f"sample {sample.id}: the line of idx {sample.meta.get('idx')} in {path} holds no segmentation")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
+from rvt_bench.core.frames import frame_size
 from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample
 
 
@@ -33,7 +34,8 @@ class RefSAVResults:
     (compressed), trace {"layout", "source"}. Raises AdapterError (the sample fails, the run goes
     on; the Ref-SAV protocol drops it as the reference does) when the file cannot be read or is not
     {video: {exp_id: {...}}}, the expression is missing, "prediction_masks" is not a list of at
-    least as many RLEs as the video has frames, or an RLE is malformed or not of the GT's size.
+    least as many RLEs as the video has frames, or an RLE is malformed or not of the video's frame size
+    (the GT's, or the first frame's when the GT is empty in every frame).
     """
 
     def __init__(self, root: Path, layout: Any) -> None:
@@ -73,10 +75,13 @@ class RefSAVResults:
             got = f"{len(rles)} entries" if isinstance(rles, list) else type(rles).__name__
             raise AdapterError(f"sample {sample.id}: {path} [{video!r}][{exp_id!r}]['prediction_masks'] must be a list "
                                f"of at least {n} per-frame RLEs (one per frame), got {got}")
-        size = _gt_size(sample)
+        try:
+            size = _frame_size(sample)
+        except RvtBenchError as exc:
+            raise AdapterError(f"sample {sample.id}: {exc}") from None
         out = []
         for t, rle in enumerate(rles[:n]):
-            problem = masks.rle_problem(rle, size) if size is not None else _rle_shape_problem(rle)
+            problem = masks.rle_problem(rle, size)
             if problem:
                 raise AdapterError(f"sample {sample.id}: {path} [{video!r}][{exp_id!r}] frame {t}: {problem}")
             out.append(masks.compress(rle) if isinstance(rle["counts"], list) else rle)
@@ -84,18 +89,12 @@ class RefSAVResults:
                           trace={"layout": self.layout.name, "source": str(path)})
 
 
-def _gt_size(sample: Sample) -> tuple[int, int] | None:
-    """[H, W] of the sample's GT RLEs (the meta's height and width), None when every frame is empty."""
+def _frame_size(sample: Sample) -> tuple[int, int]:
+    """[H, W] the predicted RLEs must have: the sample's GT RLEs' (the meta's height and width), or,
+    when every GT frame is empty, its first frame's (from the image header): a prediction is never
+    taken at a size of its own, which the scoring would decode (a 100000 x 100000 RLE is 10 GB).
+    Raises DatasetFormatError when that frame cannot be read."""
     for rle in sample.target.masks or []:
         if rle is not None:
             return int(rle["size"][0]), int(rle["size"][1])
-    return None
-
-
-def _rle_shape_problem(rle: Any) -> str | None:
-    if not isinstance(rle, dict) or "size" not in rle or "counts" not in rle:
-        return f"expected a COCO RLE {{'size': [H, W], 'counts': ...}}, got {str(rle)[:80]}"
-    size = rle["size"]
-    if not isinstance(size, list) or len(size) != 2 or not all(isinstance(v, int) and v > 0 for v in size):
-        return f"RLE size must be [H, W] of positive ints, got {str(size)[:80]}"
-    return masks.rle_problem(rle, (size[0], size[1]))
+    return frame_size(sample.frames[0])

@@ -73,8 +73,8 @@ class SACoGoldDataset(Dataset):
     ...]} (the annotations whose category is one of the file's categories, as COCOeval keeps
     them), "category_ids" {annotator: [ids]}, "no_target" (no non-crowd instance for any annotator)}.
     A pair with a malformed record or annotation, or a scored pair missing from another chosen
-    annotator's file, is a data error. Raises DatasetFormatError for an unknown subset, a missing file, or a file
-    that is not COCO-style.
+    annotator's file, is a data error. Raises DatasetFormatError for an unknown subset, a missing file, a file
+    that is not COCO-style, or an annotation whose image_id is a list or an object (no pair can be told).
     """
 
     name = "saco_gold"
@@ -104,7 +104,7 @@ class SACoGoldDataset(Dataset):
         first = self.annotators[0]
         by_id = {a: {img.get("id"): img for img in data[a]["images"] if isinstance(img, dict) and _is_key(img.get("id"))}
                  for a in self.annotators}
-        anns = {a: self._annotations(data[a]) for a in self.annotators}
+        anns = {a: self._annotations(data[a], gt_file(subset, a)) for a in self.annotators}
         cats = {a: sorted(c["id"] for c in data[a]["categories"] if isinstance(c, dict) and _is_int(c.get("id")))
                 for a in self.annotators}
         seen: set = set()
@@ -124,10 +124,16 @@ class SACoGoldDataset(Dataset):
         return data
 
     @staticmethod
-    def _annotations(data: dict) -> dict:
+    def _annotations(data: dict, name: str) -> dict:
+        """{image_id: [annotation, ...]} of one file. Raises DatasetFormatError for an image_id that is
+        a list or an object: no pair can be told it (COCO's index stops on it; its pair's GT would
+        silently lose an instance)."""
         out: dict = {}
-        for ann in data["annotations"]:
+        for k, ann in enumerate(data["annotations"]):
             if isinstance(ann, dict):
+                if isinstance(ann.get("image_id"), (list, dict)):
+                    raise DatasetFormatError(f"{name} annotations[{k}]: image_id must be a pair id (an int or a "
+                                             f"string), got {str(ann['image_id'])[:40]}")
                 out.setdefault(ann.get("image_id"), []).append(ann)
         return out
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rvt_bench.core import files, masks
-from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample
+from rvt_bench.core.types import AdapterError, Prediction, RvtBenchError, Sample, as_float
 
 SCORE_THRESHOLD = 0.5  # CGF1Eval's (rvt_bench.metrics.protocols.saco_gold.SCORE_THRESHOLD; a test holds them equal)
 
@@ -30,11 +30,21 @@ def _instance(entry: Any) -> list:
     problem = masks.rle_problem(seg)
     if problem:
         raise ValueError(f"segmentation: {problem}")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+    value = as_float(score)
+    if value is None or not math.isfinite(value):
         raise ValueError(f"score must be a finite number, got {str(score)[:40]}")
     if isinstance(cat, bool) or not isinstance(cat, int):
         raise ValueError(f"category_id must be an int, got {str(cat)[:40]}")
-    return [masks.compress(seg), float(score), cat]
+    return [masks.compress(seg), value, cat]
+
+
+def _id_key(value: Any) -> str:
+    """A pair id as the index's key: str of it, an integral float as its int (10000000.0 is pair
+    10000000, as the evaluator's Python dict and set find it: a dump whose ids went through a float
+    column matched no pair, and every pair was silently a "no prediction")."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 class SACoGoldPredictions:
@@ -68,7 +78,7 @@ class SACoGoldPredictions:
                 index: dict = {}
                 for k, entry in enumerate(data):
                     if isinstance(entry, dict) and "image_id" in entry:
-                        index.setdefault(str(entry["image_id"]), []).append((k, entry))
+                        index.setdefault(_id_key(entry["image_id"]), []).append((k, entry))
                 found = index
             except (RvtBenchError, OSError, ValueError) as exc:
                 found = f"cannot read {path}: {exc}"
@@ -89,7 +99,7 @@ class SACoGoldPredictions:
         if isinstance(index, str):
             raise AdapterError(f"sample {sample.id}: {index}")
         instances = []
-        for k, entry in index.get(str(sample.meta.get("image_id", sample.id)), []):
+        for k, entry in index.get(_id_key(sample.meta.get("image_id", sample.id)), []):
             try:
                 instances.append(_instance(entry))
             except ValueError as exc:

@@ -160,16 +160,17 @@ class GRefCOCOProtocol(Protocol):
         problem = masks.rle_problem(rles[0])
         if problem:
             raise AdapterError(f"sample {sample.id!r}: predicted mask: {problem}")
+        size = tuple(int(v) for v in rles[0]["size"])  # checked before decoding: a 100000 x 100000 RLE is 7 bytes
+        image = (sample.meta.get("height"), sample.meta.get("width"))
+        if size != tuple(shape) and size != image:
+            raise AdapterError(f"sample {sample.id!r}: predicted mask is {list(size)} (H, W); expected the "
+                               f"evaluator's {list(shape)} or the image's {list(image)}")
         mask = masks.decode(rles[0]).astype(bool)
         if mask.shape == shape:
             return mask
-        image = (sample.meta.get("height"), sample.meta.get("width"))
-        if mask.shape == image:
-            import cv2
+        import cv2
 
-            return cv2.resize(mask.astype(np.uint8), (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST) > 0
-        raise AdapterError(f"sample {sample.id!r}: predicted mask is {list(mask.shape)} (H, W); expected the "
-                           f"evaluator's {list(shape)} or the image's {list(image)}")
+        return cv2.resize(mask.astype(np.uint8), (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST) > 0
 
     # --- aggregate -----------------------------------------------------------------------------
 

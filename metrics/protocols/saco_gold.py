@@ -16,7 +16,7 @@ import numpy as np
 
 from rvt_bench.core import masks
 from rvt_bench.core.records import ScoreRecord, UnitValues
-from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample
+from rvt_bench.core.types import AdapterError, DatasetFormatError, Prediction, Sample, as_float
 from rvt_bench.metrics.estimators import CorpusEstimator, Found
 from rvt_bench.metrics.protocols.base import Protocol, record_header
 
@@ -277,8 +277,8 @@ class SACoGoldProtocol(Protocol):
         out: list[tuple[dict, float, Any]] = []
         if found is not None:
             for j, item in enumerate(found if isinstance(found, list) else [None]):
-                if (not isinstance(item, (list, tuple)) or len(item) not in (2, 3) or isinstance(item[1], bool)
-                        or not isinstance(item[1], (int, float)) or not np.isfinite(item[1])):
+                if (not isinstance(item, (list, tuple)) or len(item) not in (2, 3) or as_float(item[1]) is None
+                        or not np.isfinite(as_float(item[1]))):
                     raise AdapterError(f"sample {sample.id!r}: trace instance {j} must be [RLE, score(, category_id)]")
                 problem = masks.rle_problem(item[0])
                 if problem:
