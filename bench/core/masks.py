@@ -260,14 +260,14 @@ def _runs_loop(data: bytes) -> list[int]:
 
 
 @lru_cache(maxsize=4096)
-def _compressed_total(counts: str | bytes) -> tuple[int, str | None]:
-    """(the runs' sum, None) of a compressed counts string, or (0, what is corrupt). Memoised by
-    value: a prediction's RLE is checked where it is read and again where it is scored."""
+def _compressed_total(counts: str | bytes) -> tuple[int, int, str | None]:
+    """(the runs' sum, their number, None) of a compressed counts string, or (0, 0, what is corrupt).
+    Memoised by value: a prediction's RLE is checked where it is read and again where it is scored."""
     try:
         runs = _runs_array(counts.encode("ascii") if isinstance(counts, str) else bytes(counts))
     except (ValueError, UnicodeEncodeError) as exc:
-        return 0, f"compressed 'counts' {counts[:40]!r} are corrupt: {exc}"
-    return (int(runs.sum()) if isinstance(runs, np.ndarray) else sum(runs)), None
+        return 0, 0, f"compressed 'counts' {counts[:40]!r} are corrupt: {exc}"
+    return (int(runs.sum()) if isinstance(runs, np.ndarray) else sum(runs)), len(runs), None
 
 
 def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
@@ -291,9 +291,9 @@ def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     if isinstance(counts, list):
         if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
             return "uncompressed 'counts' must be non-negative ints"
-        total = sum(counts)
+        total, n_runs = sum(counts), len(counts)
     elif isinstance(counts, (str, bytes)):
-        total, corrupt = _compressed_total(counts)
+        total, n_runs, corrupt = _compressed_total(counts)
         if corrupt:
             return corrupt
     else:
@@ -301,8 +301,8 @@ def rle_problem(rle: Any, size: tuple[int, int] | None = None) -> str | None:
     if total != height * width:
         what = "overrun the frame" if total > height * width else "stop short (truncated?)"
         return f"'counts' runs sum to {total} pixels, expected H*W = {height * width}: they {what}"
-    if len(runs) > height * width + 1:  # zero-length runs: pycocotools' merge copies them into H*W + 1 slots
-        return f"'counts' holds {len(runs)} runs, more than H*W + 1 = {height * width + 1} (runs of length 0)"
+    if n_runs > height * width + 1:  # zero-length runs: pycocotools' merge copies them into H*W + 1 slots
+        return f"'counts' holds {n_runs} runs, more than H*W + 1 = {height * width + 1} (runs of length 0)"
     return None
 
 
