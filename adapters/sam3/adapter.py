@@ -26,6 +26,7 @@ from typing import Sequence
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
+from rvt_bench.adapters.sam3.detect import with_geometry_cls
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
@@ -42,6 +43,9 @@ class Sam3Adapter(Adapter):
     prompt:         the concept prompt; "{query}" is replaced by the sample's query.
     threshold:      detection score above which a detection is kept (images), in [0, 1].
     mask_threshold: mask probability above which a pixel is foreground (images), in [0, 1].
+    geometry_cls:   True (facebookresearch/sam3's prompt): the empty geometric prompt's CLS token
+                    follows the text tokens, on images and every video frame; False: transformers'
+                    Sam3Model (text only). rvt_bench.adapters.sam3.detect gives the sources.
     device:         "auto" (CUDA when present) | "cpu" | "cuda[:i]". dtype: "auto" | "bfloat16" | "float16" | "float32".
 
     predict(sample) -> Prediction(masks=[RLE per frame] | boxes=[[box] or [] per frame]) with trace
@@ -52,7 +56,8 @@ class Sam3Adapter(Adapter):
     stages = (("detected", "concept detected"), ("mask_decoded", "mask non-empty"))
 
     def __init__(self, checkpoint: str = "facebook/sam3", name: str = "sam3", prompt: str = "{query}",
-                 threshold: float = 0.5, mask_threshold: float = 0.5, device: str = "auto", dtype: str = "auto") -> None:
+                 threshold: float = 0.5, mask_threshold: float = 0.5, geometry_cls: bool = True, device: str = "auto",
+                 dtype: str = "auto") -> None:
         if "{query}" not in prompt:
             raise AdapterError(f"sam3: model.prompt must contain '{{query}}', got {prompt!r}")
         for key, value in (("threshold", threshold), ("mask_threshold", mask_threshold)):
@@ -62,6 +67,7 @@ class Sam3Adapter(Adapter):
             raise AdapterError(f"sam3: model.dtype must be auto, bfloat16, float16 or float32, got {dtype!r}")
         self.name, self.checkpoint, self.prompt_template = name, str(checkpoint), prompt
         self.threshold, self.mask_threshold = float(threshold), float(mask_threshold)
+        self.geometry_cls = bool(geometry_cls)
         self.device_setting, self.dtype_setting = device, dtype
         self._loaded: tuple | None = None
 
@@ -70,7 +76,8 @@ class Sam3Adapter(Adapter):
         path = Path(self.checkpoint)
         return {"adapter": "sam3", "version": ADAPTER_VERSION, "name": self.name,
                 "checkpoint": str(path.resolve()) if path.exists() else self.checkpoint, "prompt": self.prompt_template,
-                "threshold": self.threshold, "mask_threshold": self.mask_threshold, "dtype": dtype}
+                "threshold": self.threshold, "mask_threshold": self.mask_threshold,
+                "geometry_cls": self.geometry_cls, "dtype": dtype}
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -96,6 +103,8 @@ class Sam3Adapter(Adapter):
             from transformers import Sam3Processor, Sam3VideoModel, Sam3VideoProcessor
 
             model = Sam3VideoModel.from_pretrained(str(directory), dtype=getattr(torch, dtype_name)).to(device).eval()
+            if self.geometry_cls:
+                with_geometry_cls(model.detector_model)
             image_processor = Sam3Processor.from_pretrained(str(directory))
             video_processor = Sam3VideoProcessor.from_pretrained(str(directory))
         except Exception as exc:  # missing / unreadable files come in many types: one line naming the setting

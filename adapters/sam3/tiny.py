@@ -37,7 +37,7 @@ def config(vocab_size: int) -> Any:
     detector = {"vision_config": vision,
                 "text_config": {"vocab_size": vocab_size, "hidden_size": 32, "intermediate_size": 64,
                                 "projection_dim": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                                "max_position_embeddings": 32, "bos_token_id": 0, "eos_token_id": 1,
+                                "max_position_embeddings": 32, "hidden_act": "gelu", "bos_token_id": 0, "eos_token_id": 1,
                                 "pad_token_id": 1},
                 "geometry_encoder_config": {"num_layers": 1, "intermediate_size": 64},
                 "detr_encoder_config": {"num_layers": 1, "intermediate_size": 64},
