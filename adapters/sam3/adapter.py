@@ -26,6 +26,7 @@ from typing import Sequence
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
+from rvt_bench.adapters.sam3 import cv_utils
 from rvt_bench.adapters.sam3.detect import with_geometry_cls
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
@@ -49,7 +50,8 @@ class Sam3Adapter(Adapter):
     device:         "auto" (CUDA when present) | "cpu" | "cuda[:i]". dtype: "auto" | "bfloat16" | "float16" | "float32".
 
     predict(sample) -> Prediction(masks=[RLE per frame] | boxes=[[box] or [] per frame]) with trace
-    {"prompt", "detections" (per frame: kept objects), "scores" (kept, image), "best_score"}, or
+    {"prompt", "detections" (per frame: kept objects), "scores" (image: the kept scores; video: per
+    frame [[object id, score], ...]), "best_score"}, or
     Prediction.none_found. Raises AdapterError for vqa / summarization, a missing checkpoint.
     """
 
@@ -105,6 +107,7 @@ class Sam3Adapter(Adapter):
             model = Sam3VideoModel.from_pretrained(str(directory), dtype=getattr(torch, dtype_name)).to(device).eval()
             if self.geometry_cls:
                 with_geometry_cls(model.detector_model)
+            cv_utils.install()
             image_processor = Sam3Processor.from_pretrained(str(directory))
             video_processor = Sam3VideoProcessor.from_pretrained(str(directory))
         except Exception as exc:  # missing / unreadable files come in many types: one line naming the setting
@@ -185,7 +188,9 @@ class Sam3Adapter(Adapter):
         union = kept.any(dim=0).numpy() if len(kept) else torch.zeros(frame.shape[:2], dtype=torch.bool).numpy()
         return [union], best, [int(len(kept))], [round(float(s), 6) for s in result["scores"].float().cpu()]
 
-    def _video(self, frames: list, text: str) -> tuple[list, float | None, list[int], list[float]]:
+    def _video(self, frames: list, text: str) -> tuple[list, float | None, list[int], list[list]]:
+        """(per frame the union of the kept objects' masks (H, W) bool, the best object score over the
+        clip or None, per frame the number of kept objects, per frame [[object id, score], ...])."""
         import numpy as np
         import torch
 
@@ -202,6 +207,7 @@ class Sam3Adapter(Adapter):
         session.prompt_attention_masks[prompt_id] = ids.attention_mask.to(device)
         masks = [np.zeros((height, width), bool) for _ in frames]
         counts = [0] * len(frames)
+        objects: list[list] = [[] for _ in frames]
         best: float | None = None
         with torch.no_grad():
             for out in model.propagate_in_video_iterator(inference_session=session, max_frame_num_to_track=len(frames)):
@@ -209,12 +215,13 @@ class Sam3Adapter(Adapter):
                 idx = int(out.frame_idx)
                 kept = post["masks"].bool().cpu()
                 counts[idx] = int(len(kept))
+                objects[idx] = [[int(o), round(float(p), 6)] for o, p in zip(post["object_ids"].tolist(), post["scores"].float())]
                 if len(kept):
                     masks[idx] = kept.any(dim=0).numpy()
                 if len(post["scores"]):
                     top = float(post["scores"].float().max())
                     best = top if best is None else max(best, top)
-        return masks, best, counts, []
+        return masks, best, counts, objects
 
     # --- report -------------------------------------------------------------------------------
 

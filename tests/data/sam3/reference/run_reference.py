@@ -51,7 +51,9 @@ VIDEO_PROMPT = "a red dog"
 
 def cpu_only() -> None:
     """facebookresearch/sam3 hard-codes device="cuda" in places (position_encoding, decoder, io_utils,
-    tracker): every such request becomes the CPU, here only."""
+    tracker): every such request becomes the CPU, here only. Its video code also casts features to
+    bfloat16 (sam3_image.py, sam3_tracking_predictor.py: no-ops under the CUDA autocast it runs in,
+    which the CPU lacks): those casts keep float32 here, so that the reference runs in float32."""
     real = {name: getattr(torch, name) for name in ("zeros", "ones", "empty", "arange", "tensor", "full", "linspace",
                                                      "randn", "rand", "zeros_like", "ones_like", "as_tensor")}
 
@@ -69,9 +71,12 @@ def cpu_only() -> None:
     to = torch.Tensor.to
 
     def to_cpu(self, *args, **kwargs):
-        args = tuple("cpu" if (isinstance(a, (str, torch.device)) and "cuda" in str(a)) else a for a in args)
+        args = tuple("cpu" if (isinstance(a, (str, torch.device)) and "cuda" in str(a)) else
+                     torch.float32 if a is torch.bfloat16 else a for a in args)
         if "device" in kwargs and "cuda" in str(kwargs["device"]):
             kwargs["device"] = "cpu"
+        if kwargs.get("dtype") is torch.bfloat16:
+            kwargs["dtype"] = torch.float32
         return to(self, *args, **kwargs)
 
     torch.Tensor.to = to_cpu
@@ -120,6 +125,35 @@ def tiny_builder(cfg):
     override(mb, "MLP", hidden_dim=det.detr_decoder_config.intermediate_size)  # the dot-product scoring's prompt MLP
     override(mb, "SequenceGeometryEncoder", num_layers=det.geometry_encoder_config.num_layers)
     override(mb, "PositionEmbeddingSine", precompute_resolution=size)
+    # the tracker (build_tracker and Sam3TrackerBase._build_sam_heads)
+    import sam3.model.sam3_tracker_base as tracker_module
+
+    trk = cfg.tracker_config
+    grid = size // vit.patch_size
+    assert trk.memory_fuser_intermediate_dim == 4 * trk.memory_fuser_embed_dim  # Meta's CXBlock: 4 x dim
+    override(mb, "SimpleMaskDownSampler", interpol_size=[grid * 16, grid * 16])
+    override(mb, "SimpleFuser", num_layers=trk.memory_fuser_num_layers)
+    override(mb, "RoPEAttention", feat_sizes=list(trk.memory_attention_rope_feat_sizes))
+    override(mb, "TransformerDecoderLayerv2", dim_feedforward=trk.memory_attention_feed_forward_hidden_size)
+    override(mb, "TransformerEncoderCrossAttention", num_layers=trk.memory_attention_num_layers)
+    override(mb, "Sam3TrackerPredictor", image_size=size, num_maskmem=trk.num_maskmem)
+    override(mb, "Sam3VideoInferenceWithInstanceInteractivity", image_size=size)
+    override(tracker_module, "TwoWayTransformer", depth=trk.mask_decoder_config.num_hidden_layers,
+             mlp_dim=trk.mask_decoder_config.mlp_dim)
+    override(tracker_module, "MaskDecoder", iou_head_hidden_dim=trk.mask_decoder_config.iou_head_hidden_dim)
+    # Meta's CPU connected-components fallback stacks an empty list when a frame has no new
+    # detection (the GPU paths accept an empty batch): an empty batch gives empty labels here
+    import sam3.perflib.connected_components as cc
+
+    cpu_cc = cc.connected_components_cpu
+
+    def connected_components_cpu(input_tensor):
+        if input_tensor.shape[0] == 0:
+            empty = torch.zeros(input_tensor.shape, dtype=torch.int64)
+            return empty, empty.clone()
+        return cpu_cc(input_tensor)
+
+    cc.connected_components_cpu = connected_components_cpu
     return mb
 
 
@@ -163,6 +197,9 @@ def meta_state_dict(meta_model, prefix: str, hf_state: dict, convert, perm: torc
             tensor = torch.cat([value[:, :1], hf_state[new]], 1)
         elif new.endswith("text_encoder.text_projection.weight"):
             tensor = hf_state[new].T if new in hf_state else None
+        elif ".prompt_encoder.point_embed." in new:  # the converter concatenates point_embed.{0..3}
+            index = int(new.rsplit(".", 2)[-2])
+            tensor = hf_state[new.rsplit(".", 2)[0] + ".weight"][index:index + 1]
         elif new.endswith("token_embedding.weight"):
             tensor = hf_state[new][perm]
         else:
@@ -218,6 +255,28 @@ def run_image(model, frames: dict, size: int) -> list[dict]:
     return cases
 
 
+def run_video(model, frame_dir: Path, prompt: str) -> dict:
+    """Meta's video model (init_state on the JPEG folder, a text prompt on frame 0, forward
+    propagation over every frame, as Sam3VideoPredictor's propagate_in_video does forward): per
+    frame, the kept objects' ids, scores and masks united; also add_prompt's own output on frame 0
+    (propagation then runs frame 0 again)."""
+    from rvt_bench.core.frames import read_frame
+
+    height, width = read_frame(sorted(frame_dir.glob("*.jpg"))[0]).shape[:2]
+
+    def frame(index, out) -> dict:
+        masks = np.asarray(out["out_binary_masks"], bool)
+        union = masks.any(0) if len(masks) else np.zeros((height, width), bool)
+        return {"frame": int(index), "object_ids": [int(i) for i in out["out_obj_ids"]],
+                "scores": [round(float(p), 6) for p in out["out_probs"]], "union": rle(union)}
+
+    state = model.init_state(resource_path=str(frame_dir), video_loader_type="cv2")
+    prompt_frame = frame(*model.add_prompt(state, frame_idx=0, text_str=prompt))
+    frames = [frame(index, out) for index, out in
+              model.propagate_in_video(state, start_frame_idx=0, max_frame_num_to_track=state["num_frames"], reverse=False)]
+    return {"clip": frame_dir.name, "prompt": prompt, "add_prompt_output": prompt_frame, "frames": frames}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sam3-src", required=True, type=Path, help="a facebookresearch/sam3 checkout")
@@ -254,12 +313,28 @@ def main() -> None:
         frames = {n: read_frame(REPO / "demo" / "reasonseg" / "val" / n) for n in IMAGES}
         with torch.no_grad():
             images = run_image(image_model.eval(), frames, size)
+        video = None
+        if not args.skip_video:
+            video_model = mb.build_sam3_video_model(bpe_path=str(bpe), device="cpu", load_from_HF=False,
+                                                    strict_state_dict_loading=False)
+            renamed = {"detector.": "sam3_model.", "tracker.": "sam2_predictor.model."}
+            state, missing = {}, []
+            for meta_prefix, prefix in renamed.items():
+                part = getattr(video_model, meta_prefix.rstrip("."))
+                got, lost = meta_state_dict(part, prefix, hf_state, convert, perm)
+                state.update({meta_prefix + k: v for k, v in got.items()})
+                missing += [(meta_prefix + m[0], *m[1:]) for m in lost]
+            result = video_model.load_state_dict(state, strict=False)
+            report["video_unconverted"] = [list(map(str, m)) for m in missing]
+            print(json.dumps(report["video_unconverted"], indent=1), file=sys.stderr)
+            with torch.no_grad():
+                video = run_video(video_model.eval(), REPO / "demo" / "revos" / "JPEGImages" / CLIP, VIDEO_PROMPT)
     commit = subprocess.run(["git", "-C", str(args.sam3_src), "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip() if (args.sam3_src / ".git").exists() else ""
     out = {"reference": {"repository": "facebookresearch/sam3", "commit": commit or args.sam3_commit or "unknown",
                          "torch": torch.__version__},
            "weights": "tests/sam3_tiny.build(dir, tests.sam3_tiny.calibration_frames()), seed 0",
-           "conversion": report, "images": images}
+           "conversion": report, "images": images, "video": video}
     args.out.write_text(json.dumps(out, separators=(",", ":")).replace('},{"image"', '},\n{"image"') + "\n")
     print(args.out)
 
