@@ -6,24 +6,28 @@ transformers' own key mapping (convert_sam3_video_to_hf.py). tests/test_sam3_par
 same weights into the port (rvt_bench.adapters.sam3) and compares.
 
 The Meta model is sam3.model_builder's, every class with the builder's own arguments except the
-sizes, which are overridden (OVERRIDES) to tests/sam3_tiny's Sam3VideoConfig: a 112 px input, a
+sizes, which are overridden (tiny_builder) to tests/sam3_tiny's Sam3VideoConfig: a 112 px input, a
 2-layer ViT of width 32, a 1-layer CLIP text encoder of width 32, one layer in each DETR/geometry/
 tracker stack, 8 queries, 2 memory frames; the widths SAM 3 ties to 256 stay 256. The tokenizer is
 Meta's SimpleTokenizer on a BPE file with no merges (every character one token, as tests/sam3_tiny's
 CLIPTokenizer), its ids mapped to the port's by token string.
 
-Run (needs facebookresearch/sam3's source, its pip dependencies timm, ftfy and setuptools, and the
-repository's own venv's packages; nothing here is committed but this script and its outputs):
+Run (needs facebookresearch/sam3's source, its pip dependencies timm, ftfy, einops and setuptools
+(pkg_resources), and the repository's own venv's packages (torch, transformers, scikit-image); nothing
+here is committed but this script and its outputs; about 3 minutes on one CPU core):
 
-    python3.11 -m venv /tmp/sam3ref && echo "$PWD/.venv/lib/python3.11/site-packages" \
+    python3.11 -m venv /tmp/sam3ref && echo "import site; site.addsitedir('$PWD/.venv/lib/python3.11/site-packages')" \
         > /tmp/sam3ref/lib/python3.11/site-packages/main_venv.pth
-    /tmp/sam3ref/bin/pip install --no-deps timm ftfy wcwidth setuptools
-    /tmp/sam3ref/bin/python tests/data/sam3/reference/run_reference.py \
-        --sam3-src SAM3_CHECKOUT --convert PATH/TO/convert_sam3_video_to_hf.py
+    /tmp/sam3ref/bin/pip install --no-deps timm ftfy wcwidth einops setuptools
+    /tmp/sam3ref/bin/python tests/data/sam3/reference/run_reference.py --sam3-src SAM3_CHECKOUT \
+        --sam3-commit COMMIT --convert PATH/TO/convert_sam3_video_to_hf.py
 
-SAM3_CHECKOUT: facebookresearch/sam3 at the commit recorded in the output; --convert: transformers'
-src/transformers/models/sam3_video/convert_sam3_video_to_hf.py (its ORIGINAL_TO_CONVERTED_KEY_MAPPING,
-convert_old_keys_to_new_keys and split_qkv are used; the file is not in the transformers wheel).
+SAM3_CHECKOUT: facebookresearch/sam3 at COMMIT (99d02f28c8d34610ab35559b72642b01f10fdb1e for the
+committed outputs; a git work tree records its own); --convert: a file defining transformers'
+ORIGINAL_TO_CONVERTED_KEY_MAPPING, convert_old_keys_to_new_keys and split_qkv as
+src/transformers/models/sam3_video/convert_sam3_video_to_hf.py does (commit 0d511f8e for the committed
+outputs; the file is in neither the transformers wheel nor its sdist). Meta's sam3.train imports decord
+for a type only: a stand-in module is put in its place.
 """
 from __future__ import annotations
 
