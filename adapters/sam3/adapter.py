@@ -31,7 +31,7 @@ from rvt_bench.adapters.sam3.detect import with_geometry_cls
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
-ADAPTER_VERSION = 1
+ADAPTER_VERSION = 2  # 2: facebookresearch/sam3's prompt (geometry_cls) and CPU video post-processing
 WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.txt", "tokenizer*", "vocab*", "merges*"]
 TASKS = ("segmentation", "grounding")
 
