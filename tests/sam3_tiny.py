@@ -12,6 +12,17 @@ from pathlib import Path
 
 from rvt_bench.adapters.sam3 import tiny
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def calibration_frames() -> list:
+    """The demo's images and each clip's first frame (HxWx3 uint8): the frames build() calibrates on."""
+    from rvt_bench.core.frames import read_frame
+
+    images = sorted((REPO / "demo" / "reasonseg" / "val").glob("*.jpg"))
+    clips = sorted(p for p in (REPO / "demo" / "revos" / "JPEGImages").rglob("*") if p.is_dir() and any(p.glob("*.jpg")))
+    return [read_frame(p) for p in images] + [read_frame(sorted(c.glob("*.jpg"))[0]) for c in clips]
+
 
 def _calibrate(detector, tok, frames: list) -> None:
     """Make random masks look like a trained model's: the pixel embedding zero-mean over the

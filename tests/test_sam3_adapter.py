@@ -14,7 +14,6 @@ import pytest
 
 from rvt_bench.adapters.sam3.adapter import Sam3Adapter
 from rvt_bench.core import masks
-from rvt_bench.core.frames import read_frame
 from rvt_bench.core.types import AdapterError
 from rvt_bench.loaders.demo import DemoDataset
 from tests import sam3_tiny
@@ -22,22 +21,15 @@ from tests import sam3_tiny
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _calibration_frames() -> list[np.ndarray]:
-    """The demo's images and each clip's first frame: the tiny model's masks are calibrated on them."""
-    images = sorted((REPO / "demo" / "reasonseg" / "val").glob("*.jpg"))
-    clips = sorted(p for p in (REPO / "demo" / "revos" / "JPEGImages").rglob("*") if p.is_dir() and any(p.glob("*.jpg")))
-    return [read_frame(p) for p in images] + [read_frame(sorted(c.glob("*.jpg"))[0]) for c in clips]
-
-
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    return sam3_tiny.build(tmp_path_factory.mktemp("tiny_sam3"), _calibration_frames())
+    return sam3_tiny.build(tmp_path_factory.mktemp("tiny_sam3"), sam3_tiny.calibration_frames())
 
 
 @pytest.fixture(scope="module")
 def blind_checkpoint(tmp_path_factory):
     """The presence logit at -8: every score is below 0.5, on images and videos."""
-    return sam3_tiny.build(tmp_path_factory.mktemp("blind_sam3"), _calibration_frames(), logit_bias=-8.0)
+    return sam3_tiny.build(tmp_path_factory.mktemp("blind_sam3"), sam3_tiny.calibration_frames(), logit_bias=-8.0)
 
 
 @pytest.fixture(scope="module")

@@ -94,3 +94,31 @@ def test_a_segmenter_on_a_perception_without_one_is_refused_in_one_line(percepti
     with pytest.raises(AdapterError, match="perception/segmenter applies to perception=foundation"):
         cls(segmenter=Sam3Segmenter(model_id="facebook/sam3"))
     cls(segmenter={})  # perception/segmenter=sam2 (the perception's own) is no segmenter to refuse
+
+
+def test_a_hydra_multirun_over_the_segmenter_gives_two_rows_with_different_fingerprints(tmp_path):
+    """Issue 46's check as a user types it: `-m perception/segmenter=sam2,sam3_tiny +model=dtr1` (the
+    tiny SAM 3 in the real one's place, offline) leaves two leaderboard rows whose fingerprints differ.
+    A copy of the demo with a one-sample split: a run.limit run would not be published."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    repo = Path(__file__).resolve().parents[1]
+    demo = shutil.copytree(repo / "demo", tmp_path / "demo")
+    (demo / "splits" / "one.txt").write_text("image/coffee_cup\n")
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps([PLAN, ANSWER]))
+    proc = subprocess.run(
+        [sys.executable, str(repo / "run_bench.py"), "-m", "+dataset=demo", f"dataset.root={demo}", "dataset.split=one",
+         "+model=dtr1", "perception=tiny", "perception/segmenter=sam2,sam3_tiny", "policy=scripted",
+         f"policy.turns_file={turns}", "run.bootstrap.B=100", f"run.root={tmp_path / 'runs'}",
+         f"leaderboard.dir={tmp_path / 'boards'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    rows = pd.read_csv(tmp_path / "boards" / "demo.csv", dtype={"fingerprint": str})
+    assert len(rows) == 2 and rows["fingerprint"].is_unique, rows[["fingerprint", "overrides"]]
+    assert sorted(rows["overrides"].str.extract(r"perception/segmenter=(\w+)")[0]) == ["sam2", "sam3_tiny"]

@@ -28,10 +28,13 @@ from typing import Sequence
 from rvt_bench.adapters import measures as M
 from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
+from rvt_bench.adapters.sam3 import cv_utils
+from rvt_bench.adapters.sam3.detect import with_geometry_cls
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
-ADAPTER_VERSION = 2  # 2: an image prediction carries its instances (trace "instances"), which SA-Co/Gold scores
+ADAPTER_VERSION = 2  # 2: an image prediction carries its instances (trace "instances"), which SA-Co/Gold scores;
+                     # facebookresearch/sam3's prompt (geometry_cls) and CPU video post-processing
 WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.txt", "tokenizer*", "vocab*", "merges*"]
 TASKS = ("segmentation", "grounding")
 
@@ -44,18 +47,24 @@ class Sam3Adapter(Adapter):
     prompt:         the concept prompt; "{query}" is replaced by the sample's query.
     threshold:      detection score above which a detection is kept (images), in [0, 1].
     mask_threshold: mask probability above which a pixel is foreground (images), in [0, 1].
+    geometry_cls:   True (facebookresearch/sam3's prompt): the empty geometric prompt's CLS token
+                    follows the text tokens, on images and every video frame; False: transformers'
+                    Sam3Model (text only). rvt_bench.adapters.sam3.detect gives the sources.
     device:         "auto" (CUDA when present) | "cpu" | "cuda[:i]". dtype: "auto" | "bfloat16" | "float16" | "float32".
 
     predict(sample) -> Prediction(masks=[RLE per frame] | boxes=[[box] or [] per frame]) with trace
-    {"prompt", "detections" (per frame: kept objects), "scores" (kept, image), "best_score", and for an
-    image "instances": [[RLE, score], ...] (each kept detection's mask at the frame's size, its score;
-    the protocols' instance interface, e.g. SA-Co/Gold's)}, or Prediction.none_found. Raises AdapterError for vqa / summarization, a missing checkpoint.
+    {"prompt", "detections" (per frame: kept objects), "scores" (image: the kept scores; video: per
+    frame [[object id, score], ...]), "best_score", and for an image "instances": [[RLE, score], ...]
+    (each kept detection's mask at the frame's size, its score; the protocols' instance interface,
+    e.g. SA-Co/Gold's)}, or Prediction.none_found. Raises AdapterError for vqa / summarization, a
+    missing checkpoint.
     """
 
     stages = (("detected", "concept detected"), ("mask_decoded", "mask non-empty"))
 
     def __init__(self, checkpoint: str = "facebook/sam3", name: str = "sam3", prompt: str = "{query}",
-                 threshold: float = 0.5, mask_threshold: float = 0.5, device: str = "auto", dtype: str = "auto") -> None:
+                 threshold: float = 0.5, mask_threshold: float = 0.5, geometry_cls: bool = True, device: str = "auto",
+                 dtype: str = "auto") -> None:
         if "{query}" not in prompt:
             raise AdapterError(f"sam3: model.prompt must contain '{{query}}', got {prompt!r}")
         for key, value in (("threshold", threshold), ("mask_threshold", mask_threshold)):
@@ -65,6 +74,7 @@ class Sam3Adapter(Adapter):
             raise AdapterError(f"sam3: model.dtype must be auto, bfloat16, float16 or float32, got {dtype!r}")
         self.name, self.checkpoint, self.prompt_template = name, str(checkpoint), prompt
         self.threshold, self.mask_threshold = float(threshold), float(mask_threshold)
+        self.geometry_cls = bool(geometry_cls)
         self.device_setting, self.dtype_setting = device, dtype
         self._loaded: tuple | None = None
 
@@ -73,7 +83,8 @@ class Sam3Adapter(Adapter):
         path = Path(self.checkpoint)
         return {"adapter": "sam3", "version": ADAPTER_VERSION, "name": self.name,
                 "checkpoint": str(path.resolve()) if path.exists() else self.checkpoint, "prompt": self.prompt_template,
-                "threshold": self.threshold, "mask_threshold": self.mask_threshold, "dtype": dtype}
+                "threshold": self.threshold, "mask_threshold": self.mask_threshold,
+                "geometry_cls": self.geometry_cls, "dtype": dtype}
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -99,6 +110,9 @@ class Sam3Adapter(Adapter):
             from transformers import Sam3Processor, Sam3VideoModel, Sam3VideoProcessor
 
             model = Sam3VideoModel.from_pretrained(str(directory), dtype=getattr(torch, dtype_name)).to(device).eval()
+            if self.geometry_cls:
+                with_geometry_cls(model.detector_model)
+            cv_utils.install()
             image_processor = Sam3Processor.from_pretrained(str(directory))
             video_processor = Sam3VideoProcessor.from_pretrained(str(directory))
         except Exception as exc:  # missing / unreadable files come in many types: one line naming the setting
@@ -230,22 +244,26 @@ class Sam3Adapter(Adapter):
                 track[idx] = post["masks"][i].bool().cpu().numpy()
         return out
 
-    def _video(self, frames: list, text: str) -> tuple[list, float | None, list[int], list[float]]:
+    def _video(self, frames: list, text: str) -> tuple[list, float | None, list[int], list[list]]:
+        """(per frame the union of the kept objects' masks (H, W) bool, the best object score over the
+        clip or None, per frame the number of kept objects, per frame [[object id, score], ...])."""
         import numpy as np
 
         height, width = frames[0].shape[:2]
         masks = [np.zeros((height, width), bool) for _ in frames]
         counts = [0] * len(frames)
+        objects: list[list] = [[] for _ in frames]
         best: float | None = None
         for idx, post in self._propagate(frames, text):
             kept = post["masks"].bool().cpu()
             counts[idx] = int(len(kept))
+            objects[idx] = [[int(o), round(float(p), 6)] for o, p in zip(post["object_ids"].tolist(), post["scores"].float())]
             if len(kept):
                 masks[idx] = kept.any(dim=0).numpy()
             if len(post["scores"]):
                 top = float(post["scores"].float().max())
                 best = top if best is None else max(best, top)
-        return masks, best, counts, []
+        return masks, best, counts, objects
 
     # --- report -------------------------------------------------------------------------------
 

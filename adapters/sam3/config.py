@@ -24,5 +24,6 @@ class Sam3AdapterConfig:
     prompt: str = _SAM3["prompt"]
     threshold: float = within(_SAM3["threshold"], ge=0, le=1)
     mask_threshold: float = within(_SAM3["mask_threshold"], ge=0, le=1)
+    geometry_cls: bool = _SAM3["geometry_cls"]
     device: str = _SAM3["device"]
     dtype: str = _SAM3["dtype"]

@@ -1,7 +1,8 @@
 """SAM 3 as a twin segmenter: the `segment` interface of the twin's SAM2 backends
 (rvt_bench.adapters.twin.backends.sam2_hf.Sam2HFBackend.segment -> list[Track]) served by SAM 3's
 video model (transformers' Sam3VideoModel + Sam3VideoProcessor): concept detection on every frame and
-tracking, one Track per object SAM 3 keeps.
+tracking, one Track per object SAM 3 keeps; the detector's prompt and the video post-processing are
+facebookresearch/sam3's, as in the sam3 adapter (rvt_bench.adapters.sam3.detect, .cv_utils).
 
 Concepts: the detector's labels when a detector prompted the segmenter (OWLv2's phrases, upstream in
 the plan; an empty prompt list yields no tracks), else `concepts` (the foundation perception's
@@ -18,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from rvt_bench.adapters.sam3 import cv_utils
 from rvt_bench.adapters.sam3.adapter import Sam3Adapter
+from rvt_bench.adapters.sam3.detect import with_geometry_cls
 from rvt_bench.adapters.twin.backends.common import ModelBackend
 from rvt_bench.adapters.twin.backends.sam2_common import Track
 
@@ -37,8 +40,9 @@ class Sam3Segmenter(ModelBackend):
     def __init__(self, model_id: str = "facebook/sam3", revision: str = "main", device: str = "auto",
                  dtype: str = "float32", concepts: list[str] | tuple[str, ...] = DEFAULT_CONCEPTS,
                  max_instances: int = 10):
+        # "meta": facebookresearch/sam3's prompt and CPU post-processing (segment()), in the fingerprint
         super().__init__(model_id, revision, device, dtype, concepts=[str(c) for c in concepts],
-                         max_instances=int(max_instances))
+                         max_instances=int(max_instances), behaviour="meta")
 
     @classmethod
     def tiny(cls, seed: int = 0, **kwargs: Any) -> "Sam3Segmenter":
@@ -67,6 +71,8 @@ class Sam3Segmenter(ModelBackend):
         if not concepts:
             return []
         model, processor = self.components()
+        with_geometry_cls(model.detector_model)  # facebookresearch/sam3's prompt, as Sam3Adapter's default
+        cv_utils.install()  # Meta's CPU NMS and hole filling where transformers' hub kernel is missing
         height, width = frames[0].shape[:2]
         session = processor.init_video_session(video=frames, inference_device=self.device, processing_device="cpu",
                                                video_storage_device="cpu", dtype=next(model.parameters()).dtype)

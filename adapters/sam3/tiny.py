@@ -37,7 +37,7 @@ def config(vocab_size: int) -> Any:
     detector = {"vision_config": vision,
                 "text_config": {"vocab_size": vocab_size, "hidden_size": 32, "intermediate_size": 64,
                                 "projection_dim": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                                "max_position_embeddings": 32, "bos_token_id": 0, "eos_token_id": 1,
+                                "max_position_embeddings": 32, "hidden_act": "gelu", "bos_token_id": 0, "eos_token_id": 1,
                                 "pad_token_id": 1},
                 "geometry_encoder_config": {"num_layers": 1, "intermediate_size": 64},
                 "detr_encoder_config": {"num_layers": 1, "intermediate_size": 64},
@@ -48,7 +48,7 @@ def config(vocab_size: int) -> Any:
                "mask_decoder_config": {"mlp_dim": 64, "num_hidden_layers": 1, "iou_head_hidden_dim": 32},
                "image_size": SIZE, "memory_attention_num_layers": 1,
                "memory_attention_feed_forward_hidden_size": 64, "memory_attention_rope_feat_sizes": [grid, grid],
-               "memory_fuser_num_layers": 1, "memory_fuser_intermediate_dim": 64, "num_maskmem": 2}
+               "memory_fuser_num_layers": 1, "num_maskmem": 2}
     return Sam3VideoConfig(detector_config=detector, tracker_config=tracker, low_res_mask_size=grid * 4)
 
 
@@ -57,7 +57,9 @@ def processor(tok: Any) -> Any:
     from transformers import Sam2VideoVideoProcessor, Sam3ImageProcessor, Sam3VideoProcessor
 
     size = {"height": SIZE, "width": SIZE}
-    return Sam3VideoProcessor(Sam3ImageProcessor(size=size), Sam2VideoVideoProcessor(size=size), tok, target_size=SIZE)
+    half = [0.5, 0.5, 0.5]  # SAM 3's normalization on video frames too (transformers' convert_sam3_video_to_hf.py)
+    return Sam3VideoProcessor(Sam3ImageProcessor(size=size), Sam2VideoVideoProcessor(size=size, image_mean=half, image_std=half),
+                              tok, target_size=SIZE)
 
 
 def model(seed: int = 0, presence_logit: float = 4.0) -> tuple[Any, Any]:
@@ -78,4 +80,8 @@ def model(seed: int = 0, presence_logit: float = 4.0) -> tuple[Any, Any]:
         head = detector.detr_decoder.presence_head.layer3
         head.weight.zero_()
         head.bias.fill_(float(presence_logit))
+        # one Gaussian matrix for the tracker's prompt and image positional encodings, as in the
+        # released checkpoint (transformers' converter copies Meta's one matrix into both)
+        tracker = net.tracker_model
+        tracker.prompt_encoder.shared_embedding.positional_embedding.copy_(tracker.shared_image_embedding.positional_embedding)
     return net, processor(tok)
