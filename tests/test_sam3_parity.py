@@ -77,7 +77,7 @@ def test_image_scores_boxes_and_masks_follow_facebookresearch_sam3(checkpoint, e
         scores, boxes = _queries(adapter, frame, case["prompt"])
         np.testing.assert_allclose(scores, case["all_scores"], atol=1e-4, err_msg=case["image"])
         np.testing.assert_allclose(boxes, _xyxy(case["all_boxes_cxcywh"]), atol=1e-4, err_msg=case["image"])
-        masks, best, detections, kept = adapter._image(frame, case["prompt"])
+        masks, best, detections, kept, _ = adapter._image(frame, case["prompt"])
         assert detections == [len(case["scores"])]
         np.testing.assert_allclose(sorted(kept, reverse=True), case["scores"], atol=1e-4)
         assert best == pytest.approx(case["scores"][0], abs=1e-4)
