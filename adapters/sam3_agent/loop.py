@@ -132,13 +132,16 @@ def prune(messages: list[dict], used: list, latest: str, raw: P.ImageRef, query:
 def tool_call(reply: str) -> tuple[str, Any]:
     """(the reply cut after its first </tool>, the parsed call) as agent_inference reads a reply:
     the text between the last <tool> and the first </tool> of the cut reply, stripped, "}}}" -> "}}",
-    json.loads. Raises AgentError("tool_call", "json") when that is not JSON."""
+    json.loads. Raises AgentError("tool_call", "json") when that is not JSON, or JSON past Python's
+    parser (nested deeper than its recursion limit, an integer of more than 4300 digits), where the
+    repository's json.loads raises RecursionError or ValueError."""
     cut = reply.split("</tool>", 1)[0] + "</tool>"
     raw = cut.split("<tool>")[-1].split("</tool>")[0].strip().replace(r"}}}", r"}}")
     try:
         return cut, json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise AgentError("tool_call", "json", f"invalid JSON in tool call: {raw[:200]!r}") from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        why = "invalid JSON" if isinstance(exc, json.JSONDecodeError) else f"JSON past Python's parser ({type(exc).__name__})"
+        raise AgentError("tool_call", "json", f"{why} in tool call: {raw[:200]!r}") from exc
 
 
 def verdict(reply: str) -> bool:
