@@ -8,8 +8,14 @@ import json
 import numpy as np
 import pytest
 
+from rvt_bench.adapters.sam3.adapter import Sam3Adapter
+from rvt_bench.adapters.sam3_agent import adapter as A
 from rvt_bench.adapters.sam3_agent import loop
 from rvt_bench.adapters.sam3_agent.prompts import ImageRef
+from rvt_bench.adapters.vlm.backend import VLMBackend
+from rvt_bench.adapters.vlm.reply import Reply
+from rvt_bench.core.store import PredictionLog, read_predictions
+from rvt_bench.core.types import Sample, Target
 
 SYSTEM = {"agent": "AGENT", "checking": "CHECKING"}
 
@@ -55,3 +61,81 @@ def test_json_past_python_s_parser_limits_is_the_json_rule(call):
     out = run_loop([f"<tool>{call}</tool>"])
     assert isinstance(out, loop.AgentError) and (out.stage, out.reason) == ("tool_call", "json"), out
     assert len(str(out)) < 1000 and out.calls[0]["round"] == 1
+
+
+class Scripted(VLMBackend):
+    """The MLLM: `replies` in order (the last repeated), Accept to every checking request."""
+
+    name = "scripted"
+
+    def __init__(self, replies):
+        self.replies, self.n = list(replies), 0
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            if r.system == SYSTEM["checking"]:
+                out.append(Reply(text="<verdict>Accept</verdict>", finish_reason="stop", n_tokens=1))
+                continue
+            text = self.replies[min(self.n, len(self.replies) - 1)]
+            self.n += 1
+            out.append(Reply(text=text, finish_reason="stop", n_tokens=1))
+        return out
+
+    def fingerprint(self):
+        return {"backend": "scripted"}
+
+
+class TwoMasks(Sam3Adapter):
+    """SAM 3 finding two disjoint masks for any phrase, without a model."""
+
+    def detect(self, frame, text):
+        masks = np.zeros((2, *frame.shape[:2]), bool)
+        masks[0, :4, :4] = masks[1, 6:, 6:] = True
+        return masks, [[0, 0, 4, 4], [6, 6, 12, 10]], [0.9, 0.8], 0.9
+
+
+@pytest.fixture
+def sample(tmp_path):
+    from PIL import Image
+
+    Image.fromarray(np.full((10, 12, 3), 90, np.uint8)).save(tmp_path / "f.png")
+    return Sample(id="s1", dataset="d", split="val", modality="image", frames=[str(tmp_path / "f.png")], frame_ids=["f"],
+                  query="the query", task="segmentation", target=Target())
+
+
+def predicted_and_stored(replies, sample, path, **kwargs):
+    """The harness's prediction of `sample` by the agent on `replies`, appended to the run's
+    predictions file and read back as scoring and a resume read it."""
+    from rvt_bench.harness.predict import predict_one
+
+    prompts_dir = path.parent / "prompts"
+    prompts_dir.mkdir(exist_ok=True)
+    (prompts_dir / "system_prompt.txt").write_text(SYSTEM["agent"])
+    (prompts_dir / "system_prompt_iterative_checking.txt").write_text(SYSTEM["checking"])
+    agent = A.Sam3AgentAdapter(backend=Scripted(replies), sam3=TwoMasks(checkpoint="x"), prompts_dir=str(prompts_dir), **kwargs)
+    pred = predict_one(agent, sample, fail_fast=False)
+    log = PredictionLog(path)
+    log.append(pred)
+    log.close()
+    return pred, read_predictions([path])[sample.id]
+
+
+DEEP = "[" * 700 + "]" * 700
+
+
+@pytest.mark.parametrize("reply", [
+    select(DEEP), select("[" * 70 + "1" + "]" * 70), segment("x") + "", '<tool>{"name": %s, "parameters": {}}</tool>' % DEEP,
+    '<tool>{"name": "segment_phrase", "parameters": {"text_prompt": %s}}</tool>' % DEEP, "<tool>%s</tool>" % DEEP],
+    ids=["final_answer_masks 700 deep", "final_answer_masks 70 deep", "control", "name 700 deep", "text_prompt 700 deep",
+         "the call 700 deep"])
+def test_a_deeply_nested_tool_call_fails_its_sample_and_the_run_files_stay_readable(reply, sample, tmp_path):
+    # before: the trace kept the parameter as parsed; 700 levels made the predictions file's write raise
+    # RecursionError (the run died), 70 made the line unreadable at scoring and resume (max_json_depth 64)
+    pred, stored = predicted_and_stored([segment("x"), reply, select("[1]")], sample, tmp_path / "predictions.jsonl")
+    if reply == segment("x"):  # the same phrase again is refused by the repository's rule, then mask 1 is chosen
+        assert pred.error is None and stored.trace["selected"] == [1]
+        return
+    assert pred.error["kind"] == "parse" and stored.error == pred.error, pred.error
+    assert stored.trace["failure"]["stage"] == "tool_call" and len(pred.error["message"]) < 1000
+    assert "nested more than" in pred.error["message"] + json.dumps(stored.trace["calls"][-1])

@@ -30,10 +30,17 @@ from typing import Any, Callable
 import numpy as np
 
 from rvt_bench.adapters.sam3_agent import prompts as P
+from rvt_bench.core.files import depth_over
+from rvt_bench.core.printable import bounded
 from rvt_bench.core.types import AdapterError, ParseError
 
 TOOLS = ("segment_phrase", "examine_each_mask", "select_masks_and_return", "report_no_mask")
 MAX_GENERATIONS = 100  # agent_inference(max_generations=100)
+TRACE_DEPTH = 2
+"""A tool call's name or parameter is kept in the trace as the model wrote it when it nests lists and
+objects at most this deep (a list of mask numbers is 1), else as a note: the reply's JSON may nest
+hundreds of levels, past what the run's files are written with (Python's recursion limit) and read
+back with (dataset.limits.max_json_depth, 64). The reply itself, a string, is always in the trace."""
 
 
 @dataclass
@@ -156,11 +163,24 @@ def verdict(reply: str) -> bool:
     raise AgentError("tool_call", "verdict", f"expected <verdict>Accept</verdict> or <verdict>Reject</verdict>, got {v[:120]!r}")
 
 
+def _shown(value: Any, limit: int = 200) -> str:
+    """`value` (from the model's JSON) as a message quotes it: its repr cut at `limit` characters;
+    a list or object nested deeper than TRACE_DEPTH is described, not written (repr recurses)."""
+    if isinstance(value, (list, dict)) and depth_over(value, TRACE_DEPTH):
+        return f"(a JSON {'array' if isinstance(value, list) else 'object'} nested more than {TRACE_DEPTH} levels deep)"
+    return bounded(repr(value), limit)
+
+
+def _recorded(value: Any) -> Any:
+    """`value` (a tool call's name or parameter) as the trace keeps it (TRACE_DEPTH)."""
+    return _shown(value) if isinstance(value, (list, dict)) and depth_over(value, TRACE_DEPTH) else value
+
+
 def _name(call: Any) -> Any:
     try:
         return call["name"]
     except (KeyError, TypeError, IndexError) as exc:
-        raise AgentError("tool_call", "malformed", f"a tool call needs a \"name\": {json.dumps(call)[:200]}") from exc
+        raise AgentError("tool_call", "malformed", f"a tool call needs a \"name\": {_shown(call)}") from exc
 
 
 def _params(call: Any, keys: list[str]) -> dict:
@@ -171,7 +191,7 @@ def _params(call: Any, keys: list[str]) -> dict:
         raise AgentError("tool_call", "parameters", f"{call.get('name')}: \"parameters\" must be an object with "
                                                     f"{keys}") from exc
     if not ok:
-        raise AgentError("tool_call", "parameters", f"{call['name']}: parameters {list(params.keys())}, expected {keys}")
+        raise AgentError("tool_call", "parameters", f"{call['name']}: parameters {_shown(list(params.keys()))}, expected {keys}")
     return params
 
 
@@ -213,24 +233,25 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
         record: dict[str, Any] = {"round": generation_count + 1, "reply": reply, "tool": None}
         calls.append(record)  # before parsing: a reply the loop refuses is in the trace too
         text, call = tool_call(reply)
-        name = record["tool"] = _name(call)
+        name = _name(call)
+        record["tool"] = _recorded(name)
         if current is None and name not in ("segment_phrase", "report_no_mask"):
-            raise AgentError("tool_call", "first_call", f"the first tool call must be segment_phrase or report_no_mask, got {name!r}")
+            raise AgentError("tool_call", "first_call", f"the first tool call must be segment_phrase or report_no_mask, got {_shown(name)}")
 
         if name == "segment_phrase":
             prompt = _params(call, ["text_prompt"])["text_prompt"]
-            record["parameters"] = {"text_prompt": prompt}
+            record["parameters"] = {"text_prompt": _recorded(prompt)}
             try:
                 seen = prompt in used
             except TypeError as exc:  # an unhashable prompt (a list): the repository's set raises
-                raise AgentError("tool_call", "parameters", f"text_prompt {prompt!r} is not a phrase") from exc
+                raise AgentError("tool_call", "parameters", f"text_prompt {_shown(prompt)} is not a phrase") from exc
             if seen:
                 messages.append(P.assistant(text))
                 messages.append(P.user(P.text(P.duplicate_prompt(prompt, used))))
                 record["result"] = {"refused": "used before"}
             else:
                 if not isinstance(prompt, str):  # call_sam_service cannot run SAM 3 on it: no outputs file
-                    raise AgentError("tool_call", "parameters", f"text_prompt {prompt!r} is not a string")
+                    raise AgentError("tool_call", "parameters", f"text_prompt {_shown(prompt)} is not a string")
                 used.append(prompt)
                 latest = prompt
                 t0 = time.perf_counter()
@@ -273,14 +294,14 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
 
         elif name == "select_masks_and_return":
             chosen = _params(call, ["final_answer_masks"])["final_answer_masks"]
-            record["parameters"] = {"final_answer_masks": chosen}
+            record["parameters"] = {"final_answer_masks": _recorded(chosen)}
             available = set(range(1, len(current) + 1))
             try:  # the repository's own expressions: Python decides what a non-integer selects (True is 1)
                 picked = sorted({i for i in chosen if i in available})
                 positions = [i - 1 for i in picked]
                 [current.scores[j] for j in positions]  # noqa: B018 (indexing a list as there: 1.0 raises)
             except TypeError as exc:
-                raise AgentError("tool_call", "parameters", f"final_answer_masks {chosen!r} is not a list of mask numbers") from exc
+                raise AgentError("tool_call", "parameters", f"final_answer_masks {_shown(chosen)} is not a list of mask numbers") from exc
             final = current.subset([int(i) for i in positions])
             record["result"] = {"selected": [int(i) for i in picked]}
             return AgentResult(name, final, latest, calls, generation_count + 1, timings)
@@ -290,7 +311,7 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
             return AgentResult(name, None, latest, calls, generation_count + 1, timings)
 
         else:
-            raise AgentError("tool_call", "unknown_tool", f"unknown tool {name!r} (tools: {', '.join(TOOLS)})")
+            raise AgentError("tool_call", "unknown_tool", f"unknown tool {_shown(name)} (tools: {', '.join(TOOLS)})")
 
         for message in messages:
             if message["role"] == "assistant" and "content" in message:
