@@ -139,3 +139,26 @@ def test_a_deeply_nested_tool_call_fails_its_sample_and_the_run_files_stay_reada
     assert pred.error["kind"] == "parse" and stored.error == pred.error, pred.error
     assert stored.trace["failure"]["stage"] == "tool_call" and len(pred.error["message"]) < 1000
     assert "nested more than" in pred.error["message"] + json.dumps(stored.trace["calls"][-1])
+
+
+def test_a_megabyte_reply_every_round_keeps_the_trace_bounded(sample, tmp_path):
+    # the same phrase every round, behind 1 MB of text: refused each time until model.max_generations
+    # (the repository's 100); before, every reply was kept whole twice (calls and rollout): 200 MB
+    padding = "y" * (1 << 20)
+    path = tmp_path / "predictions.jsonl"
+    pred, stored = predicted_and_stored([padding + segment("x")], sample, path)
+    assert stored.trace["failure"] == {"stage": "turns", "reason": "max_generations"}
+    assert len(stored.trace["calls"]) == loop.MAX_GENERATIONS + 1
+    assert path.stat().st_size < 3 * loop.TRACE_CHARS
+    first, last = stored.trace["calls"][0]["reply"], stored.trace["calls"][-1]["reply"]
+    assert first.startswith("y" * loop.TRACE_REPLY_CHARS) and f"({len(padding) + len(segment('x')) - loop.TRACE_REPLY_CHARS:,} more characters)" in first
+    assert "the sample's trace keeps" in last
+
+
+def test_a_long_phrase_or_mask_list_is_cut_in_the_trace(sample, tmp_path):
+    phrase, many = "p" * (1 << 20), json.dumps(list(range(1, 200_000)))
+    pred, stored = predicted_and_stored([segment(phrase), select(many)], sample, tmp_path / "predictions.jsonl")
+    assert pred.error is None and stored.trace["selected"] == [1, 2]  # the loop read the whole list
+    calls = stored.trace["calls"]
+    assert len(calls[0]["parameters"]["text_prompt"]) < loop.TRACE_REPLY_CHARS + 100
+    assert len(json.dumps(calls[1]["parameters"])) < 1000

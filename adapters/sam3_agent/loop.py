@@ -41,6 +41,14 @@ TRACE_DEPTH = 2
 objects at most this deep (a list of mask numbers is 1), else as a note: the reply's JSON may nest
 hundreds of levels, past what the run's files are written with (Python's recursion limit) and read
 back with (dataset.limits.max_json_depth, 64). The reply itself, a string, is always in the trace."""
+TRACE_REPLY_CHARS = 32_768
+"""Characters of one reply (or one string or list parameter's JSON) the trace keeps: an honest reply
+of the repository's 4096 tokens is about 16k; the rest is counted ("... (N more characters)")."""
+TRACE_CHARS = 2_000_000
+"""Characters of all replies of one sample the trace keeps (100 rounds of 16k-character replies fit
+with their examine_each_mask verdicts): a server answering 1 MB a round for max_generations rounds
+wrote 200 MB per sample (reply + rollout), past the 64 MB a predictions line may hold
+(dataset.limits.max_line_mb). Only the trace is cut: the loop reads every reply whole."""
 
 
 @dataclass
@@ -172,8 +180,28 @@ def _shown(value: Any, limit: int = 200) -> str:
 
 
 def _recorded(value: Any) -> Any:
-    """`value` (a tool call's name or parameter) as the trace keeps it (TRACE_DEPTH)."""
-    return _shown(value) if isinstance(value, (list, dict)) and depth_over(value, TRACE_DEPTH) else value
+    """`value` (a tool call's name or parameter) as the trace keeps it (TRACE_DEPTH, TRACE_REPLY_CHARS)."""
+    if isinstance(value, str):
+        return bounded(value, TRACE_REPLY_CHARS)
+    if isinstance(value, (list, dict)) and (depth_over(value, TRACE_DEPTH) or len(json.dumps(value)) > TRACE_REPLY_CHARS):
+        return _shown(value)
+    return value
+
+
+class _Budget:
+    """What is left of the sample's TRACE_CHARS for the replies the trace keeps."""
+
+    def __init__(self) -> None:
+        self.left = TRACE_CHARS
+
+    def kept(self, reply: str) -> str:
+        """`reply` as the trace keeps it: at most TRACE_REPLY_CHARS and what is left of the budget."""
+        keep = max(0, min(TRACE_REPLY_CHARS, self.left))
+        self.left -= min(len(reply), keep)
+        if len(reply) <= keep:
+            return reply
+        why = "" if keep == TRACE_REPLY_CHARS else f" (the sample's trace keeps {TRACE_CHARS:,} characters of replies)"
+        return f"{reply[:keep]}... ({len(reply) - keep:,} more characters{why})"
 
 
 def _name(call: Any) -> Any:
@@ -227,10 +255,11 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
     latest = ""
     used: list = []  # USED_TEXT_PROMPTS (a set there; order kept here for the messages, see prune)
     generation_count = 0
+    budget = _Budget()
     messages = [{"role": "system", "content": system["agent"]}, P.initial_user(raw, query)]
     reply = _generate(tools, messages, timings)
     while True:
-        record: dict[str, Any] = {"round": generation_count + 1, "reply": reply, "tool": None}
+        record: dict[str, Any] = {"round": generation_count + 1, "reply": budget.kept(reply), "tool": None}
         calls.append(record)  # before parsing: a reply the loop refuses is in the trace too
         text, call = tool_call(reply)
         name = _name(call)
@@ -280,7 +309,7 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
                 check = P.checking_messages(system["checking"], raw, query, mask_ref, zoom_ref)
                 answer = _generate(tools, check, timings)
                 accepted = verdict(answer)
-                verdicts.append({"mask": i + 1, "reply": answer, "accept": accepted})
+                verdicts.append({"mask": i + 1, "reply": budget.kept(answer), "accept": accepted})
                 if accepted:
                     keep.append(i)
             current = current.subset(keep)
