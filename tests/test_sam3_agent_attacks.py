@@ -13,6 +13,7 @@ from rvt_bench.adapters.sam3_agent import adapter as A
 from rvt_bench.adapters.sam3_agent import loop
 from rvt_bench.adapters.sam3_agent.prompts import ImageRef
 from rvt_bench.adapters.vlm.backend import VLMBackend
+from rvt_bench.adapters.vlm.openai_chat import OpenAIChatVLM
 from rvt_bench.adapters.vlm.reply import Reply
 from rvt_bench.core.store import PredictionLog, read_predictions
 from rvt_bench.core.types import Sample, Target
@@ -162,3 +163,25 @@ def test_a_long_phrase_or_mask_list_is_cut_in_the_trace(sample, tmp_path):
     calls = stored.trace["calls"]
     assert len(calls[0]["parameters"]["text_prompt"]) < loop.TRACE_REPLY_CHARS + 100
     assert len(json.dumps(calls[1]["parameters"])) < 1000
+
+
+@pytest.mark.parametrize("content", [123, {"text": "<tool>{}</tool>"}, [{"type": "text", "text": "hi"}], True])
+def test_a_reply_whose_content_is_not_text_fails_at_the_reply_stage(content, tmp_path):
+    # the openai client does not check the body's types: an int reached the loop's reply.split (AttributeError)
+    from tests.loopback import JSONHandler, Loopback
+
+    class Handler(JSONHandler):
+        def do_POST(self):
+            self.read_json()
+            self.send_json(200, {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
+
+    server = Loopback(Handler)
+    try:
+        backend = OpenAIChatVLM(model="m", base_url=server.root + "/v1", max_retries=0)
+        agent = A.Sam3AgentAdapter(backend=backend, sam3=TwoMasks(checkpoint="x"))
+        with pytest.raises(loop.AgentError) as err:
+            agent.generate([{"role": "system", "content": "S"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    finally:
+        server.close()
+    assert (err.value.stage, err.value.reason) == ("reply", "backend") and "not a string" in str(err.value)
