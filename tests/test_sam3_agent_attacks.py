@@ -185,3 +185,31 @@ def test_a_reply_whose_content_is_not_text_fails_at_the_reply_stage(content, tmp
     finally:
         server.close()
     assert (err.value.stage, err.value.reason) == ("reply", "backend") and "not a string" in str(err.value)
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "report_no_mask", "arguments": "{}"}}]},
+    {"role": "assistant", "content": "", "reasoning_content": '<tool>{"name": "report_no_mask", "parameters": {}}</tool>'}],
+    ids=["tool_calls", "reasoning_content"])
+def test_a_reply_in_another_field_fails_at_the_reply_stage_saying_where_it_went(message):
+    # the repository stops on a None content ("Generated text is None"); the backend reads it as "", which
+    # the loop blamed on the tool call ("invalid JSON in tool call: ''") on every sample
+    from tests.loopback import JSONHandler, Loopback
+
+    class Handler(JSONHandler):
+        def do_POST(self):
+            self.read_json()
+            self.send_json(200, {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+
+    server = Loopback(Handler)
+    try:
+        agent = A.Sam3AgentAdapter(backend=OpenAIChatVLM(model="m", base_url=server.root + "/v1", max_retries=0),
+                                   sam3=TwoMasks(checkpoint="x"))
+        with pytest.raises(loop.AgentError) as err:
+            agent.generate([{"role": "system", "content": "S"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    finally:
+        server.close()
+    assert (err.value.stage, err.value.reason) == ("reply", "empty")
+    assert "reasoning_content" in str(err.value) and "--reasoning-parser" in str(err.value) and "\n" not in str(err.value)

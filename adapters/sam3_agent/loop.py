@@ -77,7 +77,8 @@ class Detections:
 
 
 class AgentError(ParseError):
-    """The loop stopped where the repository's raises. stage: "reply" (no reply from the MLLM),
+    """The loop stopped where the repository's raises. stage: "reply" (no reply from the MLLM:
+    `reason` none | backend | empty),
     "tool_call" (a reply the loop refuses: `reason` json | malformed | first_call | parameters |
     examine_without_masks | verdict | unknown_tool), "turns" (max_generations | history | images).
     calls / messages: the trace so far."""
