@@ -213,3 +213,37 @@ def test_a_reply_in_another_field_fails_at_the_reply_stage_saying_where_it_went(
         server.close()
     assert (err.value.stage, err.value.reason) == ("reply", "empty")
     assert "reasoning_content" in str(err.value) and "--reasoning-parser" in str(err.value) and "\n" not in str(err.value)
+
+
+class TokenizingTwoMasks(TwoMasks):
+    """TwoMasks after tokenizing the phrase as SAM 3's detect does (the tiny CLIP tokenizer)."""
+
+    def detect(self, frame, text):
+        from types import SimpleNamespace
+
+        from rvt_bench.adapters.sam3 import tiny
+
+        model = SimpleNamespace(config=SimpleNamespace(detector_config=SimpleNamespace(
+            text_config=SimpleNamespace(max_position_embeddings=32))))
+        self._tokens(tiny.tokenizer(), model, text)
+        return super().detect(frame, text)
+
+
+@pytest.mark.parametrize("phrase", ["\ud800", "a\x00b\x1b[31m\n../../x"], ids=["lone surrogate", "controls and a path"])
+def test_a_phrase_the_tokenizer_cannot_read_fails_at_sam3_with_a_reason(phrase, sample, tmp_path):
+    # JSON's "\ud800" is a lone surrogate; the tokenizer raised TypeError, an adapter crash without the trace
+    from rvt_bench.harness.predict import predict_one
+
+    prompts_dir = tmp_path / "prompts"
+    prompts_dir.mkdir()
+    (prompts_dir / "system_prompt.txt").write_text(SYSTEM["agent"])
+    (prompts_dir / "system_prompt_iterative_checking.txt").write_text(SYSTEM["checking"])
+    agent = A.Sam3AgentAdapter(backend=Scripted([segment(phrase), select("[1]")]), sam3=TokenizingTwoMasks(checkpoint="x"),
+                               prompts_dir=str(prompts_dir))
+    before = set(tmp_path.rglob("*"))
+    pred = predict_one(agent, sample, fail_fast=False)
+    if phrase != "\ud800":  # any other text is a phrase like another (nothing is named after it)
+        assert pred.error is None and set(tmp_path.rglob("*")) == before
+        return
+    assert pred.error["kind"] == "adapter" and "U+D800" in pred.error["message"], pred.error
+    assert pred.trace["failure"] == {"stage": "sam3", "reason": "error"} and pred.trace["calls"][0]["tool"] == "segment_phrase"
