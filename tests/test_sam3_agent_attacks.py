@@ -16,7 +16,7 @@ from rvt_bench.adapters.vlm.backend import VLMBackend
 from rvt_bench.adapters.vlm.openai_chat import OpenAIChatVLM
 from rvt_bench.adapters.vlm.reply import Reply
 from rvt_bench.core.store import PredictionLog, read_predictions
-from rvt_bench.core.types import Sample, Target
+from rvt_bench.core.types import AdapterError, RunStopped, Sample, Target
 
 SYSTEM = {"agent": "AGENT", "checking": "CHECKING"}
 
@@ -247,3 +247,29 @@ def test_a_phrase_the_tokenizer_cannot_read_fails_at_sam3_with_a_reason(phrase, 
         return
     assert pred.error["kind"] == "adapter" and "U+D800" in pred.error["message"], pred.error
     assert pred.trace["failure"] == {"stage": "sam3", "reason": "error"} and pred.trace["calls"][0]["tool"] == "segment_phrase"
+
+
+class Failing(Scripted):
+    """A server that answers every request with HTTP 500 (the vlm backend's AdapterError)."""
+
+    def generate(self, requests):
+        return [AdapterError("vlm m: HTTP 500 after 1 attempt(s) at http://127.0.0.1:9/v1: Error code: 500") for _ in requests]
+
+
+def test_a_failing_server_is_a_setup_failure_not_the_model_s_output(sample, tmp_path):
+    # before: kind "parse" (AgentError is a ParseError): run.stop_after_same_failures never stopped a run whose
+    # server failed every request, and a run of nothing but HTTP 500s published its zeros with exit 0
+    from rvt_bench.harness.predict import SameFailures, predict_one
+
+    prompts_dir = tmp_path / "prompts"
+    prompts_dir.mkdir()
+    (prompts_dir / "system_prompt.txt").write_text(SYSTEM["agent"])
+    (prompts_dir / "system_prompt_iterative_checking.txt").write_text(SYSTEM["checking"])
+    agent = A.Sam3AgentAdapter(backend=Failing([]), sam3=TwoMasks(checkpoint="x"), prompts_dir=str(prompts_dir))
+    preds = [predict_one(agent, sample, fail_fast=False) for _ in range(3)]
+    assert preds[0].error["kind"] == "adapter" and preds[0].trace["failure"] == {"stage": "reply", "reason": "backend"}
+    with pytest.raises(RunStopped, match="the server behind model.base_url"):
+        SameFailures(3).check(preds)
+    # the model's own output stays its own: a reply the loop refuses is a parse failure
+    agent = A.Sam3AgentAdapter(backend=Scripted([select("[1]")]), sam3=TwoMasks(checkpoint="x"), prompts_dir=str(prompts_dir))
+    assert predict_one(agent, sample, fail_fast=False).error["kind"] == "parse"

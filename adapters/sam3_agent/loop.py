@@ -81,12 +81,17 @@ class AgentError(ParseError):
     `reason` none | backend | empty),
     "tool_call" (a reply the loop refuses: `reason` json | malformed | first_call | parameters |
     examine_without_masks | verdict | unknown_tool), "turns" (max_generations | history | images).
-    calls / messages: the trace so far."""
+    calls / messages: the trace so far. kind: "parse" (the model's output broke a rule), but
+    "adapter" where no reply came (reply none | backend: the server failed, an HTTP error or a
+    timeout), so that a run whose server fails every request stops as a setup failure
+    (run.stop_after_same_failures) and never publishes its zeros as the model's score."""
 
     def __init__(self, stage: str, reason: str, message: str):
         super().__init__(f"sam3_agent {stage} ({reason}): {message}")
         self.stage, self.reason = stage, reason
         self.calls: list[dict] = []
+        if stage == "reply" and reason in ("none", "backend"):
+            self.kind = "adapter"
 
 
 @dataclass
