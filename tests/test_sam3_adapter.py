@@ -111,6 +111,15 @@ def test_a_long_query_is_cut_at_the_text_context(checkpoint, demo):
 
 
 @pytest.mark.parametrize("sid", ["image/coffee_cup", "video/UVO/all/coin_entry/0"])
+def test_a_query_no_codec_accepts_fails_its_sample_in_one_line(checkpoint, demo, sid):
+    # a JSON annotation's "\ud800" is a lone surrogate: the tokenizer raised TypeError (an adapter crash)
+    sample = replace(demo[sid], query="the cup \ud800 on the left")
+    with pytest.raises(AdapterError, match="U\\+D800, a lone surrogate, at character 8") as err:
+        Sam3Adapter(checkpoint=str(checkpoint)).predict(sample)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("sid", ["image/coffee_cup", "video/UVO/all/coin_entry/0"])
 def test_no_detection_is_the_no_target_answer(blind_checkpoint, demo, sid):
     sample = demo[sid]
     pred = Sam3Adapter(checkpoint=str(blind_checkpoint)).predict(sample)

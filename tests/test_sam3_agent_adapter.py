@@ -150,3 +150,17 @@ def test_the_funnel_stops_each_sample_where_its_failure_says():
 def test_settings_are_checked(kwargs):
     with pytest.raises(AdapterError):
         A.Sam3AgentAdapter(backend="openai", model="m", base_url="http://x/v1", sam3={"checkpoint": "x"}, **kwargs)
+
+
+def test_the_server_s_timeout_and_retries_are_settings():
+    # a user facing a hung server sets model.timeout_s; it was refused as "not a setting" (only +model.timeout_s worked)
+    from hydra.utils import instantiate
+
+    from rvt_bench.harness.config import adapter_node
+    from tests.test_config_schemas import composed
+
+    agent = instantiate(adapter_node(composed("+dataset=demo", "+model=sam3_agent", "model.model=m", "model.timeout_s=7",
+                                              "model.max_retries=0").model))
+    assert (agent.backend.timeout_s, agent.backend.max_retries) == (7.0, 0)
+    default = instantiate(adapter_node(composed("+dataset=demo", "+model=sam3_agent", "model.model=m").model))
+    assert (default.backend.timeout_s, default.backend.max_retries) == (300.0, 4)  # OpenAIChatVLM's own defaults

@@ -30,6 +30,7 @@ from rvt_bench.adapters.base import Adapter, ScoredSample
 from rvt_bench.adapters.checkpoint import checkpoint_dir, device_dtype
 from rvt_bench.adapters.sam3 import cv_utils
 from rvt_bench.adapters.sam3.detect import with_geometry_cls
+from rvt_bench.core.codec import unencodable_reason
 from rvt_bench.core.records import Measure
 from rvt_bench.core.types import AdapterError, Prediction, Sample, first_line
 
@@ -173,7 +174,11 @@ class Sam3Adapter(Adapter):
         """The prompt's token ids padded to, and cut at, the text encoder's context (32 for SAM 3:
         facebookresearch/sam3's tokenizer cuts at its context_length keeping the end token, as
         truncation=True does; transformers' processors pad to 32 but do not cut, so a long query
-        would overflow the position embeddings)."""
+        would overflow the position embeddings). AdapterError for a text UTF-8 cannot encode (a lone
+        surrogate, which a JSON query or an agent's phrase may hold): the tokenizer raises TypeError."""
+        why = unencodable_reason("the concept prompt", text)
+        if why is not None:
+            raise AdapterError(f"sam3: {why}; SAM 3's tokenizer reads UTF-8 text only")
         context = int(model.config.detector_config.text_config.max_position_embeddings)
         return tokenizer(text, padding="max_length", truncation=True, max_length=context, return_tensors="pt")
 

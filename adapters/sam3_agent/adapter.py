@@ -133,7 +133,9 @@ class Sam3AgentAdapter(Adapter):
 
     def generate(self, messages: list[dict]) -> str:
         """One reply of the MLLM to the loop's `messages` (system text, turns, the last user turn);
-        the backend's failure is AgentError("reply", "backend") (the repository's None reply)."""
+        the backend's failure is AgentError("reply", "backend") (the repository's None reply), an
+        empty reply AgentError("reply", "empty") (the backends read a null message.content, the
+        repository's None, as ""; the message says where the text may have gone)."""
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         rest = messages[1:] if system is not None else messages
 
@@ -146,6 +148,11 @@ class Sam3AgentAdapter(Adapter):
         reply = self.backend.generate([VLMRequest(system, content(rest[-1]["content"]), self.max_new_tokens, turns)])[0]
         if isinstance(reply, AdapterError):
             raise loop.AgentError("reply", "backend", str(reply))
+        if reply.text == "":
+            raise loop.AgentError("reply", "empty", "the MLLM's reply text (message.content) is empty; the loop reads its "
+                                  "<tool> call there: a server's reasoning or tool-call parser may have moved it to "
+                                  "reasoning_content or tool_calls (start the server without --reasoning-parser / "
+                                  "--tool-call-parser), or the model wrote nothing")
         return reply.text
 
     def predict(self, sample: Sample) -> Prediction:

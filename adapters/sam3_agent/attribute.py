@@ -5,7 +5,7 @@
 (Sam3AgentAdapter.attribute, which the command asks.) Each failed sample (a funnel stage failed, or
 the result is not correct; rvt_bench.adapters.sam3_agent.funnel) of each run gets one label:
   <stage>:<reason>  the loop stopped where the repository's raises (trace "failure": e.g.
-                    tool_call:json, tool_call:first_call, turns:max_generations, reply:backend, sam3:error)
+                    tool_call:json, tool_call:first_call, turns:max_generations, reply:backend, reply:empty, sam3:error)
   no_mask_reported  the agent ended with report_no_mask (or an empty selection) on a sample with a target
   wrong_masks       the agent selected masks and they are not the target (the result not correct)
   unsupported       a prediction without the agent's trace (a task it does not answer, an adapter crash)

@@ -2,7 +2,7 @@
 
 Stages, in order (a failed sample fails exactly one: the stage its trace's "failure" names), then
 "result correct" (rvt_bench.core.records.ScoreRecord.correct):
-  reply_received    every MLLM request got a reply (the backend answered; the repository raises on None)
+  reply_received    every MLLM request got a reply (the backend answered with text; the repository raises on None)
   tool_calls_valid  every reply held a tool call the loop accepts (JSON, a known tool, its parameters,
                     segment_phrase or report_no_mask first, examine_each_mask with masks shown, a
                     verdict Accept or Reject)

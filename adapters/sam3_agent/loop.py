@@ -30,10 +30,25 @@ from typing import Any, Callable
 import numpy as np
 
 from rvt_bench.adapters.sam3_agent import prompts as P
+from rvt_bench.core.files import depth_over
+from rvt_bench.core.printable import bounded
 from rvt_bench.core.types import AdapterError, ParseError
 
 TOOLS = ("segment_phrase", "examine_each_mask", "select_masks_and_return", "report_no_mask")
 MAX_GENERATIONS = 100  # agent_inference(max_generations=100)
+TRACE_DEPTH = 2
+"""A tool call's name or parameter is kept in the trace as the model wrote it when it nests lists and
+objects at most this deep (a list of mask numbers is 1), else as a note: the reply's JSON may nest
+hundreds of levels, past what the run's files are written with (Python's recursion limit) and read
+back with (dataset.limits.max_json_depth, 64). The reply itself, a string, is always in the trace."""
+TRACE_REPLY_CHARS = 32_768
+"""Characters of one reply (or one string or list parameter's JSON) the trace keeps: an honest reply
+of the repository's 4096 tokens is about 16k; the rest is counted ("... (N more characters)")."""
+TRACE_CHARS = 2_000_000
+"""Characters of all replies of one sample the trace keeps (100 rounds of 16k-character replies fit
+with their examine_each_mask verdicts): a server answering 1 MB a round for max_generations rounds
+wrote 200 MB per sample (reply + rollout), past the 64 MB a predictions line may hold
+(dataset.limits.max_line_mb). Only the trace is cut: the loop reads every reply whole."""
 
 
 @dataclass
@@ -62,15 +77,21 @@ class Detections:
 
 
 class AgentError(ParseError):
-    """The loop stopped where the repository's raises. stage: "reply" (no reply from the MLLM),
+    """The loop stopped where the repository's raises. stage: "reply" (no reply from the MLLM:
+    `reason` none | backend | empty),
     "tool_call" (a reply the loop refuses: `reason` json | malformed | first_call | parameters |
     examine_without_masks | verdict | unknown_tool), "turns" (max_generations | history | images).
-    calls / messages: the trace so far."""
+    calls / messages: the trace so far. kind: "parse" (the model's output broke a rule), but
+    "adapter" where no reply came (reply none | backend: the server failed, an HTTP error or a
+    timeout), so that a run whose server fails every request stops as a setup failure
+    (run.stop_after_same_failures) and never publishes its zeros as the model's score."""
 
     def __init__(self, stage: str, reason: str, message: str):
         super().__init__(f"sam3_agent {stage} ({reason}): {message}")
         self.stage, self.reason = stage, reason
         self.calls: list[dict] = []
+        if stage == "reply" and reason in ("none", "backend"):
+            self.kind = "adapter"
 
 
 @dataclass
@@ -132,13 +153,16 @@ def prune(messages: list[dict], used: list, latest: str, raw: P.ImageRef, query:
 def tool_call(reply: str) -> tuple[str, Any]:
     """(the reply cut after its first </tool>, the parsed call) as agent_inference reads a reply:
     the text between the last <tool> and the first </tool> of the cut reply, stripped, "}}}" -> "}}",
-    json.loads. Raises AgentError("tool_call", "json") when that is not JSON."""
+    json.loads. Raises AgentError("tool_call", "json") when that is not JSON, or JSON past Python's
+    parser (nested deeper than its recursion limit, an integer of more than 4300 digits), where the
+    repository's json.loads raises RecursionError or ValueError."""
     cut = reply.split("</tool>", 1)[0] + "</tool>"
     raw = cut.split("<tool>")[-1].split("</tool>")[0].strip().replace(r"}}}", r"}}")
     try:
         return cut, json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise AgentError("tool_call", "json", f"invalid JSON in tool call: {raw[:200]!r}") from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        why = "invalid JSON" if isinstance(exc, json.JSONDecodeError) else f"JSON past Python's parser ({type(exc).__name__})"
+        raise AgentError("tool_call", "json", f"{why} in tool call: {raw[:200]!r}") from exc
 
 
 def verdict(reply: str) -> bool:
@@ -153,11 +177,44 @@ def verdict(reply: str) -> bool:
     raise AgentError("tool_call", "verdict", f"expected <verdict>Accept</verdict> or <verdict>Reject</verdict>, got {v[:120]!r}")
 
 
+def _shown(value: Any, limit: int = 200) -> str:
+    """`value` (from the model's JSON) as a message quotes it: its repr cut at `limit` characters;
+    a list or object nested deeper than TRACE_DEPTH is described, not written (repr recurses)."""
+    if isinstance(value, (list, dict)) and depth_over(value, TRACE_DEPTH):
+        return f"(a JSON {'array' if isinstance(value, list) else 'object'} nested more than {TRACE_DEPTH} levels deep)"
+    return bounded(repr(value), limit)
+
+
+def _recorded(value: Any) -> Any:
+    """`value` (a tool call's name or parameter) as the trace keeps it (TRACE_DEPTH, TRACE_REPLY_CHARS)."""
+    if isinstance(value, str):
+        return bounded(value, TRACE_REPLY_CHARS)
+    if isinstance(value, (list, dict)) and (depth_over(value, TRACE_DEPTH) or len(json.dumps(value)) > TRACE_REPLY_CHARS):
+        return _shown(value)
+    return value
+
+
+class _Budget:
+    """What is left of the sample's TRACE_CHARS for the replies the trace keeps."""
+
+    def __init__(self) -> None:
+        self.left = TRACE_CHARS
+
+    def kept(self, reply: str) -> str:
+        """`reply` as the trace keeps it: at most TRACE_REPLY_CHARS and what is left of the budget."""
+        keep = max(0, min(TRACE_REPLY_CHARS, self.left))
+        self.left -= min(len(reply), keep)
+        if len(reply) <= keep:
+            return reply
+        why = "" if keep == TRACE_REPLY_CHARS else f" (the sample's trace keeps {TRACE_CHARS:,} characters of replies)"
+        return f"{reply[:keep]}... ({len(reply) - keep:,} more characters{why})"
+
+
 def _name(call: Any) -> Any:
     try:
         return call["name"]
     except (KeyError, TypeError, IndexError) as exc:
-        raise AgentError("tool_call", "malformed", f"a tool call needs a \"name\": {json.dumps(call)[:200]}") from exc
+        raise AgentError("tool_call", "malformed", f"a tool call needs a \"name\": {_shown(call)}") from exc
 
 
 def _params(call: Any, keys: list[str]) -> dict:
@@ -168,7 +225,7 @@ def _params(call: Any, keys: list[str]) -> dict:
         raise AgentError("tool_call", "parameters", f"{call.get('name')}: \"parameters\" must be an object with "
                                                     f"{keys}") from exc
     if not ok:
-        raise AgentError("tool_call", "parameters", f"{call['name']}: parameters {list(params.keys())}, expected {keys}")
+        raise AgentError("tool_call", "parameters", f"{call['name']}: parameters {_shown(list(params.keys()))}, expected {keys}")
     return params
 
 
@@ -204,30 +261,32 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
     latest = ""
     used: list = []  # USED_TEXT_PROMPTS (a set there; order kept here for the messages, see prune)
     generation_count = 0
+    budget = _Budget()
     messages = [{"role": "system", "content": system["agent"]}, P.initial_user(raw, query)]
     reply = _generate(tools, messages, timings)
     while True:
-        record: dict[str, Any] = {"round": generation_count + 1, "reply": reply, "tool": None}
+        record: dict[str, Any] = {"round": generation_count + 1, "reply": budget.kept(reply), "tool": None}
         calls.append(record)  # before parsing: a reply the loop refuses is in the trace too
         text, call = tool_call(reply)
-        name = record["tool"] = _name(call)
+        name = _name(call)
+        record["tool"] = _recorded(name)
         if current is None and name not in ("segment_phrase", "report_no_mask"):
-            raise AgentError("tool_call", "first_call", f"the first tool call must be segment_phrase or report_no_mask, got {name!r}")
+            raise AgentError("tool_call", "first_call", f"the first tool call must be segment_phrase or report_no_mask, got {_shown(name)}")
 
         if name == "segment_phrase":
             prompt = _params(call, ["text_prompt"])["text_prompt"]
-            record["parameters"] = {"text_prompt": prompt}
+            record["parameters"] = {"text_prompt": _recorded(prompt)}
             try:
                 seen = prompt in used
             except TypeError as exc:  # an unhashable prompt (a list): the repository's set raises
-                raise AgentError("tool_call", "parameters", f"text_prompt {prompt!r} is not a phrase") from exc
+                raise AgentError("tool_call", "parameters", f"text_prompt {_shown(prompt)} is not a phrase") from exc
             if seen:
                 messages.append(P.assistant(text))
                 messages.append(P.user(P.text(P.duplicate_prompt(prompt, used))))
                 record["result"] = {"refused": "used before"}
             else:
                 if not isinstance(prompt, str):  # call_sam_service cannot run SAM 3 on it: no outputs file
-                    raise AgentError("tool_call", "parameters", f"text_prompt {prompt!r} is not a string")
+                    raise AgentError("tool_call", "parameters", f"text_prompt {_shown(prompt)} is not a string")
                 used.append(prompt)
                 latest = prompt
                 t0 = time.perf_counter()
@@ -256,7 +315,7 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
                 check = P.checking_messages(system["checking"], raw, query, mask_ref, zoom_ref)
                 answer = _generate(tools, check, timings)
                 accepted = verdict(answer)
-                verdicts.append({"mask": i + 1, "reply": answer, "accept": accepted})
+                verdicts.append({"mask": i + 1, "reply": budget.kept(answer), "accept": accepted})
                 if accepted:
                     keep.append(i)
             current = current.subset(keep)
@@ -270,14 +329,14 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
 
         elif name == "select_masks_and_return":
             chosen = _params(call, ["final_answer_masks"])["final_answer_masks"]
-            record["parameters"] = {"final_answer_masks": chosen}
+            record["parameters"] = {"final_answer_masks": _recorded(chosen)}
             available = set(range(1, len(current) + 1))
             try:  # the repository's own expressions: Python decides what a non-integer selects (True is 1)
                 picked = sorted({i for i in chosen if i in available})
                 positions = [i - 1 for i in picked]
                 [current.scores[j] for j in positions]  # noqa: B018 (indexing a list as there: 1.0 raises)
             except TypeError as exc:
-                raise AgentError("tool_call", "parameters", f"final_answer_masks {chosen!r} is not a list of mask numbers") from exc
+                raise AgentError("tool_call", "parameters", f"final_answer_masks {_shown(chosen)} is not a list of mask numbers") from exc
             final = current.subset([int(i) for i in positions])
             record["result"] = {"selected": [int(i) for i in picked]}
             return AgentResult(name, final, latest, calls, generation_count + 1, timings)
@@ -287,7 +346,7 @@ def _run(raw, query, system, tools, max_generations, calls, timings) -> AgentRes
             return AgentResult(name, None, latest, calls, generation_count + 1, timings)
 
         else:
-            raise AgentError("tool_call", "unknown_tool", f"unknown tool {name!r} (tools: {', '.join(TOOLS)})")
+            raise AgentError("tool_call", "unknown_tool", f"unknown tool {_shown(name)} (tools: {', '.join(TOOLS)})")
 
         for message in messages:
             if message["role"] == "assistant" and "content" in message:

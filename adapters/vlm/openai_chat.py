@@ -123,6 +123,8 @@ class OpenAIChatVLM(VLMBackend):
             choice = resp.choices[0]
             text = choice.message.content or ""
             finish = choice.finish_reason
+            if not isinstance(text, str):  # the client does not check the body's types
+                raise TypeError(f"message.content is a JSON {type(text).__name__}, not a string")
         except (AttributeError, IndexError, TypeError) as exc:
             raise AdapterError(f"vlm {self.model}: malformed chat response from {self.base_url}: {exc}") from exc
         usage = getattr(resp, "usage", None)
