@@ -56,6 +56,21 @@ def test_without_sam3_installed_the_error_says_how_to_install(monkeypatch):
         prompts.load(None)
 
 
+def test_a_fifo_or_non_utf8_prompt_file_is_one_line_not_a_hang(tmp_path):
+    # the prompts are read through the checked reader: a FIFO would block Path.read_text for ever
+    import os
+
+    os.mkfifo(tmp_path / "system_prompt.txt")
+    (tmp_path / "system_prompt_iterative_checking.txt").write_text("check\n")
+    with pytest.raises(AdapterError) as err:
+        prompts.load(str(tmp_path))
+    assert "model.prompts_dir" in str(err.value) and "\n" not in str(err.value)
+    os.unlink(tmp_path / "system_prompt.txt")
+    (tmp_path / "system_prompt.txt").write_bytes(b"\xff\xfe agent")
+    with pytest.raises(AdapterError, match="model.prompts_dir"):
+        prompts.load(str(tmp_path))
+
+
 def test_prompts_are_stripped_and_digested(tmp_path):
     (tmp_path / "system_prompt.txt").write_text("  agent\n\n")
     (tmp_path / "system_prompt_iterative_checking.txt").write_text("check\n")

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rvt_bench.core.types import AdapterError
+from rvt_bench.core import files
+from rvt_bench.core.types import AdapterError, RvtBenchError
 
 REFERENCE_COMMIT = "99d02f28c8d34610ab35559b72642b01f10fdb1e"
 FILES = {"agent": "system_prompt.txt", "checking": "system_prompt_iterative_checking.txt"}
@@ -60,8 +61,8 @@ def load(prompts_dir: str | None) -> dict[str, str]:
     for key, name in FILES.items():
         path = directory / name
         try:
-            out[key] = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
+            out[key] = files.read_text(path, "SAM 3 Agent system prompt", max_mb=1.0).strip()
+        except (OSError, RvtBenchError) as exc:
             raise AdapterError(f"sam3_agent: cannot read {path} ({type(exc).__name__}); model.prompts_dir must hold "
                                f"sam3/agent/system_prompts/{name} of facebookresearch/sam3 ({INSTALL})") from exc
     return out
