@@ -124,6 +124,34 @@ def test_the_kv_cache_of_a_shared_prefix_is_reused_across_prompts(smollm2):
     assert 0 < evaluated < 20
 
 
+def test_each_call_reports_its_prefilled_and_cached_tokens_and_seconds():
+    # The cost the rollout records per call (PolicyCost): with the prefix cache the second prompt
+    # prefills only what follows the shared system prompt; without it, the whole prompt again.
+    system = {"role": "system", "content": "You plan vision tools. " * 20}
+    prompts = [None, None]
+    costs = {}
+    for cache in (True, False):
+        policy = GGUFPolicy(model="smollm2", n_ctx=512, n_threads=1, prefix_cache=cache)
+        prompts = [policy.render([system, {"role": "user", "content": q}]) for q in ("Find the dog.", "Find the cat.")]
+        costs[cache] = [policy.generate(p, ["\n"], 3).cost for p in prompts]
+        assert policy.fingerprint().get("prefix_cache", True) is cache  # off is named, on is every earlier run
+        policy.close()
+    on, off = costs[True][1], costs[False][1]
+    assert on.prompt_tokens == off.prompt_tokens > 100
+    assert off.cached_tokens == 0 and on.cached_tokens > 100
+    assert on.prompt_tokens - on.cached_tokens < 20
+    assert costs[True][0].cached_tokens == 0  # a fresh instance holds nothing
+    assert all(c.prefill_s > 0 and c.decode_s >= 0 for cs in costs.values() for c in cs)
+    rec = on.record()
+    assert rec["prefilled"] == on.prompt_tokens - on.cached_tokens and set(rec) == {
+        "prompt_tokens", "cached_tokens", "prefilled", "prefill_s", "decode_s"}
+
+
+def test_prefix_cache_must_be_a_boolean():
+    with pytest.raises(AdapterError, match="prefix_cache"):
+        GGUFPolicy(model="smollm2", prefix_cache="no")
+
+
 def test_prompt_lookup_drafts_give_the_token_by_token_greedy_text(monkeypatch):
     # A continuation that copies the prompt (as the policy copies the worked example's plan) is
     # drafted from it and verified in batches; the text is that of decoding one token at a time.
