@@ -69,7 +69,9 @@ class GGUFPolicy(Policy):
                    is prefilled whole (for timing what the cache saves,
                    perf/demo_cost.py). Prefilling whole evaluates the prompt in other batch shapes
                    than the cached path did, which rounds differently: greedy text can change (5
-                   of the demo's 10 rollouts did), so False is in the fingerprint.
+                   of the demo's 10 rollouts did), so the setting is in the fingerprint where it
+                   differs from what the runtime did before it existed (llama_cpp: off; the
+                   transformers runtime, which prefilled whole before: on).
     (conf/policy/<name>.yaml may hold a `rollout:` block, DT-R1 limits sized for this model that
     conf/model/dtr1.yaml reads; it is no argument here: rvt_bench.harness.config.adapter_node drops it.)
     """
@@ -140,8 +142,16 @@ class GGUFPolicy(Policy):
             **({"continuation": "sampled_ids", "llama_cpp": llama_lib.BUILD} if self.runtime == "llama_cpp" else {}),
             # Only when set, so the fingerprints (run names) of configurations without them stay.
             **({"requantize": self.requantize} if self.requantize else {}),
-            **({} if self.prefix_cache else {"prefix_cache": False}),
+            **self._cache_fingerprint(),
         }
+
+    def _cache_fingerprint(self) -> dict:
+        """llama_cpp reused its KV cache in every run before the setting: only off is named. The
+        transformers runtime prefilled every prompt whole before it: on is named (its cached path
+        evaluates new tokens in other shapes, which may round otherwise)."""
+        if self.runtime == "llama_cpp":
+            return {} if self.prefix_cache else {"prefix_cache": False}
+        return {"prefix_cache": True} if self.prefix_cache else {}
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
         template = self.chat_template or self.metadata().get("tokenizer.chat_template")
@@ -226,5 +236,6 @@ class GGUFPolicy(Policy):
             if self.runtime == "llama_cpp":
                 self._backend = LlamaInstance(path, self.n_ctx, self.n_threads, self.n_threads_batch, self.prefix_cache)
             else:
-                self._backend = TransformersRuntime(path, self.n_ctx, self.n_threads, self.seed, self.metadata())
+                self._backend = TransformersRuntime(path, self.n_ctx, self.n_threads, self.seed, self.metadata(),
+                                                   self.prefix_cache)
         return self._backend
