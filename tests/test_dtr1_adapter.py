@@ -127,7 +127,8 @@ def test_invalid_dag_is_a_parse_failure_with_the_dag_reason():
     with pytest.raises(DAGError) as info:
         adapter([bad_plan]).predict(make_sample())
     assert info.value.kind == "parse" and info.value.reason == "missing_dependency"
-    assert info.value.trace == {"rollout": bad_plan, "events": []}  # a failed rollout keeps its events too
+    # a failed rollout keeps its events too, and what its policy calls cost
+    assert info.value.trace == {"rollout": bad_plan, "events": [], "calls": [{"after": "start", "generated": 3}]}
 
 
 def test_unknown_instance_in_answer_is_a_parse_failure_with_trace():

@@ -155,3 +155,21 @@ def test_the_report_counts_the_rollouts_that_copied_the_example_and_those_right_
     report = adapter.report(scored)
     assert {m.key: m.value for m in report.measures}["copied_example_rate"] == pytest.approx(2 / 3, abs=1e-4)
     assert report.details["copied_example"] == {"plan": 2, "code": 1, "correct": 1}
+
+
+def test_the_report_splits_policy_seconds_and_counts_prefilled_tokens(adapter):
+    calls = [{"after": "start", "generated": 9, "prompt_tokens": 1200, "cached_tokens": 1180, "prefilled": 20,
+              "prefill_s": 0.1, "decode_s": 0.9},
+             {"after": "twin", "generated": 5, "prompt_tokens": 1500, "cached_tokens": 1220, "prefilled": 280,
+              "prefill_s": 1.5, "decode_s": 0.5}]
+    timings = {"policy": 2.5, "prefill": 1.6, "decode": 1.4, "total": 3.0}
+    scored = [item(Prediction("a", task="vqa", text="a dog", trace={"rollout": ROLLOUT, "events": EVENTS, "calls": calls},
+                              timings=timings)),
+              # a run written before calls were kept (or a backend that counts nothing) adds nothing
+              item(Prediction("b", task="vqa", text="a dog", trace={"rollout": ROLLOUT, "events": EVENTS},
+                              timings={"policy": 1.0, "total": 1.0}))]
+    measures = {m.key: (m.value, m.unit) for m in adapter.report(scored).measures}
+    assert measures["prefilled_tokens_per_call"] == (150.0, "tokens")
+    assert measures["prefix_cache_share"] == (round(2400 / 2700, 4), "fraction")
+    assert measures["prefill_s"] == (1.6, "s") and measures["decode_s"] == (1.4, "s")
+    assert measures["generation_s"] == (3.5, "s")

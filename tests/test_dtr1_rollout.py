@@ -194,3 +194,47 @@ def test_a_served_policys_rollouts_go_on_while_one_waits_on_its_sandbox():
     assert policy.peak == 4  # the four rollouts' first requests were in flight together
     for k, r in enumerate(results):
         assert r.trace.endswith(ANSWER) and f"<results>{k}</results>" in r.trace
+
+
+class CostingPolicy(ScriptedPolicy):
+    """A scripted policy that reports each call's cost as a prefix-caching backend would: the
+    prompt's characters as its tokens, those it shares with what the last call held (its prompt
+    and the text it generated) as cached."""
+
+    held = ""
+
+    def generate(self, prompt, stop, max_new_tokens):
+        import os
+        from dataclasses import replace
+
+        from rvt_bench.adapters.policy.base import PolicyCost
+
+        cached = len(os.path.commonprefix([self.held, prompt]))
+        gen = super().generate(prompt, stop, max_new_tokens)
+        self.held = prompt + gen.text + (gen.matched_stop or "")
+        return replace(gen, cost=PolicyCost(len(prompt), cached, 0.25, 0.5))
+
+
+def test_each_policy_call_records_its_tokens_and_seconds():
+    r = run_rollout(CostingPolicy([PLAN, EXEC, ANSWER]), MESSAGES, make_env([]), RolloutLimits())
+    assert [c["after"] for c in r.calls] == ["start", "twin", "results"]
+    first, second, third = r.calls
+    assert first["cached_tokens"] == 0 and first["prefilled"] == first["prompt_tokens"]
+    # a round prefills only what the harness inserted since the last call, not the turn so far
+    rep = '\n<dt_rep>{"instances": [{"id": 1}]}</dt_rep>\n'
+    assert second["prefilled"] == len(rep) and second["cached_tokens"] == first["prompt_tokens"] + len(PLAN)
+    assert [c["generated"] for c in r.calls] == [len(PLAN.split()), len(EXEC.split()), len(ANSWER.split())]
+    assert (r.timings["prefill"], r.timings["decode"]) == (0.75, 1.5)
+
+
+def test_a_backend_that_measures_nothing_records_no_seconds_split():
+    r = run_rollout(ScriptedPolicy([PLAN, ANSWER]), MESSAGES, make_env([]), RolloutLimits())
+    assert r.calls == [{"after": "start", "generated": len(PLAN.split())}, {"after": "twin", "generated": len(ANSWER.split())}]
+    assert "prefill" not in r.timings and "decode" not in r.timings  # not measured is not 0 s
+
+
+def test_a_failed_rollout_keeps_what_its_calls_cost():
+    with pytest.raises(TagError) as info:
+        run_rollout(CostingPolicy([PLAN, "no closing tag"]), MESSAGES, make_env([]), RolloutLimits())
+    assert [c["after"] for c in info.value.calls] == ["start", "twin"]
+    assert info.value.timings["prefill"] == 0.5

@@ -199,3 +199,12 @@ def test_depth_pro_is_a_run_of_its_own():
     foundation = ["+dataset=demo", "+model=dtr1", "perception=foundation", "run.root=/tmp/rvt-bench-fingerprint-runs"]
     pro = fingerprint_of([*foundation, "perception/depth=depth_pro"])
     assert pro != fingerprint_of(foundation) and pro != fingerprint_of([*foundation, "perception/depth=metric_indoor"])
+
+
+def test_the_prefix_cache_keeps_the_demos_name_and_turning_it_off_is_a_run_of_its_own():
+    """policy.prefix_cache (issue 43 item 7): on is what every earlier run did (hashed only when
+    off); off prefills every prompt whole, which rounds otherwise and changed 5 of the demo's 10
+    greedy rollouts, so it is another run."""
+    overrides, pinned = PAPER_PROTOCOL["demo_dtr1"]
+    assert fingerprint_of([*overrides, "policy.prefix_cache=true"]) == pinned
+    assert fingerprint_of([*overrides, "policy.prefix_cache=false"]) != pinned

@@ -51,12 +51,18 @@ RUNS = {
                                  r"15: of them not scored by the evaluator 2, with a crowd annotation 1; rows matching no pair 0; "
                                  r"scored pairs without a row 1"),
     "gpu_real_models.py": (["--tiny", "--frames", "2", "--size", "32x48"], r"SAM2 \(transformers\)\s+ok\s+[\d.]+"),
+    "gpu_dtr1_cost.py": (["--dry-run", "--samples", "2"],
+                         r"command: \S+ \S+run_bench.py \+dataset=demo dataset.split=demo \+model=dtr1 policy=vllm "
+                         r"policy.model=deepseek-ai/DeepSeek-R1-Distill-Qwen-7B perception=foundation run.batch_size=32 "),
     "grpo_learning_curve.py": (["--tiny", "--out", "{tmp}"],
                                r"first 1 steps mean reward [-+][\d.]+, last 1 [-+][\d.]+ \(2 steps, \d+ s\); \S+curve\.csv"),
 }
 NOT_RUN = {
     "bench_jf.py": "compares with davis2017-evaluation's metrics.py, which needs a fetched checkout (--davis-metrics)",
     "cold_install.py": "fresh clones installed with an empty pip cache: downloads packages, minutes per case",
+    "demo_cost.py": "the full demo twice, its prefix cache off (about 7 minutes on 2 busy cores) and on: "
+                    "its figures are in docs/developer/performance.md; the split it prints is the trace's, tested "
+                    "in tests/test_dtr1_rollout.py and tests/test_policy_gguf.py",
     "demo_side_by_side.py": "the full demo of two checkouts, interleaved: minutes, and a second checkout",
     "instant_server.py": "the stand-in server bench_server.py starts: run by bench_server.py's case above",
     "published_checks.py": "the table gpu_real_models.py --published reads, not a script: tests/test_published_checks.py",
@@ -76,3 +82,36 @@ def test_a_perf_script_prints_its_figures_at_a_tiny_size(script, tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert re.search(figures, proc.stdout), proc.stdout[-3000:]
+
+
+def test_the_gpu_cost_plan_composes_with_todays_configs():
+    """perf/gpu_dtr1_cost.py's command (the paper's 1.54 s/query setting) names settings that exist."""
+    from hydra import compose, initialize_config_dir
+
+    from rvt_bench.core.paths import CONF_DIR
+
+    proc = subprocess.run([sys.executable, str(REPO / "perf" / "gpu_dtr1_cost.py"), "--dry-run", "--adapter", "/lora"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("command: "))
+    overrides = line.split("run_bench.py ", 1)[1].split()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    assert cfg.policy.model == "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B" and cfg.policy.adapter == "/lora"
+    assert cfg.model.perception._target_.endswith("FoundationPerception") and cfg.run.batch_size == 32
+
+
+def test_the_gpu_cost_split_of_a_finished_run(tmp_path):
+    """--run-dir: wall per query from manifest.json, stage means and prefilled tokens from predictions.jsonl."""
+    import json
+
+    sys.path.insert(0, str(REPO / "perf"))
+    from gpu_dtr1_cost import split
+
+    calls = [{"after": "start", "generated": 5, "prompt_tokens": 100, "cached_tokens": 96, "prefilled": 4}]
+    rows = [{"sample_id": "a", "timings": {"twin": 1.0, "policy": 2.0}, "trace": {"calls": calls}},
+            {"sample_id": "b", "timings": {"twin": 3.0, "policy": 1.0}, "trace": "failed, no calls"}]
+    (tmp_path / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "manifest.json").write_text(json.dumps({"prediction": {"seconds": 5.0, "samples": 2}}))
+    fig = split(tmp_path)
+    assert fig["n"] == 2 and fig["wall_per_query_s"] == 2.5
+    assert fig["mean_s"] == {"policy": 1.5, "twin": 2.0} and fig["prefilled_per_call"] == 4 and fig["cached_share"] == 0.96

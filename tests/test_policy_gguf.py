@@ -124,6 +124,33 @@ def test_the_kv_cache_of_a_shared_prefix_is_reused_across_prompts(smollm2):
     assert 0 < evaluated < 20
 
 
+def test_each_call_reports_its_prefilled_and_cached_tokens_and_seconds():
+    # The cost the rollout records per call (PolicyCost): with the prefix cache the second prompt
+    # prefills only what follows the shared system prompt; without it, the whole prompt again.
+    system = {"role": "system", "content": "You plan vision tools. " * 20}
+    prompts = [None, None]
+    costs = {}
+    for cache in (True, False):
+        policy = GGUFPolicy(model="smollm2", n_ctx=512, n_threads=1, prefix_cache=cache)
+        prompts = [policy.render([system, {"role": "user", "content": q}]) for q in ("Find the dog.", "Find the cat.")]
+        costs[cache] = [policy.generate(p, ["\n"], 3).cost for p in prompts]
+        policy.close()
+    on, off = costs[True][1], costs[False][1]
+    assert on.prompt_tokens == off.prompt_tokens > 100
+    assert off.cached_tokens == 0 and on.cached_tokens > 100
+    assert on.prompt_tokens - on.cached_tokens < 20
+    assert costs[True][0].cached_tokens == 0  # a fresh instance holds nothing
+    assert all(c.prefill_s > 0 and c.decode_s >= 0 for cs in costs.values() for c in cs)
+    rec = on.record()
+    assert rec["prefilled"] == on.prompt_tokens - on.cached_tokens and set(rec) == {
+        "prompt_tokens", "cached_tokens", "prefilled", "prefill_s", "decode_s"}
+
+
+def test_prefix_cache_must_be_a_boolean():
+    with pytest.raises(AdapterError, match="prefix_cache"):
+        GGUFPolicy(model="smollm2", prefix_cache="no")
+
+
 def test_prompt_lookup_drafts_give_the_token_by_token_greedy_text(monkeypatch):
     # A continuation that copies the prompt (as the policy copies the worked example's plan) is
     # drafted from it and verified in batches; the text is that of decoding one token at a time.
@@ -266,3 +293,39 @@ def test_the_requantised_weights_go_where_rvt_bench_cache_or_xdg_cache_home_says
     policy = GGUFPolicy(model="smollm2", requantize="q8_0")
     with pytest.raises(AdapterError, match=f"policy.cache_dir {tmp_path / 'file' / 'cache' / 'gguf'} is not a writable directory"):
         policy.model_path()
+
+
+def test_the_transformers_runtime_prefills_only_new_tokens_and_gives_the_same_text():
+    # runtime=transformers keeps the KV cache of its last call (a DynamicCache, copied and cropped
+    # per call): a rollout's next round and the next sample's shared system prompt are not
+    # prefilled again, and greedy decoding gives the text it gives without the cache.
+    system = {"role": "system", "content": "You plan vision tools for videos. Write <think>...</think> then <dt_plan>JSON</dt_plan>. " * 4}
+    runs = {}
+    policy = GGUFPolicy(model="smollm2", runtime="transformers", n_ctx=1024, n_threads=1)
+    for cache in (True, False):
+        runtime = policy._load()  # the model is loaded once (~10 s): the setting is switched on it
+        runtime.prefix_cache, runtime._cache = cache, None
+        out = []
+        for query in ("Find the dog.", "Find the cat that jumps."):
+            prompt = policy.render([system, {"role": "user", "content": query}])
+            gen = policy.generate(prompt, ["</dt_plan>", "\n"], 6)
+            follow = policy.generate(prompt + gen.text + (gen.matched_stop or "") + "\n<results>1 2</results>\n", ["\n"], 6)
+            out += [gen, follow]
+        runs[cache] = out
+    policy.close()
+    assert [g.text for g in runs[True]] == [g.text for g in runs[False]]
+    assert [g.cost.prompt_tokens for g in runs[True]] == [g.cost.prompt_tokens for g in runs[False]]
+    assert all(g.cost.cached_tokens == 0 for g in runs[False])
+    first, follow, second, _ = (g.cost for g in runs[True])
+    assert first.cached_tokens == 0
+    # the round after <results> prefills the insertion only; the next sample all but its user message
+    assert follow.prompt_tokens - follow.cached_tokens <= 12 and second.prompt_tokens - second.cached_tokens <= 15
+    assert all(g.cost.prefill_s > 0 and g.cost.decode_s >= 0 for g in runs[True])
+
+
+def test_the_prefix_cache_is_named_where_it_differs_from_what_the_runtime_did_before():
+    # llama.cpp always reused its KV cache (off is named); the transformers runtime never did (on is named)
+    fp = {(runtime, cache): GGUFPolicy(model="smollm2", runtime=runtime, prefix_cache=cache).fingerprint()
+          for runtime in ("llama_cpp", "transformers") for cache in (True, False)}
+    assert "prefix_cache" not in fp["llama_cpp", True] and fp["llama_cpp", False]["prefix_cache"] is False
+    assert "prefix_cache" not in fp["transformers", False] and fp["transformers", True]["prefix_cache"] is True

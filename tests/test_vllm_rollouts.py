@@ -119,6 +119,24 @@ def test_engine_policy_matches_the_server_policy_and_isolates_a_too_long_prompt(
         engine.generate(prompt, ["</dt_plan>"], 10)
 
 
+def test_engine_policy_reports_the_prompt_tokens_its_prefix_cache_held(tiny, fake_vllm):
+    import types
+
+    path, tok, model = tiny
+    llm = FakeLLM(ModelSampler(model, tok))
+    real = llm.generate
+
+    def generate(prompts, **kw):  # vLLM's RequestOutput.num_cached_tokens (automatic prefix caching)
+        return [types.SimpleNamespace(**vars(o), num_cached_tokens=16) for o in real(prompts, **kw)]
+
+    llm.generate = generate
+    engine = VLLMEnginePolicy(llm=llm, tokenizer=tok)
+    prompt = engine.render(MESSAGES, engine.prefill)
+    cost = engine.generate(prompt, ["</dt_plan>"], 4).cost
+    assert (cost.prompt_tokens, cost.cached_tokens) == (len(engine.encode(prompt)), 16)
+    assert cost.record()["prefilled"] == len(engine.encode(prompt)) - 16 and cost.prefill_s is None
+
+
 def test_server_without_token_ids_is_refused_clearly(tiny):
     path, tok, model = tiny
     with pytest.raises(AdapterError, match="token_ids=true needs `tokenizer`"):

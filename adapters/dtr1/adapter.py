@@ -150,8 +150,9 @@ class DTR1Adapter(Adapter):
 
         Prediction.task is the task the model declared; the answer is read as that task
         (answer.answered_task: with task_hint, an undeclared task is read as `sample.task`);
-        trace = {"rollout": the assistant turn, "events": [...], "n_tokens": int}; timings =
-        seconds {"policy", "twin", "sandbox"}.
+        trace = {"rollout": the assistant turn, "events": [...], "n_tokens": int, "calls": [...]}
+        ("calls": each policy call's cost, rvt_bench.adapters.dtr1.rollout.Rollout.calls); timings =
+        seconds {"policy", "twin", "sandbox"}, and "prefill", "decode" where the policy measured them.
         Raises ParseError (kind "parse": missing/invalid plan with the DAGError reason, unclosed tag
         within the token budget, no <task> without task_hint, bad answer) and AdapterError /
         SandboxError from perception or the sandbox, each with `.trace`, `.events`, `.timings` of
@@ -195,7 +196,7 @@ class DTR1Adapter(Adapter):
             declared = parse_task(rollout.task)
             answer = parse_answer(answered_task(declared, sample.task, self.limits.task_hint), rollout.answer, rollout.twin)
         except AdapterError as exc:
-            exc.trace, exc.events, exc.timings = rollout.trace, rollout.events, rollout.timings
+            exc.trace, exc.events, exc.timings, exc.calls = rollout.trace, rollout.events, rollout.timings, rollout.calls
             raise
         return Prediction(
             sample_id=sample.id,
@@ -252,12 +253,12 @@ class DTR1Adapter(Adapter):
 
 def _with_events(exc: AdapterError) -> AdapterError:
     """`exc` with its partial rollout recorded as a successful sample's is ({"rollout": text,
-    "events": [...]}): the funnel counts code rounds from the events, never from the text, where
-    code can print a tag."""
+    "events": [...], "calls": [...]}): the funnel counts code rounds from the events, never from the
+    text, where code can print a tag; the calls are what the rollout cost until it failed."""
     if isinstance(exc.trace, str) and exc.events is not None:
-        exc.trace = {"rollout": exc.trace, "events": exc.events}
+        exc.trace = {"rollout": exc.trace, "events": exc.events, **({"calls": exc.calls} if exc.calls else {})}
     return exc
 
 
 def _trace(rollout: Rollout) -> dict:
-    return {"rollout": rollout.trace, "events": rollout.events, "n_tokens": rollout.n_tokens}
+    return {"rollout": rollout.trace, "events": rollout.events, "n_tokens": rollout.n_tokens, "calls": rollout.calls}

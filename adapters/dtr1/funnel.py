@@ -19,7 +19,11 @@ mean and max (over rollouts that built a twin; the paper reports 3.8 with a cap 
 task = sample task (over answered samples), copied the prompt's example (rollouts whose plan or
 code equals the system prompt's worked example, copied_example / plan_emitted: a policy that
 writes the example back instead of planning for its own query), and the seconds the predictions
-recorded: generation (timings "policy"), perception ("twin"), code ("sandbox"), total. Details:
+recorded: generation (timings "policy"), its split into prefill and decode (the policy calls' own
+seconds, where the backend measured them; calls decoded side by side overlap, so the two can sum to
+more than generation), perception ("twin"), code ("sandbox"), total; and the tokens each policy call
+prefilled (trace "calls": tokens prefilled per call, mean, and the share of prompt tokens reused
+from the backend's prefix cache). Details:
 "tool_usage" {tool: rollouts whose valid plan names it}, "task_confusion" {sample task: {declared
 task: n}}, "copied_example" {"plan", "code": rollouts that copied it, "correct": of those that
 copied either, how many were right anyway}.
@@ -37,7 +41,8 @@ from rvt_bench.core.types import PARSE, SANDBOX, Prediction
 
 STAGES = (("plan_emitted", "plan emitted"), ("dag_valid", "DAG valid"), ("twin_built", "twin built"),
           ("code_rounds_ran", "code rounds ran"), ("answer_parsed", "answer parsed"), ("task_correct", "task correct"))
-LATENCY = (("policy", "generation"), ("twin", "perception"), ("sandbox", "code"), M.TOTAL)
+LATENCY = (("policy", "generation"), ("prefill", "prefill"), ("decode", "decode"), ("twin", "perception"),
+           ("sandbox", "code"), M.TOTAL)
 
 _PLAN_RE = re.compile(r"<\s*dt_plan\s*>(.*?)<\s*/\s*dt_plan\s*>", re.DOTALL | re.IGNORECASE)
 _CODE_RE = re.compile(r"<\s*execute\s*>(.*?)<\s*/\s*execute\s*>", re.DOTALL | re.IGNORECASE)
@@ -76,6 +81,28 @@ def copied_example(pred: Prediction) -> list[str]:
     if any(_SPACE.sub("", code) == _SPACE.sub("", EXAMPLE_CODE) for code in _CODE_RE.findall(text)):
         out.append("code")
     return out
+
+
+def policy_calls(pred: Prediction) -> list[dict]:
+    """The cost records of the rollout's policy calls (trace "calls", rvt_bench.adapters.dtr1.rollout.Rollout.calls);
+    [] for a prediction written before they were kept, or with no rollout."""
+    calls = pred.trace.get("calls") if isinstance(pred.trace, dict) else None
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
+def token_measures(scored: Sequence[ScoredSample]) -> list[Measure]:
+    """Tokens prefilled per policy call (mean over the calls whose backend counted them) and the
+    share of prompt tokens reused from the prefix cache; nothing where no call counted them."""
+    prefilled: list[float] = []
+    prompt = cached = 0
+    for item in scored:
+        for call in policy_calls(item.prediction):
+            if isinstance(call.get("prefilled"), int) and isinstance(call.get("prompt_tokens"), int):
+                prefilled.append(call["prefilled"])
+                prompt += call["prompt_tokens"]
+                cached += int(call.get("cached_tokens") or 0)
+    return [*M.mean("prefilled_tokens_per_call", "tokens prefilled per call (mean)", prefilled, "tokens"),
+            *M.rate("prefix_cache_share", "prompt tokens from the prefix cache", cached, prompt)]
 
 
 def passed(item: ScoredSample) -> dict[str, bool]:
@@ -128,6 +155,7 @@ def measures(scored: Sequence[ScoredSample]) -> list[Measure]:
             *([Measure("max_code_rounds", "code rounds (max)", max(rounds), "rounds")] if rounds else []),
             *M.rate("task_consistency", "declared task = sample task", consistent, answered),
             *M.rate("copied_example_rate", "copied the prompt's example", copied, plans),
+            *token_measures(scored),
             *M.latency(scored, LATENCY)]
 
 

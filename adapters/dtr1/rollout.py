@@ -85,7 +85,9 @@ class Rollout:
     events:  one dict per step: {"stage": "plan"|"twin"|"execute"|"answer", ...}.
     timings: seconds per stage: {"policy", "twin", "sandbox"} (in a batch, "policy" is the wall time
              of the batched calls this rollout took part in); "twin" and "sandbox" only once that
-             stage ran (a stage that never ran was not measured: it is not 0 s).
+             stage ran (a stage that never ran was not measured: it is not 0 s); "prefill" and
+             "decode", the policy seconds split (summed PolicyCost.prefill_s / decode_s of its
+             calls, each the call's own seconds where it ran), only when the backend measured them.
     twin:    the twin built from the plan.
     task:    contents of <task> (unparsed) or None when absent.
     answer:  contents of <answer> (unparsed).
@@ -95,6 +97,10 @@ class Rollout:
              pre-filled text), "policy" (generated text with its closing tag; token_ids, ended,
              logprobs, end_token = the Generation's token_ids, stop_reason, logprobs, end_token) or "env" (an inserted <dt_rep> / <results> block with its
              surrounding newlines). Training masks the "env" pieces out of the loss.
+    calls:   one dict per policy call, in order: {"after": what the call continues from, "start"
+             (the prompt), "twin" (<dt_rep>) or "results" (a code round's <results>), "generated":
+             tokens} and the fields of its PolicyCost.record() the backend measured (prompt_tokens,
+             cached_tokens, prefilled, prefill_s, decode_s).
     """
 
     trace: str
@@ -105,6 +111,7 @@ class Rollout:
     answer: str
     n_tokens: int
     segments: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -114,6 +121,16 @@ class _State:
     timings: dict[str, float] = field(default_factory=lambda: {"policy": 0.0})
     n_tokens: int = 0
     segments: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    after: str = "start"  # what the next policy call continues from (Rollout.calls)
+
+    def cost(self, gen: Generation) -> None:
+        """Record `gen`'s call in `calls`, and its prefill / decode seconds in `timings`."""
+        record = {"after": self.after, "generated": gen.n_tokens, **(gen.cost.record() if gen.cost else {})}
+        self.calls.append(record)
+        for key, stage in (("prefill_s", "prefill"), ("decode_s", "decode")):
+            if key in record:
+                self.timings[stage] = self.timings.get(stage, 0.0) + record[key]
 
     def add(self, kind: str, text: str, token_ids: tuple[int, ...] | None = None, ended: str | None = None,
             logprobs: tuple[float | None, ...] | None = None, end_token: tuple[int, float | None] | None = None) -> None:
@@ -164,6 +181,7 @@ def run_rollouts(policy: Policy, jobs: list[tuple[list[dict], RolloutEnv]], limi
             del live[i]
         except AdapterError as exc:
             exc.trace, exc.events, exc.timings, exc.segments = st.trace, st.events, dict(st.timings), st.segments
+            exc.calls = st.calls
             results[i] = exc
             del live[i]
         if i not in live:
@@ -276,6 +294,7 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
             event[key] = artifacts[key]
     st.events.append(event)
     st.add("env", "\n" + T.wrap(T.REP, rep) + "\n")
+    st.after = "twin"
 
     rounds = 0
     while True:
@@ -298,6 +317,7 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
         st.events.append(event)
         # print() ends with a newline; the closing tag follows the last line directly.
         st.add("env", "\n" + T.wrap(T.RESULTS, result.output.rstrip()) + "\n")
+        st.after = "results"
 
     final = segment + stop
     # recorded as soon as the model closed its answer block, whether or not the block parses: the
@@ -306,7 +326,7 @@ def _run(policy: Policy, messages: list[dict], env: RolloutEnv, limits: RolloutL
     st.events.append(answered)
     answered["task"] = task = T.extract_optional(final, T.TASK)
     answer = T.extract_one(final, T.ANSWER)
-    return Rollout(st.trace, st.events, st.timings, twin, task, answer, st.n_tokens, st.segments)
+    return Rollout(st.trace, st.events, st.timings, twin, task, answer, st.n_tokens, st.segments, st.calls)
 
 
 def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _State,
@@ -324,6 +344,7 @@ def _generate(policy: Policy, messages: list[dict], limits: RolloutLimits, st: _
         prompt_ids = tuple(turn_ids(policy.encode, policy.render(messages, policy.prefill), st.segments).all_ids)
     gen = yield Request(prompt, list(stop), min(limits.max_new_tokens, remaining), prompt_ids, grammar)
     st.n_tokens += gen.n_tokens
+    st.cost(gen)
     st.add("policy", gen.text + (gen.matched_stop or ""), gen.token_ids, gen.stop_reason, gen.logprobs, gen.end_token)
     if gen.stop_reason == "length":
         raise T.TagError("token_budget", f"no {' or '.join(stop)} within the token budget ({gen.n_tokens} tokens generated)")

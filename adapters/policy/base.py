@@ -31,6 +31,7 @@ class Generation:
     end_token:   (id, logprob or None) of the end-of-turn token the backend sampled and dropped from
                  `token_ids` (stop_reason "eos"), when it reports it (vLLM); training ends the
                  episode with that token and its logprob.
+    cost:        what the call cost, as far as the backend measured it (a PolicyCost), else None.
     """
 
     text: str
@@ -40,6 +41,42 @@ class Generation:
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float | None, ...] | None = None
     end_token: tuple[int, float | None] | None = None
+    cost: "PolicyCost | None" = None
+
+
+@dataclass(frozen=True)
+class PolicyCost:
+    """What one continuation cost the backend (the DT-R1 paper's per-query cost, split).
+
+    prompt_tokens: tokens of the prompt. cached_tokens: of those, the tokens whose KV cache was
+    reused from an earlier call (the shared system prompt, the rollout's earlier rounds), so
+    prompt_tokens - cached_tokens were prefilled. prefill_s: seconds evaluating the prompt, up to
+    the first generated token's logits. decode_s: seconds generating the rest (the tokens after
+    the first, stop-string checks included). A field the backend does not know is None (a server
+    reports tokens, not seconds); seconds are the request's own, measured where it ran (requests
+    decoded side by side overlap)."""
+
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    prefill_s: float | None = None
+    decode_s: float | None = None
+
+    def record(self) -> dict:
+        """The known fields as a JSON-ready dict ({"prompt_tokens", "cached_tokens", "prefilled",
+        "prefill_s", "decode_s"}; "prefilled" when both token counts are known), seconds rounded to
+        0.1 ms."""
+        out: dict = {}
+        if self.prompt_tokens is not None:
+            out["prompt_tokens"] = int(self.prompt_tokens)
+        if self.cached_tokens is not None:
+            out["cached_tokens"] = int(self.cached_tokens)
+            if self.prompt_tokens is not None:
+                out["prefilled"] = int(self.prompt_tokens) - int(self.cached_tokens)
+        for key in ("prefill_s", "decode_s"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = round(float(value), 4)
+        return out
 
 
 @dataclass(frozen=True)

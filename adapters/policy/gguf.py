@@ -62,6 +62,16 @@ class GGUFPolicy(Policy):
                    n_threads = n_threads_batch = 1 and one instance per core, a 135M model on 2
                    cores does about twice the work of 1 instance on 2 threads (no OpenMP team to
                    synchronise; see docs/architecture.md "Embedded policy speed").
+    prefix_cache:  True (default): a prompt reuses the KV cache of the longest prefix its instance
+                   already holds (llama_cpp: the shared system prompt and worked example once per
+                   instance, a rollout's earlier rounds; transformers: the same, from a copy of the
+                   cached prefix), so each call prefills only its new tokens; False: every prompt
+                   is prefilled whole (for timing what the cache saves,
+                   perf/demo_cost.py). Prefilling whole evaluates the prompt in other batch shapes
+                   than the cached path did, which rounds differently: greedy text can change (5
+                   of the demo's 10 rollouts did), so the setting is in the fingerprint where it
+                   differs from what the runtime did before it existed (llama_cpp: off; the
+                   transformers runtime, which prefilled whole before: on).
     (conf/policy/<name>.yaml may hold a `rollout:` block, DT-R1 limits sized for this model that
     conf/model/dtr1.yaml reads; it is no argument here: rvt_bench.harness.config.adapter_node drops it.)
     """
@@ -80,6 +90,7 @@ class GGUFPolicy(Policy):
         decoding: str = "free",
         n_parallel: int = 1,
         requantize: str | None = None,
+        prefix_cache: bool = True,
     ):
         if runtime not in RUNTIMES:
             raise AdapterError(f"unknown policy runtime {runtime!r}; expected one of {RUNTIMES}")
@@ -105,6 +116,9 @@ class GGUFPolicy(Policy):
             raise AdapterError("policy requantize is a llama_cpp option (runtime=llama_cpp)")
         if requantize is not None and requantize not in REQUANTIZE_TYPES:
             raise AdapterError(f"policy requantize={requantize!r}: expected null or one of {list(REQUANTIZE_TYPES)}")
+        if not isinstance(prefix_cache, bool):
+            raise AdapterError(f"policy prefix_cache={prefix_cache!r}: expected true or false")
+        self.prefix_cache = prefix_cache
         self._path: Path | None = None
         self._meta: dict[str, str] | None = None
         self._backend: LlamaInstance | TransformersRuntime | None = None
@@ -128,7 +142,16 @@ class GGUFPolicy(Policy):
             **({"continuation": "sampled_ids", "llama_cpp": llama_lib.BUILD} if self.runtime == "llama_cpp" else {}),
             # Only when set, so the fingerprints (run names) of configurations without them stay.
             **({"requantize": self.requantize} if self.requantize else {}),
+            **self._cache_fingerprint(),
         }
+
+    def _cache_fingerprint(self) -> dict:
+        """llama_cpp reused its KV cache in every run before the setting: only off is named. The
+        transformers runtime prefilled every prompt whole before it: on is named (its cached path
+        evaluates new tokens in other shapes, which may round otherwise)."""
+        if self.runtime == "llama_cpp":
+            return {} if self.prefix_cache else {"prefix_cache": False}
+        return {"prefix_cache": True} if self.prefix_cache else {}
 
     def render(self, messages: list[dict], assistant_prefix: str = "") -> str:
         template = self.chat_template or self.metadata().get("tokenizer.chat_template")
@@ -201,7 +224,8 @@ class GGUFPolicy(Policy):
         first = self._load()
         if not self._pool:
             assert isinstance(first, LlamaInstance)
-            self._pool = [first] + [LlamaInstance(self.model_path(), self.n_ctx, self.n_threads, self.n_threads_batch)
+            self._pool = [first] + [LlamaInstance(self.model_path(), self.n_ctx, self.n_threads, self.n_threads_batch,
+                                                  self.prefix_cache)
                                     for _ in range(self.n_parallel - 1)]
         return self._pool
 
@@ -210,7 +234,8 @@ class GGUFPolicy(Policy):
             path = self.model_path()
             log.info("loading %s with %s", path, self.runtime)
             if self.runtime == "llama_cpp":
-                self._backend = LlamaInstance(path, self.n_ctx, self.n_threads, self.n_threads_batch)
+                self._backend = LlamaInstance(path, self.n_ctx, self.n_threads, self.n_threads_batch, self.prefix_cache)
             else:
-                self._backend = TransformersRuntime(path, self.n_ctx, self.n_threads, self.seed, self.metadata())
+                self._backend = TransformersRuntime(path, self.n_ctx, self.n_threads, self.seed, self.metadata(),
+                                                   self.prefix_cache)
         return self._backend

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from rvt_bench.adapters.policy import gguf_grammar
-from rvt_bench.adapters.policy.base import Generation, fit_budget, split_at_stop
+from rvt_bench.adapters.policy.base import Generation, PolicyCost, fit_budget, split_at_stop
 from rvt_bench.adapters.policy.llama_model import LlamaContext, LlamaModel, common_prefix
 from rvt_bench.core.types import AdapterError
 
@@ -15,9 +16,14 @@ from rvt_bench.core.types import AdapterError
 class LlamaInstance:
     """A GGUF model in llama.cpp with one KV cache; `generate` is greedy decoding.
 
-    n_threads / n_threads_batch: CPU threads for single-token steps / prompt evaluation."""
+    n_threads / n_threads_batch: CPU threads for single-token steps / prompt evaluation.
+    prefix_cache: True = a prompt reuses the KV cache of its longest prefix that the last call
+    evaluated or generated (the shared system prompt, a rollout's turn so far); False = every
+    prompt is evaluated whole (for timing what the cache saves; batched re-evaluation rounds
+    otherwise than the incremental path, so the greedy text can differ)."""
 
-    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, n_threads_batch: int | None):
+    def __init__(self, path: Path, n_ctx: int, n_threads: int | None, n_threads_batch: int | None,
+                 prefix_cache: bool = True):
         threads = n_threads or max((os.cpu_count() or 2) // 2, 1)  # llama-cpp-python's defaults
         self.model = LlamaModel(path)
         self.ctx = LlamaContext(self.model, n_ctx, threads, n_threads_batch or n_threads or (os.cpu_count() or 1))
@@ -29,6 +35,7 @@ class LlamaInstance:
         self.last: tuple[bytes, list[int], list[int], bytes] = (b"", [], [], b"")
         # set by the scheduler (gguf_pool) on Ctrl-C: stop generating at the next token
         self.cancel = threading.Event()
+        self.prefix_cache = bool(prefix_cache)
 
     def close(self) -> None:
         """Free llama.cpp's context and model now. An interrupted run's traceback may keep this
@@ -75,6 +82,9 @@ class LlamaInstance:
         if not tokens:
             raise AdapterError("the prompt is empty: there is nothing to continue")
         budget = fit_budget(len(tokens), max_new_tokens, ctx.n_ctx)
+        start = time.perf_counter()
+        if not self.prefix_cache:
+            ctx.truncate(0)
         # the last prompt token is evaluated again even when cached (for fresh logits)
         reused = common_prefix(ctx.ids[:ctx.n_tokens], tokens[:-1])
         self.counts["calls"] += 1
@@ -84,7 +94,10 @@ class LlamaInstance:
         pieces: list[bytes] = []
         text, matched, reason = "", None, "length"
         steps = gguf_grammar.constrained(ctx, tokens, grammar) if grammar else ctx.greedy(tokens)
+        first: float | None = None  # when the prompt was evaluated and the first token chosen
         for token in steps:
+            if first is None:
+                first = time.perf_counter()
             if self.cancel.is_set():
                 break
             if model.is_eog(token):
@@ -100,9 +113,12 @@ class LlamaInstance:
             if len(out) >= budget:
                 break
         steps.close()
+        end = time.perf_counter()
         self.counts["generated"] += len(out)
         self.last = (prompt.encode("utf-8"), tokens, out, model.detokenize(out) if out else b"")
-        return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out))
+        first = end if first is None else first
+        cost = PolicyCost(len(tokens), reused, first - start, end - first)
+        return Generation(text=text, stop_reason=reason, matched_stop=matched, n_tokens=len(out), cost=cost)
 
 
 def _text(tokens: list[int], pieces: list[bytes], bos: int) -> str:

@@ -9,9 +9,10 @@ token's log-probability. Outputs are read by rvt_bench.adapters.policy.vllm_outp
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
-from rvt_bench.adapters.policy.base import BatchPolicy, Generation, Request, decoding_fingerprint
+from rvt_bench.adapters.policy.base import BatchPolicy, Generation, PolicyCost, Request, decoding_fingerprint
 from rvt_bench.adapters.policy.hf import render_with_tokenizer, template_prefill
 from rvt_bench.adapters.policy.vllm_output import from_vllm
 from rvt_bench.core.types import AdapterError
@@ -119,6 +120,9 @@ class VLLMEnginePolicy(BatchPolicy):
             except ImportError as exc:
                 raise AdapterError("vllm policy: vllm is not installed (pip install vllm, on a GPU machine)") from exc
             kwargs = dict(self.engine_kwargs)
+            # a rollout's rounds and all samples share the system prompt: each request prefills only
+            # what no earlier one did (vLLM's automatic prefix caching; engine_kwargs may turn it off)
+            kwargs.setdefault("enable_prefix_caching", True)
             if self.adapter:
                 kwargs.setdefault("enable_lora", True)
             log.info("starting vLLM on %s (adapter %s)", self.model_id, self.adapter)
@@ -153,11 +157,18 @@ class VLLMEnginePolicy(BatchPolicy):
         return ids  # type: ignore[return-value]
 
     def _generation(self, out: Any, r: Request, eos: set[int]) -> Generation:
-        """RequestOutput -> Generation: its single CompletionOutput, logprobs of the sampled ids."""
+        """RequestOutput -> Generation: its single CompletionOutput, logprobs of the sampled ids, and
+        its cost in tokens (prompt_token_ids, num_cached_tokens: the prompt's tokens vLLM's prefix
+        cache held; seconds are not measured per request here)."""
         comp = out.outputs[0]
         ids = list(comp.token_ids)
         lps = None
         if comp.logprobs is not None:
             # logprobs=0: each position maps the sampled id (and nothing else) to a Logprob.
             lps = [pos[tid].logprob if tid in pos else None for tid, pos in zip(ids, comp.logprobs)]
-        return from_vllm(comp.text, comp.finish_reason, comp.stop_reason, ids, lps, list(r.stop), eos, self.name)
+        gen = from_vllm(comp.text, comp.finish_reason, comp.stop_reason, ids, lps, list(r.stop), eos, self.name)
+        prompt = getattr(out, "prompt_token_ids", None)
+        cached = getattr(out, "num_cached_tokens", None)
+        if prompt is None:
+            return gen
+        return replace(gen, cost=PolicyCost(len(prompt), int(cached) if isinstance(cached, int) else None))

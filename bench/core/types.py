@@ -76,6 +76,8 @@ class AdapterError(RvtBenchError):
     timings:  seconds per stage spent before the failure.
     segments: the output so far in token-level pieces, in the raising adapter's own layout (for
               training on failed rollouts).
+    calls:    what each model call so far cost (tokens, seconds), in the raising adapter's own
+              layout (its per-sample cost record).
     Each is None when the adapter had nothing to attach.
     """
 
@@ -84,6 +86,7 @@ class AdapterError(RvtBenchError):
     events: list[dict] | None = None
     timings: dict[str, float] | None = None
     segments: list[dict] | None = None
+    calls: list[dict] | None = None
 
 
 class ParseError(AdapterError):

@@ -34,6 +34,10 @@ _NON_SEMANTIC_MODEL_KEYS = {"resources"}
 # preset's family, null before; `task_hint`: DT-R1's user message named the task before the key;
 # `embeddings`: DT-R1's prompt listed no DINOv2 before the key).
 _LATER_MODEL_KEYS: dict[str, Any] = {"family": None, "task_hint": True, "embeddings": False}
+# Policy keys added the same way (`prefix_cache`: a backend's KV-cache reuse of a prompt's cached
+# prefix, on in every run before the key; off, batched re-evaluation rounds differently and greedy
+# text can change, so off names its runs anew).
+_LATER_POLICY_KEYS: dict[str, Any] = {"prefix_cache": True}
 # Protocol keys added the same way (`variant`: ReasonSeg's named variants, null = the reference's rule).
 _LATER_NULLABLE_PROTOCOL_KEYS = {"variant"}
 
@@ -93,7 +97,8 @@ def semantic_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if "name" in model:  # a display label: naming a run never re-runs it
         model["name"] = model_key(cfg["model"])
     if isinstance(model.get("policy"), dict):
-        model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS}
+        model["policy"] = {k: v for k, v in model["policy"].items() if k not in _NON_SEMANTIC_POLICY_KEYS
+                           and not (k in _LATER_POLICY_KEYS and v is _LATER_POLICY_KEYS[k])}
     out = {"dataset": dataset, "model": _redact(model, scrub_text=False)}  # what the fingerprint hashes: keys only
     judge = cfg.get("judge") or {}
     if judge.get("_target_"):
