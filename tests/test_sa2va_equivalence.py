@@ -25,6 +25,15 @@ frames), 6.0e-6 (eight) on logits up to 6.3, no larger on the tracked frames tha
 ones; VIDEO_TOLERANCE = 1e-4 keeps the same margin, and the thresholded masks must be equal. The
 '?' query and SAM2's input (sha256, float32 and the bfloat16 image of sa2va_reference_bf16.json) are
 compared exactly.
+
+bfloat16 (sa2va_reference_bf16_image.json, the first image): Sa2VA prepared in bfloat16, SAM2 under
+``language_embd_inference``'s autocast with its device_type "cuda" mapped to "cpu" (run_sa2va.py
+--cpu-autocast; ours: model.py opens the same region under CPU autocast for a bfloat16 model on the
+CPU). Both sides round at the same places, so they agree far closer than bf16's unit roundoff
+(measured: 5.7e-6 on logits up to 19.1, no pixel flipped); Sa2VA's own bf16 logits differ from its
+float32 ones by 0.245 (6 of 3072 pixels flipped). BF16_TOLERANCE, one unit roundoff 2^-8 of the
+largest |logit| (0.075 here), sits between the two: a port that rounds anywhere else than Sa2VA, or
+runs SAM2 in float32, fails it. Token ids are compared exactly.
 """
 import json
 from pathlib import Path
@@ -200,3 +209,48 @@ def test_sam2_input_is_sa2va_bit_for_bit(case):
     assert sam_input_digest(frames, getattr(torch, case["dtype"]), image=not video) == expected
     if not video and case["dtype"] == "bfloat16":  # normalising in float32 and then casting differs
         assert sam_input_digest(frames, torch.bfloat16, image=False)["sha256"] != expected["sha256"]
+
+
+BF16_IMAGE = json.loads((DATA / "sa2va_reference_bf16_image.json").read_text())
+BF16_TOLERANCE = 2.0 ** -8  # of max |reference logit|: one bfloat16 unit roundoff (module docstring)
+
+
+def bf16_adapter(checkpoint: str, max_new_tokens: int):
+    """The adapter with its network built and loaded in bfloat16 on the CPU (the adapter itself refuses
+    half precision on the CPU; run_sa2va.py --bfloat16 --cpu-autocast is the authors' side)."""
+    from rvt_bench.adapters.sa2va import model as sa2va_model
+    from rvt_bench.adapters.sa2va.adapter import Sa2VAAdapter
+    from rvt_bench.adapters.sa2va.weights import load_into
+
+    adapter = Sa2VAAdapter(checkpoint, device="cpu", max_new_tokens=max_new_tokens)
+    _, tokenizer, ids, config = adapter._load()
+    net = sa2va_model.build(config, "cpu", torch.bfloat16)
+    load_into(net, Path(checkpoint))
+    adapter._loaded = (net, tokenizer, ids, config)
+    return adapter
+
+
+def test_bf16_image_matches_sa2va_bf16(adapter):
+    """sa2va_reference_bf16_image.json: Sa2VA in bfloat16 (``preparing_for_generation(torch_dtype=
+    bfloat16)``), SAM2 under its autocast mapped from CUDA to the CPU; ours the same (model.py)."""
+    (case,) = BF16_IMAGE["cases"]
+    assert BF16_IMAGE["cpu_autocast"] and case["dtype"] == "bfloat16"
+    out = run_case(bf16_adapter(adapter.checkpoint, BF16_IMAGE["max_new_tokens"]), case)
+    assert out.token_ids == case["input_ids"] and out.generated == case["output_ids"]
+    expected = torch.tensor(case["logits"])
+    assert out.logits.shape == expected.shape == (1, 1, 48, 64)
+    bound = BF16_TOLERANCE * float(expected.abs().max())
+    assert float((out.logits - expected).abs().max()) <= bound
+    flipped = (out.logits > 0) != (expected > 0)
+    assert bool((expected[flipped].abs() <= bound).all())
+
+
+def test_bf16_bound_is_below_sa2va_own_bf16_spread():
+    """The bound tells bfloat16 from float32: Sa2VA's own bf16 logits differ from its float32 ones
+    (sa2va_reference.json, same case) by more than it admits, so a port running SAM2 in float32 fails."""
+    (bf16,) = BF16_IMAGE["cases"]
+    (fp32,) = [c for c in REFERENCE["cases"] if c["files"] == bf16["files"] and c["query"] == bf16["query"]]
+    assert fp32["output_ids"] == bf16["output_ids"]
+    a, b = torch.tensor(fp32["logits"]), torch.tensor(bf16["logits"])
+    assert float((a - b).abs().max()) > 2 * BF16_TOLERANCE * float(b.abs().max())
+

@@ -167,8 +167,11 @@ class Sa2VAModel(nn.Module):
             sam_dtype = next(sam.parameters()).dtype
             n_cond = min(llm_pixels.shape[0], len(sam_frames))  # a video's frames the LLM saw; an image's one
             # SAM2.language_embd_inference runs under torch.autocast("cuda", bfloat16): active on CUDA,
-            # inactive on the CPU (where the adapter runs float32 only)
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            # inert on the CPU in float32 (the adapter's CPU path); a bfloat16 model on the CPU (the
+            # equivalence test) takes the same region under CPU autocast, as the reference runner's shim
+            cpu_bf16 = self.device.type == "cpu" and sam_dtype == torch.bfloat16
+            with torch.autocast(device_type="cpu" if cpu_bf16 else "cuda", dtype=torch.bfloat16,
+                                enabled=self.device.type == "cuda" or cpu_bf16):
                 logits = torch.stack([track(sam, sam_frames, p, n_cond, out_size, self.device, sam_dtype) for p in prompts])
         return Sa2VAOutput(token_ids, generated, logits.float().cpu(), n_seg)
 

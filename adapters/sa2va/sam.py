@@ -76,7 +76,18 @@ def build_sam2(trunk: dict):
     }
     cfg = OmegaConf.merge(cfg, {"model": overrides})
     OmegaConf.resolve(cfg)
-    return instantiate(cfg.model, _recursive_=True).eval()
+    sam = instantiate(cfg.model, _recursive_=True).eval()
+    sam.sam_mask_decoder.transformer.register_forward_pre_hook(_tokens_in_pe_dtype)
+    return sam
+
+
+def _tokens_in_pe_dtype(transformer, args):
+    """Sa2VA's ``MaskDecoder.predict_masks`` casts the image embedding and the tokens to the positional
+    encoding's dtype before its transformer (``src.to(pos_src.dtype)``, ``tokens.to(...)``; not in the
+    sam2 package): a no-op in float32; in bfloat16 the point embedding and the memory-conditioned
+    features come in float32 and the residual stream is kept in bfloat16 as theirs."""
+    src, pos_src, tokens = args
+    return src.to(pos_src.dtype), pos_src, tokens.to(pos_src.dtype)
 
 
 def sam_pixels(frame_1024, dtype=torch.float32, image: bool = False) -> torch.Tensor:

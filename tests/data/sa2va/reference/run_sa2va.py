@@ -34,6 +34,13 @@ Commands (python = /tmp/sa2va_ref/bin/python):
     python tests/data/sa2va/reference/run_sa2va.py /tmp/tiny_sa2va SA2VA_CHECKOUT/projects/llava_sam2/hf \
         tests/data/sa2va/sa2va_reference_bf16.json 32 7 --bfloat16
 
+    # bfloat16 with SAM2's autocast on the CPU (--cpu-autocast, a shim: see below): the first image
+    # (reference checkpoint) and the eight-frame clip (VIDEO_SEG_BOOSTS checkpoint)
+    python tests/data/sa2va/reference/run_sa2va.py /tmp/tiny_sa2va SA2VA_CHECKOUT/projects/llava_sam2/hf \
+        tests/data/sa2va/sa2va_reference_bf16_image.json 32 0 --bfloat16 --cpu-autocast
+    python tests/data/sa2va/reference/run_sa2va.py /tmp/tiny_sa2va_video SA2VA_CHECKOUT/projects/llava_sam2/hf \
+        tests/data/sa2va/sa2va_reference_bf16_video.json 32 5 --bfloat16 --cpu-autocast
+
 A case whose ``predict_forward`` raises is recorded with ``error`` (the exception, file:line, code,
 message) and what was seen before it: the '?' query (refVOS.py passes it without SEG_PROMPT, so the
 prompt has no image tokens and ``generate``'s ``assert selected.sum() != 0`` fails), and the bfloat16
@@ -47,6 +54,11 @@ What is shimmed (none of it touches the math):
 - ``SAM2.build_image_encoder`` builds the Hiera trunk with the checkpoint's ``rvt_bench_sam2_trunk``
   sizes (the authors' code always builds Hiera-L; the tiny checkpoint's trunk is 8 wide), the same
   Hiera / FpnNeck / ImageEncoder classes and every other argument as the authors'.
+- ``--cpu-autocast`` only: ``torch.autocast`` maps device_type "cuda" to "cpu" (Sa2VA's one autocast,
+  sam2.py:336 ``language_embd_inference``: ``torch.autocast(device_type="cuda", dtype=torch.bfloat16)``,
+  inert on a CPU). CPU autocast's op lists are not CUDA's (CUDA's runs layer_norm in float32, the
+  CPU's does not): the eight-frame clip stops at frame 5, the first tracked from memory
+  (``RuntimeError`` in layer_norm, recorded); the image runs through.
 - flash-attn is absent: the authors' code falls back to its own eager attention (its try/except).
 
 Weights: the safetensors file is loaded into ``Sa2VAChatModel`` with ``load_state_dict(strict=True)``
@@ -113,6 +125,9 @@ def sam_input(seen: dict) -> dict | None:
 
 def main(checkpoint: str, hf_dir: str, out: str, max_new_tokens: str = str(MAX_NEW_TOKENS), *case_indices: str) -> None:
     dtype = torch.float32
+    cpu_autocast = "--cpu-autocast" in case_indices
+    if cpu_autocast:
+        case_indices = tuple(i for i in case_indices if i != "--cpu-autocast")
     if case_indices and case_indices[-1] == "--bfloat16":
         dtype, case_indices = torch.bfloat16, case_indices[:-1]
     budget = int(max_new_tokens)
@@ -128,6 +143,13 @@ def main(checkpoint: str, hf_dir: str, out: str, max_new_tokens: str = str(MAX_N
     trunk = raw["rvt_bench_sam2_trunk"]
 
     torch.Tensor.cuda = lambda self, *a, **k: self
+    if cpu_autocast:  # sam2.py:336 language_embd_inference: autocast("cuda", bfloat16) -> "cpu" (a shim)
+        cuda_autocast = torch.autocast
+
+        class cpu_for_cuda_autocast(cuda_autocast):
+            def __init__(self, device_type, *a, **k):
+                super().__init__("cpu" if device_type == "cuda" else device_type, *a, **k)
+        torch.autocast = cpu_for_cuda_autocast
     init_state = sam2_mod.SAM2VideoPredictor.init_state
 
     def cpu_init_state(self, images):
@@ -209,6 +231,7 @@ def main(checkpoint: str, hf_dir: str, out: str, max_new_tokens: str = str(MAX_N
                       "sam_input": sam_input(seen)})
         print(case["kind"], case["files"][0], "generated", len(seen["sequences"]), "n_seg", len(logits), repr(result["prediction"][:80]))
     Path(out).write_text(json.dumps({"source": "magic-research/Sa2VA@d01bf3fa8ee239325a007e7b64ee2fd22578b045",
+                                     "cpu_autocast": cpu_autocast,
                                      "transformers": __import__("transformers").__version__, "torch": torch.__version__,
                                      "max_new_tokens": budget, "cases": cases}) + "\n")
 
