@@ -50,10 +50,27 @@ def test_prompts_come_from_the_installed_sam3_by_default(tmp_path, monkeypatch):
     assert prompts.load(None) == {"agent": "installed agent", "checking": "installed check"}
 
 
-def test_without_sam3_installed_the_error_says_how_to_install(monkeypatch):
+def test_without_sam3_installed_the_error_says_how_to_get_the_prompts(monkeypatch):
     monkeypatch.setattr(prompts, "default_dir", lambda: None)
-    with pytest.raises(AdapterError, match="pip install git\\+https://github.com/facebookresearch/sam3"):
+    with pytest.raises(AdapterError) as err:
         prompts.load(None)
+    message = str(err.value)
+    assert "git clone https://github.com/facebookresearch/sam3" in message and "\n" not in message
+    assert "model.prompts_dir=<the clone>/sam3/agent/system_prompts" in message
+    assert "pip install git+" not in message  # its wheel leaves the prompts out
+
+
+def test_a_pip_installed_sam3_without_the_prompt_files_points_to_a_clone(tmp_path, monkeypatch):
+    # facebookresearch/sam3's wheel holds the .py files and assets/*.txt.gz only (its pyproject's
+    # package-data): the installed package is found, its system_prompts/ is not there
+    (tmp_path / "site" / "sam3" / "agent").mkdir(parents=True)
+    (tmp_path / "site" / "sam3" / "__init__.py").write_text("raise ImportError('never imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(AdapterError) as err:
+        prompts.load(None)
+    message = str(err.value)
+    assert "system_prompt.txt" in message and "git clone https://github.com/facebookresearch/sam3" in message
+    assert "model.prompts_dir=<the clone>/sam3/agent/system_prompts" in message and "\n" not in message
 
 
 def test_a_fifo_or_non_utf8_prompt_file_is_one_line_not_a_hang(tmp_path):

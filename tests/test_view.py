@@ -39,6 +39,16 @@ def test_measures_carry_their_units():
     assert [measure_text(m) for m in report.measures] == ["75.0 %", "12.5 s", "31.2 tokens"]
 
 
+def test_a_mean_count_is_not_truncated():
+    # sam3's "objects kept per sample (mean)" was 0.625 in metrics.json and "0" in the summary
+    from rvt_bench.core.records import Measure
+
+    mean = Measure(key="detections", label="objects kept per sample (mean)", value=0.625, unit="count")
+    assert measure_text(mean) == "0.6"
+    assert measure_text(Measure(key="n", label="objects", value=3, unit="count")) == "3"
+    assert measure_text(Measure(key="n", label="objects", value=2.0, unit="count")) == "2"
+
+
 def test_funnel_chart_labels_are_the_adapters():
     svg = funnel_chart(adapter_report(METRICS))
     assert svg.startswith("<svg") and "[SEG] emitted" in svg and "2 (50 %)" in svg

@@ -26,7 +26,11 @@ REFERENCE_COMMIT = "99d02f28c8d34610ab35559b72642b01f10fdb1e"
 FILES = {"agent": "system_prompt.txt", "checking": "system_prompt_iterative_checking.txt"}
 REFERENCE_SHA256 = {"agent": "aa28b5af9e2f979fdda0cfc9e681ccd014604ec24dac3b3d32387a63c694720d",
                     "checking": "ef96da82cd24572e743e3000d78e7b466777850d41396d5fadb0c1f74d1ce253"}
-INSTALL = "pip install git+https://github.com/facebookresearch/sam3"
+# A wheel of facebookresearch/sam3 (`pip install git+...`) holds no system_prompts/*.txt (its
+# pyproject's package-data is assets/*.txt.gz alone), and its numpy==1.26 pin would downgrade ours:
+# the prompts are taken from a clone.
+INSTALL = ("git clone https://github.com/facebookresearch/sam3 and pass "
+           "model.prompts_dir=<the clone>/sam3/agent/system_prompts (a pip-installed sam3 lacks these files)")
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,8 @@ def load(prompts_dir: str | None) -> dict[str, str]:
     line: install sam3 or set model.prompts_dir) when a file is missing or unreadable."""
     directory = Path(prompts_dir) if prompts_dir else default_dir()
     if directory is None:
-        raise AdapterError(f"sam3_agent: SAM 3 Agent's system prompts come from facebookresearch/sam3, which is not "
-                           f"installed: {INSTALL}, or set model.prompts_dir=DIR (its sam3/agent/system_prompts)")
+        raise AdapterError(f"sam3_agent: SAM 3 Agent's system prompts come from facebookresearch/sam3 and are not "
+                           f"shipped (SAM License): {INSTALL}")
     out = {}
     for key, name in FILES.items():
         path = directory / name
@@ -64,7 +68,7 @@ def load(prompts_dir: str | None) -> dict[str, str]:
             out[key] = files.read_text(path, "SAM 3 Agent system prompt", max_mb=1.0).strip()
         except (OSError, RvtBenchError) as exc:
             raise AdapterError(f"sam3_agent: cannot read {path} ({type(exc).__name__}); model.prompts_dir must hold "
-                               f"sam3/agent/system_prompts/{name} of facebookresearch/sam3 ({INSTALL})") from exc
+                               f"sam3/agent/system_prompts/{name} of facebookresearch/sam3: {INSTALL}") from exc
     return out
 
 

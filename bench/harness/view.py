@@ -108,7 +108,7 @@ def adapter_report(metrics: dict[str, Any]) -> AdapterReport | None:
 
 def measure_text(measure: Measure, digits: int = 1) -> str:
     """A measure's value with its unit: fraction -> "40.0 %", "s" -> "214.3 s", "rounds" ->
-    "1.0 rounds", "count" -> "3"; text as it is."""
+    "1.0 rounds", "count" -> "3" (a mean count, e.g. objects per sample: "0.6"); text as it is."""
     v = measure.value
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
@@ -117,7 +117,7 @@ def measure_text(measure: Measure, digits: int = 1) -> str:
     if measure.unit == "fraction":
         return f"{100 * v:.{digits}f} %"
     if measure.unit == "count":
-        return str(int(v))
+        return str(int(v)) if float(v).is_integer() else f"{v:.{digits}f}"
     text = str(v) if isinstance(v, int) else f"{v:.{digits}f}"
     return f"{text} {measure.unit}" if measure.unit else text
 
