@@ -148,7 +148,7 @@ def load_into(model, directory: str | Path) -> dict[str, list[str]]:
     """
     import torch
 
-    from rvt_bench.adapters.lisa.weights import checkpoint_files, our_key, read_state_dict
+    from rvt_bench.adapters.lisa.weights import checkpoint_files, finish_load, our_key, read_state_dict
 
     directory = Path(directory)
     params = {k: v for k, v in model.state_dict().items() if not k.startswith("clip.")}
@@ -187,13 +187,5 @@ def load_into(model, directory: str | Path) -> dict[str, list[str]]:
             put(name, tensor, path.name, key)
     for name, tensor in extras.items():
         put(name, tensor, "v0 extra file", name)
-    shared, image_wide = "sam.prompt_encoder.shared_embedding.positional_embedding", "sam.shared_image_embedding.positional_embedding"
-    if shared in loaded and image_wide in params:
-        with torch.no_grad():
-            params[image_wide].copy_(params[shared])
-        loaded.add(image_wide)
-    missing = sorted(set(params) - loaded)
-    if missing:
-        raise AdapterError(f"lisa: v0 checkpoint {directory} lacks {missing[0]!r} ({len(missing)} parameters missing; "
-                           f"LISA's strict=False load would leave them random)")
+    finish_load(params, loaded, f"v0 checkpoint {directory}", "; LISA's strict=False load would leave them random")
     return {"skipped": skipped, "ignored": ignored}

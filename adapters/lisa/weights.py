@@ -117,6 +117,16 @@ def load_into(model, directory: str | Path) -> dict[str, list[str]]:
             with torch.no_grad():
                 params[name].copy_(tensor.to(params[name].dtype))
             loaded.add(name)
+    finish_load(params, loaded, f"checkpoint {directory}")
+    return {"skipped": skipped}
+
+
+def finish_load(params: dict, loaded: set[str], what: str, why: str = "") -> None:
+    """The end of a load (v1 here, v0 in legacy.py): SAM's one positional matrix tied, then every
+    parameter of ``params`` required in ``loaded``. Raises AdapterError "lisa: <what> lacks <first>
+    (<n> parameters missing<why>)"."""
+    import torch
+
     # SAM's one positional matrix: the prompt encoder's is also the model-wide image one
     # (transformers ties the two; copied explicitly in case a device move untied them)
     shared, image_wide = "sam.prompt_encoder.shared_embedding.positional_embedding", "sam.shared_image_embedding.positional_embedding"
@@ -126,5 +136,4 @@ def load_into(model, directory: str | Path) -> dict[str, list[str]]:
         loaded.add(image_wide)
     missing = sorted(set(params) - loaded)
     if missing:
-        raise AdapterError(f"lisa: checkpoint {directory} lacks {missing[0]!r} ({len(missing)} parameters missing)")
-    return {"skipped": skipped}
+        raise AdapterError(f"lisa: {what} lacks {missing[0]!r} ({len(missing)} parameters missing{why})")
