@@ -182,7 +182,7 @@ class PrecomputedAdapter(Adapter):
     # --- PNG layouts ---------------------------------------------------------------------------
 
     def _layout_for(self, sample: Sample) -> PredictionLayout:
-        fits = [self._layouts[n] for n in self._auto if all(k in sample.meta for k in self._layouts[n].keys)]
+        fits = self._fitting(sample)
         if not fits:
             raise not_found(
                 f"sample {sample.id}: cannot choose a PNG layout from its meta {sorted(sample.meta)}; expected "
@@ -194,13 +194,17 @@ class PrecomputedAdapter(Adapter):
             return indexed[0]
         return max(fits, key=lambda lay: len(lay.keys))  # max keeps the first of equals: declared order
 
+    def _fitting(self, sample: Sample) -> list[PredictionLayout]:
+        """The auto layouts, in declared order, whose keys the sample's meta holds."""
+        return [self._layouts[n] for n in self._auto if all(k in sample.meta for k in self._layouts[n].keys)]
+
     def _no_index_file(self, sample: Sample, layout: PredictionLayout) -> str:
         """What auto looked for before the PNGs: "; nor is there <root>/results.json (layout ref_sav)"
         for each reader layout the sample fits whose index file is absent (Ref-SAV's results.json), so
         a model.root one folder off names both places; '' for a layout chosen by name."""
         if self.layout != "auto":
             return ""
-        fits = [self._layouts[n] for n in self._auto if all(k in sample.meta for k in self._layouts[n].keys)]
+        fits = self._fitting(sample)
         return "".join(f"; nor is there {self.root / lay.path} (layout {lay.name})"
                        for lay in fits if lay is not layout and lay.reader is not None and "{" not in str(lay.path))
 
